@@ -1,0 +1,19 @@
+# The two commands a new user needs: `make test` and (later) `make demo`.
+SHELL := /bin/bash
+PY := .venv/bin/python
+
+.PHONY: install test lint bench-coordinator
+
+install:
+	scripts/bootstrap.sh
+
+# The whole suite. pytest exits 5 when it collects nothing; make treats any
+# non-zero exit as failure, so "no tests" never passes.
+test: install
+	$(PY) -m pytest -q -p no:cacheprovider
+
+lint: install
+	.venv/bin/ruff check .
+
+bench-coordinator: install
+	$(PY) bench/coordinator_bench.py

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Creates .venv at the repository root (when absent) and installs the pinned
+# requirements plus this package. Re-running is cheap: pip skips what is there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python3.11}
+if ! command -v "$PY" >/dev/null 2>&1; then
+  echo "error: Python 3.11 is required ($PY not found on PATH); install it or set PYTHON=/path/to/python3.11" >&2
+  exit 1
+fi
+if ! "$PY" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)'; then
+  echo "error: $PY is $("$PY" -V 2>&1), Python 3.11 is required" >&2
+  exit 1
+fi
+
+stamp=.venv/.installed
+inputs="requirements.txt requirements-dev.txt pyproject.toml"
+if [ -f "$stamp" ] && [ -z "$(find $inputs -newer "$stamp" 2>/dev/null)" ]; then
+  exit 0
+fi
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -r requirements.txt -r requirements-dev.txt
+.venv/bin/python -m pip install -q --no-deps -e .
+touch "$stamp"
