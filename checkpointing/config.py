@@ -1,0 +1,52 @@
+"""Checkpoint configuration, mirroring Flink's CheckpointConfig."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Literal
+
+Mode = Literal["exactly_once", "at_least_once"]
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    """Policies the coordinator enforces for one pipeline.
+
+    Defaults follow Flink's CheckpointConfig except the timeout: Flink's 10 minutes suits
+    streaming checkpoints, whereas one epoch here spans a whole DAG run of Spark jobs.
+    """
+
+    #: seconds after the barrier is written before a pending epoch is expired and alerted
+    timeout_seconds: float = 3600.0
+    #: consecutive aborted epochs tolerated before begin() refuses (Flink's default: 0)
+    tolerable_failed_epochs: int = 0
+    #: pending epochs allowed at once (Flink's default: 1)
+    max_concurrent_epochs: int = 1
+    #: minimum seconds between the starts of two epochs (Flink's default: 0)
+    min_pause_seconds: float = 0.0
+    #: completed epochs kept per lineage by retention (Flink's num-retained default: 1)
+    retained_epochs: int = 1
+    #: delivery guarantee recorded in every barrier
+    mode: Mode = "exactly_once"
+
+    def __post_init__(self) -> None:
+        if self.timeout_seconds <= 0:
+            raise ValueError("timeout_seconds must be > 0")
+        if self.tolerable_failed_epochs < 0:
+            raise ValueError("tolerable_failed_epochs must be >= 0")
+        if self.max_concurrent_epochs < 1:
+            raise ValueError("max_concurrent_epochs must be >= 1")
+        if self.min_pause_seconds < 0:
+            raise ValueError("min_pause_seconds must be >= 0")
+        if self.retained_epochs < 1:
+            raise ValueError("retained_epochs must be >= 1")
+        if self.mode not in ("exactly_once", "at_least_once"):
+            raise ValueError("mode must be 'exactly_once' or 'at_least_once'")
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> CheckpointConfig:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})

@@ -1,0 +1,621 @@
+"""The checkpoint coordinator (Flink's CheckpointCoordinator) for one pipeline.
+
+It is stateless between calls except for caches of immutable documents (barriers and
+decided ``_metadata``), so any number of processes (the Airflow scheduler, task processes,
+the CLI) can use it at once: every decision goes through a conditional write in storage.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .acknowledgement import Acknowledgement
+from .attempts import TaskAttempts, scan_epoch_tasks, scan_task
+from .barrier import Barrier, TaskPlan
+from .cas import cas_update
+from .config import CheckpointConfig
+from .documents import encode, now_iso, parse_iso, writer_identity
+from .epoch_metadata import ABORT_REASONS, AckRef, EpochMetadata
+from .errors import (
+    CheckpointError,
+    EpochAlreadyDecided,
+    EpochIncomplete,
+    EpochNotFound,
+    MalformedDocument,
+    MinPauseNotElapsed,
+    NotFound,
+    PreconditionFailed,
+    StaleAttempt,
+    StorageError,
+    TooManyConcurrentEpochs,
+    UnknownTask,
+)
+from .ids import validate_attempt, validate_epoch_id, validate_id
+from .layout import Layout
+from .publish import publish
+from .registry import LineageState, OpenEpoch, Registry
+from .state_handle import OutputRef, StateHandle
+from .storage import Storage
+
+log = logging.getLogger("checkpointing.coordinator")
+
+#: Called once per aborted epoch, by the process whose write decided the abort.
+AbortListener = Callable[[EpochMetadata, "Barrier | None"], None]
+
+_LATEST = object()  # sentinel: restore from the lineage's latest completed epoch
+
+
+class AlignmentError(CheckpointError):
+    """An upstream task has not acknowledged the epoch yet (barrier alignment)."""
+
+
+class RestoreMappingError(CheckpointError):
+    """The restore source holds state for tasks that the new plan does not have."""
+
+
+@dataclass(frozen=True)
+class AttemptStart:
+    """Result of registering an attempt: ``existing`` is set when the task already has an
+    effective acknowledgement in this epoch, in which case the attempt must not run."""
+
+    epoch_id: int
+    task_id: str
+    attempt: int
+    existing: Acknowledgement | None = None
+
+
+class Coordinator:
+    """Begins, tracks and decides the epochs of one pipeline."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        pipeline_id: str,
+        config: CheckpointConfig | None = None,
+        *,
+        clock: Callable[[], float] = time.time,
+        on_abort: AbortListener | None = None,
+    ):
+        self.storage = storage
+        self.layout = Layout(pipeline_id)
+        self.pipeline_id = pipeline_id
+        self.config = config or CheckpointConfig()
+        self.clock = clock
+        self.on_abort = on_abort
+        self._barriers: dict[int, Barrier] = {}
+        self._decided: dict[int, EpochMetadata] = {}
+
+    # ------------------------------------------------------------------ documents
+    def _uri(self, key: str) -> str:
+        return self.storage.uri(key)
+
+    def registry(self) -> Registry:
+        """The current registry (an empty one before the first epoch)."""
+        try:
+            data, _ = self.storage.read(self.layout.counter)
+        except NotFound:
+            return Registry()
+        return Registry.from_bytes(data, self._uri(self.layout.counter))
+
+    def _update_registry(self, mutate: Callable[[Registry], tuple[Registry | None, Any]]) -> Any:
+        key = self.layout.counter
+
+        def parse(b: bytes) -> Registry:
+            return Registry.from_bytes(b, self._uri(key))
+
+        def step(cur: Registry | None) -> tuple[bytes | None, Any]:
+            if cur is None:
+                cur = self._bootstrap_registry()
+            new, result = mutate(cur)
+            if new is None:
+                return None, result
+            return new.to_bytes(writer_identity(), now_iso(self.clock())), result
+
+        return cas_update(self.storage, key, parse, step)
+
+    def _bootstrap_registry(self) -> Registry:
+        """An absent registry with epochs present (deleted by hand) must not reuse ids."""
+        existing = [self.layout.parse_epoch_dir(p)
+                    for p in self.storage.list_dirs(self.layout.epochs_prefix)]
+        return Registry(last_epoch_id=max([e for e in existing if e] or [0]))
+
+    def barrier(self, epoch_id: int) -> Barrier:
+        """The epoch's barrier (cached: barriers are immutable)."""
+        epoch_id = validate_epoch_id(epoch_id)
+        if epoch_id not in self._barriers:
+            key = self.layout.barrier(epoch_id)
+            try:
+                data, _ = self.storage.read(key)
+            except NotFound:
+                raise EpochNotFound(
+                    f"epoch {epoch_id} of pipeline {self.pipeline_id!r} does not exist "
+                    f"(no barrier at {self._uri(key)})") from None
+            self._barriers[epoch_id] = Barrier.from_bytes(data, self._uri(key))
+        return self._barriers[epoch_id]
+
+    def metadata(self, epoch_id: int) -> EpochMetadata | None:
+        """The epoch's decided outcome, or None while it is pending."""
+        epoch_id = validate_epoch_id(epoch_id)
+        if epoch_id in self._decided:
+            return self._decided[epoch_id]
+        key = self.layout.metadata(epoch_id)
+        try:
+            data, _ = self.storage.read(key)
+        except NotFound:
+            return None
+        meta = EpochMetadata.from_bytes(data, self._uri(key))
+        self._decided[epoch_id] = meta
+        return meta
+
+    def read_ack(self, key: str) -> Acknowledgement:
+        data, _ = self.storage.read(key)
+        return Acknowledgement.from_bytes(data, self._uri(key))
+
+    # ------------------------------------------------------------------ begin
+    def begin_epoch(
+        self,
+        plan: Mapping[str, TaskPlan],
+        run_id: str,
+        *,
+        lineage: str = "main",
+        data_interval: dict[str, str] | None = None,
+        input_range: Any = None,
+        parent_epoch_id: int | None | object = _LATEST,
+        parent_savepoint: str | None = None,
+        publish_on_complete: bool = True,
+        allow_non_restored_state: bool = False,
+    ) -> Barrier:
+        """Allocate the next epoch id and write its barrier (PROTOCOL 6.1).
+
+        The parent defaults to the lineage's latest completed epoch. An explicit parent
+        epoch or savepoint is checked against the plan: state of tasks the plan lacks is an
+        error unless ``allow_non_restored_state`` (Flink's flag of the same name).
+        """
+        validate_id(lineage, "lineage")
+        if not plan:
+            raise ValueError("an epoch needs at least one task in its plan")
+        for task, tp in plan.items():
+            validate_id(task, "task id")
+            for up in tp.upstream:
+                if up not in plan:
+                    raise ValueError(f"task {task!r} has upstream {up!r} that is not in the plan")
+        if parent_savepoint is not None:
+            from .savepoints import read_savepoint
+
+            sp = read_savepoint(self.storage, self.layout, parent_savepoint)
+            self._check_mapping(set(sp.acks), plan, f"savepoint {parent_savepoint!r}",
+                                allow_non_restored_state)
+            parent_epoch_id = None
+        elif parent_epoch_id is not _LATEST and parent_epoch_id is not None:
+            parent_epoch_id = validate_epoch_id(parent_epoch_id)
+            meta = self.metadata(parent_epoch_id)
+            if meta is None or not meta.completed:
+                raise CheckpointError(
+                    f"cannot restore from epoch {parent_epoch_id}: it is not completed")
+            self._check_mapping(set(meta.acks), plan, f"epoch {parent_epoch_id}",
+                                allow_non_restored_state)
+
+        self.recover()
+        self.expire_overdue()
+
+        now = self.clock()
+        created = now_iso(now)
+        deadline = now_iso(now + self.config.timeout_seconds)
+
+        def allocate(reg: Registry) -> tuple[Registry, tuple[int, int | None]]:
+            st = reg.lineage(lineage)
+            live = [o for o in reg.open if o.lineage == lineage]
+            if len(live) >= self.config.max_concurrent_epochs:
+                raise TooManyConcurrentEpochs(
+                    f"pipeline {self.pipeline_id!r} lineage {lineage!r} has {len(live)} pending "
+                    f"epoch(s) {[o.epoch_id for o in live]}; max_concurrent_epochs is "
+                    f"{self.config.max_concurrent_epochs}")
+            if st.last_started_at and self.config.min_pause_seconds:
+                wait = parse_iso(st.last_started_at) + self.config.min_pause_seconds - now
+                if wait > 0:
+                    raise MinPauseNotElapsed(
+                        f"pipeline {self.pipeline_id!r}: the previous epoch started "
+                        f"{self.config.min_pause_seconds - wait:.1f}s ago; min_pause_seconds is "
+                        f"{self.config.min_pause_seconds}", retry_after=wait)
+            new_id = reg.last_epoch_id + 1
+            entry = OpenEpoch(new_id, lineage, created, deadline)
+            reg = replace(reg, last_epoch_id=new_id, open=(*reg.open, entry))
+            reg = reg.with_lineage(lineage, replace(st, last_started_at=created))
+            return reg, (new_id, st.latest_completed)
+
+        epoch_id, latest = self._update_registry(allocate)
+        if parent_epoch_id is _LATEST:
+            parent_epoch_id = self._latest_from(latest, lineage)
+
+        barrier = Barrier(
+            pipeline_id=self.pipeline_id, epoch_id=epoch_id, run_id=str(run_id),
+            lineage=lineage, plan=dict(plan), created_at=created, deadline=deadline,
+            config=self.config, mode=self.config.mode, data_interval=data_interval,
+            input_range=input_range, parent_epoch_id=parent_epoch_id,  # type: ignore[arg-type]
+            parent_savepoint=parent_savepoint, publish_on_complete=publish_on_complete,
+            writer=writer_identity(),
+        )
+        key = self.layout.barrier(epoch_id)
+        try:
+            self.storage.create(key, barrier.to_bytes())
+        except PreconditionFailed:
+            raise StorageError(
+                f"epoch id {epoch_id} was just allocated but {self._uri(key)} exists: the "
+                "registry is behind the stored epochs; refusing to reuse the id") from None
+        self._barriers[epoch_id] = barrier
+        log.info("pipeline %s: began epoch %d (run %s, lineage %s, parent %s)",
+                 self.pipeline_id, epoch_id, run_id, lineage, parent_epoch_id)
+        return barrier
+
+    @staticmethod
+    def _check_mapping(tasks_with_state: set[str], plan: Mapping[str, TaskPlan], source: str,
+                       allow: bool) -> None:
+        unmapped = sorted(tasks_with_state - set(plan))
+        if unmapped and not allow:
+            raise RestoreMappingError(
+                f"{source} holds state for task(s) {unmapped} that the plan does not have; "
+                "rename them back or pass allow_non_restored_state=True")
+
+    # ------------------------------------------------------------------ tasks
+    def _check_task(self, epoch_id: int, task_id: str, attempt: int) -> Barrier:
+        validate_id(task_id, "task id")
+        validate_attempt(attempt)
+        barrier = self.barrier(epoch_id)
+        if task_id not in barrier.plan:
+            raise UnknownTask(f"task {task_id!r} is not in the plan of epoch {epoch_id} "
+                              f"(plan: {sorted(barrier.plan)})")
+        return barrier
+
+    def _refuse_if_decided(self, epoch_id: int, task_id: str) -> None:
+        meta = self.metadata(epoch_id)
+        if meta is not None:
+            raise EpochAlreadyDecided(
+                f"epoch {epoch_id} is already {meta.status}"
+                + (f" ({meta.reason}: {meta.detail})" if meta.reason else "")
+                + f"; task {task_id!r} cannot change it")
+
+    @staticmethod
+    def _refuse_if_stale(ta: TaskAttempts, epoch_id: int, attempt: int) -> None:
+        if ta.highest > attempt:
+            raise StaleAttempt(
+                f"attempt {attempt} of task {ta.task_id!r} in epoch {epoch_id} is stale: "
+                f"attempt {ta.highest} exists")
+
+    def register_attempt(self, epoch_id: int, task_id: str, attempt: int) -> AttemptStart:
+        """Fence older attempts before this one runs (PROTOCOL 6.3).
+
+        When the task already has an effective acknowledgement, nothing is registered and
+        ``existing`` holds it: the caller must not run the task again.
+        """
+        self._check_task(epoch_id, task_id, attempt)
+        ta = scan_task(self.storage, self.layout, epoch_id, task_id)
+        eff = ta.effective_ack
+        if eff is not None:
+            return AttemptStart(epoch_id, task_id, attempt, self.read_ack(eff[1].key))
+        self._refuse_if_decided(epoch_id, task_id)
+        self._refuse_if_stale(ta, epoch_id, attempt)
+        if attempt not in ta.starts:
+            body = {"task_id": task_id, "attempt": attempt,
+                    "started_at": now_iso(self.clock()), "writer": writer_identity()}
+            try:
+                self.storage.create(self.layout.attempt_object(epoch_id, task_id, attempt,
+                                                               "start"),
+                                    encode("ckpt.attempt", body))
+            except PreconditionFailed:
+                pass  # the same attempt registered twice: idempotent
+        return AttemptStart(epoch_id, task_id, attempt)
+
+    def acknowledge(self, epoch_id: int, task_id: str, attempt: int,
+                    handle: StateHandle) -> Acknowledgement:
+        """Record the task's state handle for the epoch (Flink's AcknowledgeCheckpoint).
+
+        Idempotent for the same attempt (the first acknowledgement stays). Refused for a
+        task not in the plan, a decided epoch, or a stale attempt.
+        """
+        epoch_id = validate_epoch_id(epoch_id)
+        self._check_task(epoch_id, task_id, attempt)
+        if (handle.task_id, handle.epoch_id, handle.attempt) != (task_id, epoch_id, attempt):
+            raise ValueError(
+                f"state handle is for task {handle.task_id!r} epoch {handle.epoch_id} attempt "
+                f"{handle.attempt}, not task {task_id!r} epoch {epoch_id} attempt {attempt}")
+        ta = scan_task(self.storage, self.layout, epoch_id, task_id)
+        eff = ta.effective_ack
+        if eff is not None and eff[0] == attempt:
+            return self.read_ack(eff[1].key)  # idempotent repeat
+        self._refuse_if_stale(ta, epoch_id, attempt)
+        self._refuse_if_decided(epoch_id, task_id)
+        ack = Acknowledgement(task_id, attempt, now_iso(self.clock()), handle, writer_identity())
+        key = self.layout.attempt_object(epoch_id, task_id, attempt, "ack")
+        try:
+            self.storage.create(key, ack.to_bytes())
+        except PreconditionFailed:
+            return self.read_ack(key)  # the same attempt acked concurrently: first one stays
+        return ack
+
+    def decline(self, epoch_id: int, task_id: str, attempt: int, reason: str) -> EpochMetadata:
+        """A task refuses the epoch (bad data, validation): the epoch is aborted."""
+        epoch_id = validate_epoch_id(epoch_id)
+        self._check_task(epoch_id, task_id, attempt)
+        ta = scan_task(self.storage, self.layout, epoch_id, task_id)
+        self._refuse_if_stale(ta, epoch_id, attempt)
+        body = {"task_id": task_id, "attempt": attempt, "reason": reason,
+                "declined_at": now_iso(self.clock()), "writer": writer_identity()}
+        try:
+            self.storage.create(self.layout.attempt_object(epoch_id, task_id, attempt, "decline"),
+                                encode("ckpt.decline", body))
+        except PreconditionFailed:
+            pass
+        return self.abort(epoch_id, "declined", f"task {task_id} declined: {reason}",
+                          declined_by=task_id)
+
+    def upstream_handles(self, epoch_id: int, task_id: str) -> dict[str, StateHandle]:
+        """The current epoch's state handles of the task's upstream tasks.
+
+        Raises :class:`AlignmentError` naming any upstream task without an effective
+        acknowledgement: a task never snapshots epoch N before its inputs of N exist.
+        """
+        barrier = self.barrier(epoch_id)
+        if task_id not in barrier.plan:
+            raise UnknownTask(f"task {task_id!r} is not in the plan of epoch {epoch_id}")
+        out, missing = {}, []
+        for up in barrier.plan[task_id].upstream:
+            eff = scan_task(self.storage, self.layout, epoch_id, up).effective_ack
+            if eff is None:
+                missing.append(up)
+            else:
+                out[up] = self.read_ack(eff[1].key).state_handle
+        if missing:
+            raise AlignmentError(
+                f"task {task_id!r} cannot snapshot epoch {epoch_id}: upstream task(s) "
+                f"{missing} have not acknowledged it")
+        return out
+
+    # ------------------------------------------------------------------ decisions
+    def _write_decision(self, meta: EpochMetadata) -> tuple[EpochMetadata, bool]:
+        """Create ``_metadata``; return (the winning metadata, whether it is ours)."""
+        key = self.layout.metadata(meta.epoch_id)
+        try:
+            self.storage.create(key, meta.to_bytes())
+        except PreconditionFailed:
+            self._decided.pop(meta.epoch_id, None)
+            winner = self.metadata(meta.epoch_id)
+            if winner is None:  # pragma: no cover - create lost but nothing there
+                raise StorageError(
+                    f"lost the write of {self._uri(key)} but cannot read it") from None
+            return winner, False
+        self._decided[meta.epoch_id] = meta
+        return meta, True
+
+    def try_complete(self, epoch_id: int) -> EpochMetadata | None:
+        """Complete the epoch if every planned task has acknowledged; else None.
+
+        If the epoch is already decided, returns the decision (completed or aborted).
+        """
+        epoch_id = validate_epoch_id(epoch_id)
+        existing = self.metadata(epoch_id)
+        if existing is not None:
+            return existing
+        barrier = self.barrier(epoch_id)
+        tasks = scan_epoch_tasks(self.storage, self.layout, epoch_id)
+        acks: dict[str, AckRef] = {}
+        for task in barrier.plan:
+            eff = tasks.get(task, TaskAttempts(task)).effective_ack
+            if eff is None:
+                return None
+            attempt, info = eff
+            acks[task] = AckRef(attempt, info.key, now_iso(info.last_modified))
+        meta = EpochMetadata(epoch_id, barrier.lineage, "completed", now_iso(self.clock()),
+                             acks=acks, writer=writer_identity())
+        meta, ours = self._write_decision(meta)
+        if ours:
+            log.info("pipeline %s: completed epoch %d", self.pipeline_id, epoch_id)
+            self._finish(meta, barrier)
+        return meta
+
+    def complete(self, epoch_id: int) -> EpochMetadata:
+        """Complete the epoch (exactly one caller's write wins; all observe the winner).
+
+        Raises :class:`EpochIncomplete` naming the tasks that have not acknowledged.
+        """
+        meta = self.try_complete(epoch_id)
+        if meta is None:
+            missing = self.missing_tasks(epoch_id)
+            raise EpochIncomplete(
+                f"epoch {epoch_id} cannot complete: task(s) {missing} have not acknowledged")
+        return meta
+
+    def missing_tasks(self, epoch_id: int) -> list[str]:
+        """Planned tasks without an effective acknowledgement."""
+        barrier = self.barrier(epoch_id)
+        tasks = scan_epoch_tasks(self.storage, self.layout, epoch_id)
+        return sorted(t for t in barrier.plan
+                      if tasks.get(t, TaskAttempts(t)).effective_ack is None)
+
+    def abort(self, epoch_id: int, reason: str, detail: str = "", *,
+              declined_by: str | None = None) -> EpochMetadata:
+        """Abort the epoch unless it is already decided; return the decision.
+
+        Only the caller whose write decides the abort notifies ``on_abort``, so an alert
+        fires once however many processes race to abort.
+        """
+        return self._abort(epoch_id, reason, detail, declined_by)[0]
+
+    def _abort(self, epoch_id: int, reason: str, detail: str,
+               declined_by: str | None) -> tuple[EpochMetadata, bool]:
+        epoch_id = validate_epoch_id(epoch_id)
+        if reason not in ABORT_REASONS:
+            raise ValueError(f"abort reason must be one of {ABORT_REASONS}, not {reason!r}")
+        existing = self.metadata(epoch_id)
+        if existing is not None:
+            return existing, False
+        try:
+            barrier: Barrier | None = self.barrier(epoch_id)
+        except EpochNotFound:
+            barrier = None  # an id burned by a crash before its barrier was written
+        missing = self.missing_tasks(epoch_id) if barrier else []
+        lineage = barrier.lineage if barrier else self._open_lineage(epoch_id)
+        meta = EpochMetadata(epoch_id, lineage, "aborted", now_iso(self.clock()),
+                             reason=reason, detail=detail.replace("\n", " ")[:500],
+                             missing_tasks=tuple(missing), declined_by=declined_by,
+                             writer=writer_identity())
+        meta, ours = self._write_decision(meta)
+        if ours:
+            log.warning("pipeline %s: aborted epoch %d (%s): %s; missing tasks: %s",
+                        self.pipeline_id, epoch_id, reason, detail, missing or "none")
+            self._finish(meta, barrier)
+            if self.on_abort is not None:
+                try:
+                    self.on_abort(meta, barrier)
+                except Exception:  # an alert channel failing must not undo the abort
+                    log.exception("abort listener failed for epoch %d", epoch_id)
+        return meta, ours
+
+    def _open_lineage(self, epoch_id: int) -> str:
+        entry = self.registry().open_entry(epoch_id)
+        return entry.lineage if entry else "main"
+
+    def _finish(self, meta: EpochMetadata, barrier: Barrier | None) -> None:
+        """What follows a decision: publish, then update the registry (PROTOCOL 6.5)."""
+        if meta.completed and barrier is not None and barrier.publish_on_complete:
+            self._publish(meta, barrier)
+
+        def apply(reg: Registry) -> tuple[Registry | None, None]:
+            if reg.open_entry(meta.epoch_id) is None:
+                st = reg.lineage(meta.lineage)
+                if not meta.completed or (st.latest_completed or 0) >= meta.epoch_id:
+                    return None, None  # applied already
+            return reg.with_decision(meta.epoch_id, meta.lineage, meta.completed), None
+
+        self._update_registry(apply)
+
+    def _publish(self, meta: EpochMetadata, barrier: Barrier) -> None:
+        outputs: dict[str, OutputRef] = {}
+        for task, tp in barrier.plan.items():
+            if tp.publishes:
+                outputs.update(self.read_ack(meta.acks[task].key).state_handle.outputs)
+        publish(self.storage, self.layout, meta.epoch_id, meta.lineage, outputs, self.clock())
+
+    def expire_overdue(self) -> list[EpochMetadata]:
+        """Decide every open epoch past its deadline (Flink's checkpoint canceller).
+
+        A fully acknowledged overdue epoch is completed (its coordinator died before
+        deciding); any other is aborted with reason ``timeout``, naming the missing tasks.
+        Returns the decisions this call wrote.
+        """
+        now = self.clock()
+        decided = []
+        for entry in self.registry().open:
+            if parse_iso(entry.deadline) > now or self.metadata(entry.epoch_id) is not None:
+                continue
+            try:
+                self.barrier(entry.epoch_id)
+                meta = self.try_complete(entry.epoch_id)
+            except EpochNotFound:
+                meta = None
+            if meta is None:
+                meta, ours = self._abort(entry.epoch_id, "timeout",
+                                         f"not completed within "
+                                         f"{self.config.timeout_seconds:g}s "
+                                         f"(deadline {entry.deadline})", None)
+                if ours:
+                    decided.append(meta)
+            elif meta.completed:
+                decided.append(meta)
+        return decided
+
+    def recover(self) -> Registry:
+        """Finish decisions interrupted by a crash: publish and update the registry for
+        every open epoch that already has ``_metadata`` (PROTOCOL 6.6)."""
+        reg = self.registry()
+        finished = False
+        for entry in reg.open:
+            meta = self.metadata(entry.epoch_id)
+            if meta is None:
+                continue
+            try:
+                barrier: Barrier | None = self.barrier(entry.epoch_id)
+            except EpochNotFound:
+                barrier = None
+            self._finish(meta, barrier)
+            finished = True
+        return self.registry() if finished else reg
+
+    # ------------------------------------------------------------------ lookups
+    def _latest_from(self, pointer: int | None, lineage: str,
+                     reg: Registry | None = None) -> int | None:
+        reg = reg or self.registry()
+        best = pointer
+        for entry in reg.open:
+            if entry.lineage != lineage or entry.epoch_id <= (best or 0):
+                continue
+            meta = self.metadata(entry.epoch_id)
+            if meta is not None and meta.completed:
+                best = entry.epoch_id
+        return best
+
+    def latest_completed(self, lineage: str = "main") -> int | None:
+        """The lineage's latest completed epoch: 1 + |open| reads, whatever the history."""
+        validate_id(lineage, "lineage")
+        reg = self.registry()
+        return self._latest_from(reg.lineage(lineage).latest_completed, lineage, reg)
+
+    def completed_handles(self, epoch_id: int) -> dict[str, StateHandle]:
+        """Every task's state handle of a completed epoch."""
+        meta = self.metadata(epoch_id)
+        if meta is None or not meta.completed:
+            raise CheckpointError(f"epoch {epoch_id} is not completed")
+        return {t: self.read_ack(a.key).state_handle for t, a in meta.acks.items()}
+
+    def restore_handle(self, epoch_id: int, task_id: str) -> StateHandle | None:
+        """The state handle ``task_id`` must restore from when running ``epoch_id``: the
+        task's handle in the barrier's parent epoch or savepoint (None: start empty)."""
+        barrier = self.barrier(epoch_id)
+        if task_id not in barrier.plan:
+            raise UnknownTask(f"task {task_id!r} is not in the plan of epoch {epoch_id}")
+        if barrier.parent_savepoint:
+            from .savepoints import read_savepoint
+
+            sp = read_savepoint(self.storage, self.layout, barrier.parent_savepoint)
+            ack = sp.acks.get(task_id)
+            return ack.state_handle if ack else None
+        if barrier.parent_epoch_id is None:
+            return None
+        meta = self.metadata(barrier.parent_epoch_id)
+        if meta is None or not meta.completed:
+            raise CheckpointError(f"parent epoch {barrier.parent_epoch_id} of epoch {epoch_id} "
+                                  "is not completed")
+        ref = meta.acks.get(task_id)
+        if ref is None:
+            return None
+        try:
+            return self.read_ack(ref.key).state_handle
+        except NotFound:
+            raise CheckpointError(
+                f"state of task {task_id!r} in epoch {barrier.parent_epoch_id} is gone "
+                f"({self._uri(ref.key)}): was it deleted by hand?") from None
+
+    def epoch_ids(self) -> list[int]:
+        """Ids of every epoch that has a directory in storage, ascending."""
+        ids = [self.layout.parse_epoch_dir(p)
+               for p in self.storage.list_dirs(self.layout.epochs_prefix)]
+        return sorted(i for i in ids if i)
+
+    def status(self, epoch_id: int) -> str:
+        """``completed``, ``aborted``, ``pending`` or ``unknown`` (no barrier)."""
+        meta = self.metadata(epoch_id)
+        if meta is not None:
+            return meta.status
+        try:
+            self.barrier(epoch_id)
+        except (EpochNotFound, MalformedDocument):
+            return "unknown"
+        return "pending"
+
+    def failure_budget_exhausted(self, lineage: str = "main") -> bool:
+        """True when more consecutive epochs failed than ``tolerable_failed_epochs``."""
+        st: LineageState = self.registry().lineage(lineage)
+        return st.consecutive_failed > self.config.tolerable_failed_epochs

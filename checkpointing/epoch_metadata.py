@@ -1,0 +1,73 @@
+"""The epoch's outcome document ``_metadata``: completed (Flink's CompletedCheckpoint) or
+aborted. Exactly one per epoch, written create-once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from .documents import decode, encode
+from .errors import MalformedDocument
+
+FORMAT = "ckpt.epoch-metadata"
+
+AbortReason = Literal["timeout", "declined", "validation_failed", "superseded", "cancelled"]
+ABORT_REASONS = ("timeout", "declined", "validation_failed", "superseded", "cancelled")
+
+
+@dataclass(frozen=True)
+class AckRef:
+    """Where a completed epoch's effective acknowledgement of one task is stored."""
+
+    attempt: int
+    key: str
+    acked_at: str
+
+
+@dataclass(frozen=True)
+class EpochMetadata:
+    """The decided outcome of one epoch."""
+
+    epoch_id: int
+    lineage: str
+    status: Literal["completed", "aborted"]
+    decided_at: str
+    acks: dict[str, AckRef] = field(default_factory=dict)
+    reason: str | None = None
+    detail: str | None = None
+    missing_tasks: tuple[str, ...] = ()
+    declined_by: str | None = None
+    writer: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def completed(self) -> bool:
+        return self.status == "completed"
+
+    def to_bytes(self) -> bytes:
+        body: dict[str, Any] = {
+            "epoch_id": self.epoch_id, "lineage": self.lineage, "status": self.status,
+            "decided_at": self.decided_at, "writer": self.writer,
+        }
+        if self.completed:
+            body["acks"] = {t: {"attempt": a.attempt, "key": a.key, "acked_at": a.acked_at}
+                            for t, a in self.acks.items()}
+        else:
+            body.update(reason=self.reason, detail=self.detail,
+                        missing_tasks=list(self.missing_tasks), declined_by=self.declined_by)
+        return encode(FORMAT, body)
+
+    @classmethod
+    def from_bytes(cls, data: bytes, key: str) -> EpochMetadata:
+        doc = decode(data, FORMAT, key, ("epoch_id", "status", "decided_at"))
+        try:
+            status = doc["status"]
+            if status not in ("completed", "aborted"):
+                raise ValueError(f"unknown status {status!r}")
+            acks = {t: AckRef(int(a["attempt"]), a["key"], a["acked_at"])
+                    for t, a in (doc.get("acks") or {}).items()}
+            return cls(int(doc["epoch_id"]), doc.get("lineage", "main"), status,
+                       doc["decided_at"], acks, doc.get("reason"), doc.get("detail"),
+                       tuple(doc.get("missing_tasks") or ()), doc.get("declined_by"),
+                       doc.get("writer", {}))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise MalformedDocument(f"malformed epoch metadata at {key}: {exc!r}") from None

@@ -1,0 +1,103 @@
+"""Key layout of a pipeline's checkpoint storage (docs/PROTOCOL.md, section 4)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .ids import validate_attempt, validate_epoch_id, validate_id
+
+_ATTEMPT_OBJ_RE = re.compile(r"attempt-(\d{4})\.(start|ack|decline)$")
+
+
+def epoch_dir_name(epoch_id: int) -> str:
+    return f"{validate_epoch_id(epoch_id):010d}"
+
+
+@dataclass(frozen=True)
+class Layout:
+    """All keys of one pipeline, relative to the storage root."""
+
+    pipeline_id: str
+
+    def __post_init__(self) -> None:
+        validate_id(self.pipeline_id, "pipeline id")
+
+    @property
+    def base(self) -> str:
+        return f"{self.pipeline_id}/"
+
+    @property
+    def counter(self) -> str:
+        return f"{self.base}counter.json"
+
+    @property
+    def epochs_prefix(self) -> str:
+        return f"{self.base}epochs/"
+
+    def epoch_prefix(self, epoch_id: int) -> str:
+        return f"{self.epochs_prefix}{epoch_dir_name(epoch_id)}/"
+
+    def barrier(self, epoch_id: int) -> str:
+        return f"{self.epoch_prefix(epoch_id)}barrier.json"
+
+    def metadata(self, epoch_id: int) -> str:
+        return f"{self.epoch_prefix(epoch_id)}_metadata"
+
+    def tasks_prefix(self, epoch_id: int) -> str:
+        return f"{self.epoch_prefix(epoch_id)}tasks/"
+
+    def task_prefix(self, epoch_id: int, task_id: str) -> str:
+        return f"{self.tasks_prefix(epoch_id)}{validate_id(task_id, 'task id')}/"
+
+    def attempt_object(self, epoch_id: int, task_id: str, attempt: int, kind: str) -> str:
+        assert kind in ("start", "ack", "decline")
+        attempt_s = f"attempt-{validate_attempt(attempt):04d}"
+        return f"{self.task_prefix(epoch_id, task_id)}{attempt_s}.{kind}"
+
+    def state_prefix(self, epoch_id: int, task_id: str, attempt: int) -> str:
+        validate_id(task_id, "task id")
+        attempt_s = f"attempt-{validate_attempt(attempt):04d}"
+        return f"{self.epoch_prefix(epoch_id)}state/{task_id}/{attempt_s}/"
+
+    def staging_prefix(self, epoch_id: int, task_id: str, attempt: int) -> str:
+        validate_id(task_id, "task id")
+        return (f"{self.epoch_prefix(epoch_id)}staging/{task_id}/"
+                f"attempt-{validate_attempt(attempt):04d}/")
+
+    @property
+    def shared_prefix(self) -> str:
+        return f"{self.base}shared/"
+
+    def shared(self, sha256: str) -> str:
+        if not re.fullmatch(r"[0-9a-f]{64}", sha256):
+            raise ValueError(f"not a sha256 hex digest: {sha256!r}")
+        return f"{self.shared_prefix}{sha256[:2]}/{sha256}"
+
+    def latest(self, lineage: str) -> str:
+        return f"{self.base}lineages/{validate_id(lineage, 'lineage')}/latest.json"
+
+    @property
+    def savepoints_prefix(self) -> str:
+        return f"{self.base}savepoints/"
+
+    def savepoint(self, name: str) -> str:
+        return f"{self.savepoints_prefix}{validate_id(name, 'savepoint name')}.json"
+
+    @property
+    def manifest(self) -> str:
+        return f"{self.base}published/manifest.json"
+
+    def parse_epoch_dir(self, prefix: str) -> int | None:
+        """The epoch id of an ``epochs/<id>/`` prefix, or None for anything else."""
+        name = prefix[len(self.epochs_prefix):].rstrip("/")
+        return int(name) if len(name) == 10 and name.isdigit() and int(name) > 0 else None
+
+    @staticmethod
+    def parse_attempt_object(key: str) -> tuple[str, int, str] | None:
+        """(task_id, attempt, kind) of a ``tasks/<task>/attempt-NNNN.kind`` key, else None."""
+        parts = key.rsplit("/", 2)
+        if len(parts) != 3:
+            return None
+        m = _ATTEMPT_OBJ_RE.match(parts[2])
+        return (parts[1], int(m.group(1)), m.group(2)) if m else None

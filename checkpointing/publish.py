@@ -1,0 +1,102 @@
+"""Two-phase publish (Flink's notifyCheckpointComplete for two-phase-commit sinks).
+
+Phase one: tasks stage outputs and reference them in their state handles. Phase two, after
+the epoch's ``_metadata`` says completed: the published manifest is replaced by CAS with one
+naming the epoch's outputs. Readers resolve the manifest and read only the files it names,
+so they never see output of an incomplete epoch. Publishing the same epoch twice, or an
+older epoch after a newer one, leaves the manifest alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .cas import cas_update
+from .documents import decode, encode, now_iso, writer_identity
+from .errors import MalformedDocument, NotFound
+from .layout import Layout
+from .state_handle import FileRef, OutputRef
+from .storage import Storage
+
+FORMAT = "ckpt.manifest"
+_HISTORY = 50
+
+
+@dataclass(frozen=True)
+class PublishedOutput:
+    """One published output: its files, and the epoch that produced them."""
+
+    files: tuple[FileRef, ...]
+    rows: int | None
+    meta: dict[str, Any]
+    epoch_id: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {"files": [f.to_json() for f in self.files], "rows": self.rows,
+                "meta": self.meta, "epoch_id": self.epoch_id}
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """The published-manifest document."""
+
+    epoch_id: int
+    lineage: str
+    published_at: str
+    outputs: dict[str, PublishedOutput] = field(default_factory=dict)
+    history: tuple[dict[str, Any], ...] = ()
+
+    def to_bytes(self) -> bytes:
+        return encode(FORMAT, {
+            "epoch_id": self.epoch_id, "lineage": self.lineage,
+            "published_at": self.published_at,
+            "outputs": {k: v.to_json() for k, v in self.outputs.items()},
+            "history": list(self.history), "writer": writer_identity(),
+        })
+
+    @classmethod
+    def from_bytes(cls, data: bytes, key: str) -> Manifest:
+        doc = decode(data, FORMAT, key, ("epoch_id", "lineage", "outputs"))
+        try:
+            outputs = {
+                k: PublishedOutput(tuple(FileRef.from_json(f) for f in v["files"]),
+                                   v.get("rows"), dict(v.get("meta") or {}), int(v["epoch_id"]))
+                for k, v in doc["outputs"].items()
+            }
+            return cls(int(doc["epoch_id"]), doc["lineage"], doc.get("published_at", ""),
+                       outputs, tuple(doc.get("history") or ()))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise MalformedDocument(f"malformed manifest at {key}: {exc!r}") from None
+
+    def files(self) -> list[FileRef]:
+        return [f for o in self.outputs.values() for f in o.files]
+
+
+def read_manifest(storage: Storage, layout: Layout) -> Manifest | None:
+    """The current published manifest, or None before the first publication."""
+    try:
+        data, _ = storage.read(layout.manifest)
+    except NotFound:
+        return None
+    return Manifest.from_bytes(data, storage.uri(layout.manifest))
+
+
+def publish(storage: Storage, layout: Layout, epoch_id: int, lineage: str,
+            outputs: dict[str, OutputRef], clock_now: float) -> Manifest:
+    """Make ``outputs`` of a completed epoch the published ones (idempotent, forward-only)."""
+    key = layout.manifest
+
+    def mutate(cur: Manifest | None) -> tuple[bytes | None, Manifest]:
+        if cur is not None and cur.epoch_id >= epoch_id:
+            return None, cur  # already published, or a newer epoch is
+        merged = dict(cur.outputs) if cur else {}
+        for name, out in outputs.items():
+            merged[name] = PublishedOutput(out.files, out.rows, out.meta, epoch_id)
+        ts = now_iso(clock_now)
+        history = ((cur.history if cur else ()) +
+                   ({"epoch_id": epoch_id, "lineage": lineage, "published_at": ts},))[-_HISTORY:]
+        new = Manifest(epoch_id, lineage, ts, merged, history)
+        return new.to_bytes(), new
+
+    return cas_update(storage, key, lambda b: Manifest.from_bytes(b, storage.uri(key)), mutate)

@@ -1,0 +1,102 @@
+"""Retention (Flink's state.checkpoints.num-retained plus the SharedStateRegistry's
+reference counting): delete old and aborted epochs without deleting any file that a kept
+epoch, a savepoint or the published manifest still references (PROTOCOL 6.9)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .documents import parse_iso
+from .errors import MalformedDocument
+from .publish import read_manifest
+from .savepoints import list_savepoints
+
+_CLOCK_SKEW_S = 60.0  # shared files younger than the oldest open epoch minus this are kept
+
+
+@dataclass
+class RetentionReport:
+    kept_epochs: list[int] = field(default_factory=list)
+    deleted_epochs: list[int] = field(default_factory=list)
+    deleted_objects: int = 0
+    deleted_shared: int = 0
+    skipped: list[str] = field(default_factory=list)
+
+
+def run_retention(coordinator, dry_run: bool = False) -> RetentionReport:  # noqa: ANN001
+    """Apply the retention policy of ``coordinator.config`` to its pipeline."""
+    storage, layout = coordinator.storage, coordinator.layout
+    report = RetentionReport()
+    reg = coordinator.recover()
+    open_ids = {o.epoch_id for o in reg.open}
+    epochs = coordinator.epoch_ids()
+
+    status: dict[int, str] = {}
+    lineage: dict[int, str] = {}
+    for e in epochs:
+        try:
+            meta = coordinator.metadata(e)
+        except MalformedDocument as exc:  # never delete what we cannot read
+            report.skipped.append(str(exc))
+            status[e] = "unreadable"
+            continue
+        status[e] = meta.status if meta else "pending"
+        lineage[e] = meta.lineage if meta else ""
+
+    keep = {e for e in epochs if status[e] in ("pending", "unreadable") or e in open_ids}
+    by_lineage: dict[str, list[int]] = {}
+    for e in epochs:
+        if status[e] == "completed":
+            by_lineage.setdefault(lineage[e], []).append(e)
+    for ids in by_lineage.values():
+        keep.update(sorted(ids)[-coordinator.config.retained_epochs:])
+    for e in list(keep):  # parents of live epochs stay restorable
+        if status.get(e) == "pending":
+            try:
+                parent = coordinator.barrier(e).parent_epoch_id
+            except Exception:  # noqa: BLE001 - a pending epoch without a barrier
+                parent = None
+            if parent:
+                keep.add(parent)
+
+    referenced: set[str] = set()
+    manifest = read_manifest(storage, layout)
+    if manifest:
+        keep.add(manifest.epoch_id)
+        referenced.update(f.uri for f in manifest.files())
+    for sp in list_savepoints(storage, layout):
+        for h in sp.handles().values():
+            referenced.update(f.uri for f in h.all_files())
+    for e in sorted(keep):
+        if status.get(e) == "completed":
+            for h in coordinator.completed_handles(e).values():
+                referenced.update(f.uri for f in h.all_files())
+    report.kept_epochs = sorted(k for k in keep if k in status)
+
+    for e in epochs:
+        if e in keep:
+            continue
+        objs = [o for o in storage.list(layout.epoch_prefix(e))
+                if storage.uri(o.key) not in referenced]
+        # Documents last, _metadata very last: a crash mid-way leaves a decided epoch.
+        objs.sort(key=lambda o: (o.key.endswith("_metadata"), "/tasks/" in o.key
+                                 or o.key.endswith("barrier.json")))
+        if not dry_run:
+            for o in objs:
+                storage.delete(o.key)
+        report.deleted_objects += len(objs)
+        report.deleted_epochs.append(e)
+
+    # Shared files: unreferenced and older than every epoch in flight.
+    cutoff = min([parse_iso(o.created_at) for o in reg.open] + [coordinator.clock()])
+    cutoff -= _CLOCK_SKEW_S
+    for o in storage.list(layout.shared_prefix):
+        if storage.uri(o.key) in referenced or o.last_modified >= cutoff:
+            continue
+        if not dry_run:
+            storage.delete(o.key)
+        report.deleted_shared += 1
+    for e in report.deleted_epochs:
+        coordinator._decided.pop(e, None)
+        coordinator._barriers.pop(e, None)
+    return report

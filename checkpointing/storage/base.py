@@ -1,0 +1,116 @@
+"""The small storage interface every backend implements (see docs/PROTOCOL.md, section 2)."""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """Metadata of one stored object."""
+
+    key: str
+    size: int
+    etag: str
+    last_modified: float
+
+
+class RequestStats:
+    """Counts storage requests by kind; thread-safe. Benchmarks read it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._counts: Counter[str] = Counter()
+
+    def add(self, kind: str, n: int = 1) -> None:
+        with self._lock:
+            self._counts[kind] += n
+
+    def snapshot(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+    @property
+    def total(self) -> int:
+        with self._lock:
+            return sum(self._counts.values())
+
+    def reset(self) -> None:
+        with self._lock:
+            self._counts.clear()
+
+
+class Storage(ABC):
+    """A flat key space with create-once and compare-and-swap writes.
+
+    Keys are relative, '/'-separated and already validated by the caller's layout.
+    """
+
+    def __init__(self) -> None:
+        self.stats = RequestStats()
+
+    @abstractmethod
+    def read(self, key: str) -> tuple[bytes, str]:
+        """Return (bytes, etag); raise NotFound."""
+
+    @abstractmethod
+    def head(self, key: str) -> ObjectInfo:
+        """Return the object's metadata; raise NotFound."""
+
+    @abstractmethod
+    def create(self, key: str, data: bytes) -> str:
+        """Write only if absent; return the etag. Raise PreconditionFailed if present."""
+
+    @abstractmethod
+    def replace(self, key: str, data: bytes, expected_etag: str) -> str:
+        """Write only if the current etag equals ``expected_etag``; raise PreconditionFailed."""
+
+    @abstractmethod
+    def write(self, key: str, data: bytes) -> str:
+        """Unconditional write; return the etag."""
+
+    @abstractmethod
+    def list(self, prefix: str, start_after: str | None = None) -> Iterator[ObjectInfo]:
+        """Objects whose key starts with ``prefix``, in lexicographic key order."""
+
+    @abstractmethod
+    def list_dirs(self, prefix: str, start_after: str | None = None) -> Iterator[str]:
+        """Immediate 'sub-directories' under ``prefix`` (which ends with '/'), sorted,
+        each returned as the full prefix ending in '/'."""
+
+    @abstractmethod
+    def delete(self, key: str) -> None:
+        """Delete the object; deleting a missing key is not an error."""
+
+    @abstractmethod
+    def upload_file(self, key: str, path: str) -> ObjectInfo:
+        """Upload a local file (streamed) unconditionally."""
+
+    @abstractmethod
+    def download_file(self, key: str, path: str) -> None:
+        """Download to a local path (streamed); raise NotFound."""
+
+    @abstractmethod
+    def uri(self, key: str) -> str:
+        """The absolute URI of ``key`` (file:///... or s3://bucket/...)."""
+
+    @abstractmethod
+    def key_for_uri(self, uri: str) -> str | None:
+        """The key for an absolute URI inside this storage's root, else None."""
+
+    def exists(self, key: str) -> bool:
+        from ..errors import NotFound
+
+        try:
+            self.head(key)
+            return True
+        except NotFound:
+            return False
+
+    def describe(self) -> str:
+        """A credential-free description for logs and errors."""
+        return self.uri("")

@@ -1,0 +1,202 @@
+"""S3 storage through boto3, for AWS and S3-compatible servers (MinIO, moto).
+
+Atomicity comes from conditional writes: ``If-None-Match: *`` (create-once) and
+``If-Match: <etag>`` (compare-and-swap). Transient faults are retried by botocore's
+``standard`` retry mode. A conditional write that fails with 412 may be a retry of our own
+write that landed, so the object is re-read: if it holds our bytes the write is ours.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+from boto3.s3.transfer import TransferConfig
+from botocore.config import Config
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    NoCredentialsError,
+)
+from botocore.exceptions import (
+    ConnectionError as BotoConnectionError,
+)
+
+from ..errors import NotFound, PreconditionFailed, StorageError
+from .base import ObjectInfo, Storage
+
+_CONFLICT_RETRIES = 5  # 409 ConditionalRequestConflict: a concurrent conditional write
+
+
+class S3Storage(Storage):
+    """Storage rooted at ``s3://bucket/prefix``."""
+
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str = "",
+        *,
+        endpoint_url: str | None = None,
+        region_name: str | None = None,
+        max_attempts: int = 5,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 30.0,
+        client: Any = None,
+    ):
+        super().__init__()
+        self.bucket = bucket
+        self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
+        self.endpoint_url = endpoint_url
+        if client is None:
+            config = Config(
+                retries={"mode": "standard", "max_attempts": max_attempts},
+                connect_timeout=connect_timeout,
+                read_timeout=read_timeout,
+                s3={"addressing_style": "path"} if endpoint_url else None,
+            )
+            client = boto3.session.Session().client(
+                "s3", endpoint_url=endpoint_url, region_name=region_name or "us-east-1",
+                config=config,
+            )
+        self.client = client
+        # Count every HTTP request actually sent, retries included.
+        self.client.meta.events.register("before-send.s3", self._count)
+        self._transfer = TransferConfig(multipart_threshold=64 * 1024 * 1024, use_threads=False)
+
+    def _count(self, request: Any = None, **_: Any) -> None:
+        method = getattr(request, "method", "GET")
+        url = getattr(request, "url", "")
+        is_list = method == "GET" and ("list-type=" in url or "delimiter=" in url)
+        kind = "LIST" if is_list else method
+        self.stats.add(kind)
+
+    # -- helpers ---------------------------------------------------------------------
+    def _k(self, key: str) -> str:
+        return self.prefix + key
+
+    def _error(self, exc: Exception, key: str) -> Exception:
+        """Translate a boto exception into this library's one-line errors."""
+        where = self.uri(key)
+        if isinstance(exc, ClientError):
+            code = exc.response.get("Error", {}).get("Code", "")
+            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            if code in ("NoSuchKey", "404", "NotFound"):
+                return NotFound(f"not found: {where}")
+            if code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (409, 412):
+                return PreconditionFailed(f"conditional write lost at {where}")
+            if code == "NoSuchBucket":
+                return StorageError(f"bucket {self.bucket!r} does not exist at {self._endpoint()}")
+            if code in ("InvalidAccessKeyId", "SignatureDoesNotMatch", "AccessDenied", "403"):
+                return StorageError(f"access denied to {where} ({code}): check the credentials")
+            return StorageError(f"S3 error {code or status} at {where}")
+        if isinstance(exc, NoCredentialsError):
+            return StorageError(f"no AWS credentials found for {where}")
+        if isinstance(exc, BotoConnectionError):
+            return StorageError(f"cannot reach S3 endpoint {self._endpoint()} for {where}")
+        return StorageError(f"S3 failure at {where}: {type(exc).__name__}")
+
+    def _endpoint(self) -> str:
+        return self.endpoint_url or "AWS S3"
+
+    def _call(self, key: str, fn: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(Bucket=self.bucket, Key=self._k(key), **kwargs)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._error(exc, key) from None
+
+    # -- reads -----------------------------------------------------------------------
+    def read(self, key: str) -> tuple[bytes, str]:
+        resp = self._call(key, self.client.get_object)
+        try:
+            data = resp["Body"].read()
+        except (ClientError, BotoCoreError) as exc:
+            raise self._error(exc, key) from None
+        return data, resp["ETag"]
+
+    def head(self, key: str) -> ObjectInfo:
+        resp = self._call(key, self.client.head_object)
+        return ObjectInfo(key, resp["ContentLength"], resp["ETag"],
+                          resp["LastModified"].timestamp())
+
+    # -- writes ----------------------------------------------------------------------
+    def create(self, key: str, data: bytes) -> str:
+        return self._conditional_put(key, data, IfNoneMatch="*")
+
+    def replace(self, key: str, data: bytes, expected_etag: str) -> str:
+        return self._conditional_put(key, data, IfMatch=expected_etag)
+
+    def _conditional_put(self, key: str, data: bytes, **condition: str) -> str:
+        for attempt in range(_CONFLICT_RETRIES):
+            try:
+                return self._call(key, self.client.put_object, Body=data, **condition)["ETag"]
+            except PreconditionFailed:
+                # Did our own (retried) request land first? Then the bytes are ours.
+                try:
+                    current, etag = self.read(key)
+                except NotFound:
+                    if "IfNoneMatch" in condition and attempt + 1 < _CONFLICT_RETRIES:
+                        time.sleep(0.05 * (attempt + 1))  # 409 from an in-flight writer
+                        continue
+                    raise PreconditionFailed(f"conditional write lost at {self.uri(key)}") from None
+                if current == data:
+                    return etag
+                raise
+        raise PreconditionFailed(f"conditional write lost at {self.uri(key)}")
+
+    def write(self, key: str, data: bytes) -> str:
+        return self._call(key, self.client.put_object, Body=data)["ETag"]
+
+    def upload_file(self, key: str, path: str) -> ObjectInfo:
+        try:
+            self.client.upload_file(path, self.bucket, self._k(key), Config=self._transfer)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._error(exc, key) from None
+        except Exception as exc:  # boto3's S3UploadFailedError wraps ClientError
+            raise StorageError(f"upload to {self.uri(key)} failed: {exc}") from None
+        return self.head(key)
+
+    def download_file(self, key: str, path: str) -> None:
+        try:
+            self.client.download_file(self.bucket, self._k(key), path, Config=self._transfer)
+        except ClientError as exc:
+            raise self._error(exc, key) from None
+        except BotoCoreError as exc:
+            raise self._error(exc, key) from None
+
+    def delete(self, key: str) -> None:
+        self._call(key, self.client.delete_object)
+
+    # -- listing ---------------------------------------------------------------------
+    def list(self, prefix: str, start_after: str | None = None) -> Iterator[ObjectInfo]:
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self._k(prefix)}
+        if start_after:
+            kwargs["StartAfter"] = self._k(start_after)
+        try:
+            for page in self.client.get_paginator("list_objects_v2").paginate(**kwargs):
+                for obj in page.get("Contents", []):
+                    yield ObjectInfo(obj["Key"][len(self.prefix):], obj["Size"], obj["ETag"],
+                                     obj["LastModified"].timestamp())
+        except (ClientError, BotoCoreError) as exc:
+            raise self._error(exc, prefix) from None
+
+    def list_dirs(self, prefix: str, start_after: str | None = None) -> Iterator[str]:
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self._k(prefix),
+                                  "Delimiter": "/"}
+        if start_after:
+            kwargs["StartAfter"] = self._k(start_after)
+        try:
+            for page in self.client.get_paginator("list_objects_v2").paginate(**kwargs):
+                for cp in page.get("CommonPrefixes", []):
+                    yield cp["Prefix"][len(self.prefix):]
+        except (ClientError, BotoCoreError) as exc:
+            raise self._error(exc, prefix) from None
+
+    # -- misc ------------------------------------------------------------------------
+    def uri(self, key: str) -> str:
+        return f"s3://{self.bucket}/{self.prefix}{key}"
+
+    def key_for_uri(self, uri: str) -> str | None:
+        root = f"s3://{self.bucket}/{self.prefix}"
+        return uri[len(root):] if uri.startswith(root) else None
