@@ -10,6 +10,7 @@ install:
 # The whole suite. pytest exits 5 when it collects nothing; make treats any
 # non-zero exit as failure, so "no tests" never passes.
 test: install
+	scripts/install_minio.sh
 	$(PY) -m pytest -q -p no:cacheprovider
 
 lint: install

@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+from checkpointing.storage import LocalStorage
+from checkpointing.storage.s3 import S3Storage
+from tests.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    server = start_s3_server()
+    # The library reads credentials from the standard AWS chain, like in production.
+    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
+    os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"] = ACCESS_KEY, SECRET_KEY
+    yield server
+    for k, v in saved.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+    server.stop()
+
+
+@pytest.fixture
+def s3_bucket(s3_server):
+    name = f"ckpt-{uuid.uuid4().hex[:12]}"
+    s3_server.client().create_bucket(Bucket=name)
+    return name
+
+
+@pytest.fixture
+def s3_storage(s3_server, s3_bucket):
+    return S3Storage(s3_bucket, "root", endpoint_url=s3_server.endpoint)
+
+
+@pytest.fixture
+def local_storage(tmp_path):
+    return LocalStorage(tmp_path / "ckpt")
+
+
+@pytest.fixture(params=["local", "s3"])
+def storage(request, tmp_path):
+    """Every backend, so each behaviour is checked on the filesystem and on real S3."""
+    if request.param == "local":
+        return LocalStorage(tmp_path / "ckpt")
+    return request.getfixturevalue("s3_storage")

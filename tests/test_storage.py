@@ -1,0 +1,140 @@
+"""Storage backends: the atomic primitives every protocol step relies on."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from checkpointing.errors import NotFound, PreconditionFailed, StorageError
+from checkpointing.storage import open_storage
+from checkpointing.storage.s3 import S3Storage
+
+
+def test_create_once_refuses_second_writer(storage):
+    etag = storage.create("p/a.json", b"one")
+    with pytest.raises(PreconditionFailed):
+        storage.create("p/a.json", b"two")
+    data, etag2 = storage.read("p/a.json")
+    assert data == b"one" and etag2 == etag
+
+
+def test_create_once_same_bytes_is_recognised_as_own_write(s3_storage):
+    # A retried request whose first try landed sees 412; identical bytes mean "ours".
+    etag = s3_storage.create("p/a.json", b"same")
+    assert s3_storage.create("p/a.json", b"same") == etag
+    with pytest.raises(PreconditionFailed):
+        s3_storage.create("p/a.json", b"different")
+
+
+def test_compare_and_swap(storage):
+    e1 = storage.create("k", b"v1")
+    e2 = storage.replace("k", b"v2", e1)
+    assert storage.read("k")[0] == b"v2"
+    with pytest.raises(PreconditionFailed):
+        storage.replace("k", b"v3", e1)  # stale etag
+    assert storage.read("k") == (b"v2", e2)
+
+
+def test_read_missing_raises_not_found(storage):
+    with pytest.raises(NotFound):
+        storage.read("nope/x")
+    with pytest.raises(NotFound):
+        storage.head("nope/x")
+
+
+def test_list_is_sorted_and_prefix_exact(storage):
+    for k in ["e/0002/b", "e/0001/a", "e/0001/c", "e/00010/x", "f/zzz"]:
+        storage.write(k, k.encode())
+    assert [o.key for o in storage.list("e/0001/")] == ["e/0001/a", "e/0001/c"]
+    assert [o.key for o in storage.list("e/")] == ["e/0001/a", "e/0001/c", "e/00010/x",
+                                                   "e/0002/b"]
+    assert [o.key for o in storage.list("e/", start_after="e/0001/c")] == ["e/00010/x",
+                                                                          "e/0002/b"]
+    assert list(storage.list_dirs("e/")) == ["e/0001/", "e/00010/", "e/0002/"]
+    assert list(storage.list_dirs("e/", start_after="e/0001/")) == ["e/00010/", "e/0002/"]
+
+
+def test_delete_and_files(storage, tmp_path):
+    src = tmp_path / "f.bin"
+    src.write_bytes(b"x" * 1000)
+    info = storage.upload_file("d/f.bin", str(src))
+    assert info.size == 1000
+    storage.download_file("d/f.bin", str(tmp_path / "g.bin"))
+    assert (tmp_path / "g.bin").read_bytes() == src.read_bytes()
+    storage.delete("d/f.bin")
+    storage.delete("d/f.bin")  # idempotent
+    assert not storage.exists("d/f.bin")
+    assert storage.key_for_uri(storage.uri("d/f.bin")) == "d/f.bin"
+
+
+def test_unsafe_local_keys_refused(local_storage):
+    for key in ["../escape", "a/../../b", "/abs", "a//b"]:
+        with pytest.raises(StorageError):
+            local_storage.write(key, b"x")
+
+
+@pytest.mark.parametrize("op", ["create", "replace"])
+def test_sixteen_thread_race_has_one_winner(storage, op):
+    base = storage.create("race", b"base") if op == "replace" else None
+    wins, losses = [], []
+    barrier = threading.Barrier(16)
+
+    def run(i: int) -> None:
+        barrier.wait()
+        try:
+            if op == "create":
+                storage.create("race", f"w{i}".encode())
+            else:
+                storage.replace("race", f"w{i}".encode(), base)
+            wins.append(i)
+        except PreconditionFailed:
+            losses.append(i)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(wins) == 1 and len(losses) == 15
+    assert storage.read("race")[0] == f"w{wins[0]}".encode()
+
+
+def test_unreachable_endpoint_is_named():
+    port_nobody_listens_on = 9  # discard port: connection refused on loopback
+    s = S3Storage("bucket", "p", endpoint_url=f"http://127.0.0.1:{port_nobody_listens_on}",
+                  max_attempts=1, connect_timeout=1)
+    with pytest.raises(StorageError, match=r"cannot reach S3 endpoint http://127.0.0.1:9"):
+        s.read("x")
+
+
+def test_missing_bucket_is_named(s3_server):
+    s = S3Storage("no-such-bucket-here", "p", endpoint_url=s3_server.endpoint)
+    with pytest.raises(StorageError, match="bucket 'no-such-bucket-here' does not exist"):
+        s.write("x", b"1")
+
+
+def test_bad_credentials_are_named(s3_server, s3_bucket, monkeypatch):
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wrong-secret")
+    s = S3Storage(s3_bucket, "p", endpoint_url=s3_server.endpoint)
+    with pytest.raises(StorageError, match="access denied") as info:
+        s.write("x", b"1")
+    assert "wrong-secret" not in str(info.value)
+
+
+def test_open_storage_uris(tmp_path, s3_server, s3_bucket):
+    assert open_storage(f"file://{tmp_path}/a").uri("k").endswith("/a/k")
+    assert open_storage(str(tmp_path / "b")).uri("k").endswith("/b/k")
+    s3 = open_storage(f"s3://{s3_bucket}/pre/fix", endpoint_url=s3_server.endpoint)
+    assert s3.uri("k") == f"s3://{s3_bucket}/pre/fix/k"
+    with pytest.raises(StorageError, match="unsupported storage URI"):
+        open_storage("ftp://x/y")
+
+
+def test_requests_are_counted(storage):
+    storage.stats.reset()
+    storage.write("a", b"1")
+    storage.read("a")
+    list(storage.list(""))
+    snap = storage.stats.snapshot()
+    assert snap.get("PUT") == 1 and snap.get("GET") == 1 and snap.get("LIST") == 1
