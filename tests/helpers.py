@@ -1,0 +1,50 @@
+"""Small helpers shared by the tests (no fakes of storage)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from checkpointing import Coordinator, SnapshotWriter
+from checkpointing.barrier import TaskPlan
+
+DIAMOND = {"src_a": TaskPlan(), "src_b": TaskPlan(),
+           "join": TaskPlan(("src_a", "src_b")), "sink": TaskPlan(("join",), True)}
+
+
+class FakeClock:
+    """A settable clock: the coordinator's deadlines are compared with it."""
+
+    def __init__(self, t: float = 1_700_000_000.0):
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, s: float) -> None:
+        self.t += s
+
+
+def ack_task(c: Coordinator, epoch: int, task: str, attempt: int = 1,
+             files: dict[str, bytes] | None = None, outputs: dict[str, bytes] | None = None,
+             tmp: Path | None = None, previous=None):
+    """Register, snapshot the given file contents, and acknowledge."""
+    c.register_attempt(epoch, task, attempt)
+    w = SnapshotWriter(c.storage, c.layout, epoch, task, attempt, previous=previous)
+    for name, data in (files or {}).items():
+        p = tmp / f"{task}-{epoch}-{attempt}-{name}"
+        p.write_bytes(data)
+        w.add_file(name, p)
+    for name, data in (outputs or {}).items():
+        p = tmp / f"{task}-{epoch}-{attempt}-out-{name}"
+        p.write_bytes(data)
+        w.stage_output(name, [p], rows=len(data.splitlines()), names=["part-0"])
+    return c.acknowledge(epoch, task, attempt, w.handle(offsets={"epoch": epoch}))
+
+
+def run_epoch(c: Coordinator, plan=DIAMOND, tmp: Path | None = None, run_id: str = "r",
+              payload: bytes = b"x"):
+    b = c.begin_epoch(plan, run_id)
+    for task, tp in plan.items():
+        ack_task(c, b.epoch_id, task, files={"state": payload + task.encode()},
+                 outputs={"gold": payload} if tp.publishes else None, tmp=tmp)
+    return c.complete(b.epoch_id)

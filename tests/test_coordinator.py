@@ -1,0 +1,284 @@
+"""Coordinator operations on local storage and on the real S3 server."""
+
+from __future__ import annotations
+
+import pytest
+
+from checkpointing import (
+    AlignmentError,
+    CheckpointConfig,
+    Coordinator,
+    RestoreMappingError,
+    StateHandle,
+    read_manifest,
+)
+from checkpointing.barrier import TaskPlan
+from checkpointing.errors import (
+    EpochAlreadyDecided,
+    EpochIncomplete,
+    EpochNotFound,
+    InvalidId,
+    MalformedDocument,
+    MinPauseNotElapsed,
+    StaleAttempt,
+    TooManyConcurrentEpochs,
+    UnknownTask,
+    UnsupportedVersion,
+)
+from tests.helpers import DIAMOND, FakeClock, ack_task, run_epoch
+
+
+def test_full_epoch_completes_and_publishes(storage, tmp_path):
+    c = Coordinator(storage, "flights")
+    meta = run_epoch(c, tmp=tmp_path)
+    assert meta.completed and set(meta.acks) == set(DIAMOND)
+    assert c.latest_completed() == 1
+    m = read_manifest(storage, c.layout)
+    assert m.epoch_id == 1 and list(m.outputs) == ["gold"]
+    assert c.registry().open == ()
+
+
+def test_ids_strictly_increase_and_parent_is_latest(storage, tmp_path):
+    c = Coordinator(storage, "p")
+    run_epoch(c, tmp=tmp_path)
+    b2 = c.begin_epoch(DIAMOND, "r2")
+    assert (b2.epoch_id, b2.parent_epoch_id) == (2, 1)
+
+
+def test_complete_refuses_until_every_task_acked(storage, tmp_path):
+    c = Coordinator(storage, "p")
+    b = c.begin_epoch(DIAMOND, "r")
+    ack_task(c, b.epoch_id, "src_a", tmp=tmp_path)
+    with pytest.raises(EpochIncomplete, match=r"\['join', 'sink', 'src_b'\]"):
+        c.complete(b.epoch_id)
+    assert c.metadata(b.epoch_id) is None and c.status(b.epoch_id) == "pending"
+
+
+def test_ack_is_idempotent_for_same_attempt(storage, tmp_path):
+    c = Coordinator(storage, "p")
+    b = c.begin_epoch(DIAMOND, "r")
+    first = ack_task(c, b.epoch_id, "src_a", files={"s": b"1"}, tmp=tmp_path)
+    again = c.acknowledge(b.epoch_id, "src_a", 1,
+                          StateHandle("src_a", b.epoch_id, 1, metrics={"other": True}))
+    assert again.state_handle == first.state_handle  # the first acknowledgement stays
+
+
+def test_stale_attempt_is_fenced(storage, tmp_path):
+    c = Coordinator(storage, "p")
+    b = c.begin_epoch(DIAMOND, "r")
+    c.register_attempt(b.epoch_id, "src_a", 1)
+    c.register_attempt(b.epoch_id, "src_a", 2)  # a retry starts: attempt 1 is now stale
+    with pytest.raises(StaleAttempt, match="attempt 2 exists"):
+        c.acknowledge(b.epoch_id, "src_a", 1, StateHandle("src_a", b.epoch_id, 1))
+    ack_task(c, b.epoch_id, "src_a", attempt=2, tmp=tmp_path)
+    with pytest.raises(StaleAttempt):
+        c.acknowledge(b.epoch_id, "src_a", 1, StateHandle("src_a", b.epoch_id, 1))
+
+
+def test_racing_stale_ack_is_never_effective(storage, tmp_path):
+    """Attempt 1 wrote its ack object after attempt 2 registered (it raced past the
+    check): completion must use attempt 2's ack, never attempt 1's."""
+    c = Coordinator(storage, "p")
+    plan = {"t": TaskPlan(publishes=True)}
+    b = c.begin_epoch(plan, "r")
+    c.register_attempt(b.epoch_id, "t", 1)
+    c.register_attempt(b.epoch_id, "t", 2)
+    from checkpointing.acknowledgement import Acknowledgement
+    zombie = Acknowledgement("t", 1, "2013-01-01T00:00:00.000Z", StateHandle("t", b.epoch_id, 1))
+    storage.create(c.layout.attempt_object(b.epoch_id, "t", 1, "ack"), zombie.to_bytes())
+    assert c.try_complete(b.epoch_id) is None  # attempt 2 has not acked
+    ack_task(c, b.epoch_id, "t", attempt=2, outputs={"gold": b"good"}, tmp=tmp_path)
+    meta = c.complete(b.epoch_id)
+    assert meta.acks["t"].attempt == 2
+
+
+def test_already_acked_task_is_not_run_again(storage, tmp_path):
+    c = Coordinator(storage, "p")
+    b = c.begin_epoch(DIAMOND, "r")
+    first = ack_task(c, b.epoch_id, "src_a", tmp=tmp_path)
+    start = c.register_attempt(b.epoch_id, "src_a", 2)  # Airflow cleared the task
+    assert start.existing is not None and start.existing.attempt == first.attempt
+
+
+def test_unknown_task_and_bad_ids(storage):
+    c = Coordinator(storage, "p")
+    b = c.begin_epoch(DIAMOND, "r")
+    with pytest.raises(UnknownTask, match="'nope' is not in the plan"):
+        c.acknowledge(b.epoch_id, "nope", 1, StateHandle("nope", b.epoch_id, 1))
+    for bad in ["../x", "", "a/b", "a..b", "-x"]:
+        with pytest.raises(InvalidId):
+            c.register_attempt(b.epoch_id, bad, 1)
+    with pytest.raises(InvalidId):
+        Coordinator(storage, "../../etc")
+    with pytest.raises(InvalidId):
+        c.barrier("1; rm -rf")
+    with pytest.raises(EpochNotFound):
+        c.barrier(99)
+
+
+def test_ack_after_decision_is_refused(storage, tmp_path):
+    c = Coordinator(storage, "p")
+    b = c.begin_epoch(DIAMOND, "r")
+    c.abort(b.epoch_id, "cancelled", "user cancelled the run")
+    with pytest.raises(EpochAlreadyDecided, match="already aborted"):
+        ack_task(c, b.epoch_id, "src_a", tmp=tmp_path)
+
+
+def test_decline_aborts_and_counts_failure(storage, tmp_path):
+    c = Coordinator(storage, "p", CheckpointConfig(tolerable_failed_epochs=1))
+    b = c.begin_epoch(DIAMOND, "r")
+    ack_task(c, b.epoch_id, "src_a", tmp=tmp_path)
+    meta = c.decline(b.epoch_id, "src_b", 1, "42% malformed rows")
+    assert (meta.status, meta.reason, meta.declined_by) == ("aborted", "declined", "src_b")
+    assert "42% malformed rows" in meta.detail
+    assert c.try_complete(b.epoch_id).status == "aborted"  # everyone sees the winner
+    assert c.registry().lineage("main").consecutive_failed == 1
+    assert not c.failure_budget_exhausted()
+    b2 = c.begin_epoch(DIAMOND, "r2")
+    c.abort(b2.epoch_id, "validation_failed", "delays out of range")
+    assert c.failure_budget_exhausted()
+    run_epoch(c, tmp=tmp_path)
+    assert c.registry().lineage("main").consecutive_failed == 0
+
+
+def test_timeout_aborts_once_and_names_missing_tasks(storage, tmp_path):
+    clock = FakeClock()
+    alerts = []
+    c = Coordinator(storage, "p", CheckpointConfig(timeout_seconds=60), clock=clock,
+                    on_abort=lambda m, b: alerts.append(m))
+    b = c.begin_epoch(DIAMOND, "r")
+    ack_task(c, b.epoch_id, "src_a", tmp=tmp_path)
+    clock.advance(59)
+    assert c.expire_overdue() == [] and c.status(b.epoch_id) == "pending"
+    clock.advance(2)
+    other = Coordinator(storage, "p", CheckpointConfig(timeout_seconds=60), clock=clock,
+                        on_abort=lambda m, b: alerts.append(m))
+    decided = c.expire_overdue() + other.expire_overdue()
+    assert len(decided) == 1 and len(alerts) == 1
+    assert decided[0].reason == "timeout"
+    assert decided[0].missing_tasks == ("join", "sink", "src_b")
+
+
+def test_overdue_but_fully_acked_epoch_is_completed(storage, tmp_path):
+    clock = FakeClock()
+    c = Coordinator(storage, "p", CheckpointConfig(timeout_seconds=10), clock=clock)
+    b = c.begin_epoch(DIAMOND, "r")
+    for t in DIAMOND:
+        ack_task(c, b.epoch_id, t, tmp=tmp_path, outputs={"gold": b"1"} if t == "sink" else None)
+    clock.advance(11)  # the coordinator "died" before completing
+    [meta] = c.expire_overdue()
+    assert meta.completed and c.latest_completed() == b.epoch_id
+
+
+def test_max_concurrent_and_min_pause(storage, tmp_path):
+    clock = FakeClock()
+    c = Coordinator(storage, "p", CheckpointConfig(max_concurrent_epochs=2,
+                                                   min_pause_seconds=30), clock=clock)
+    c.begin_epoch(DIAMOND, "r1")
+    with pytest.raises(MinPauseNotElapsed) as info:
+        c.begin_epoch(DIAMOND, "r2")
+    assert info.value.retry_after == pytest.approx(30)
+    clock.advance(31)
+    c.begin_epoch(DIAMOND, "r2")
+    clock.advance(31)
+    with pytest.raises(TooManyConcurrentEpochs, match=r"\[1, 2\]"):
+        c.begin_epoch(DIAMOND, "r3")
+    assert c.registry().last_epoch_id == 2  # refused begins burn no id
+
+
+def test_alignment_refuses_before_upstream_acks(storage, tmp_path):
+    c = Coordinator(storage, "p")
+    b = c.begin_epoch(DIAMOND, "r")
+    ack_task(c, b.epoch_id, "src_a", tmp=tmp_path)
+    with pytest.raises(AlignmentError, match=r"\['src_b'\]"):
+        c.upstream_handles(b.epoch_id, "join")
+    ack_task(c, b.epoch_id, "src_b", tmp=tmp_path)
+    ups = c.upstream_handles(b.epoch_id, "join")
+    assert {h.epoch_id for h in ups.values()} == {b.epoch_id}  # never epoch N-1
+
+
+def test_restore_handle_comes_from_parent(storage, tmp_path):
+    c = Coordinator(storage, "p")
+    run_epoch(c, tmp=tmp_path, payload=b"epoch1-")
+    b2 = c.begin_epoch(DIAMOND, "r2")
+    h = c.restore_handle(b2.epoch_id, "src_a")
+    assert h.epoch_id == 1 and h.offsets == {"epoch": 1}
+    first = Coordinator(storage, "fresh").begin_epoch(DIAMOND, "r")
+    assert Coordinator(storage, "fresh").restore_handle(first.epoch_id, "src_a") is None
+
+
+def test_explicit_parent_with_unmapped_state_is_refused(storage, tmp_path):
+    c = Coordinator(storage, "p")
+    run_epoch(c, tmp=tmp_path)
+    renamed = {"src_a": TaskPlan(), "src_b_v2": TaskPlan()}
+    with pytest.raises(RestoreMappingError, match=r"\['join', 'sink', 'src_b'\]"):
+        c.begin_epoch(renamed, "r", parent_epoch_id=1)
+    b = c.begin_epoch(renamed, "r", parent_epoch_id=1, allow_non_restored_state=True)
+    assert b.parent_epoch_id == 1
+
+
+def test_crash_between_completion_and_registry_update_recovers(storage, tmp_path):
+    """_metadata written, then the process died: no publish, no pointer update."""
+    c = Coordinator(storage, "p")
+    b = c.begin_epoch(DIAMOND, "r")
+    for t in DIAMOND:
+        ack_task(c, b.epoch_id, t, tmp=tmp_path, outputs={"gold": b"1"} if t == "sink" else None)
+    c._finish = lambda meta, barrier: None  # simulate the crash right after _metadata
+    assert c.complete(b.epoch_id).completed
+    assert read_manifest(storage, c.layout) is None
+    fresh = Coordinator(storage, "p")
+    assert fresh.latest_completed() == b.epoch_id  # the probe sees past the lagging pointer
+    assert fresh.registry().lineage("main").latest_completed is None
+    b2 = fresh.begin_epoch(DIAMOND, "r2")  # begin recovers
+    assert read_manifest(storage, c.layout).epoch_id == b.epoch_id
+    assert b2.parent_epoch_id == b.epoch_id
+    assert fresh.registry().lineage("main").latest_completed == b.epoch_id
+
+
+def test_burned_id_is_never_reused_and_expires(storage, tmp_path):
+    clock = FakeClock()
+    c = Coordinator(storage, "p", CheckpointConfig(timeout_seconds=5), clock=clock)
+    # Allocate an id, then "crash" before writing the barrier.
+    from dataclasses import replace
+
+    from checkpointing.registry import OpenEpoch
+
+    def burn(reg):
+        e = OpenEpoch(reg.last_epoch_id + 1, "main", "2023-11-14T22:13:20.000Z",
+                      "2023-11-14T22:13:25.000Z")
+        return replace(reg, last_epoch_id=e.epoch_id, open=(*reg.open, e)), None
+
+    c._update_registry(burn)
+    clock.advance(10)
+    b = c.begin_epoch(DIAMOND, "r")  # expires the burned epoch first
+    assert b.epoch_id == 2
+    assert c.metadata(1).reason == "timeout"
+
+
+def test_malformed_and_foreign_metadata_refused_not_overwritten(storage, tmp_path):
+    c = Coordinator(storage, "p")
+    run_epoch(c, tmp=tmp_path)
+    key = c.layout.counter
+    storage.write(key, b'{"format": "ckpt.registry", "protocol_version": "2.0"}')
+    with pytest.raises(UnsupportedVersion, match="protocol version 2.0"):
+        Coordinator(storage, "p").begin_epoch(DIAMOND, "r")
+    assert storage.read(key)[0] == b'{"format": "ckpt.registry", "protocol_version": "2.0"}'
+    storage.write(key, b'{"format": "ckpt.regi')
+    with pytest.raises(MalformedDocument, match="not valid JSON"):
+        Coordinator(storage, "p").latest_completed()
+    assert storage.read(key)[0] == b'{"format": "ckpt.regi'
+    storage.write(c.layout.metadata(1), b"\x00\xffgarbage")
+    with pytest.raises(MalformedDocument):
+        Coordinator(storage, "p").metadata(1)
+    # A minor version from the future with extra fields is accepted.
+    storage.write(key, b'{"format":"ckpt.registry","protocol_version":"1.7","last_epoch_id":1,'
+                       b'"open":[],"lineages":{},"added_in_1_7":true}')
+    assert Coordinator(storage, "p").registry().last_epoch_id == 1
+
+
+def test_deleted_registry_does_not_reuse_ids(storage, tmp_path):
+    c = Coordinator(storage, "p")
+    run_epoch(c, tmp=tmp_path)
+    run_epoch(c, tmp=tmp_path)
+    storage.delete(c.layout.counter)
+    assert Coordinator(storage, "p").begin_epoch(DIAMOND, "r").epoch_id == 3
