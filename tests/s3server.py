@@ -63,7 +63,8 @@ def start_s3_server(kind: str | None = None) -> S3Server:
     if kind == "minio":
         minio = find_minio()
         if minio is None:
-            raise RuntimeError("CKPT_TEST_S3=minio but no minio binary (run scripts/install_minio.sh)")
+            raise RuntimeError(
+                "CKPT_TEST_S3=minio but no minio binary (run scripts/install_minio.sh)")
         datadir = tempfile.mkdtemp(prefix="ckpt-minio-")
         env = {**os.environ, "MINIO_ROOT_USER": ACCESS_KEY, "MINIO_ROOT_PASSWORD": SECRET_KEY,
                "MINIO_BROWSER": "off"}

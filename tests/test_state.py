@@ -1,0 +1,159 @@
+"""Incremental state, restore verification, two-phase publish, savepoints, retention."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from checkpointing import (
+    CheckpointConfig,
+    Coordinator,
+    SnapshotWriter,
+    create_savepoint,
+    delete_savepoint,
+    list_savepoints,
+    read_manifest,
+    restore_files,
+    run_retention,
+    verify_epoch,
+)
+from checkpointing.barrier import TaskPlan
+from checkpointing.errors import IntegrityError, SavepointExists, SavepointNotFound
+from tests.helpers import DIAMOND, ack_task, run_epoch
+
+ONE = {"t": TaskPlan(publishes=True)}
+
+
+def _snapshot(c, epoch, parts: dict[str, bytes], tmp, previous=None, attempt=1):
+    c.register_attempt(epoch, "t", attempt)
+    w = SnapshotWriter(c.storage, c.layout, epoch, "t", attempt, previous=previous)
+    d = tmp / f"state-{epoch}-{attempt}"
+    for name, data in parts.items():
+        (d / name).parent.mkdir(parents=True, exist_ok=True)
+        (d / name).write_bytes(data)
+    w.add_directory(d)
+    return w, c.acknowledge(epoch, "t", attempt, w.handle())
+
+
+def test_incremental_snapshot_uploads_only_changed_files(storage, tmp_path):
+    c = Coordinator(storage, "p")
+    parts = {f"route=R{i}/part-0.parquet": bytes([i]) * 10_000 for i in range(10)}
+    b1 = c.begin_epoch(ONE, "r1")
+    w1, _ = _snapshot(c, b1.epoch_id, parts, tmp_path)
+    c.complete(b1.epoch_id)
+    assert w1.bytes_written == 100_000
+
+    parts["route=R3/part-0.parquet"] = b"changed" * 1000  # one partition changes
+    b2 = c.begin_epoch(ONE, "r2")
+    prev = c.restore_handle(b2.epoch_id, "t")
+    w2, ack2 = _snapshot(c, b2.epoch_id, parts, tmp_path, previous=prev)
+    c.complete(b2.epoch_id)
+    assert w2.bytes_written == 7000 and w2.bytes_referenced == 90_000
+    assert ack2.state_handle.state_size == 97_000
+    # Restoring epoch 2 yields exactly the current files.
+    out = tmp_path / "restored"
+    restore_files(storage, ack2.state_handle, out)
+    for name, data in parts.items():
+        assert (out / name).read_bytes() == data
+
+
+def test_restore_detects_corruption_and_missing_files(storage, tmp_path):
+    c = Coordinator(storage, "p")
+    b = c.begin_epoch(ONE, "r")
+    _, ack = _snapshot(c, b.epoch_id, {"a": b"aaaa", "b": b"bbbb"}, tmp_path)
+    c.complete(b.epoch_id)
+    assert verify_epoch(c, b.epoch_id).ok
+    ref = ack.state_handle.files[0]
+    storage.write(storage.key_for_uri(ref.uri), b"AAAA")  # same size, other bytes
+    with pytest.raises(IntegrityError, match="is corrupt"):
+        restore_files(storage, ack.state_handle, tmp_path / "r1")
+    report = verify_epoch(c, b.epoch_id)
+    assert not report.ok and len(report.problems) == 1 and "'a'" in report.problems[0]
+    storage.delete(storage.key_for_uri(ack.state_handle.files[1].uri))
+    assert len(verify_epoch(c, b.epoch_id).problems) == 2
+
+
+def test_outputs_invisible_until_epoch_completes_and_publish_is_idempotent(storage, tmp_path):
+    c = Coordinator(storage, "p")
+    run_epoch(c, tmp=tmp_path, payload=b"v1")
+    b = c.begin_epoch(DIAMOND, "r2")
+    for t in ("src_a", "src_b", "join"):
+        ack_task(c, b.epoch_id, t, tmp=tmp_path)
+    ack_task(c, b.epoch_id, "sink", outputs={"gold": b"v2"}, tmp=tmp_path)
+    m = read_manifest(storage, c.layout)
+    assert m.epoch_id == 1  # staged, not published: readers still see epoch 1
+    c.complete(b.epoch_id)
+    m = read_manifest(storage, c.layout)
+    assert m.epoch_id == 2
+    f = m.outputs["gold"].files[0]
+    assert storage.read(storage.key_for_uri(f.uri))[0] == b"v2"
+    from checkpointing.publish import publish
+    again = publish(storage, c.layout, 1, "main", {}, 0.0)  # an old epoch, late
+    assert again.epoch_id == 2 and read_manifest(storage, c.layout).epoch_id == 2
+
+
+def test_savepoints_survive_retention_and_restore(storage, tmp_path):
+    c = Coordinator(storage, "p", CheckpointConfig(retained_epochs=1))
+    b = c.begin_epoch(ONE, "r1")
+    _snapshot(c, b.epoch_id, {"s": b"state-of-epoch-1"}, tmp_path)
+    c.complete(b.epoch_id)
+    sp = create_savepoint(c, "before-upgrade", b.epoch_id)
+    with pytest.raises(SavepointExists):
+        create_savepoint(c, "before-upgrade", b.epoch_id)
+    for i in range(3):
+        b = c.begin_epoch(ONE, f"r{i + 2}")
+        _snapshot(c, b.epoch_id, {"s": f"state-{i}".encode()}, tmp_path,
+                  previous=c.restore_handle(b.epoch_id, "t"))
+        c.complete(b.epoch_id)
+    report = run_retention(c)
+    assert report.deleted_epochs == [1, 2, 3] and report.kept_epochs == [4]
+    assert [s.name for s in list_savepoints(storage, c.layout)] == ["before-upgrade"]
+    restored = c.begin_epoch(ONE, "from-sp", parent_savepoint="before-upgrade",
+                             lineage="backfill1")
+    h = c.restore_handle(restored.epoch_id, "t")
+    restore_files(storage, h, tmp_path / "sp")
+    assert (tmp_path / "sp" / "s").read_bytes() == b"state-of-epoch-1"
+    assert h == sp.acks["t"].state_handle
+    delete_savepoint(storage, c.layout, "before-upgrade")
+    with pytest.raises(SavepointNotFound):
+        delete_savepoint(storage, c.layout, "before-upgrade")
+
+
+def test_retention_never_deletes_referenced_shared_files(storage, tmp_path):
+    c = Coordinator(storage, "p", CheckpointConfig(retained_epochs=2))
+    clock_now = [time.time()]  # file mtimes are real, so the fake clock starts now
+    c.clock = lambda: clock_now[0]
+    prev = None
+    unchanged = b"unchanged partition" * 100
+    for i in range(5):
+        b = c.begin_epoch(ONE, f"r{i}")
+        _, ack = _snapshot(c, b.epoch_id, {"base": unchanged, "delta": f"d{i}".encode()},
+                           tmp_path, previous=prev)
+        prev = ack.state_handle
+        c.complete(b.epoch_id)
+        clock_now[0] += 3600
+    aborted = c.begin_epoch(ONE, "doomed")
+    _snapshot(c, aborted.epoch_id, {"junk": b"junk"}, tmp_path)
+    c.abort(aborted.epoch_id, "cancelled")
+    clock_now[0] += 3600
+    report = run_retention(c)
+    assert report.kept_epochs == [4, 5]
+    assert 6 in report.deleted_epochs
+    # "base" was uploaded in epoch 1 and is still referenced by epochs 4 and 5.
+    for e in (4, 5):
+        assert verify_epoch(c, e).ok
+    assert report.deleted_shared == 4  # d0, d1, d2 and the aborted epoch's junk
+    assert not list(storage.list(c.layout.epoch_prefix(6)))  # aborted: nothing left
+
+
+def test_retention_keeps_files_of_epoch_in_flight(storage, tmp_path):
+    c = Coordinator(storage, "p")
+    b1 = c.begin_epoch(ONE, "r1")
+    _snapshot(c, b1.epoch_id, {"s": b"one"}, tmp_path)
+    c.complete(b1.epoch_id)
+    b2 = c.begin_epoch(ONE, "r2")
+    _snapshot(c, b2.epoch_id, {"s": b"two"}, tmp_path)  # acked, not yet completed
+    run_retention(c)
+    c.complete(b2.epoch_id)
+    assert verify_epoch(c, b2.epoch_id).ok
