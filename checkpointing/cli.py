@@ -1,0 +1,201 @@
+"""``ckpt``: inspect and manage a pipeline's checkpoints from the shell.
+
+    ckpt [--storage URI] [--pipeline ID] [--endpoint-url URL] COMMAND ...
+
+The global options can come from CKPT_STORAGE, CKPT_PIPELINE and AWS_ENDPOINT_URL.
+Errors print one line to stderr and exit 2 (bad input) or 1 (verification failed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any
+
+from .coordinator import Coordinator
+from .errors import CheckpointError
+from .ids import validate_epoch_id
+from .retention import run_retention
+from .savepoints import create_savepoint, delete_savepoint, list_savepoints
+from .stats import epoch_stats
+from .storage import open_storage
+from .verify import verify_epoch
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="ckpt", description="DAG-level checkpoints: inspect and "
+                                "manage a pipeline's epochs and savepoints.")
+    p.add_argument("--storage", default=os.environ.get("CKPT_STORAGE"),
+                   help="file:///path or s3://bucket/prefix (env CKPT_STORAGE)")
+    p.add_argument("--pipeline", default=os.environ.get("CKPT_PIPELINE"),
+                   help="pipeline id, e.g. the DAG id (env CKPT_PIPELINE)")
+    p.add_argument("--endpoint-url", default=None,
+                   help="S3-compatible endpoint (env AWS_ENDPOINT_URL)")
+    sub = p.add_subparsers(dest="command", required=True)
+    e = sub.add_parser("epochs", help="list epochs")
+    e.add_argument("--json", action="store_true")
+    e.add_argument("--limit", type=int, default=50, help="newest N epochs (default 50)")
+    s = sub.add_parser("show", help="one epoch with per-task statistics")
+    s.add_argument("epoch")
+    s.add_argument("--json", action="store_true")
+    v = sub.add_parser("verify", help="check every file of a completed epoch")
+    v.add_argument("epoch", nargs="?", help="default: the latest completed")
+    v.add_argument("--json", action="store_true")
+    lt = sub.add_parser("latest", help="the latest completed epoch")
+    lt.add_argument("--lineage", default="main")
+    lt.add_argument("--json", action="store_true")
+    sp = sub.add_parser("savepoint", help="create, list or delete savepoints")
+    spsub = sp.add_subparsers(dest="action", required=True)
+    c = spsub.add_parser("create")
+    c.add_argument("name")
+    c.add_argument("--epoch", help="default: the latest completed epoch")
+    spl = spsub.add_parser("list")
+    spl.add_argument("--json", action="store_true")
+    d = spsub.add_parser("delete")
+    d.add_argument("name")
+    r = sub.add_parser("retention", help="apply retention now")
+    r.add_argument("--dry-run", action="store_true")
+    r.add_argument("--retain", type=int, default=None, help="completed epochs to keep")
+    return p
+
+
+def _table(rows: list[dict[str, Any]], cols: list[str]) -> str:
+    if not rows:
+        return "(none)"
+    widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in cols}
+    lines = ["  ".join(c.upper().ljust(widths[c]) for c in cols)]
+    for r in rows:
+        lines.append("  ".join(str(r.get(c, "")).ljust(widths[c]) for c in cols))
+    return "\n".join(lines)
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def run(argv: list[str]) -> int:
+    args = _parser().parse_args(argv)
+    if not args.storage:
+        raise CheckpointError("no storage given: use --storage URI or set CKPT_STORAGE")
+    if not args.pipeline:
+        raise CheckpointError("no pipeline given: use --pipeline ID or set CKPT_PIPELINE")
+    storage = open_storage(args.storage, endpoint_url=args.endpoint_url)
+    coord = Coordinator(storage, args.pipeline)
+    out = sys.stdout
+
+    if args.command in ("epochs", "show", "verify", "latest", "savepoint") and \
+            not coord.epoch_ids() and coord.registry().last_epoch_id == 0:
+        if not (args.command == "savepoint" and args.action == "list"):
+            raise CheckpointError(f"pipeline {args.pipeline!r} has no epochs in "
+                                  f"{storage.describe()}")
+
+    if args.command == "epochs":
+        ids = coord.epoch_ids()[-args.limit:]
+        rows = []
+        for e in reversed(ids):
+            s = epoch_stats(coord, e, per_task=False)
+            rows.append({"epoch": e, "status": s.status, "run": s.run_id, "lineage": s.lineage,
+                         "acked": f"{s.tasks_acked}/{s.tasks_total}",
+                         "duration_s": "" if s.duration_ms is None else
+                         f"{s.duration_ms / 1000:.1f}",
+                         "started": s.created_at, "reason": s.reason or ""})
+        if args.json:
+            json.dump(rows, out, indent=2)
+            out.write("\n")
+        else:
+            print(_table(rows, ["epoch", "status", "run", "lineage", "acked", "duration_s",
+                                "started", "reason"]), file=out)
+    elif args.command == "show":
+        s = epoch_stats(coord, validate_epoch_id(args.epoch))
+        if args.json:
+            json.dump(s.to_json(), out, indent=2)
+            out.write("\n")
+        else:
+            print(f"epoch {s.epoch_id}  {s.status}  run={s.run_id}  lineage={s.lineage}  "
+                  f"parent={s.parent_epoch_id}", file=out)
+            print(f"started {s.created_at}  decided {s.decided_at or '-'}  duration "
+                  f"{'-' if s.duration_ms is None else f'{s.duration_ms / 1000:.2f}s'}  state "
+                  f"{_fmt_bytes(s.state_bytes)}  written {_fmt_bytes(s.bytes_written)}", file=out)
+            if s.reason:
+                print(f"aborted: {s.reason}: {s.detail}", file=out)
+            rows = [{"task": t.task_id, "status": t.status, "attempt": t.acked_attempt or
+                     t.attempts, "ack_after_s": "" if t.ack_delay_ms is None else
+                     f"{t.ack_delay_ms / 1000:.2f}", "state": _fmt_bytes(t.state_bytes),
+                     "written": _fmt_bytes(t.bytes_written),
+                     "async_ms": "" if t.async_ms is None else f"{t.async_ms:.0f}"}
+                    for t in s.tasks]
+            print(_table(rows, ["task", "status", "attempt", "ack_after_s", "state", "written",
+                                "async_ms"]), file=out)
+    elif args.command == "verify":
+        epoch = validate_epoch_id(args.epoch) if args.epoch else coord.latest_completed()
+        if epoch is None:
+            raise CheckpointError("no completed epoch to verify")
+        rep = verify_epoch(coord, epoch)
+        if args.json:
+            json.dump({"epoch_id": epoch, "ok": rep.ok, "files_checked": rep.files_checked,
+                       "bytes_checked": rep.bytes_checked, "problems": rep.problems}, out)
+            out.write("\n")
+        else:
+            for p in rep.problems:
+                print(f"PROBLEM {p}", file=out)
+            print(f"epoch {epoch}: {'OK' if rep.ok else 'FAILED'}, {rep.files_checked} files, "
+                  f"{_fmt_bytes(rep.bytes_checked)} verified", file=out)
+        return 0 if rep.ok else 1
+    elif args.command == "latest":
+        latest = coord.latest_completed(args.lineage)
+        if args.json:
+            json.dump({"lineage": args.lineage, "epoch_id": latest}, out)
+            out.write("\n")
+        elif latest is None:
+            print(f"no completed epoch in lineage {args.lineage!r}", file=out)
+        else:
+            print(latest, file=out)
+    elif args.command == "savepoint":
+        if args.action == "create":
+            sp = create_savepoint(coord, args.name,
+                                  validate_epoch_id(args.epoch) if args.epoch else None)
+            print(f"savepoint {sp.name!r} created from epoch {sp.epoch_id}", file=out)
+        elif args.action == "list":
+            rows = [{"name": s.name, "epoch": s.epoch_id, "lineage": s.lineage,
+                     "created": s.created_at, "tasks": len(s.acks)}
+                    for s in list_savepoints(storage, coord.layout)]
+            if args.json:
+                json.dump(rows, out, indent=2)
+                out.write("\n")
+            else:
+                print(_table(rows, ["name", "epoch", "lineage", "created", "tasks"]), file=out)
+        else:
+            delete_savepoint(storage, coord.layout, args.name)
+            print(f"savepoint {args.name!r} deleted", file=out)
+    elif args.command == "retention":
+        if args.retain is not None:
+            from dataclasses import replace
+            coord.config = replace(coord.config, retained_epochs=args.retain)
+        rep = run_retention(coord, dry_run=args.dry_run)
+        verb = "would delete" if args.dry_run else "deleted"
+        print(f"{verb} epochs {rep.deleted_epochs or 'none'} ({rep.deleted_objects} objects, "
+              f"{rep.deleted_shared} shared files); kept {rep.kept_epochs}", file=out)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        return run(sys.argv[1:] if argv is None else argv)
+    except CheckpointError as exc:
+        print(f"ckpt: error: {exc}", file=sys.stderr)
+        return 2
+    except (ValueError, OSError) as exc:
+        print(f"ckpt: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
