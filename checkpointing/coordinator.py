@@ -298,7 +298,9 @@ class Coordinator:
             return AttemptStart(epoch_id, task_id, attempt, self.read_ack(eff[1].key))
         self._refuse_if_decided(epoch_id, task_id)
         self._refuse_if_stale(ta, epoch_id, attempt)
-        if attempt not in ta.starts:
+        # Attempt 1 fences nothing (no lower attempt exists), so it writes no marker:
+        # one request less on every task's path.
+        if attempt > 1 and attempt not in ta.starts:
             body = {"task_id": task_id, "attempt": attempt,
                     "started_at": now_iso(self.clock()), "writer": writer_identity()}
             try:

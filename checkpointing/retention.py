@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .attempts import scan_epoch_tasks
 from .documents import parse_iso
 from .errors import MalformedDocument
 from .publish import read_manifest
@@ -71,6 +72,12 @@ def run_retention(coordinator, dry_run: bool = False) -> RetentionReport:  # noq
         if status.get(e) == "completed":
             for h in coordinator.completed_handles(e).values():
                 referenced.update(f.uri for f in h.all_files())
+        elif status.get(e) == "pending":
+            # Every ack of an epoch in flight counts, whatever the clocks say.
+            for ta in scan_epoch_tasks(storage, layout, e).values():
+                for info in ta.acks.values():
+                    h = coordinator.read_ack(info.key).state_handle
+                    referenced.update(f.uri for f in h.all_files())
     report.kept_epochs = sorted(k for k in keep if k in status)
 
     for e in epochs:

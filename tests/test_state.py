@@ -157,3 +157,15 @@ def test_retention_keeps_files_of_epoch_in_flight(storage, tmp_path):
     run_retention(c)
     c.complete(b2.epoch_id)
     assert verify_epoch(c, b2.epoch_id).ok
+
+
+def test_retention_keeps_acked_files_of_pending_epoch_despite_clock_skew(storage, tmp_path):
+    """Found by the stateful test: with the coordinator's clock far ahead of the storage's
+    mtimes, a pending epoch's acknowledged shared file must still be kept."""
+    c = Coordinator(storage, "p")
+    c.clock = lambda: time.time() + 10 * 86400
+    b = c.begin_epoch(ONE, "r")
+    _, ack = _snapshot(c, b.epoch_id, {"s": b"in flight"}, tmp_path)
+    report = run_retention(c)
+    assert report.deleted_shared == 0
+    assert storage.exists(storage.key_for_uri(ack.state_handle.files[0].uri))

@@ -1,0 +1,113 @@
+"""Coordinator benchmark (not a test): prints JSON.
+
+- per epoch, for 10 and 1,000 tasks, against the S3-compatible server started on
+  127.0.0.1 (MinIO, else moto): coordinator wall time (begin + complete) and storage
+  requests, split into the coordinator's own requests and each task's register + ack path;
+- the latest-completed lookup's request count after 100 and after 10,000 epochs.
+
+Usage: python bench/coordinator_bench.py [--quick] [--history N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from checkpointing import Coordinator, LocalStorage, StateHandle  # noqa: E402
+from checkpointing.barrier import TaskPlan  # noqa: E402
+from checkpointing.storage.s3 import S3Storage  # noqa: E402
+from tests.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server  # noqa: E402
+
+
+def epoch_cost(storage, n_tasks: int, repeats: int) -> dict:
+    plan = {f"t{i:04d}": TaskPlan() for i in range(n_tasks)}
+    c = Coordinator(storage, f"bench{n_tasks}-{uuid.uuid4().hex[:6]}")
+    coord_s, coord_req, task_req = [], [], []
+    for r in range(repeats):
+        storage.stats.reset()
+        t0 = time.perf_counter()
+        b = c.begin_epoch(plan, f"run{r}")
+        t_begin = time.perf_counter() - t0
+        begin_req = storage.stats.total
+        storage.stats.reset()
+        for task in plan:  # what every task process does
+            c.register_attempt(b.epoch_id, task, 1)
+            c.acknowledge(b.epoch_id, task, 1, StateHandle(task, b.epoch_id, 1))
+        task_req.append(storage.stats.total / n_tasks)
+        storage.stats.reset()
+        t0 = time.perf_counter()
+        meta = c.complete(b.epoch_id)
+        t_complete = time.perf_counter() - t0
+        assert meta.completed
+        coord_req.append(begin_req + storage.stats.total)
+        coord_s.append(t_begin + t_complete)
+    coord = statistics.median(coord_req)
+    per_task = statistics.median(task_req)
+    return {
+        "tasks": n_tasks,
+        "coordinator_seconds_per_epoch": round(statistics.median(coord_s), 4),
+        "coordinator_requests_per_epoch": coord,
+        "task_requests_per_task": per_task,
+        "storage_requests_per_task": round(per_task + coord / n_tasks, 3),
+        "repeats": repeats,
+    }
+
+
+def lookup_cost(history: int) -> dict:
+    with tempfile.TemporaryDirectory() as d:
+        storage = LocalStorage(d)
+        c = Coordinator(storage, "history")
+        plan = {"t": TaskPlan()}
+        t0 = time.perf_counter()
+        checkpoints = {}
+        for i in range(1, history + 1):
+            b = c.begin_epoch(plan, f"r{i}")
+            c.acknowledge(b.epoch_id, "t", 1, StateHandle("t", b.epoch_id, 1))
+            c.complete(b.epoch_id)
+            if i in (100, history):
+                fresh = Coordinator(storage, "history")  # no caches
+                storage.stats.reset()
+                latest = fresh.latest_completed()
+                assert latest == i
+                checkpoints[i] = storage.stats.total
+        return {"epochs": history, "build_seconds": round(time.perf_counter() - t0, 1),
+                "latest_lookup_requests_at_100": checkpoints.get(100),
+                f"latest_lookup_requests_at_{history}": checkpoints[history]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true", help="fewer repeats, 1,000-epoch history")
+    ap.add_argument("--history", type=int, default=None)
+    args = ap.parse_args()
+    repeats = 2 if args.quick else 5
+    history = args.history or (1000 if args.quick else 10_000)
+
+    server = start_s3_server()
+    os.environ.update(AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY)
+    try:
+        bucket = f"bench-{uuid.uuid4().hex[:8]}"
+        server.client().create_bucket(Bucket=bucket)
+        s3 = S3Storage(bucket, "bench", endpoint_url=server.endpoint)
+        results = {
+            "s3_server": server.kind,
+            "epoch_10_tasks": epoch_cost(s3, 10, repeats),
+            "epoch_1000_tasks": epoch_cost(s3, 1000, max(1, repeats // 2)),
+        }
+    finally:
+        server.stop()
+    results["latest_lookup"] = lookup_cost(history)
+    print(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
