@@ -69,6 +69,13 @@ class SnapshotWriter:
         self._files[name] = ref
         return ref
 
+    def reference(self, ref: FileRef) -> FileRef:
+        """Carry an unchanged file of an earlier epoch into this snapshot without copying."""
+        _check_name(ref.name)
+        self._files[ref.name] = ref
+        self.bytes_referenced += ref.size
+        return ref
+
     def add_directory(self, root: str | os.PathLike[str], prefix: str = "") -> list[FileRef]:
         """Add every file below ``root`` (named by its relative path), skipping Spark's
         checksum and marker files."""
@@ -76,10 +83,18 @@ class SnapshotWriter:
         base = Path(root)
         for path in sorted(p for p in base.rglob("*") if p.is_file()):
             rel = path.relative_to(base).as_posix()
-            if path.name.startswith(".") and path.name.endswith(".crc"):
+            if path.name.startswith((".", "_")):  # Spark's .crc files and _SUCCESS markers
                 continue
             refs.append(self.add_file(prefix + rel, path))
         return refs
+
+    def publish_files(self, output: str, refs: list[FileRef], rows: int | None = None,
+                      meta: dict[str, Any] | None = None) -> OutputRef:
+        """Declare already-stored files (e.g. this snapshot's state files) as an output:
+        published by reference, nothing is copied."""
+        out = OutputRef(tuple(refs), rows, dict(meta or {}))
+        self._outputs[output] = out
+        return out
 
     def stage_output(self, output: str, paths: list[str | os.PathLike[str]],
                      rows: int | None = None, meta: dict[str, Any] | None = None,
@@ -99,6 +114,10 @@ class SnapshotWriter:
         out = OutputRef(tuple(refs), rows, dict(meta or {}))
         self._outputs[output] = out
         return out
+
+    def files(self, prefix: str = "") -> list[FileRef]:
+        """The snapshot's files so far whose logical name starts with ``prefix``."""
+        return [self._files[n] for n in sorted(self._files) if n.startswith(prefix)]
 
     def handle(self, **extra: Any) -> StateHandle:
         """The state handle for the acknowledgement. ``extra`` fills the other fields

@@ -1,0 +1,186 @@
+"""The contract every job follows, through the checkpointing library:
+
+1. register the attempt (fencing); if the task already acknowledged the epoch, do nothing;
+2. restore: the task's state handle of the parent epoch, and its upstream tasks' handles of
+   *this* epoch (aligned barrier: never another epoch's inputs);
+3. run: read only new input, merge it into the restored state, write into an
+   attempt-scoped scratch directory, so that a killed attempt's partial files are never read;
+4. snapshot (changed files only) and acknowledge with the state handle.
+
+A job that finds its epoch's data unacceptable raises :class:`DeclineEpoch`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from checkpointing import Acknowledgement, Coordinator, SnapshotWriter, StateHandle
+from checkpointing.state_handle import FileRef
+from checkpointing.storage import Storage, open_storage
+
+log = logging.getLogger("spark_jobs")
+
+
+class DeclineEpoch(Exception):
+    """Raised by a job to decline its epoch (bad data, failed validation)."""
+
+
+@dataclass
+class JobResult:
+    offsets: Any = None
+    row_counts: dict[str, int] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class JobRun:
+    """Everything a job needs for one attempt of one task in one epoch."""
+
+    coordinator: Coordinator
+    epoch_id: int
+    task_id: str
+    attempt: int
+    spark: Any  # pyspark.sql.SparkSession
+    data: Storage
+    previous: StateHandle | None
+    upstream: dict[str, StateHandle]
+    writer: SnapshotWriter
+    scratch: Path
+
+    # ------------------------------------------------------------------ reading
+    def files(self, handle: StateHandle | None, prefix: str,
+              outputs: str | None = None) -> list[FileRef]:
+        """Parquet files of ``handle`` whose logical name starts with ``prefix`` (or the
+        files of output ``outputs``)."""
+        if handle is None:
+            return []
+        if outputs is not None:
+            out = handle.outputs.get(outputs)
+            return list(out.files) if out else []
+        return [f for f in handle.files if f.name.startswith(prefix)
+                and f.name.endswith(".parquet")]
+
+    def read_parquet(self, refs: list[FileRef], schema: Any):
+        """A DataFrame over stored parquet files (empty with ``schema`` when none)."""
+        if not refs:
+            return self.spark.createDataFrame([], schema)
+        return self.spark.read.schema(schema).parquet(*[spark_uri(r.uri) for r in refs])
+
+    # ------------------------------------------------------------------ writing
+    def write_state(self, df: Any, name: str, partition_col: str | None = None) -> list[FileRef]:
+        """Write ``df`` as state files ``name/...`` (attempt-scoped scratch, then snapshot:
+        files identical to the previous epoch's are referenced, not uploaded)."""
+        path = self.scratch / name
+        if partition_col:
+            # partitionBy drops its column from the files, and state is read back by file,
+            # not by directory: partition by a copy so the column stays in the data.
+            from pyspark.sql import functions as F
+
+            df = df.withColumn(_PART, F.col(partition_col).cast("string"))
+            df.write.mode("overwrite").partitionBy(_PART).parquet(str(path))
+        else:
+            df.write.mode("overwrite").parquet(str(path))
+        return self.writer.add_directory(path, prefix=f"{name}/")
+
+    def write_output(self, df: Any, output: str, rows: int | None = None) -> None:
+        """Stage ``df`` as output ``output`` (published only when the epoch completes)."""
+        path = self.scratch / f"out-{output}"
+        df.coalesce(1).write.mode("overwrite").parquet(str(path))
+        parts = sorted(p for p in path.iterdir() if p.suffix == ".parquet")
+        self.writer.stage_output(output, parts, rows=rows)
+
+    def carry_partitions(self, name: str, partition_col: str, keep: set[str]) -> int:
+        """Reference the previous epoch's files of ``name`` whose partition value is in
+        ``keep`` (unchanged partitions); returns the bytes carried without copying."""
+        carried = 0
+        for ref in self.files(self.previous, f"{name}/"):
+            part = _partition_value(ref.name)
+            if part is not None and part in keep:
+                self.writer.reference(ref)
+                carried += ref.size
+        return carried
+
+    def partitions(self, handle: StateHandle | None, name: str, partition_col: str) -> set[str]:
+        return {p for f in self.files(handle, f"{name}/")
+                if (p := _partition_value(f.name)) is not None}
+
+
+_PART = "part"
+
+
+def _partition_value(name: str) -> str | None:
+    for seg in name.split("/"):
+        if seg.startswith(f"{_PART}="):
+            return seg[len(_PART) + 1:]
+    return None
+
+
+def spark_uri(uri: str) -> str:
+    """Storage URIs as Spark (Hadoop) reads them: s3:// goes through the s3a connector."""
+    return "s3a://" + uri[len("s3://"):] if uri.startswith("s3://") else uri
+
+
+Job = Callable[[JobRun], JobResult]
+
+
+def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, attempt: int,
+             spark: Any, data_uri: str, *, endpoint_url: str | None = None) -> Acknowledgement:
+    """Run one attempt of ``job`` under the checkpoint contract (module docstring)."""
+    start = coordinator.register_attempt(epoch_id, task_id, attempt)
+    if start.existing is not None:
+        log.info("task %s already acknowledged epoch %d (attempt %d): not running again",
+                 task_id, epoch_id, start.existing.attempt)
+        return start.existing
+    t0 = time.monotonic()
+    previous = coordinator.restore_handle(epoch_id, task_id)
+    upstream = coordinator.upstream_handles(epoch_id, task_id)
+    restore_ms = (time.monotonic() - t0) * 1000
+    scratch = Path(tempfile.mkdtemp(prefix=f"ckpt-{task_id}-e{epoch_id}-a{attempt}-"))
+    writer = SnapshotWriter(coordinator.storage, coordinator.layout, epoch_id, task_id, attempt,
+                            previous=previous)
+    run = JobRun(coordinator, epoch_id, task_id, attempt, spark,
+                 open_storage(data_uri, endpoint_url=endpoint_url), previous, upstream, writer,
+                 scratch)
+    try:
+        t1 = time.monotonic()
+        try:
+            result = job(run)
+        except DeclineEpoch as exc:
+            coordinator.decline(epoch_id, task_id, attempt, str(exc))
+            raise
+        run_ms = (time.monotonic() - t1) * 1000
+        handle = writer.handle(
+            offsets=result.offsets, row_counts=result.row_counts,
+            metrics={**result.metrics, "bytes_referenced": writer.bytes_referenced},
+            timings={"restore_ms": round(restore_ms, 1), "run_ms": round(run_ms, 1)},
+            restored_from={"epoch_id": previous.epoch_id if previous else None},
+            delivery=coordinator.barrier(epoch_id).mode,
+        )
+        return coordinator.acknowledge(epoch_id, task_id, attempt, handle)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def spark_session(app: str, master: str | None = None):
+    """A SparkSession for local mode or under spark-submit (which sets the master)."""
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    b = (SparkSession.builder.appName(app)
+         .config("spark.sql.shuffle.partitions", "4")
+         .config("spark.sql.session.timeZone", "UTC")
+         .config("spark.ui.enabled", "false")
+         .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false"))
+    if master:
+        b = b.master(master)
+    elif not os.environ.get("PYSPARK_GATEWAY_PORT"):  # set by spark-submit's PythonRunner
+        b = b.master("local[2]")
+    return b.getOrCreate()

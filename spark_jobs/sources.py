@@ -1,0 +1,48 @@
+"""What source jobs share: finding raw files not yet consumed, and refusing unreadable
+ones before Spark parses them."""
+
+from __future__ import annotations
+
+from checkpointing.storage import Storage
+
+
+def changed_files(storage: Storage, prefix: str,
+                  consumed: dict[str, str]) -> tuple[dict[str, str], list[str], list[str]]:
+    """(current offsets {key: content id}, keys new or changed since ``consumed``, keys
+    whose content changed). The content id is the object's etag (md5 on local storage)."""
+    current = {}
+    for info in storage.list(prefix):
+        if not info.key.endswith(".csv"):
+            continue
+        current[info.key] = info.etag.strip('"') or storage.head(info.key).etag
+    new = sorted(k for k, v in current.items() if consumed.get(k) != v)
+    replaced = sorted(k for k in new if k in consumed)
+    return current, new, replaced
+
+
+def split_unreadable(storage: Storage, keys: list[str],
+                     columns: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """Keys whose header matches ``columns``, and (key, reason) of the others: binary,
+    not UTF-8, or another header. An unreadable file is quarantined whole."""
+    readable, unreadable = [], []
+    expected = ",".join(columns)
+    for key in keys:
+        data, _ = storage.read(key)
+        try:
+            head = data[:4096].decode("utf-8").splitlines()[0].strip() if data else ""
+        except UnicodeDecodeError:
+            unreadable.append((key, "not_utf8"))
+            continue
+        if head != expected:
+            unreadable.append((key, "bad_header"))
+        else:
+            readable.append(key)
+    return readable, unreadable
+
+
+def quarantine_schema():
+    from pyspark.sql import types as T
+
+    return T.StructType([T.StructField("raw", T.StringType()),
+                         T.StructField("reason", T.StringType()),
+                         T.StructField("source_file", T.StringType())])

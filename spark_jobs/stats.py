@@ -1,0 +1,126 @@
+"""route_stats and carrier_stats: running aggregates per key (keyed state).
+
+Per key: flights, cancellations (no departure time), sums / counts / maxima of departure
+and arrival delay, distance sum, and the averages derived from them. Each epoch merges its
+delta into the state restored from the previous epoch: sums and counts add, maxima take the
+greatest. When the source retracted rows (a replaced raw file), the touched keys are
+recomputed exactly from the source's bronze state of this epoch, since a maximum cannot be
+un-merged. The state is partitioned by a hash bucket of the key, so a snapshot rewrites only
+the buckets that changed; the gold table published is the state itself, by reference.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from .harness import JobResult, JobRun
+from .ingest_flights import BRONZE_SCHEMA
+
+BUCKETS = 8
+SOURCE = "ingest_flights"
+METRICS = [("flights", T.LongType()), ("cancelled", T.LongType()),
+           ("dep_delay_sum", T.DoubleType()), ("dep_delay_n", T.LongType()),
+           ("dep_delay_max", T.DoubleType()), ("arr_delay_sum", T.DoubleType()),
+           ("arr_delay_n", T.LongType()), ("arr_delay_max", T.DoubleType()),
+           ("distance_sum", T.DoubleType())]
+DERIVED = ["avg_dep_delay", "avg_arr_delay", "avg_distance"]
+
+
+def state_schema(keys: list[str]) -> T.StructType:
+    return T.StructType([T.StructField(k, T.StringType()) for k in keys]
+                        + [T.StructField(n, t) for n, t in METRICS]
+                        + [T.StructField(d, T.DoubleType()) for d in DERIVED]
+                        + [T.StructField("bucket", T.IntegerType())])
+
+
+def aggregate(flights: DataFrame, keys: list[str]) -> DataFrame:
+    """Aggregates of raw flight rows per key (no derived columns)."""
+    return flights.groupBy(*keys).agg(
+        F.count(F.lit(1)).alias("flights"),
+        F.sum(F.when(F.col("dep_time").isNull(), 1).otherwise(0)).cast("long").alias("cancelled"),
+        F.sum("dep_delay").alias("dep_delay_sum"), F.count("dep_delay").alias("dep_delay_n"),
+        F.max("dep_delay").alias("dep_delay_max"),
+        F.sum("arr_delay").alias("arr_delay_sum"), F.count("arr_delay").alias("arr_delay_n"),
+        F.max("arr_delay").alias("arr_delay_max"),
+        F.sum(F.col("distance").cast("double")).alias("distance_sum"),
+    )
+
+
+def merge(prev: DataFrame, delta: DataFrame, keys: list[str]) -> DataFrame:
+    """State rows plus delta aggregates for the same keys (full outer join)."""
+    p, d = prev.alias("p"), delta.alias("d")
+    joined = p.join(d, [F.col(f"p.{k}") == F.col(f"d.{k}") for k in keys], "full_outer")
+    cols = [F.coalesce(F.col(f"p.{k}"), F.col(f"d.{k}")).alias(k) for k in keys]
+    for name, _ in METRICS:
+        a, b = F.col(f"p.{name}"), F.col(f"d.{name}")
+        if name.endswith("_max"):
+            cols.append(F.greatest(a, b).alias(name))  # greatest skips nulls
+        elif name.endswith("_sum"):
+            cols.append(F.when(a.isNull() & b.isNull(), None)
+                        .otherwise(F.coalesce(a, F.lit(0.0)) + F.coalesce(b, F.lit(0.0)))
+                        .alias(name))
+        else:
+            cols.append((F.coalesce(a, F.lit(0)) + F.coalesce(b, F.lit(0))).alias(name))
+    return joined.select(*cols)
+
+
+def finish(df: DataFrame, keys: list[str]) -> DataFrame:
+    """Add the derived averages and the bucket."""
+    return df.select(
+        *keys, *[n for n, _ in METRICS],
+        (F.col("dep_delay_sum") / F.col("dep_delay_n")).alias("avg_dep_delay"),
+        (F.col("arr_delay_sum") / F.col("arr_delay_n")).alias("avg_arr_delay"),
+        (F.col("distance_sum") / F.col("flights")).alias("avg_distance"),
+        F.pmod(F.hash(*keys), F.lit(BUCKETS)).cast("int").alias("bucket"))
+
+
+def make_stats_job(keys: list[str], output: str):
+    """A job keeping the aggregates per ``keys`` and publishing them as ``output``."""
+    schema = state_schema(keys)
+
+    def job(run: JobRun) -> JobResult:
+        src = run.upstream[SOURCE]
+        added = run.read_parquet(run.files(src, "", outputs="delta_added"), BRONZE_SCHEMA)
+        retracted = run.read_parquet(run.files(src, "", outputs="delta_retracted"),
+                                     BRONZE_SCHEMA)
+        prev = run.read_parquet(run.files(run.previous, "stats/"), schema)
+        n_retracted = retracted.count()
+        touched = added.select(*keys).unionByName(retracted.select(*keys)).distinct()
+        prev_touched = prev.join(touched, keys, "left_semi")
+        if n_retracted:
+            bronze = run.read_parquet(run.files(src, "bronze/"), BRONZE_SCHEMA)
+            fresh = aggregate(bronze.join(touched, keys, "left_semi"), keys)
+        else:
+            fresh = merge(prev_touched.select(*keys, *[n for n, _ in METRICS]),
+                          aggregate(added, keys), keys)
+        fresh = finish(fresh, keys).cache()
+        buckets = {str(r.bucket) for r in fresh.select("bucket").distinct().collect()}
+        unchanged = run.partitions(run.previous, "stats", "bucket") - buckets
+        run.carry_partitions("stats", "bucket", unchanged)
+        if buckets:
+            rest = prev.where(F.col("bucket").isin([int(b) for b in buckets])) \
+                       .join(touched, keys, "left_anti")
+            run.write_state(rest.unionByName(fresh).repartition("bucket"), "stats", "bucket")
+        files = run.writer.files("stats/")
+        n_keys = run.read_parquet(files, schema).count()
+        run.writer.publish_files(output, files, rows=n_keys, meta={"keys": keys})
+        return JobResult(row_counts={"keys": n_keys, "keys_touched": fresh.count(),
+                                     "rows_added": added.count(), "rows_retracted": n_retracted},
+                         metrics={"buckets_rewritten": sorted(buckets)})
+
+    return job
+
+
+route_stats = make_stats_job(["origin", "dest"], "gold_route_stats")
+carrier_stats = make_stats_job(["carrier"], "gold_carrier_stats")
+
+if __name__ == "__main__":
+    from .cli import main
+
+    which = sys.argv.pop(1) if len(sys.argv) > 1 and not sys.argv[1].startswith("-") else "route"
+    job = {"route": route_stats, "carrier": carrier_stats}[which]
+    sys.exit(main(job, f"{which}_stats"))

@@ -1,0 +1,137 @@
+"""The flights jobs in Spark local mode, compared with an independent pandas computation."""
+
+from __future__ import annotations
+
+import io
+from datetime import date
+
+import pandas as pd
+import pytest
+
+from checkpointing import Coordinator, LocalStorage, read_manifest
+from spark_jobs.landing import land
+from spark_jobs.pipeline import run_epoch
+from tests import oracle
+
+D = [date(2013, 1, d) for d in range(1, 6)]
+ROUTE, CARRIER = ["origin", "dest"], ["carrier"]
+METRIC_COLS = ["flights", "cancelled", "dep_delay_sum", "dep_delay_n", "dep_delay_max",
+               "arr_delay_sum", "arr_delay_n", "arr_delay_max", "distance_sum"]
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from spark_jobs.harness import spark_session
+
+    s = spark_session("tests")
+    yield s
+    s.stop()
+
+
+@pytest.fixture
+def env(tmp_path):
+    data = LocalStorage(tmp_path / "data")
+    ckpt = LocalStorage(tmp_path / "ckpt")
+    return data, f"file://{tmp_path}/data", Coordinator(ckpt, "flights_daily")
+
+
+def published(c: Coordinator, output: str) -> pd.DataFrame:
+    m = read_manifest(c.storage, c.layout)
+    frames = [pd.read_parquet(io.BytesIO(c.storage.read(c.storage.key_for_uri(f.uri))[0]))
+              for f in m.outputs[output].files]
+    return pd.concat(frames, ignore_index=True)
+
+
+def raw_files(data: LocalStorage) -> dict[str, bytes]:
+    return {o.key: data.read(o.key)[0] for o in data.list("raw/flights/")}
+
+
+def assert_gold_matches_oracle(c, data, keys, output):
+    rows, _, _ = oracle.clean_flights(raw_files(data))
+    want = oracle.stats(rows, keys)
+    got = published(c, output)[keys + METRIC_COLS].sort_values(keys).reset_index(drop=True)
+    assert len(got) == len(want)
+    pd.testing.assert_frame_equal(got, want, check_dtype=False, check_exact=False, rtol=1e-9)
+
+
+def test_daily_epochs_equal_independent_computation(spark, env):
+    data, data_uri, c = env
+    injected = 0
+    for i, day in enumerate(D[:3]):
+        rep = land(data, [day], malformed_rate=0.02, seed=11, dims=(i == 0), weather=False)
+        injected += sum(rep.malformed_by_file.values())
+        epoch, meta = run_epoch(c, spark, data_uri, f"scheduled__{day}")
+        assert meta.completed and meta.epoch_id == epoch == i + 1
+        ingest = c.completed_handles(epoch)["ingest_flights"]
+        assert ingest.row_counts["files_new"] == 1  # only the new day is read
+    assert_gold_matches_oracle(c, data, ROUTE, "gold_route_stats")
+    assert_gold_matches_oracle(c, data, CARRIER, "gold_carrier_stats")
+    quarantined = sum(c.completed_handles(e)["ingest_flights"].row_counts["rows_quarantined"]
+                      for e in (1, 2, 3))
+    _, bad, _ = oracle.clean_flights(raw_files(data))
+    assert quarantined == injected == bad > 0
+
+
+def test_late_replaced_and_unreadable_files(spark, env):
+    data, data_uri, c = env
+    land(data, [D[0], D[2]], malformed_rate=0.05, seed=5, weather=False)
+    run_epoch(c, spark, data_uri, "r1")
+    # Day 2 arrives late, day 1 is replaced by a corrected file, day 4 is garbage.
+    land(data, [D[1]], weather=False, dims=False)
+    land(data, [D[0]], replace={D[0]}, weather=False, dims=False)
+    land(data, [D[3]], unreadable={D[3]}, weather=False, dims=False)
+    epoch, meta = run_epoch(c, spark, data_uri, "r2")
+    assert meta.completed
+    counts = c.completed_handles(epoch)["ingest_flights"].row_counts
+    assert counts["files_new"] == 3 and counts["files_replaced"] == 1
+    assert counts["files_unreadable"] == 1 and counts["rows_retracted"] > 0
+    assert_gold_matches_oracle(c, data, ROUTE, "gold_route_stats")
+    assert_gold_matches_oracle(c, data, CARRIER, "gold_carrier_stats")
+    q = published_quarantine(c, epoch)
+    assert q["reason"].str.startswith("unreadable_file").sum() == 1
+
+
+def published_quarantine(c, epoch):
+    out = c.completed_handles(epoch)["ingest_flights"].outputs["quarantine"]
+    return pd.concat([pd.read_parquet(io.BytesIO(c.storage.read(
+        c.storage.key_for_uri(f.uri))[0])) for f in out.files], ignore_index=True)
+
+
+def test_crash_and_restore_equals_uninterrupted_run(spark, tmp_path):
+    days = D[:3]
+    clean_data = LocalStorage(tmp_path / "data")
+    land(clean_data, days, malformed_rate=0.01, seed=2, weather=False)
+    uri = f"file://{tmp_path}/data"
+
+    ref = Coordinator(LocalStorage(tmp_path / "ref"), "p")
+    for d in days:  # one epoch per day, all data landed up front: epoch 1 reads it all
+        run_epoch(ref, spark, uri, str(d))
+
+    crashed = Coordinator(LocalStorage(tmp_path / "crash"), "p")
+    run_epoch(crashed, spark, uri, "day1")
+    epoch, meta = run_epoch(crashed, spark, uri, "day2", stop_after="route_stats")
+    assert meta is None  # the process "died" before carrier_stats ran
+    restarted = Coordinator(LocalStorage(tmp_path / "crash"), "p")  # a new process
+    _, meta = run_epoch(restarted, spark, uri, "day2", attempt=2, epoch_id=epoch)
+    assert meta.completed
+    ingest = restarted.completed_handles(epoch)["ingest_flights"]
+    assert ingest.attempt == 1  # acknowledged before the crash: not run again
+    assert restarted.completed_handles(epoch)["carrier_stats"].attempt == 2
+    run_epoch(restarted, spark, uri, "day3")
+    for out, keys in (("gold_route_stats", ROUTE), ("gold_carrier_stats", CARRIER)):
+        a = published(ref, out).sort_values(keys).reset_index(drop=True)
+        b = published(restarted, out).sort_values(keys).reset_index(drop=True)
+        pd.testing.assert_frame_equal(a, b)
+
+
+def test_incremental_snapshot_writes_only_new_partitions(spark, env):
+    data, data_uri, c = env
+    for i, day in enumerate(D[:4]):
+        land(data, [day], weather=False, dims=(i == 0))
+        run_epoch(c, spark, data_uri, str(day))
+    h = c.completed_handles(4)["ingest_flights"]
+    assert h.metrics["partitions_rewritten"] == ["2013-01-04"]
+    bronze = [f for f in h.files if f.name.startswith("bronze/")]
+    fourth = sum(f.size for f in bronze if "part=2013-01-04/" in f.name)
+    assert h.metrics["bytes_referenced"] == sum(f.size for f in bronze) - fourth
+    assert 0 < fourth < 0.35 * h.state_size  # one day of four was uploaded
