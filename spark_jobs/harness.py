@@ -97,7 +97,7 @@ class JobRun:
         parts = sorted(p for p in path.iterdir() if p.suffix == ".parquet")
         self.writer.stage_output(output, parts, rows=rows)
 
-    def carry_partitions(self, name: str, partition_col: str, keep: set[str]) -> int:
+    def carry_partitions(self, name: str, keep: set[str]) -> int:
         """Reference the previous epoch's files of ``name`` whose partition value is in
         ``keep`` (unchanged partitions); returns the bytes carried without copying."""
         carried = 0
@@ -108,7 +108,7 @@ class JobRun:
                 carried += ref.size
         return carried
 
-    def partitions(self, handle: StateHandle | None, name: str, partition_col: str) -> set[str]:
+    def partitions(self, handle: StateHandle | None, name: str) -> set[str]:
         return {p for f in self.files(handle, f"{name}/")
                 if (p := _partition_value(f.name)) is not None}
 

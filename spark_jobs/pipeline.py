@@ -8,18 +8,25 @@ from typing import Any
 
 from checkpointing import Coordinator, EpochMetadata, plan_from_edges
 
+from .enrich import enrich
 from .harness import Job, run_task
 from .ingest_flights import ingest_flights
+from .ingest_weather import ingest_weather
 from .stats import carrier_stats, route_stats
+from .validate import validate
 
 EDGES: dict[str, list[str]] = {
     "ingest_flights": [],
+    "ingest_weather": [],
+    "enrich": ["ingest_flights", "ingest_weather"],
     "route_stats": ["ingest_flights"],
     "carrier_stats": ["ingest_flights"],
+    "validate": ["ingest_flights", "route_stats", "carrier_stats", "enrich"],
 }
-PUBLISHING = {"route_stats", "carrier_stats"}
-JOBS: dict[str, Job] = {"ingest_flights": ingest_flights, "route_stats": route_stats,
-                        "carrier_stats": carrier_stats}
+PUBLISHING = {"enrich", "route_stats", "carrier_stats"}
+JOBS: dict[str, Job] = {"ingest_flights": ingest_flights, "ingest_weather": ingest_weather,
+                        "enrich": enrich, "route_stats": route_stats,
+                        "carrier_stats": carrier_stats, "validate": validate}
 PLAN = plan_from_edges(EDGES, PUBLISHING)
 
 

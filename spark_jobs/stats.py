@@ -99,8 +99,7 @@ def make_stats_job(keys: list[str], output: str):
                           aggregate(added, keys), keys)
         fresh = finish(fresh, keys).cache()
         buckets = {str(r.bucket) for r in fresh.select("bucket").distinct().collect()}
-        unchanged = run.partitions(run.previous, "stats", "bucket") - buckets
-        run.carry_partitions("stats", "bucket", unchanged)
+        run.carry_partitions("stats", run.partitions(run.previous, "stats") - buckets)
         if buckets:
             rest = prev.where(F.col("bucket").isin([int(b) for b in buckets])) \
                        .join(touched, keys, "left_anti")

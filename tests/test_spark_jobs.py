@@ -135,3 +135,49 @@ def test_incremental_snapshot_writes_only_new_partitions(spark, env):
     fourth = sum(f.size for f in bronze if "part=2013-01-04/" in f.name)
     assert h.metrics["bytes_referenced"] == sum(f.size for f in bronze) - fourth
     assert 0 < fourth < 0.35 * h.state_size  # one day of four was uploaded
+
+
+def _weather_frame(data: LocalStorage) -> pd.DataFrame:
+    frames = [pd.read_csv(io.BytesIO(data.read(o.key)[0])) for o in data.list("raw/weather/")]
+    w = pd.concat(frames, ignore_index=True)
+    return w[(w.wind_speed.isna()) | (w.wind_speed <= 300)]
+
+
+def test_enrich_joins_same_epoch_and_reenriches_late_weather(spark, env):
+    data, data_uri, c = env
+    land(data, D[:2])
+    run_epoch(c, spark, data_uri, "d1-2")
+    land(data, [D[2]], weather=False, dims=False)  # flights of day 3, weather not yet
+    e2, _ = run_epoch(c, spark, data_uri, "d3-flights")
+    day3 = published(c, "gold_flights_enriched").query("row_date == '2013-01-03'")
+    assert len(day3) > 0 and day3["temp"].isna().all()
+    land(data, [D[2]], dims=False)  # the weather file arrives late
+    e3, _ = run_epoch(c, spark, data_uri, "d3-weather")
+    assert c.completed_handles(e3)["enrich"].metrics["dates_recomputed"] == ["2013-01-03"]
+    got = published(c, "gold_flights_enriched")
+    rows, _, _ = oracle.clean_flights(raw_files(data))
+    want = rows.merge(_weather_frame(data)[["origin", "time_hour", "temp"]],
+                      on=["origin", "time_hour"], how="left")
+    assert len(got) == len(want)
+    assert got["temp"].notna().sum() == want["temp"].notna().sum() > 0
+    assert got["temp"].sum() == pytest.approx(want["temp"].sum())
+    assert got["airline"].notna().all()
+
+
+def test_failed_expectations_decline_and_publish_nothing(spark, env):
+    data, data_uri, c = env
+    land(data, [D[0]], weather=False)
+    run_epoch(c, spark, data_uri, "good")
+    before = read_manifest(c.storage, c.layout)
+    # A day where every flight left 1000 minutes late: within the parser's range, but no
+    # route's average delay is plausible.
+    df = pd.read_csv(io.BytesIO(data.read("raw/flights/2013-01-01.csv")[0]))
+    df = df.assign(day=2, dep_delay=1000.0,
+                   time_hour=df["time_hour"].str.replace("2013-01-01", "2013-01-02"))
+    data.write("raw/flights/2013-01-02.csv", df.to_csv(index=False).encode())
+    from spark_jobs.harness import DeclineEpoch
+    with pytest.raises(DeclineEpoch, match="validation failed"):
+        run_epoch(c, spark, data_uri, "bad")
+    meta = c.metadata(2)
+    assert (meta.status, meta.reason, meta.declined_by) == ("aborted", "declined", "validate")
+    assert read_manifest(c.storage, c.layout) == before  # nothing published
