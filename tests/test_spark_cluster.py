@@ -1,0 +1,52 @@
+"""One job submitted through spark-submit to a real standalone master and worker."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from checkpointing import Coordinator, LocalStorage
+from spark_jobs.landing import land
+from spark_jobs.package import build_jobs_zip
+from spark_jobs.pipeline import PLAN
+from tests.spark_cluster import SPARK_HOME, start_cluster
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    c = start_cluster(tmp_path)
+    yield c
+    c.stop()
+
+
+def test_ingest_via_spark_submit_on_standalone_cluster(cluster, tmp_path):
+    from datetime import date
+
+    data = LocalStorage(tmp_path / "data")
+    rep = land(data, [date(2013, 1, 1), date(2013, 1, 2)], malformed_rate=0.01, seed=4,
+               weather=False)
+    coord = Coordinator(LocalStorage(tmp_path / "ckpt"), "flights_daily")
+    epoch = coord.begin_epoch(PLAN, "scheduled__2013-01-02").epoch_id
+    jobs_zip = build_jobs_zip(tmp_path / "ckpt_jobs.zip")
+    env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
+           "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+           "PYTHONPATH": ""}  # the job code must come from --py-files, as on a real cluster
+    cmd = [str(SPARK_HOME / "bin/spark-submit"), "--master", cluster.master_url,
+           "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.executor.memory=1g",
+           "--py-files", str(jobs_zip), "spark_jobs/submit.py", "ingest_flights",
+           "--storage", f"file://{tmp_path}/ckpt", "--pipeline", "flights_daily",
+           "--data", f"file://{tmp_path}/data", "--epoch", str(epoch), "--attempt", "1"]
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600,
+                       cwd=os.path.dirname(os.path.dirname(__file__)))
+    assert r.returncode == 0, r.stderr[-3000:]
+    ack = coord.register_attempt(epoch, "ingest_flights", 2).existing
+    assert ack is not None and ack.attempt == 1
+    counts = ack.state_handle.row_counts
+    bad = sum(rep.malformed_by_file.values())
+    assert counts["rows_quarantined"] == bad
+    assert counts["rows_added"] == rep.flight_rows - bad
+    apps = cluster.state()
+    assert any(a["name"] == "flights_daily.ingest_flights" for a in apps["completedapps"])
