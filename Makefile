@@ -11,6 +11,7 @@ install:
 # non-zero exit as failure, so "no tests" never passes.
 test: install
 	scripts/install_minio.sh
+	scripts/install_spark_s3.sh
 	$(PY) -m pytest -q -p no:cacheprovider
 
 lint: install

@@ -31,7 +31,9 @@ def main(job: Job, name: str, argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     try:
         coord = Coordinator(open_storage(a.storage, endpoint_url=a.endpoint_url), a.pipeline)
-        spark = spark_session(f"{a.pipeline}.{a.task}", a.master)
+        spark = spark_session(f"{a.pipeline}.{a.task}", a.master,
+                              s3=a.data.startswith("s3") or a.storage.startswith("s3"),
+                              endpoint_url=a.endpoint_url)
         ack = run_task(job, coord, a.epoch, a.task, a.attempt, spark, a.data,
                        endpoint_url=a.endpoint_url)
     except DeclineEpoch as exc:

@@ -169,8 +169,30 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def spark_session(app: str, master: str | None = None):
-    """A SparkSession for local mode or under spark-submit (which sets the master)."""
+_JARS_DIR = Path(__file__).resolve().parent.parent / ".tools" / "jars"
+
+
+def s3a_conf(endpoint_url: str | None) -> dict[str, str]:
+    """Hadoop S3A settings. Credentials come from the standard AWS chain (environment,
+    profile, instance role): nothing secret is put in the Spark configuration."""
+    conf = {"spark.hadoop.fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+            "spark.hadoop.fs.s3a.endpoint.region": os.environ.get("AWS_DEFAULT_REGION",
+                                                                  "us-east-1")}
+    if endpoint_url:
+        conf.update({"spark.hadoop.fs.s3a.endpoint": endpoint_url,
+                     "spark.hadoop.fs.s3a.path.style.access": "true",
+                     "spark.hadoop.fs.s3a.connection.ssl.enabled":
+                         str(endpoint_url.startswith("https")).lower()})
+    return conf
+
+
+def spark_session(app: str, master: str | None = None, *, s3: bool = False,
+                  endpoint_url: str | None = None):
+    """A SparkSession for local mode or under spark-submit (which sets the master).
+
+    With ``s3``, the S3A connector jars from scripts/install_spark_s3.sh (or
+    CKPT_SPARK_JARS) are put on the classpath and S3A is configured for ``endpoint_url``.
+    """
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
@@ -179,6 +201,15 @@ def spark_session(app: str, master: str | None = None):
          .config("spark.sql.session.timeZone", "UTC")
          .config("spark.ui.enabled", "false")
          .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false"))
+    if s3:
+        jars = os.environ.get("CKPT_SPARK_JARS") or ",".join(
+            str(p) for p in sorted(_JARS_DIR.glob("*.jar")))
+        if not jars:
+            raise RuntimeError("s3a:// needs hadoop-aws: run scripts/install_spark_s3.sh "
+                               "or set CKPT_SPARK_JARS")
+        b = b.config("spark.jars", jars)
+        for k, v in s3a_conf(endpoint_url).items():
+            b = b.config(k, v)
     if master:
         b = b.master(master)
     elif not os.environ.get("PYSPARK_GATEWAY_PORT"):  # set by spark-submit's PythonRunner

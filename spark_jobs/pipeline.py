@@ -32,13 +32,15 @@ PLAN = plan_from_edges(EDGES, PUBLISHING)
 
 def run_epoch(coordinator: Coordinator, spark: Any, data_uri: str, run_id: str, *,
               attempt: int = 1, stop_after: str | None = None,
-              epoch_id: int | None = None, **begin: Any) -> tuple[int, EpochMetadata | None]:
+              epoch_id: int | None = None, endpoint_url: str | None = None,
+              **begin: Any) -> tuple[int, EpochMetadata | None]:
     """Run (or resume, with ``epoch_id``) one epoch. ``stop_after`` leaves the epoch
     pending after that task acknowledged, as a crash would."""
     if epoch_id is None:
         epoch_id = coordinator.begin_epoch(PLAN, run_id, **begin).epoch_id
     for task in EDGES:  # insertion order is a topological order
-        run_task(JOBS[task], coordinator, epoch_id, task, attempt, spark, data_uri)
+        run_task(JOBS[task], coordinator, epoch_id, task, attempt, spark, data_uri,
+                 endpoint_url=endpoint_url)
         if task == stop_after:
             return epoch_id, None
     return epoch_id, coordinator.complete(epoch_id)
