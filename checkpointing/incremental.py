@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +69,43 @@ class SnapshotWriter:
             self.bytes_written += size
         self._files[name] = ref
         return ref
+
+    def add_stored(self, name: str, key: str) -> FileRef:
+        """Add a file a distributed writer (Spark executors) already put in storage under
+        this attempt's prefix: hashed by streaming it back; if it equals a file of the
+        previous snapshot, that one is referenced and this copy deleted."""
+        _check_name(name)
+        with tempfile.TemporaryDirectory(prefix="ckpt-hash-") as tmp:
+            local = os.path.join(tmp, "f")
+            self.storage.download_file(key, local)
+            digest, size = sha256_file(local)
+        prev = self._previous_by_digest.get((digest, size))
+        if prev is not None:
+            self.storage.delete(key)
+            ref = FileRef(name, prev.uri, size, digest, prev.shared)
+            self.bytes_referenced += size
+        else:
+            ref = FileRef(name, self.storage.uri(key), size, digest, False)
+            self.bytes_written += size
+        self._files[name] = ref
+        return ref
+
+    def stage_stored_output(self, output: str, keys: list[str], rows: int | None = None,
+                            meta: dict[str, Any] | None = None) -> OutputRef:
+        """Declare files already written under this attempt's staging prefix as an output."""
+        refs = []
+        with tempfile.TemporaryDirectory(prefix="ckpt-hash-") as tmp:
+            for key in keys:
+                local = os.path.join(tmp, "f")
+                self.storage.download_file(key, local)
+                digest, size = sha256_file(local)
+                os.unlink(local)
+                self.bytes_written += size
+                refs.append(FileRef(key.rsplit("/", 1)[-1], self.storage.uri(key), size,
+                                    digest, False))
+        out = OutputRef(tuple(refs), rows, dict(meta or {}))
+        self._outputs[output] = out
+        return out
 
     def reference(self, ref: FileRef) -> FileRef:
         """Carry an unchanged file of an earlier epoch into this snapshot without copying."""

@@ -24,7 +24,7 @@ from typing import Any
 
 from checkpointing import Acknowledgement, Coordinator, SnapshotWriter, StateHandle
 from checkpointing.state_handle import FileRef
-from checkpointing.storage import Storage, open_storage
+from checkpointing.storage import LocalStorage, Storage, open_storage
 
 log = logging.getLogger("spark_jobs")
 
@@ -75,27 +75,52 @@ class JobRun:
         return self.spark.read.schema(schema).parquet(*[spark_uri(r.uri) for r in refs])
 
     # ------------------------------------------------------------------ writing
+    @property
+    def distributed(self) -> bool:
+        """Whether Spark must write through storage: executors on other hosts cannot
+        write into the driver's scratch directory. True for object-store checkpoints."""
+        return not isinstance(self.coordinator.storage, LocalStorage)
+
+    def _target(self, sub: str, kind: str) -> tuple[str, str | None]:
+        """(Spark path, storage key prefix or None) of an attempt-scoped write target."""
+        if not self.distributed:
+            return str(self.scratch / sub), None
+        layout = self.coordinator.layout
+        prefix = (layout.state_prefix if kind == "state" else layout.staging_prefix)(
+            self.epoch_id, self.task_id, self.attempt) + f"spark/{sub}/"
+        return spark_uri(self.coordinator.storage.uri(prefix)), prefix
+
+    def _stored(self, prefix: str) -> list[str]:
+        return [o.key for o in self.coordinator.storage.list(prefix)
+                if not o.key.rsplit("/", 1)[-1].startswith((".", "_"))]
+
     def write_state(self, df: Any, name: str, partition_col: str | None = None) -> list[FileRef]:
-        """Write ``df`` as state files ``name/...`` (attempt-scoped scratch, then snapshot:
-        files identical to the previous epoch's are referenced, not uploaded)."""
-        path = self.scratch / name
+        """Write ``df`` as state files ``name/...`` into an attempt-scoped location, then
+        snapshot: files identical to the previous epoch's are referenced, not kept twice."""
+        path, prefix = self._target(name, "state")
         if partition_col:
             # partitionBy drops its column from the files, and state is read back by file,
             # not by directory: partition by a copy so the column stays in the data.
             from pyspark.sql import functions as F
 
             df = df.withColumn(_PART, F.col(partition_col).cast("string"))
-            df.write.mode("overwrite").partitionBy(_PART).parquet(str(path))
+            df.write.mode("overwrite").partitionBy(_PART).parquet(path)
         else:
-            df.write.mode("overwrite").parquet(str(path))
-        return self.writer.add_directory(path, prefix=f"{name}/")
+            df.write.mode("overwrite").parquet(path)
+        if prefix is None:
+            return self.writer.add_directory(path, prefix=f"{name}/")
+        return [self.writer.add_stored(f"{name}/{k[len(prefix):]}", k)
+                for k in self._stored(prefix)]
 
     def write_output(self, df: Any, output: str, rows: int | None = None) -> None:
         """Stage ``df`` as output ``output`` (published only when the epoch completes)."""
-        path = self.scratch / f"out-{output}"
-        df.coalesce(1).write.mode("overwrite").parquet(str(path))
-        parts = sorted(p for p in path.iterdir() if p.suffix == ".parquet")
-        self.writer.stage_output(output, parts, rows=rows)
+        path, prefix = self._target(f"out-{output}", "staging")
+        df.coalesce(1).write.mode("overwrite").parquet(path)
+        if prefix is None:
+            parts = sorted(p for p in Path(path).iterdir() if p.suffix == ".parquet")
+            self.writer.stage_output(output, parts, rows=rows)
+        else:
+            self.writer.stage_stored_output(output, self._stored(prefix), rows=rows)
 
     def carry_partitions(self, name: str, keep: set[str]) -> int:
         """Reference the previous epoch's files of ``name`` whose partition value is in

@@ -12,6 +12,7 @@ from .enrich import enrich
 from .harness import Job, run_task
 from .ingest_flights import ingest_flights
 from .ingest_weather import ingest_weather
+from .publish import commit
 from .stats import carrier_stats, route_stats
 from .validate import validate
 
@@ -43,4 +44,4 @@ def run_epoch(coordinator: Coordinator, spark: Any, data_uri: str, run_id: str, 
                  endpoint_url=endpoint_url)
         if task == stop_after:
             return epoch_id, None
-    return epoch_id, coordinator.complete(epoch_id)
+    return epoch_id, commit(coordinator, epoch_id)

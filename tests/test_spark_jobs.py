@@ -66,6 +66,9 @@ def test_daily_epochs_equal_independent_computation(spark, env):
         assert ingest.row_counts["files_new"] == 1  # only the new day is read
     assert_gold_matches_oracle(c, data, ROUTE, "gold_route_stats")
     assert_gold_matches_oracle(c, data, CARRIER, "gold_carrier_stats")
+    from spark_jobs.publish import read_published
+    via_spark = read_published(spark, c, "gold_carrier_stats").toPandas()
+    assert sorted(via_spark["flights"]) == sorted(published(c, "gold_carrier_stats")["flights"])
     quarantined = sum(c.completed_handles(e)["ingest_flights"].row_counts["rows_quarantined"]
                       for e in (1, 2, 3))
     _, bad, _ = oracle.clean_flights(raw_files(data))
@@ -166,6 +169,8 @@ def test_enrich_joins_same_epoch_and_reenriches_late_weather(spark, env):
 
 def test_failed_expectations_decline_and_publish_nothing(spark, env):
     data, data_uri, c = env
+    alerts = []
+    c.on_abort = lambda meta, barrier: alerts.append(meta)
     land(data, [D[0]], weather=False)
     run_epoch(c, spark, data_uri, "good")
     before = read_manifest(c.storage, c.layout)
@@ -181,3 +186,4 @@ def test_failed_expectations_decline_and_publish_nothing(spark, env):
     meta = c.metadata(2)
     assert (meta.status, meta.reason, meta.declined_by) == ("aborted", "declined", "validate")
     assert read_manifest(c.storage, c.layout) == before  # nothing published
+    assert [a.epoch_id for a in alerts] == [2]  # the alert path fired, once
