@@ -546,6 +546,20 @@ class Coordinator:
             finished = True
         return self.registry() if finished else reg
 
+    def open_epoch_for_run(self, run_id: str, lineage: str = "main") -> Barrier | None:
+        """The undecided epoch a DAG run already opened, if any (so that a cleared or
+        retried begin step reuses it instead of opening a second epoch)."""
+        for entry in self.registry().open:
+            if entry.lineage != lineage or self.metadata(entry.epoch_id) is not None:
+                continue
+            try:
+                barrier = self.barrier(entry.epoch_id)
+            except EpochNotFound:
+                continue
+            if barrier.run_id == run_id:
+                return barrier
+        return None
+
     # ------------------------------------------------------------------ lookups
     def _latest_from(self, pointer: int | None, lineage: str,
                      reg: Registry | None = None) -> int | None:

@@ -1,0 +1,10 @@
+"""Airflow side of DAG-level checkpoints: settings, operators and the checkpointed-DAG
+helper. Task code reaches checkpoint storage only through the ``checkpointing`` library;
+correctness never depends on listeners."""
+
+from .operators import BeginEpochOperator, CheckpointedJobOperator, CommitEpochOperator
+from .settings import CheckpointSettings
+from .wiring import checkpointed_pipeline
+
+__all__ = ["BeginEpochOperator", "CheckpointSettings", "CheckpointedJobOperator",
+           "CommitEpochOperator", "checkpointed_pipeline"]

@@ -1,0 +1,38 @@
+"""A throwaway Airflow home (SQLite) pointing at the project's dags/ and plugins/."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+AIRFLOW = str(Path(sys.executable).parent / "airflow")
+
+
+def airflow_env(home: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW__")}
+    env.update({
+        "AIRFLOW_HOME": str(home),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+        "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
+        "AIRFLOW__CORE__PARALLELISM": "4",
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "PYTHONPATH": str(ROOT),
+    })
+    env.update(extra)
+    return env
+
+
+def airflow(env: dict[str, str], *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    return subprocess.run([AIRFLOW, *args], env=env, capture_output=True, text=True,
+                          timeout=timeout, cwd=ROOT)
+
+
+def migrate(env: dict[str, str]) -> None:
+    r = airflow(env, "db", "migrate", timeout=300)
+    if r.returncode != 0:
+        raise RuntimeError(f"airflow db migrate failed: {r.stderr[-2000:]}")
