@@ -56,6 +56,14 @@ class JobRun:
     scratch: Path
 
     # ------------------------------------------------------------------ reading
+    @property
+    def input_until(self) -> str | None:
+        """The day (ISO date) at which this epoch's input stops, from the barrier's data
+        interval end; None when the epoch has no interval (consume everything new)."""
+        interval = self.coordinator.barrier(self.epoch_id).data_interval or {}
+        end = interval.get("end")
+        return str(end)[:10] if end else None
+
     def files(self, handle: StateHandle | None, prefix: str,
               outputs: str | None = None) -> list[FileRef]:
         """Parquet files of ``handle`` whose logical name starts with ``prefix`` (or the

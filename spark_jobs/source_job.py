@@ -95,7 +95,8 @@ def make_source_job(spec: SourceSpec):
 
     def job(run: JobRun) -> JobResult:
         prev_offsets = (run.previous.offsets or {}).get("files", {}) if run.previous else {}
-        current, new_keys, replaced = changed_files(run.data, spec.prefix, prev_offsets)
+        current, new_keys, replaced = changed_files(run.data, spec.prefix, prev_offsets,
+                                                    run.input_until)
         readable, unreadable = split_unreadable(run.data, new_keys, spec.columns)
 
         bronze_prev = run.read_parquet(run.files(run.previous, "bronze/"), schema)

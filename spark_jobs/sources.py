@@ -6,18 +6,32 @@ from __future__ import annotations
 from checkpointing.storage import Storage
 
 
-def changed_files(storage: Storage, prefix: str,
-                  consumed: dict[str, str]) -> tuple[dict[str, str], list[str], list[str]]:
+def changed_files(storage: Storage, prefix: str, consumed: dict[str, str],
+                  until: str | None = None) -> tuple[dict[str, str], list[str], list[str]]:
     """(current offsets {key: content id}, keys new or changed since ``consumed``, keys
-    whose content changed). The content id is the object's etag (md5 on local storage)."""
+    whose content changed). The content id is the object's etag (md5 on local storage).
+
+    ``until`` (an ISO date) bounds the input: a file named for that day or later belongs to
+    a later epoch and is neither read nor recorded, so that a backfill's run for day D never
+    consumes D+1's file. Late files for earlier days are still picked up.
+    """
     current = {}
     for info in storage.list(prefix):
         if not info.key.endswith(".csv"):
+            continue
+        if until is not None and _file_day(info.key) >= until:
             continue
         current[info.key] = info.etag.strip('"') or storage.head(info.key).etag
     new = sorted(k for k, v in current.items() if consumed.get(k) != v)
     replaced = sorted(k for k in new if k in consumed)
     return current, new, replaced
+
+
+def _file_day(key: str) -> str:
+    """The day a raw file is named for (``.../YYYY-MM-DD.csv``); other names sort first,
+    so that an unbounded dimension file is never held back."""
+    stem = key.rsplit("/", 1)[-1][:-len(".csv")]
+    return stem if len(stem) == 10 and stem[4] == "-" and stem[7] == "-" else ""
 
 
 def split_unreadable(storage: Storage, keys: list[str],
