@@ -36,6 +36,7 @@ from .errors import (
 )
 from .ids import validate_attempt, validate_epoch_id, validate_id
 from .layout import Layout
+from .lineages import MAIN, read_origin
 from .publish import publish
 from .registry import LineageState, OpenEpoch, Registry
 from .state_handle import OutputRef, StateHandle
@@ -176,6 +177,8 @@ class Coordinator:
         error unless ``allow_non_restored_state`` (Flink's flag of the same name).
         """
         validate_id(lineage, "lineage")
+        if parent_epoch_id is _LATEST and parent_savepoint is None and lineage != MAIN:
+            parent_epoch_id, parent_savepoint = self._origin_parent(lineage)
         if not plan:
             raise ValueError("an epoch needs at least one task in its plan")
         for task, tp in plan.items():
@@ -250,6 +253,13 @@ class Coordinator:
         log.info("pipeline %s: began epoch %d (run %s, lineage %s, parent %s)",
                  self.pipeline_id, epoch_id, run_id, lineage, parent_epoch_id)
         return barrier
+
+    def _origin_parent(self, lineage: str) -> tuple[int | None | object, str | None]:
+        """The parent a backfill lineage starts from before it has completed epochs."""
+        origin = read_origin(self.storage, self.layout, lineage)
+        if origin is None or self.latest_completed(lineage) is not None:
+            return _LATEST, None
+        return (origin.from_epoch, None) if origin.from_epoch else (_LATEST, origin.from_savepoint)
 
     @staticmethod
     def _check_mapping(tasks_with_state: set[str], plan: Mapping[str, TaskPlan], source: str,

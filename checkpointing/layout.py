@@ -44,6 +44,9 @@ class Layout:
     def metadata(self, epoch_id: int) -> str:
         return f"{self.epoch_prefix(epoch_id)}_metadata"
 
+    def alert(self, epoch_id: int) -> str:
+        return f"{self.epoch_prefix(epoch_id)}alert.json"
+
     def tasks_prefix(self, epoch_id: int) -> str:
         return f"{self.epoch_prefix(epoch_id)}tasks/"
 
@@ -74,8 +77,8 @@ class Layout:
             raise ValueError(f"not a sha256 hex digest: {sha256!r}")
         return f"{self.shared_prefix}{sha256[:2]}/{sha256}"
 
-    def latest(self, lineage: str) -> str:
-        return f"{self.base}lineages/{validate_id(lineage, 'lineage')}/latest.json"
+    def lineage_origin(self, lineage: str) -> str:
+        return f"{self.base}lineages/{validate_id(lineage, 'lineage')}/origin.json"
 
     @property
     def savepoints_prefix(self) -> str:

@@ -1,0 +1,96 @@
+"""Lineages: a backfill from an epoch or a savepoint starts a new chain of epochs. Its
+origin record says where the chain starts and what it replays, so that every epoch of the
+chain can be traced back (PROTOCOL 5.11)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .documents import decode, encode, now_iso, writer_identity
+from .errors import CheckpointError, NotFound, PreconditionFailed
+from .ids import validate_id
+from .layout import Layout
+from .storage import Storage
+
+FORMAT = "ckpt.lineage"
+MAIN = "main"
+
+
+class LineageExists(CheckpointError):
+    """A lineage name is taken: lineages are never reused."""
+
+
+@dataclass(frozen=True)
+class LineageOrigin:
+    """Where a lineage starts: ``from_epoch`` or ``from_savepoint`` (exactly one), and the
+    logical-date range it replays; ``publish_at`` is the run whose epoch publishes."""
+
+    lineage: str
+    from_epoch: int | None
+    from_savepoint: str | None
+    start: str
+    end: str
+    created_at: str
+    publish_at: str | None = None
+    requested_by: str | None = None
+    backfill_id: int | None = None
+    writer: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        validate_id(self.lineage, "lineage")
+        if self.lineage == MAIN:
+            raise ValueError("the main lineage has no origin record")
+        if (self.from_epoch is None) == (self.from_savepoint is None):
+            raise ValueError("a lineage starts from exactly one of an epoch or a savepoint")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"lineage": self.lineage, "from_epoch": self.from_epoch,
+                "from_savepoint": self.from_savepoint, "start": self.start, "end": self.end,
+                "created_at": self.created_at, "publish_at": self.publish_at,
+                "requested_by": self.requested_by, "backfill_id": self.backfill_id}
+
+    @classmethod
+    def from_bytes(cls, data: bytes, key: str) -> LineageOrigin:
+        d = decode(data, FORMAT, key, ("lineage", "start", "end", "created_at"))
+        return cls(d["lineage"], d.get("from_epoch"), d.get("from_savepoint"), d["start"],
+                   d["end"], d["created_at"], d.get("publish_at"), d.get("requested_by"),
+                   d.get("backfill_id"), d.get("writer") or {})
+
+
+def new_origin(lineage: str, start: str, end: str, clock: float, *,
+               from_epoch: int | None = None, from_savepoint: str | None = None,
+               publish_at: str | None = None, requested_by: str | None = None) -> LineageOrigin:
+    return LineageOrigin(lineage, from_epoch, from_savepoint, start, end, now_iso(clock),
+                         publish_at, requested_by)
+
+
+def record_origin(storage: Storage, layout: Layout, origin: LineageOrigin) -> None:
+    """Create the lineage's origin record; a taken name raises :class:`LineageExists`."""
+    try:
+        storage.create(layout.lineage_origin(origin.lineage),
+                       encode(FORMAT, {**origin.to_json(), "writer": writer_identity()}))
+    except PreconditionFailed:
+        raise LineageExists(f"lineage {origin.lineage!r} already exists") from None
+
+
+def read_origin(storage: Storage, layout: Layout, lineage: str) -> LineageOrigin | None:
+    """The origin of ``lineage`` (None for ``main`` or an unknown lineage)."""
+    if lineage == MAIN:
+        return None
+    key = layout.lineage_origin(lineage)
+    try:
+        data, _ = storage.read(key)
+    except NotFound:
+        return None
+    return LineageOrigin.from_bytes(data, storage.uri(key))
+
+
+def list_origins(storage: Storage, layout: Layout) -> list[LineageOrigin]:
+    """Every recorded lineage origin, oldest name first."""
+    out = []
+    for info in storage.list(f"{layout.base}lineages/"):
+        if info.key.endswith("/origin.json"):
+            data, _ = storage.read(info.key)
+            out.append(LineageOrigin.from_bytes(data, storage.uri(info.key)))
+    return out

@@ -1,0 +1,86 @@
+"""Alert records (announced once) and backfill lineages (origin, chain, publication)."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from checkpointing import CheckpointConfig, Coordinator, read_manifest
+from checkpointing.alerts import EpochAlert, read_alert, record_alert
+from checkpointing.errors import CheckpointError, MalformedDocument
+from checkpointing.lineages import LineageExists, new_origin, read_origin, record_origin
+from tests.helpers import DIAMOND, FakeClock, ack_task, run_epoch
+
+
+def test_timeout_alert_is_recorded_once_and_names_missing_tasks(storage, tmp_path):
+    clock = FakeClock()
+    c = Coordinator(storage, "flights", CheckpointConfig(timeout_seconds=10), clock=clock)
+    b = c.begin_epoch(DIAMOND, "scheduled__2013-01-02")
+    ack_task(c, b.epoch_id, "src_a", tmp=tmp_path)
+    clock.advance(11)
+    [meta] = c.expire_overdue()
+    alert = EpochAlert.from_abort("flights", meta, c.barrier(b.epoch_id))
+    assert alert.reason == "timeout"
+    assert alert.missing_tasks == ("join", "sink", "src_b")
+    assert "scheduled__2013-01-02" in alert.message() and "src_b" in alert.message()
+    with ThreadPoolExecutor(8) as pool:
+        wins = list(pool.map(lambda _: record_alert(storage, c.layout, alert), range(8)))
+    assert wins.count(True) == 1
+    stored = read_alert(storage, c.layout, b.epoch_id)
+    assert stored is not None and stored.missing_tasks == alert.missing_tasks
+    assert read_alert(storage, c.layout, 99) is None
+
+
+def test_malformed_alert_is_refused_and_kept(storage):
+    c = Coordinator(storage, "flights")
+    storage.create(c.layout.alert(1), b"{not json")
+    with pytest.raises(MalformedDocument, match="alert.json"):
+        read_alert(storage, c.layout, 1)
+    assert storage.read(c.layout.alert(1))[0] == b"{not json"
+
+
+def test_backfill_lineage_restores_from_origin_then_chains(storage, tmp_path):
+    c = Coordinator(storage, "flights")
+    for i in range(3):
+        run_epoch(c, tmp=tmp_path, run_id=f"r{i}", payload=str(i).encode())
+    assert read_manifest(storage, c.layout).epoch_id == 3
+    origin = new_origin("bf-1", "2013-01-02", "2013-01-03", c.clock(), from_epoch=1,
+                        publish_at="2013-01-03")
+    record_origin(storage, c.layout, origin)
+    with pytest.raises(LineageExists):
+        record_origin(storage, c.layout, origin)
+    assert read_origin(storage, c.layout, "bf-1").from_epoch == 1
+    assert read_origin(storage, c.layout, "main") is None
+
+    first = c.begin_epoch(DIAMOND, "backfill__2013-01-02", lineage="bf-1",
+                          publish_on_complete=False)
+    assert first.parent_epoch_id == 1 and first.lineage == "bf-1"
+    for t in DIAMOND:
+        ack_task(c, first.epoch_id, t, tmp=tmp_path)
+    c.complete(first.epoch_id)
+    # Not the last run of the backfill: published outputs stay where they were.
+    assert read_manifest(storage, c.layout).epoch_id == 3
+    second = c.begin_epoch(DIAMOND, "backfill__2013-01-03", lineage="bf-1")
+    assert second.parent_epoch_id == first.epoch_id
+    for t, tp in DIAMOND.items():
+        ack_task(c, second.epoch_id, t, tmp=tmp_path,
+                 outputs={"gold": b"bf"} if tp.publishes else None)
+    c.complete(second.epoch_id)
+    m = read_manifest(storage, c.layout)
+    assert (m.epoch_id, m.lineage) == (second.epoch_id, "bf-1")
+    # main is untouched by the backfill's lineage.
+    assert c.latest_completed() == 3 and c.latest_completed("bf-1") == second.epoch_id
+
+
+def test_origin_must_name_exactly_one_start_and_a_completed_epoch(storage, tmp_path):
+    c = Coordinator(storage, "flights")
+    with pytest.raises(ValueError, match="exactly one"):
+        new_origin("bf-x", "2013-01-01", "2013-01-02", 0.0)
+    with pytest.raises(ValueError, match="main"):
+        new_origin("main", "2013-01-01", "2013-01-02", 0.0, from_epoch=1)
+    b = c.begin_epoch(DIAMOND, "r")  # pending, not completed
+    record_origin(storage, c.layout, new_origin("bf-y", "2013-01-01", "2013-01-02", 0.0,
+                                                from_epoch=b.epoch_id))
+    with pytest.raises(CheckpointError, match="not completed"):
+        c.begin_epoch(DIAMOND, "backfill__x", lineage="bf-y")
