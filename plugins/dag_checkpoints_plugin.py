@@ -1,8 +1,6 @@
-"""Registers the DAG-checkpoints plugin with Airflow (REST API, UI and listeners attach
-here)."""
+"""Registers the DAG-checkpoints plugin when ``plugins/`` is Airflow's plugins folder (a pip
+install registers it through the ``airflow.plugins`` entry point instead)."""
 
-from airflow.plugins_manager import AirflowPlugin
+from dag_checkpoints.plugin import DagCheckpointsPlugin
 
-
-class DagCheckpointsPlugin(AirflowPlugin):
-    name = "dag_checkpoints"
+__all__ = ["DagCheckpointsPlugin"]

@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,9 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from checkpointing import TaskPlan
 from checkpointing.errors import CheckpointError, EpochIncomplete, PolicyViolation
+from checkpointing.lineages import MAIN, read_origin
 
+from .alerts import announce
 from .settings import CheckpointSettings
 
 BEGIN_TASK_ID = "checkpoint_begin"
@@ -49,19 +52,44 @@ class BeginEpochOperator(BaseOperator):
     def execute(self, context: Any) -> int:
         coord = self.settings.coordinator()
         run_id = context["dag_run"].run_id
-        existing = coord.open_epoch_for_run(run_id)
+        lineage, publish = self._lineage(coord, context)
+        existing = coord.open_epoch_for_run(run_id, lineage)
         if existing is not None:
             self.log.info("run %s continues its open epoch %d", run_id, existing.epoch_id)
             return existing.epoch_id
         try:
-            barrier = coord.begin_epoch(self.plan, run_id, data_interval=_interval(context),
+            barrier = coord.begin_epoch(self.plan, run_id, lineage=lineage,
+                                        publish_on_complete=publish,
+                                        data_interval=_interval(context),
                                         input_range={"logical_date": str(
                                             context.get("logical_date"))})
         except PolicyViolation as exc:
             raise AirflowException(f"cannot open an epoch now: {exc}") from None
-        self.log.info("opened epoch %d of %s (parent %s)", barrier.epoch_id,
-                      self.settings.pipeline_id, barrier.parent_epoch_id)
+        except CheckpointError as exc:
+            raise AirflowFailException(f"cannot open an epoch: {exc}") from None
+        self.log.info("opened epoch %d of %s, lineage %s (parent %s, savepoint %s)%s",
+                      barrier.epoch_id, self.settings.pipeline_id, lineage,
+                      barrier.parent_epoch_id, barrier.parent_savepoint,
+                      "" if publish else "; publishes nothing (not the backfill's last run)")
         return barrier.epoch_id
+
+    @staticmethod
+    def _lineage(coord: Any, context: Any) -> tuple[str, bool]:
+        """(lineage, publish on complete) of this run: ``main`` and publish, unless the run
+        belongs to a backfill from a checkpoint (``conf["checkpoint"]["lineage"]``), whose
+        epochs publish only at the backfill's last logical date."""
+        conf = getattr(context["dag_run"], "conf", None) or {}
+        lineage = str((conf.get("checkpoint") or {}).get("lineage") or MAIN)
+        if lineage == MAIN:
+            return MAIN, True
+        origin = read_origin(coord.storage, coord.layout, lineage)
+        if origin is None:
+            raise AirflowFailException(f"run conf names lineage {lineage!r}, which has no "
+                                       "origin record: start backfills with ckpt-airflow "
+                                       "backfill or the REST API")
+        logical = context.get("logical_date")
+        day = logical.date().isoformat() if logical is not None else None
+        return lineage, day == origin.publish_at
 
 
 class CheckpointedJobOperator(BaseOperator):
@@ -136,12 +164,19 @@ class CheckpointedJobOperator(BaseOperator):
 
 
 def _with_fault(job: Any, task_id: str, attempt: int) -> Any:
+    """Wrap ``job`` with the fault ``CKPT_FAULT_INJECT`` names for this attempt, if any:
+    ``task:attempt`` fails after the snapshot; ``task:attempt:hang`` sleeps there for
+    ``CKPT_FAULT_HANG_SECONDS`` (a silently hanging task, for timeout drills)."""
     spec = os.environ.get(FAULT_ENV, "")
-    if spec != f"{task_id}:{attempt}":
+    target, _, mode = spec.partition(f"{task_id}:{attempt}")
+    if target or not spec or mode not in ("", ":hang"):
         return job
 
     def faulty(run: Any) -> Any:
-        job(run)  # state written and snapshotted...
+        result = job(run)  # state written and snapshotted...
+        if mode == ":hang":
+            time.sleep(float(os.environ.get("CKPT_FAULT_HANG_SECONDS", 600)))
+            return result
         raise RuntimeError(f"injected fault ({FAULT_ENV}={spec}): after the snapshot of "
                            f"attempt {attempt}, before its acknowledgement")
 
@@ -177,9 +212,13 @@ class CommitEpochOperator(BaseOperator):
                                f"task(s) {missing} failed without acknowledging",
                                declined_by=missing[0] if missing else None)
         if meta.completed:
-            self.log.info("epoch %d completed and published", meta.epoch_id)
+            self.log.info("epoch %d completed%s", meta.epoch_id,
+                          " and published" if coord.barrier(meta.epoch_id).publish_on_complete
+                          else " (publishes nothing: not the backfill's last run)")
             return meta.epoch_id
-        lineage = coord.barrier(int(epoch)).lineage
+        barrier = coord.barrier(int(epoch))
+        announce(coord, meta, barrier, self.settings.alerts, context)
+        lineage = barrier.lineage
         failed = coord.registry().lineage(lineage).consecutive_failed
         msg = (f"epoch {meta.epoch_id} aborted ({meta.reason}: {meta.detail}); "
                f"{failed} consecutive failed epoch(s), tolerable "

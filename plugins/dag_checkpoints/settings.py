@@ -1,32 +1,85 @@
-"""How a DAG is checkpointed: the CheckpointConfig policies plus where storage is and how
-Spark runs. Values may come from environment variables so that one DAG file serves a
-laptop (local storage, local Spark) and a cluster (S3, a Spark master)."""
+"""How a DAG is checkpointed: the CheckpointConfig policies plus where storage is, how
+Spark runs and where alerts go. Values may come from environment variables so that one DAG
+file serves a laptop (local storage, local Spark) and a cluster (S3, a Spark master)."""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any
+from urllib.parse import urlparse
 
-from checkpointing import CheckpointConfig, Coordinator, open_storage
+from checkpointing import CheckpointConfig, Coordinator, Storage, open_storage
+
+from .alerts import AlertSettings
 
 
 @dataclass(frozen=True)
 class CheckpointSettings:
+    """Everything the plugin needs to checkpoint one DAG (``pipeline_id`` is its dag id).
+
+    ``storage`` is ``file:///path`` or ``s3://bucket/prefix``. S3 credentials come from the
+    standard AWS chain, or from the Airflow connection ``aws_conn_id`` when set (its
+    ``endpoint_url`` extra selects MinIO or another S3-compatible server).
+    """
+
     pipeline_id: str
     storage: str = field(default_factory=lambda: os.environ.get("CKPT_STORAGE", ""))
     data: str = field(default_factory=lambda: os.environ.get("CKPT_DATA", ""))
     endpoint_url: str | None = field(
         default_factory=lambda: os.environ.get("AWS_ENDPOINT_URL") or None)
+    aws_conn_id: str | None = field(
+        default_factory=lambda: os.environ.get("CKPT_AWS_CONN_ID") or None)
     config: CheckpointConfig = field(default_factory=CheckpointConfig)
     #: "local": jobs run in the task process with a local SparkSession; "submit": through
     #: spark-submit to ``spark_master`` (the code shipped with --py-files)
     spark_mode: str = field(default_factory=lambda: os.environ.get("CKPT_SPARK_MODE", "local"))
     spark_master: str | None = field(
         default_factory=lambda: os.environ.get("CKPT_SPARK_MASTER") or None)
+    alerts: AlertSettings = field(default_factory=AlertSettings)
 
-    def coordinator(self, **kwargs) -> Coordinator:
+    def open_storage(self) -> Storage:
         if not self.storage:
             raise ValueError(f"pipeline {self.pipeline_id!r}: no checkpoint storage configured "
                              "(set CKPT_STORAGE or CheckpointSettings.storage)")
-        return Coordinator(open_storage(self.storage, endpoint_url=self.endpoint_url),
-                           self.pipeline_id, self.config, **kwargs)
+        if self.aws_conn_id and urlparse(self.storage).scheme in ("s3", "s3a"):
+            return _storage_from_connection(self.storage, self.aws_conn_id, self.endpoint_url)
+        return open_storage(self.storage, endpoint_url=self.endpoint_url)
+
+    def coordinator(self, **kwargs: Any) -> Coordinator:
+        return Coordinator(self.open_storage(), self.pipeline_id, self.config, **kwargs)
+
+    def for_pipeline(self, pipeline_id: str) -> CheckpointSettings:
+        return replace(self, pipeline_id=pipeline_id)
+
+    def to_kwargs(self) -> dict[str, Any]:
+        """JSON-safe form (no secrets: connection ids only), e.g. for callback kwargs."""
+        return {"pipeline_id": self.pipeline_id, "storage": self.storage, "data": self.data,
+                "endpoint_url": self.endpoint_url, "aws_conn_id": self.aws_conn_id,
+                "config": self.config.to_json(), "spark_mode": self.spark_mode,
+                "spark_master": self.spark_master, "alerts": self.alerts.to_kwargs()}
+
+    @classmethod
+    def from_kwargs(cls, d: dict[str, Any]) -> CheckpointSettings:
+        return cls(d["pipeline_id"], d.get("storage") or "", d.get("data") or "",
+                   d.get("endpoint_url"), d.get("aws_conn_id"),
+                   CheckpointConfig.from_json(d.get("config") or {}),
+                   d.get("spark_mode") or "local", d.get("spark_master"),
+                   AlertSettings.from_kwargs(d.get("alerts") or {}))
+
+
+def _storage_from_connection(uri: str, conn_id: str, endpoint_url: str | None) -> Storage:
+    """S3 storage whose client comes from an Airflow AWS connection, with this library's
+    retry and timeout configuration (botocore standard retries)."""
+    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+    from botocore.config import Config
+
+    from checkpointing.storage.s3 import S3Storage
+
+    hook = AwsBaseHook(aws_conn_id=conn_id, client_type="s3", config=Config(
+        retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5.0,
+        read_timeout=30.0, s3={"addressing_style": "path"}))
+    parsed = urlparse(uri)
+    client = hook.get_conn()
+    return S3Storage(parsed.netloc, parsed.path,
+                     endpoint_url=endpoint_url or hook.conn_config.endpoint_url, client=client)

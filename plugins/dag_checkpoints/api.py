@@ -1,0 +1,193 @@
+"""REST API of the plugin (mounted by the api-server under ``/ckpt``): epochs, savepoints,
+backfill from an epoch, and the Epochs page. Every route depends on Airflow's auth
+manager: no or a bad token gives 401/403, and rights are those on the DAG (reading needs
+GET on the DAG, actions need PUT/POST), so a plugin route is never an open door.
+
+The pipeline id of a DAG is its dag id; storage comes from the api-server's environment
+(``CKPT_STORAGE``, ``AWS_ENDPOINT_URL``, ``CKPT_AWS_CONN_ID``).
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+from typing import Any, Literal
+
+from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
+from fastapi import Depends, FastAPI, HTTPException, Path, Query
+from fastapi.responses import HTMLResponse, Response
+from pydantic import BaseModel, Field, model_validator
+
+from checkpointing import create_savepoint, epoch_stats, list_savepoints, read_manifest
+from checkpointing.alerts import read_alert
+from checkpointing.errors import (
+    CheckpointError,
+    EpochNotFound,
+    InvalidId,
+    MalformedDocument,
+    SavepointExists,
+    StorageError,
+)
+from checkpointing.ids import ID_PATTERN
+from checkpointing.lineages import list_origins
+
+from .backfill import BackfillRequestError, start_backfill
+from .settings import CheckpointSettings
+
+DagId = Path(pattern=ID_PATTERN, max_length=200, description="DAG id (= pipeline id)")
+EpochId = Path(ge=1, le=10**10 - 1)
+
+app = FastAPI(
+    title="DAG checkpoints",
+    version="1.1",
+    description="Epochs (DAG-level checkpoints), savepoints and backfills from a checkpoint. "
+                "Authenticate as for Airflow's REST API (Bearer JWT or the UI's session).",
+)
+
+
+class SavepointRequest(BaseModel):
+    name: str = Field(pattern=ID_PATTERN, max_length=200)
+    epoch_id: int | None = Field(default=None, ge=1, description="default: latest of main")
+
+
+class BackfillRequest(BaseModel):
+    from_epoch: int | None = Field(default=None, ge=1)
+    from_savepoint: str | None = Field(default=None, pattern=ID_PATTERN, max_length=200)
+    start: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$", description="first logical date")
+    end: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$", description="last logical date")
+
+    @model_validator(mode="after")
+    def _one_origin(self) -> BackfillRequest:
+        if (self.from_epoch is None) == (self.from_savepoint is None):
+            raise ValueError("give exactly one of from_epoch and from_savepoint")
+        return self
+
+
+def _coordinator(dag_id: str):
+    try:
+        return CheckpointSettings(pipeline_id=dag_id).coordinator()
+    except (ValueError, InvalidId) as exc:
+        raise HTTPException(400, str(exc)) from None
+
+
+def _storage_errors(exc: Exception) -> HTTPException:
+    if isinstance(exc, EpochNotFound):
+        return HTTPException(404, str(exc))
+    if isinstance(exc, MalformedDocument):
+        return HTTPException(409, str(exc))
+    if isinstance(exc, StorageError):
+        return HTTPException(503, f"checkpoint storage: {exc}")
+    return HTTPException(400, str(exc))
+
+
+READ = [Depends(requires_access_dag("GET"))]
+WRITE = [Depends(requires_access_dag("PUT"))]
+
+
+@app.get("/api/dags/{dag_id}/epochs", dependencies=READ, summary="Epochs, newest first")
+def list_epochs(dag_id: str = DagId, limit: int = Query(50, ge=1, le=500),
+                lineage: str | None = Query(None, pattern=ID_PATTERN)) -> dict[str, Any]:
+    coord = _coordinator(dag_id)
+    try:
+        ids = coord.epoch_ids()[::-1]
+        rows = []
+        for eid in ids:
+            if len(rows) >= limit:
+                break
+            try:
+                st = epoch_stats(coord, eid, per_task=True)
+            except (EpochNotFound, MalformedDocument):
+                continue  # an id burned by a crash, or a document we refuse to read
+            if lineage and st.lineage != lineage:
+                continue
+            row = st.to_json()
+            row.pop("tasks")
+            rows.append(row)
+        return {"dag_id": dag_id, "latest_completed": coord.latest_completed(),
+                "epochs": rows, "total": len(ids)}
+    except CheckpointError as exc:
+        raise _storage_errors(exc) from None
+
+
+@app.get("/api/dags/{dag_id}/epochs/{epoch_id}", dependencies=READ,
+         summary="One epoch with per-task statistics")
+def get_epoch(dag_id: str = DagId, epoch_id: int = EpochId) -> dict[str, Any]:
+    coord = _coordinator(dag_id)
+    try:
+        st = epoch_stats(coord, epoch_id, per_task=True).to_json()
+        alert = read_alert(coord.storage, coord.layout, epoch_id)
+        st["alert"] = alert.to_json() if alert else None
+        st["barrier"] = coord.barrier(epoch_id).to_json()
+        return st
+    except CheckpointError as exc:
+        raise _storage_errors(exc) from None
+
+
+@app.get("/api/dags/{dag_id}/savepoints", dependencies=READ, summary="Savepoints")
+def get_savepoints(dag_id: str = DagId) -> dict[str, Any]:
+    coord = _coordinator(dag_id)
+    try:
+        return {"savepoints": [{"name": s.name, "epoch_id": s.epoch_id, "lineage": s.lineage,
+                                "created_at": s.created_at}
+                               for s in list_savepoints(coord.storage, coord.layout)]}
+    except CheckpointError as exc:
+        raise _storage_errors(exc) from None
+
+
+@app.post("/api/dags/{dag_id}/savepoints", dependencies=WRITE, status_code=201,
+          summary="Take a savepoint of a completed epoch")
+def post_savepoint(body: SavepointRequest, dag_id: str = DagId) -> dict[str, Any]:
+    coord = _coordinator(dag_id)
+    try:
+        sp = create_savepoint(coord, body.name, body.epoch_id)
+    except SavepointExists as exc:
+        raise HTTPException(409, str(exc)) from None
+    except CheckpointError as exc:
+        raise _storage_errors(exc) from None
+    return {"name": sp.name, "epoch_id": sp.epoch_id, "lineage": sp.lineage,
+            "created_at": sp.created_at}
+
+
+@app.get("/api/dags/{dag_id}/lineages", dependencies=READ, summary="Backfill lineages")
+def get_lineages(dag_id: str = DagId) -> dict[str, Any]:
+    coord = _coordinator(dag_id)
+    try:
+        manifest = read_manifest(coord.storage, coord.layout)
+        return {"lineages": [o.to_json() for o in list_origins(coord.storage, coord.layout)],
+                "published": None if manifest is None else
+                {"epoch_id": manifest.epoch_id, "lineage": manifest.lineage,
+                 "published_at": manifest.published_at}}
+    except CheckpointError as exc:
+        raise _storage_errors(exc) from None
+
+
+@app.post("/api/dags/{dag_id}/backfills", dependencies=WRITE, status_code=201,
+          summary="Backfill a date range starting from an epoch or a savepoint")
+def post_backfill(body: BackfillRequest, user: GetUserDep,
+                  dag_id: str = DagId) -> dict[str, Any]:
+    coord = _coordinator(dag_id)
+    try:
+        started = start_backfill(coord, dag_id, body.start, body.end,
+                                 from_epoch=body.from_epoch, from_savepoint=body.from_savepoint,
+                                 requested_by=user.get_name())
+    except BackfillRequestError as exc:
+        raise HTTPException(409 if "Airflow refused" in str(exc) else 400, str(exc)) from None
+    except CheckpointError as exc:
+        raise _storage_errors(exc) from None
+    return started.to_json()
+
+
+def _asset(name: str) -> str:
+    return resources.files(__package__).joinpath("ui", name).read_text(encoding="utf-8")
+
+
+@app.get("/ui/{dag_id}", response_class=HTMLResponse, dependencies=READ,
+         summary="The Epochs page (embedded in the DAG view)")
+def epochs_page(dag_id: str = DagId) -> HTMLResponse:
+    page = _asset("epochs.html").replace("__DAG_ID__", dag_id)
+    return HTMLResponse(page, headers={"Cache-Control": "no-store"})
+
+
+@app.get("/ui/static/{name}", summary="Page assets (served here: the page works offline)")
+def static_asset(name: Literal["epochs.js", "epochs.css"]) -> Response:
+    media = "text/javascript" if name.endswith(".js") else "text/css"
+    return Response(_asset(name), media_type=media)
