@@ -12,6 +12,7 @@ install:
 test: install
 	scripts/install_minio.sh
 	scripts/install_spark_s3.sh
+	scripts/install_browser.sh
 	$(PY) -m pytest -q -p no:cacheprovider
 
 lint: install

@@ -7,6 +7,8 @@ import io
 
 import pandas as pd
 
+from checkpointing import Coordinator, LocalStorage, read_manifest
+
 KEY = ["year", "month", "day", "carrier", "flight", "origin"]
 REQUIRED = ["year", "month", "day", "carrier", "flight", "origin", "dest", "sched_dep_time",
             "distance"]
@@ -15,6 +17,8 @@ NUMERIC = ["year", "month", "day", "dep_time", "sched_dep_time", "dep_delay", "a
 RANGES = {"month": (1, 12), "day": (1, 31), "hour": (0, 23), "minute": (0, 59),
           "distance": (1, 6000), "dep_delay": (-1440, 1440), "arr_delay": (-1440, 1440),
           "year": (2013, 2013)}
+METRIC_COLS = ["flights", "cancelled", "dep_delay_sum", "dep_delay_n", "dep_delay_max",
+               "arr_delay_sum", "arr_delay_n", "arr_delay_max", "distance_sum"]
 INTS = {"year", "month", "day", "sched_dep_time", "sched_arr_time", "flight", "distance",
         "hour", "minute"}
 
@@ -66,3 +70,26 @@ def stats(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
         "distance_sum": g["distance"].sum().astype(float),
     }).reset_index()
     return out.sort_values(keys).reset_index(drop=True)
+
+
+def published(c: Coordinator, output: str) -> pd.DataFrame:
+    """The currently published version of a gold table, read with pandas."""
+    m = read_manifest(c.storage, c.layout)
+    frames = [pd.read_parquet(io.BytesIO(c.storage.read(c.storage.key_for_uri(f.uri))[0]))
+              for f in m.outputs[output].files]
+    return pd.concat(frames, ignore_index=True)
+
+
+def raw_files(data: LocalStorage, until: str | None = None) -> dict[str, bytes]:
+    """The raw flight files, optionally only those of days before ``until``."""
+    return {o.key: data.read(o.key)[0] for o in data.list("raw/flights/")
+            if until is None or o.key.rsplit("/", 1)[-1][:10] < until}
+
+
+def assert_gold_matches_oracle(c: Coordinator, data: LocalStorage, keys: list[str],
+                               output: str, until: str | None = None) -> None:
+    rows, _, _ = clean_flights(raw_files(data, until))
+    want = stats(rows, keys)
+    got = published(c, output)[keys + METRIC_COLS].sort_values(keys).reset_index(drop=True)
+    assert len(got) == len(want)
+    pd.testing.assert_frame_equal(got, want, check_dtype=False, check_exact=False, rtol=1e-9)

@@ -1,5 +1,8 @@
 """The flights_daily DAG under `airflow dags test`: checkpoint storage and the published
-outputs are asserted on, not log text."""
+outputs are asserted on, not log text.
+
+A run at logical date T consumes the raw files of the days before T (its data interval
+ends at T), so the run of 2013-01-02 processes 2013-01-01."""
 
 from __future__ import annotations
 
@@ -24,26 +27,30 @@ def af(tmp_path):
 
 def test_dag_run_is_one_completed_epoch(af):
     env, tmp = af
-    r = airflow(env, "dags", "test", "flights_daily", "2013-01-01")
+    land(LocalStorage(tmp / "data"), [date(2013, 1, 2)], dims=False)  # not this run's input
+    r = airflow(env, "dags", "test", "flights_daily", "2013-01-02")
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     c = Coordinator(LocalStorage(tmp / "ckpt"), "flights_daily")
     assert c.latest_completed() == 1
     b = c.barrier(1)
-    assert b.run_id.startswith("manual__") or "2013-01-01" in b.run_id
+    assert b.run_id.startswith("manual__") or "2013-01-02" in b.run_id
+    assert b.data_interval["end"].startswith("2013-01-02")
     m = read_manifest(c.storage, c.layout)
     assert m.epoch_id == 1 and set(m.outputs) >= {"gold_route_stats", "gold_carrier_stats",
                                                    "gold_flights_enriched"}
-    assert all(h.attempt == 1 for h in c.completed_handles(1).values())
+    handles = c.completed_handles(1)
+    assert all(h.attempt == 1 for h in handles.values())
+    assert sorted(handles["ingest_flights"].offsets["files"]) == ["raw/flights/2013-01-01.csv"]
 
 
 def test_retry_restores_and_never_double_counts(af):
     env, tmp = af
-    ok = airflow(env, "dags", "test", "flights_daily", "2013-01-01")
+    ok = airflow(env, "dags", "test", "flights_daily", "2013-01-02")
     assert ok.returncode == 0, (ok.stdout + ok.stderr)[-3000:]
     land(LocalStorage(tmp / "data"), [date(2013, 1, 2)], dims=False)
     # route_stats' first try dies after its snapshot, before acknowledging.
     env2 = {**env, "CKPT_FAULT_INJECT": "route_stats:1"}
-    r = airflow(env2, "dags", "test", "flights_daily", "2013-01-02")
+    r = airflow(env2, "dags", "test", "flights_daily", "2013-01-03")
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     c = Coordinator(LocalStorage(tmp / "ckpt"), "flights_daily")
     assert c.latest_completed() == 2

@@ -12,11 +12,10 @@ from checkpointing import Coordinator, LocalStorage, read_manifest
 from spark_jobs.landing import land
 from spark_jobs.pipeline import run_epoch
 from tests import oracle
+from tests.oracle import assert_gold_matches_oracle, published, raw_files
 
 D = [date(2013, 1, d) for d in range(1, 6)]
 ROUTE, CARRIER = ["origin", "dest"], ["carrier"]
-METRIC_COLS = ["flights", "cancelled", "dep_delay_sum", "dep_delay_n", "dep_delay_max",
-               "arr_delay_sum", "arr_delay_n", "arr_delay_max", "distance_sum"]
 
 
 @pytest.fixture(scope="session")
@@ -33,25 +32,6 @@ def env(tmp_path):
     data = LocalStorage(tmp_path / "data")
     ckpt = LocalStorage(tmp_path / "ckpt")
     return data, f"file://{tmp_path}/data", Coordinator(ckpt, "flights_daily")
-
-
-def published(c: Coordinator, output: str) -> pd.DataFrame:
-    m = read_manifest(c.storage, c.layout)
-    frames = [pd.read_parquet(io.BytesIO(c.storage.read(c.storage.key_for_uri(f.uri))[0]))
-              for f in m.outputs[output].files]
-    return pd.concat(frames, ignore_index=True)
-
-
-def raw_files(data: LocalStorage) -> dict[str, bytes]:
-    return {o.key: data.read(o.key)[0] for o in data.list("raw/flights/")}
-
-
-def assert_gold_matches_oracle(c, data, keys, output):
-    rows, _, _ = oracle.clean_flights(raw_files(data))
-    want = oracle.stats(rows, keys)
-    got = published(c, output)[keys + METRIC_COLS].sort_values(keys).reset_index(drop=True)
-    assert len(got) == len(want)
-    pd.testing.assert_frame_equal(got, want, check_dtype=False, check_exact=False, rtol=1e-9)
 
 
 def test_daily_epochs_equal_independent_computation(spark, env):

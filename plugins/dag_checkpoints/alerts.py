@@ -18,6 +18,7 @@ import asyncio
 import html
 import logging
 import os
+import sys
 from dataclasses import asdict, dataclass, field
 from datetime import timedelta
 from typing import Any
@@ -99,12 +100,18 @@ def announce(coord: Coordinator, meta: EpochMetadata, barrier: Barrier | None,
     return alert
 
 
-def deadline_alert(settings: Any) -> Any:
+def deadline_alert(settings: Any) -> Any | None:
     """The DAG-level Deadline Alert of a checkpointed DAG: the run must finish within the
     checkpoint timeout after it was queued, else :func:`deadline_missed` runs in the
     triggerer. ``settings`` is the DAG's CheckpointSettings."""
     from airflow.sdk import AsyncCallback, DeadlineAlert, DeadlineReference
 
+    if sys.argv[1:3] == ["dags", "test"]:
+        # Airflow 3.3.2's `dags test` never stores the DAG's deadline alerts, then looks
+        # them up when the run ends and crashes ('dict' object has no attribute 'hex').
+        # A foreground test run has no triggerer to fire them anyway.
+        log.warning("airflow dags test: the checkpoint-timeout Deadline Alert is left out")
+        return None
     return DeadlineAlert(
         reference=DeadlineReference.DAGRUN_QUEUED_AT,
         interval=timedelta(seconds=settings.config.timeout_seconds),

@@ -115,13 +115,13 @@ class CheckpointedJobOperator(BaseOperator):
         attempt = ti.try_number
         if self.settings.spark_mode == "submit":
             return self._submit(int(epoch), attempt)
-        return self._in_process(int(epoch), attempt)
+        return self._in_process(int(epoch), attempt, _fault_spec(context))
 
-    def _in_process(self, epoch: int, attempt: int) -> dict[str, int]:
+    def _in_process(self, epoch: int, attempt: int, fault: str = "") -> dict[str, int]:
         from spark_jobs.harness import DeclineEpoch, run_task, spark_session
         from spark_jobs.pipeline import JOBS
 
-        job = _with_fault(JOBS[self.job], self.task_id, attempt)
+        job = _with_fault(JOBS[self.job], self.task_id, attempt, fault)
         coord = self.settings.coordinator()
         spark = spark_session(f"{self.settings.pipeline_id}.{self.task_id}",
                               s3=self.settings.storage.startswith("s3"),
@@ -163,11 +163,18 @@ class CheckpointedJobOperator(BaseOperator):
         return {}
 
 
-def _with_fault(job: Any, task_id: str, attempt: int) -> Any:
-    """Wrap ``job`` with the fault ``CKPT_FAULT_INJECT`` names for this attempt, if any:
+def _fault_spec(context: Any) -> str:
+    """The drill a run asks for: ``conf["checkpoint"]["fault_inject"]``, else the
+    ``CKPT_FAULT_INJECT`` environment variable (in-process mode only)."""
+    conf = getattr(context.get("dag_run"), "conf", None) or {}
+    return str((conf.get("checkpoint") or {}).get("fault_inject") or
+               os.environ.get(FAULT_ENV, ""))
+
+
+def _with_fault(job: Any, task_id: str, attempt: int, spec: str = "") -> Any:
+    """Wrap ``job`` with the fault ``spec`` names for this attempt, if any:
     ``task:attempt`` fails after the snapshot; ``task:attempt:hang`` sleeps there for
     ``CKPT_FAULT_HANG_SECONDS`` (a silently hanging task, for timeout drills)."""
-    spec = os.environ.get(FAULT_ENV, "")
     target, _, mode = spec.partition(f"{task_id}:{attempt}")
     if target or not spec or mode not in ("", ":hang"):
         return job

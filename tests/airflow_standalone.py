@@ -1,0 +1,137 @@
+"""A real `airflow standalone` (scheduler, api-server, dag-processor, triggerer; SQLite;
+SimpleAuthManager) on a free port of 127.0.0.1, with users `admin` and `viewer` whose
+passwords the tests know, and the project's dags/ and plugins/."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from tests.airflow_env import AIRFLOW, ROOT, airflow_env
+
+PASSWORDS = {"admin": "admin-pw", "viewer": "viewer-pw"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Standalone:
+    def __init__(self, home: Path, **env: str):
+        self.home = home
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        home.mkdir(parents=True, exist_ok=True)
+        pw_file = home / "passwords.json"
+        pw_file.write_text(json.dumps(PASSWORDS))
+        self.env = airflow_env(
+            home,
+            AIRFLOW__API__PORT=str(self.port),
+            AIRFLOW__API__HOST="127.0.0.1",
+            AIRFLOW__API__BASE_URL=self.url,
+            AIRFLOW__CORE__EXECUTION_API_SERVER_URL=f"{self.url}/execution/",
+            AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS="admin:admin,viewer:viewer",
+            AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE=str(pw_file),
+            AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="False",
+            AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="5",
+            AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC="2",
+            AIRFLOW__API__WORKERS="1",
+            # standalone starts its components as `airflow ...` from PATH
+            PATH=f"{Path(AIRFLOW).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            **env,
+        )
+        self.proc: subprocess.Popen | None = None
+        self._tokens: dict[str, str] = {}
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self, timeout: float = 240) -> Standalone:
+        self.log = open(self.home / "standalone.log", "w")  # noqa: SIM115
+        self.proc = subprocess.Popen([AIRFLOW, "standalone"], env=self.env, cwd=ROOT,
+                                     stdout=self.log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"airflow standalone exited: {self.tail()}")
+            if "Traceback" in self.tail(100_000) and "FileNotFoundError" in self.tail(100_000):
+                raise RuntimeError(f"airflow standalone cannot start a component: {self.tail()}")
+            try:
+                if requests.get(f"{self.url}/api/v2/monitor/health", timeout=2).ok:
+                    r = self.get("/api/v2/dags/flights_daily", "admin")
+                    if r.status_code == 200:
+                        return self
+            except requests.RequestException:
+                pass
+            time.sleep(2)
+        raise RuntimeError(f"airflow standalone not ready in {timeout}s: {self.tail()}")
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(10)
+        self.log.close()
+
+    def tail(self, n: int = 4000) -> str:
+        p = self.home / "standalone.log"
+        return p.read_text(errors="replace")[-n:] if p.exists() else ""
+
+    # ------------------------------------------------------------------ REST
+    def token(self, user: str) -> str:
+        if user not in self._tokens:
+            r = requests.post(f"{self.url}/auth/token",
+                              json={"username": user, "password": PASSWORDS[user]}, timeout=10)
+            r.raise_for_status()
+            self._tokens[user] = r.json()["access_token"]
+        return self._tokens[user]
+
+    def _headers(self, user: str | None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token(user)}"} if user else {}
+
+    def get(self, path: str, user: str | None = "admin", headers: dict | None = None,
+            **kw: Any) -> requests.Response:
+        return requests.get(f"{self.url}{path}", headers={**self._headers(user), **(headers or {})},
+                            timeout=30, **kw)
+
+    def post(self, path: str, body: Any, user: str | None = "admin") -> requests.Response:
+        return requests.post(f"{self.url}{path}", json=body, headers=self._headers(user),
+                             timeout=60)
+
+    def trigger(self, dag_id: str, logical_date: str, conf: dict | None = None) -> str:
+        r = self.post(f"/api/v2/dags/{dag_id}/dagRuns",
+                      {"logical_date": logical_date, "conf": conf or {}})
+        assert r.status_code == 200, r.text
+        return r.json()["dag_run_id"]
+
+    def run_state(self, dag_id: str, run_id: str) -> str:
+        r = self.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}")
+        r.raise_for_status()
+        return r.json()["state"]
+
+    def wait_run(self, dag_id: str, run_id: str, timeout: float = 600) -> str:
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            state = self.run_state(dag_id, run_id)
+            if state in ("success", "failed"):
+                return state
+            time.sleep(3)
+        raise TimeoutError(f"run {run_id} still not finished after {timeout}s")
+
+    def task_tries(self, dag_id: str, run_id: str) -> dict[str, tuple[str, int]]:
+        r = self.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")
+        r.raise_for_status()
+        return {t["task_id"]: (t["state"], t["try_number"]) for t in r.json()["task_instances"]}

@@ -1,0 +1,47 @@
+// The Epochs page inside the Airflow UI, in Debian's headless chromium: sign in (the same
+// session cookie the Airflow UI uses), open the DAG's "Epochs" tab, check the table and the
+// charts, open an epoch, take a savepoint, and take a screenshot. Prints one JSON line.
+import { chromium } from "playwright-core";
+
+const { AIRFLOW_URL, DAG_ID, USERNAME, PASSWORD, SCREENSHOT, EPOCH_ID } = process.env;
+
+const browser = await chromium.launch({
+  executablePath: "/usr/bin/chromium", args: ["--headless", "--no-sandbox"],
+});
+try {
+  const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+  const page = await context.newPage();
+  // Sign in through Airflow's own login form.
+  await page.goto(`${AIRFLOW_URL}/auth/login`);
+  await page.locator("input[name=username], input#username").first().fill(USERNAME);
+  await page.locator("input[type=password]").first().fill(PASSWORD);
+  await page.locator("button[type=submit]").first().click();
+  await page.waitForURL((url) => !url.pathname.startsWith("/auth/login"), { timeout: 30000 });
+
+  // The plugin's external view: a tab of the DAG page, rendering our page in an iframe.
+  await page.goto(`${AIRFLOW_URL}/dags/${DAG_ID}/epochs`);
+  const frameEl = page.locator(`iframe[src*="/ckpt/ui/${DAG_ID}"]`);
+  await frameEl.waitFor({ timeout: 60000 });
+  const frame = page.frameLocator(`iframe[src*="/ckpt/ui/${DAG_ID}"]`);
+  const rows = frame.locator("#epochs tbody tr");
+  await rows.first().waitFor({ timeout: 60000 });
+  const rowCount = await rows.count();
+
+  // Open the oldest epoch: its per-task table.
+  await frame.locator(`#epochs tbody tr[data-epoch-id="${EPOCH_ID}"]`).click();
+  await frame.locator("#tasks tbody tr").first().waitFor({ timeout: 30000 });
+  const taskRows = await frame.locator("#tasks tbody tr").count();
+  const chartPoints = Number(await frame.locator("#chart-duration").getAttribute("data-points"));
+
+  // Take a savepoint of the selected epoch from the page.
+  await frame.locator("#take-savepoint").click();
+  const message = frame.locator("#message");
+  await message.filter({ hasText: /savepoint/ }).waitFor({ timeout: 30000 });
+  const savepointMessage = (await message.textContent()).trim();
+
+  await page.screenshot({ path: SCREENSHOT, fullPage: true });
+  console.log(JSON.stringify({ rows: rowCount, task_rows: taskRows, chart_points: chartPoints,
+    savepoint_message: savepointMessage }));
+} finally {
+  await browser.close();
+}
