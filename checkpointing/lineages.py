@@ -34,7 +34,6 @@ class LineageOrigin:
     created_at: str
     publish_at: str | None = None
     requested_by: str | None = None
-    backfill_id: int | None = None
     writer: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -48,14 +47,14 @@ class LineageOrigin:
         return {"lineage": self.lineage, "from_epoch": self.from_epoch,
                 "from_savepoint": self.from_savepoint, "start": self.start, "end": self.end,
                 "created_at": self.created_at, "publish_at": self.publish_at,
-                "requested_by": self.requested_by, "backfill_id": self.backfill_id}
+                "requested_by": self.requested_by}
 
     @classmethod
     def from_bytes(cls, data: bytes, key: str) -> LineageOrigin:
         d = decode(data, FORMAT, key, ("lineage", "start", "end", "created_at"))
         return cls(d["lineage"], d.get("from_epoch"), d.get("from_savepoint"), d["start"],
                    d["end"], d["created_at"], d.get("publish_at"), d.get("requested_by"),
-                   d.get("backfill_id"), d.get("writer") or {})
+                   d.get("writer") or {})
 
 
 def new_origin(lineage: str, start: str, end: str, clock: float, *,

@@ -101,5 +101,17 @@ def start_backfill(coord: Coordinator, dag_id: str, start: str | date, end: str 
         )
     except Exception as exc:  # Airflow's own refusals: another backfill running, no runs
         raise BackfillRequestError(f"Airflow refused the backfill: {exc}") from None
-    runs = len(getattr(backfill, "backfill_dag_run_associations", []) or [])
-    return BackfillStarted(origin.lineage, backfill.id, origin, runs)
+    return BackfillStarted(origin.lineage, backfill.id, origin, _runs_created(backfill.id))
+
+
+def _runs_created(backfill_id: int) -> int:
+    """How many runs Airflow created or re-queued for the backfill (dates it skipped, e.g.
+    a run in flight, have no dag run)."""
+    from airflow.models.backfill import BackfillDagRun
+    from airflow.utils.session import create_session
+    from sqlalchemy import func, select
+
+    with create_session() as session:
+        return int(session.scalar(select(func.count()).where(
+            BackfillDagRun.backfill_id == backfill_id,
+            BackfillDagRun.dag_run_id.is_not(None))) or 0)
