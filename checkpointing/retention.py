@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from .attempts import scan_epoch_tasks
 from .documents import parse_iso
 from .errors import MalformedDocument
+from .lineages import list_origins
 from .publish import read_manifest
 from .savepoints import list_savepoints
 
@@ -59,6 +60,10 @@ def run_retention(coordinator, dry_run: bool = False) -> RetentionReport:  # noq
                 parent = None
             if parent:
                 keep.add(parent)
+
+    for origin in list_origins(storage, layout):  # a backfill whose chain has not started
+        if origin.from_epoch and not by_lineage.get(origin.lineage):
+            keep.add(origin.from_epoch)
 
     referenced: set[str] = set()
     manifest = read_manifest(storage, layout)

@@ -84,3 +84,17 @@ def test_origin_must_name_exactly_one_start_and_a_completed_epoch(storage, tmp_p
                                                 from_epoch=b.epoch_id))
     with pytest.raises(CheckpointError, match="not completed"):
         c.begin_epoch(DIAMOND, "backfill__x", lineage="bf-y")
+
+
+def test_retention_keeps_the_start_of_a_backfill_not_yet_started(storage, tmp_path):
+    from checkpointing import run_retention
+
+    c = Coordinator(storage, "flights", CheckpointConfig(retained_epochs=1))
+    for i in range(3):
+        run_epoch(c, tmp=tmp_path, run_id=f"r{i}", payload=str(i).encode())
+    record_origin(storage, c.layout, new_origin("bf-1", "2013-01-02", "2013-01-03",
+                                                c.clock(), from_epoch=1))
+    report = run_retention(c)
+    assert 1 in report.kept_epochs and 2 in report.deleted_epochs
+    first = c.begin_epoch(DIAMOND, "backfill__2013-01-02", lineage="bf-1")
+    assert first.parent_epoch_id == 1 and c.restore_handle(first.epoch_id, "src_a") is not None

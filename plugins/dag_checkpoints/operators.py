@@ -14,7 +14,7 @@ from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOpe
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from checkpointing import TaskPlan
+from checkpointing import TaskPlan, run_retention
 from checkpointing.errors import CheckpointError, EpochIncomplete, PolicyViolation
 from checkpointing.lineages import MAIN, read_origin
 
@@ -237,6 +237,7 @@ class CommitEpochOperator(BaseOperator):
             meta = coord.abort(int(epoch), "declined",
                                f"task(s) {missing} failed without acknowledging",
                                declined_by=missing[0] if missing else None)
+        self._retain(coord)
         if meta.completed:
             self.log.info("epoch %d completed%s", meta.epoch_id,
                           " and published" if coord.barrier(meta.epoch_id).publish_on_complete
@@ -254,3 +255,15 @@ class CommitEpochOperator(BaseOperator):
         self.log.warning("%s: within the failure budget, the next epoch picks up its input",
                          msg)
         return meta.epoch_id
+
+    def _retain(self, coord: Any) -> None:
+        """Retention after each decision, as Flink does on completion: old and aborted
+        epochs go, files still referenced stay. Never fails the commit."""
+        try:
+            rep = run_retention(coord)
+        except CheckpointError as exc:
+            self.log.warning("retention skipped: %s", exc)
+            return
+        if rep.deleted_epochs:
+            self.log.info("retention deleted epoch(s) %s (%d objects, %d shared files)",
+                          rep.deleted_epochs, rep.deleted_objects, rep.deleted_shared)
