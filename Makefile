@@ -13,7 +13,7 @@ test: install
 	scripts/install_minio.sh
 	scripts/install_spark_s3.sh
 	scripts/install_browser.sh
-	$(PY) -m pytest -q -p no:cacheprovider
+	CKPT_TEST_PG_URL=$$(scripts/start_postgres.sh) $(PY) -m pytest -q -p no:cacheprovider
 
 lint: install
 	.venv/bin/ruff check .
