@@ -36,3 +36,4 @@ def test_unbounded_and_undated_files(tmp_path):
     assert list(cur) == ["raw/dims/airlines.csv"]
     cur, _, _ = changed_files(st, "raw/dims/", {})
     assert sorted(cur) == ["raw/dims/2099-01-01.csv", "raw/dims/airlines.csv"]
+

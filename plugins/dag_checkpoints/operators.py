@@ -4,11 +4,13 @@ run, snapshot and acknowledge, and a visible commit step."""
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
 from airflow.sdk import BaseOperator
@@ -173,13 +175,31 @@ class CheckpointedSparkSubmitOperator(SparkSubmitOperator):
             self.application_args += ["--endpoint-url", s.endpoint_url]
         self.env_vars = {"PYSPARK_PYTHON": sys.executable,
                          "PYSPARK_DRIVER_PYTHON": sys.executable, **(self.env_vars or {})}
-        self._hook = None  # built from the arguments of this try
+        self._hook = self._get_hook()  # built from the arguments of this try
+        check_master_reachable(self._hook._connection["master"])
         try:
             super().execute(context)
         except AirflowException as exc:
             if "Error code is: 3" in str(exc):
                 raise AirflowFailException(f"{self.task_id} declined epoch {epoch}") from None
             raise
+
+
+def check_master_reachable(master: str, timeout: float = 5.0) -> None:
+    """Fail fast, naming the master, when a ``spark://`` master does not accept connections
+    (spark-submit itself retries for a minute and then prints a stack trace)."""
+    url = urlparse(master)
+    if url.scheme != "spark":
+        return
+    for hostport in url.netloc.split(","):  # spark://h1:7077,h2:7077 (standby masters)
+        host, _, port = hostport.partition(":")
+        try:
+            socket.create_connection((host, int(port or 7077)), timeout=timeout).close()
+            return
+        except OSError:
+            continue
+    raise AirflowException(f"Spark master {master} is unreachable (no answer within "
+                           f"{timeout:g}s); check the Spark connection and that the master runs")
 
 
 def _fault_spec(context: Any) -> str:

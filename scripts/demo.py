@@ -1,0 +1,265 @@
+"""`make demo`: the flights pipeline running in a real Airflow, from a fresh clone.
+
+Starts MinIO on 127.0.0.1 (or uses local storage with --local), lands the first days of
+2013, starts `airflow standalone` with this project's dags/ and plugins/, triggers one run
+per day and shows the epochs completing as a live table. Ctrl-C stops what it started and
+nothing else. State lives in .demo/ (a second run reuses it and starts fast; --fresh wipes
+it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from datetime import date, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DEMO = Path(os.environ.get("DEMO_DIR") or ROOT / ".demo")
+BIN = Path(sys.executable).parent
+DAG = "flights_daily"
+BUCKETS = ("checkpoints", "flights")
+
+
+class DemoError(Exception):
+    """A one-line reason the demo cannot start."""
+
+
+# ---------------------------------------------------------------------------- checks
+def check_java() -> None:
+    java = shutil.which("java")
+    if java is None:
+        raise DemoError("Java 17 or newer is required for Spark: `java` is not on PATH "
+                        "(Debian: apt-get install openjdk-17-jre-headless)")
+    out = subprocess.run([java, "-version"], capture_output=True, text=True).stderr  # noqa: S603
+    try:
+        major = int(out.split('"')[1].split(".")[0])
+    except (IndexError, ValueError):
+        raise DemoError(f"cannot read the Java version from: {out.strip()[:200]}") from None
+    if major < 17:
+        raise DemoError(f"Java {major} found at {java}; Spark 4 needs Java 17 or newer")
+
+
+def check_port_free(port: int, what: str) -> None:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            raise DemoError(f"port {port} ({what}) is busy on 127.0.0.1: stop what uses it or "
+                            f"pass another port (see --help)") from None
+
+
+def wait_http(url: str, what: str, timeout: float, proc: subprocess.Popen,
+              log: Path) -> None:
+    import requests
+
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise DemoError(f"{what} exited with code {proc.returncode}; see {log}")
+        try:
+            if requests.get(url, timeout=2).ok:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(1)
+    raise DemoError(f"{what} did not answer at {url} within {timeout:.0f}s; see {log}")
+
+
+# ---------------------------------------------------------------------------- services
+class Services:
+    """What the demo started, to stop exactly that on exit."""
+
+    def __init__(self) -> None:
+        self.procs: list[tuple[str, subprocess.Popen]] = []
+
+    def start(self, name: str, cmd: list[str], env: dict[str, str], log: Path
+              ) -> subprocess.Popen:
+        fh = open(log, "ab")  # noqa: SIM115 - lives as long as the process
+        proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=fh,  # noqa: S603
+                                stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        self.procs.append((name, proc))
+        return proc
+
+    def stop(self) -> None:
+        for name, proc in reversed(self.procs):
+            if proc.poll() is None:
+                print(f"stopping {name}...", flush=True)
+                os.killpg(proc.pid, signal.SIGTERM)
+        for _, proc in self.procs:
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+
+
+def start_minio(svc: Services, port: int) -> dict[str, str]:
+    minio = ROOT / ".tools/bin/minio"
+    if not minio.exists():
+        raise DemoError("no MinIO binary: run scripts/install_minio.sh (make demo does), "
+                        "or use --local")
+    creds = DEMO / "minio-credentials.json"
+    if not creds.exists():
+        creds.write_text(json.dumps({"user": "demo", "password": secrets.token_hex(12)}))
+    c = json.loads(creds.read_text())
+    env = {**os.environ, "MINIO_ROOT_USER": c["user"], "MINIO_ROOT_PASSWORD": c["password"],
+           "MINIO_BROWSER": "off"}
+    (DEMO / "minio").mkdir(exist_ok=True)
+    proc = svc.start("MinIO", [str(minio), "server", str(DEMO / "minio"), "--address",
+                               f"127.0.0.1:{port}", "--quiet"], env, DEMO / "minio.log")
+    url = f"http://127.0.0.1:{port}"
+    wait_http(f"{url}/minio/health/live", "MinIO", 60, proc, DEMO / "minio.log")
+    s3env = {"AWS_ENDPOINT_URL": url, "AWS_ACCESS_KEY_ID": c["user"],
+             "AWS_SECRET_ACCESS_KEY": c["password"], "AWS_DEFAULT_REGION": "us-east-1"}
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=url, aws_access_key_id=c["user"],
+                      aws_secret_access_key=c["password"], region_name="us-east-1")
+    have = {b["Name"] for b in s3.list_buckets().get("Buckets", [])}
+    for b in BUCKETS:
+        if b not in have:
+            s3.create_bucket(Bucket=b)
+    return s3env
+
+
+def start_airflow(svc: Services, port: int, env: dict[str, str]) -> tuple[str, str]:
+    home = DEMO / "airflow"
+    home.mkdir(exist_ok=True)
+    pw_file = home / "passwords.json"
+    if not pw_file.exists():
+        pw_file.write_text(json.dumps({"admin": secrets.token_urlsafe(9)}))
+    url = f"http://127.0.0.1:{port}"
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW__")}, **env,
+           "AIRFLOW_HOME": str(home), "PATH": f"{BIN}:{os.environ.get('PATH', '')}",
+           "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
+           "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
+           "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+           "AIRFLOW__CORE__PARALLELISM": "4",
+           "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
+           "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(pw_file),
+           "AIRFLOW__API__PORT": str(port), "AIRFLOW__API__HOST": "127.0.0.1",
+           "AIRFLOW__API__BASE_URL": url,
+           "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{url}/execution/",
+           "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
+           "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": str(ROOT),
+           "FLIGHTS_RETRY_DELAY_SECONDS": "5"}
+    proc = svc.start("airflow standalone", [str(BIN / "airflow"), "standalone"], env,
+                     DEMO / "airflow.log")
+    wait_http(f"{url}/api/v2/monitor/health", "airflow standalone", 240, proc,
+              DEMO / "airflow.log")
+    return url, json.loads(pw_file.read_text())["admin"]
+
+
+# ---------------------------------------------------------------------------- runs
+def api(url: str, password: str):
+    import requests
+
+    tok = requests.post(f"{url}/auth/token", json={"username": "admin", "password": password},
+                        timeout=10).json()["access_token"]
+    s = requests.Session()
+    s.headers["Authorization"] = f"Bearer {tok}"
+    return s
+
+
+def trigger_days(session, url: str, days: list[date]) -> list[str]:
+    """Trigger one run per day (the run of day D+1 processes day D's files)."""
+    deadline = time.time() + 120
+    while session.get(f"{url}/api/v2/dags/{DAG}").status_code != 200:
+        if time.time() > deadline:
+            raise DemoError(f"the DAG {DAG} did not appear in Airflow; see .demo/airflow.log")
+        time.sleep(2)
+    runs = []
+    for d in days:
+        logical = (d + timedelta(days=1)).isoformat() + "T00:00:00Z"
+        r = session.post(f"{url}/api/v2/dags/{DAG}/dagRuns",
+                         json={"logical_date": logical, "dag_run_id": f"demo__{d}"})
+        if r.status_code not in (200, 409):  # 409: this day ran in an earlier demo
+            raise DemoError(f"cannot trigger the run of {d}: {r.status_code} {r.text[:200]}")
+        runs.append(f"demo__{d}")
+    return runs
+
+
+def progress(coord, session, url: str, runs: list[str]) -> str:
+    """A table of the epochs and a bar of the runs finished."""
+    from checkpointing import epoch_stats
+
+    rows = []
+    for eid in coord.epoch_ids()[-10:]:
+        st = epoch_stats(coord, eid, per_task=False)
+        dur = f"{st.duration_ms / 1000:6.1f}s" if st.duration_ms else "      -"
+        rows.append(f"  {eid:>5}  {st.run_id:<22} {st.status:<10} {st.tasks_acked}/"
+                    f"{st.tasks_total}  {dur}")
+    done = 0
+    for run in runs:
+        r = session.get(f"{url}/api/v2/dags/{DAG}/dagRuns/{run}")
+        done += r.ok and r.json()["state"] in ("success", "failed")
+    bar = "#" * (30 * done // max(len(runs), 1))
+    return ("  epoch  run                    status     acked   took\n" + "\n".join(rows)
+            + f"\n  runs finished [{bar:<30}] {done}/{len(runs)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="make demo", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--days", type=int, default=5, help="days of January 2013 to run")
+    ap.add_argument("--local", action="store_true", help="local storage instead of MinIO")
+    ap.add_argument("--port", type=int, default=8080, help="Airflow UI port")
+    ap.add_argument("--s3-port", type=int, default=9000, help="MinIO port")
+    ap.add_argument("--fresh", action="store_true", help="wipe .demo/ first")
+    a = ap.parse_args(argv)
+    if a.fresh and DEMO.exists():
+        shutil.rmtree(DEMO)
+    DEMO.mkdir(exist_ok=True)
+    svc = Services()
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        check_java()
+        check_port_free(a.port, "Airflow UI")
+        if not a.local:
+            check_port_free(a.s3_port, "S3/MinIO")
+        if a.local:
+            env = {"CKPT_STORAGE": f"file://{DEMO}/ckpt", "CKPT_DATA": f"file://{DEMO}/data"}
+        else:
+            env = {**start_minio(svc, a.s3_port), "CKPT_STORAGE": "s3://checkpoints/",
+                   "CKPT_DATA": "s3://flights/"}
+        os.environ.update(env)
+        from checkpointing import Coordinator, open_storage
+        from spark_jobs.landing import land
+
+        days = [date(2013, 1, 1) + timedelta(days=i) for i in range(a.days)]
+        print(f"landing {len(days)} days of flights into {env['CKPT_DATA']} ...", flush=True)
+        land(open_storage(env["CKPT_DATA"]), days, malformed_rate=0.002, seed=1)
+        print("starting airflow standalone (about 20 s) ...", flush=True)
+        url, password = start_airflow(svc, a.port, env)
+        session = api(url, password)
+        runs = trigger_days(session, url, days)
+        coord = Coordinator(open_storage(env["CKPT_STORAGE"]), DAG)
+        print(f"\nAirflow UI: {url}  (sign in as admin / {password})")
+        print(f"Epochs page: {url}/dags/{DAG}/epochs    Ctrl-C stops the demo\n")
+        while True:
+            table = progress(coord, session, url, runs)
+            print("\033[2J\033[H" if sys.stdout.isatty() else "", end="")
+            print(f"Airflow UI: {url}  (admin / {password})   Epochs: {url}/dags/{DAG}/epochs")
+            print(table, flush=True)
+            time.sleep(5)
+    except DemoError as exc:
+        print(f"demo: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\nstopping the demo", flush=True)
+        return 0
+    finally:
+        svc.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
