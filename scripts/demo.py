@@ -244,11 +244,12 @@ def main(argv: list[str] | None = None) -> int:
         runs = trigger_days(session, url, days)
         coord = Coordinator(open_storage(env["CKPT_STORAGE"]), DAG)
         print(f"\nAirflow UI: {url}  (sign in as admin / {password})")
-        print(f"Epochs page: {url}/dags/{DAG}/epochs    Ctrl-C stops the demo\n")
+        print(f"Epochs page: {url}/dags/{DAG}/plugin/epochs    Ctrl-C stops the demo\n")
         while True:
             table = progress(coord, session, url, runs)
             print("\033[2J\033[H" if sys.stdout.isatty() else "", end="")
-            print(f"Airflow UI: {url}  (admin / {password})   Epochs: {url}/dags/{DAG}/epochs")
+            print(f"Airflow UI: {url}  (admin / {password})   "
+                  f"Epochs: {url}/dags/{DAG}/plugin/epochs")
             print(table, flush=True)
             time.sleep(5)
     except DemoError as exc:

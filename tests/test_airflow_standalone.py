@@ -163,6 +163,8 @@ def test_epochs_page_in_headless_chromium(af, tmp_path):
     assert seen["rows"] == len(expected)
     assert seen["task_rows"] == 6 and seen["chart_points"] >= len(expected) - 1
     assert seen["savepoint_message"].startswith("savepoint sp-")
+    run_id = seen["trigger_message"].removeprefix("triggered run ")
+    assert sa.get(f"/api/v2/dags/{DAG}/dagRuns/{run_id}").status_code == 200
     assert shot.exists() and shot.stat().st_size > 10_000
     names = [s["name"] for s in sa.get(f"{API}/savepoints").json()["savepoints"]]
     assert any(n.startswith("sp-") for n in names)

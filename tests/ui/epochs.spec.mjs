@@ -18,8 +18,9 @@ try {
   await page.locator("button[type=submit]").first().click();
   await page.waitForURL((url) => !url.pathname.startsWith("/auth/login"), { timeout: 30000 });
 
-  // The plugin's external view: a tab of the DAG page, rendering our page in an iframe.
-  await page.goto(`${AIRFLOW_URL}/dags/${DAG_ID}/epochs`);
+  // The plugin's external view: the "Epochs" tab of the DAG page, an iframe of our page.
+  await page.goto(`${AIRFLOW_URL}/dags/${DAG_ID}`);
+  await page.locator(`a[href$="/dags/${DAG_ID}/plugin/epochs"]`).first().click();
   const frameEl = page.locator(`iframe[src*="/ckpt/ui/${DAG_ID}"]`);
   await frameEl.waitFor({ timeout: 60000 });
   const frame = page.frameLocator(`iframe[src*="/ckpt/ui/${DAG_ID}"]`);
@@ -40,8 +41,14 @@ try {
   const savepointMessage = (await message.textContent()).trim();
 
   await page.screenshot({ path: SCREENSHOT, fullPage: true });
+
+  // Trigger a run from the page (Airflow's REST API, with the same session).
+  await frame.locator("#trigger-run").click();
+  await message.filter({ hasText: /triggered run|trigger failed/ }).waitFor({ timeout: 30000 });
+  const triggerMessage = (await message.textContent()).trim();
+
   console.log(JSON.stringify({ rows: rowCount, task_rows: taskRows, chart_points: chartPoints,
-    savepoint_message: savepointMessage }));
+    savepoint_message: savepointMessage, trigger_message: triggerMessage }));
 } finally {
   await browser.close();
 }
