@@ -18,5 +18,9 @@ test: install
 lint: install
 	.venv/bin/ruff check .
 
+# Checkpointing vs full recompute vs Structured Streaming; writes bench/results/latest.json.
+bench: install
+	$(PY) bench/pipeline_bench.py $(ARGS)
+
 bench-coordinator: install
 	$(PY) bench/coordinator_bench.py

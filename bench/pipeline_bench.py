@@ -1,0 +1,314 @@
+"""Pipeline benchmarks (`make bench`): does checkpointing pay? Prints a table and writes
+bench/results/latest.json; appends the run (git commit, scale, machine) to
+bench/results/history.jsonl. Keys and how each is measured: bench/README.md.
+
+Usage: python bench/pipeline_bench.py [--quick] [--scale N] [--repeats R]
+
+Everything runs in one process with one local SparkSession (local[2]) on local storage, so
+that ratios compare like with like in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from checkpointing import Coordinator, LocalStorage, plan_from_edges  # noqa: E402
+from spark_jobs.harness import run_task  # noqa: E402
+from spark_jobs.landing import land  # noqa: E402
+from spark_jobs.pipeline import EDGES, JOBS, PLAN  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+DAY0 = date(2013, 1, 1)
+STATS_EDGES = {"ingest_flights": [], "route_stats": ["ingest_flights"],
+               "carrier_stats": ["ingest_flights"]}
+STATS_PLAN = plan_from_edges(STATS_EDGES, {"route_stats", "carrier_stats"})
+ROUTE, CARRIER = ["origin", "dest"], ["carrier"]
+METRICS = ["flights", "cancelled", "dep_delay_sum", "dep_delay_n", "dep_delay_max",
+           "arr_delay_sum", "arr_delay_n", "arr_delay_max", "distance_sum"]
+
+
+def day(n: int) -> date:
+    """Day n of 2013, 1-based."""
+    return DAY0 + timedelta(days=n - 1)
+
+
+def interval_until(n: int) -> dict[str, str]:
+    """The data interval whose epoch consumes the files of days before day n."""
+    return {"start": day(n - 1).isoformat(), "end": day(n).isoformat()}
+
+
+def du(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+class Failed(Exception):
+    pass
+
+
+def _failing(job):
+    def run(r):
+        job(r)
+        raise Failed("injected: the last task dies after its snapshot")
+    return run
+
+
+def run_plan(coord: Coordinator, spark, data_uri: str, edges: dict, plan: dict, run_id: str,
+             until: int, *, fail: str | None = None, **begin: Any) -> tuple[int, float]:
+    """Begin an epoch bounded at day ``until``, run its tasks in order (``fail`` dies after
+    its snapshot), complete unless a task failed. Returns (epoch id, wall seconds)."""
+    t0 = time.perf_counter()
+    eid = coord.begin_epoch(plan, run_id, data_interval=interval_until(until), **begin).epoch_id
+    for task in edges:
+        job = _failing(JOBS[task]) if task == fail else JOBS[task]
+        try:
+            run_task(job, coord, eid, task, 1, spark, data_uri)
+        except Failed:
+            return eid, time.perf_counter() - t0
+    coord.complete(eid)
+    return eid, time.perf_counter() - t0
+
+
+# ---------------------------------------------------------------------------- recovery
+def recovery(spark, work: Path, data_uri: str, d: int, repeats: int) -> dict[str, Any]:
+    """History: one epoch over days 1..D from scratch (what a plain retry of a
+    non-incremental pipeline recomputes). Then epoch D+1 whose last task fails after its
+    snapshot; recovery = its retry, restoring from the last completed epoch. Repeated on
+    fresh epochs (same parent) for a median."""
+    ckpt = work / f"ckpt-d{d}"
+    coord = Coordinator(LocalStorage(ckpt), "flights_daily")
+    hist_id, recompute_s = run_plan(coord, spark, data_uri, EDGES, PLAN, f"history-{d}", d + 1)
+    last = list(EDGES)[-1]
+    restore_s, bytes_info = [], None
+    for r in range(repeats):
+        eid, _ = run_plan(coord, spark, data_uri, EDGES, PLAN, f"day-{d + 1}-{r}", d + 2,
+                          fail=last, lineage=f"rep{r}", parent_epoch_id=hist_id)
+        t0 = time.perf_counter()
+        run_task(JOBS[last], coord, eid, last, 2, spark, data_uri)
+        restore_s.append(time.perf_counter() - t0)
+        meta = coord.complete(eid)
+        assert meta.completed
+        if bytes_info is None:
+            bytes_info = snapshot_bytes(coord, hist_id, eid)
+    return {"days": d, "recompute_seconds": round(recompute_s, 2),
+            "restore_seconds": round(statistics.median(restore_s), 3),
+            "restore_seconds_all": [round(x, 3) for x in restore_s],
+            "speedup": round(recompute_s / statistics.median(restore_s), 1),
+            "bytes": bytes_info}
+
+
+def snapshot_bytes(coord: Coordinator, parent: int, epoch: int) -> dict[str, int]:
+    """Bytes the epoch wrote, bytes of its state that changed (state files whose content is
+    not in the parent's state), and the full state it holds."""
+    before = {f.sha256 for h in coord.completed_handles(parent).values() for f in h.files}
+    written = changed = full = 0
+    for h in coord.completed_handles(epoch).values():
+        written += h.bytes_written
+        full += h.state_size
+        changed += sum(f.size for f in h.files if f.sha256 not in before)
+    return {"written": written, "changed_state": changed, "full_state": full}
+
+
+# ---------------------------------------------------------------------------- peer
+def structured_streaming(spark, work: Path, data: LocalStorage, start: int, epochs: int,
+                         ours_coord: Coordinator, data_uri: str) -> dict[str, Any]:
+    """Spark Structured Streaming (Trigger.AvailableNow, a checkpointLocation) over the
+    same raw files, one day arriving per epoch, computing the same route and carrier
+    aggregates; side by side with our ingest + route/carrier stats epochs."""
+    from pyspark.sql import functions as F
+
+    from spark_jobs.ingest_flights import FLIGHTS as SPEC
+
+    src, chk = work / "ss-src", work / "ss-checkpoint"
+    src.mkdir()
+    from pyspark.sql import types as T
+
+    raw_schema = T.StructType([T.StructField(c, T.StringType()) for c in SPEC.columns])
+
+    def stage(n: int) -> None:
+        key = f"raw/flights/{day(n).isoformat()}.csv"
+        (src / Path(key).name).write_bytes(data.read(key)[0])
+
+    def run_query() -> float:
+        rows = spark.readStream.schema(raw_schema).option("header", True).csv(str(src))
+        num = {c: F.col(c).cast("double") for c in ("dep_time", "dep_delay", "arr_delay",
+                                                      "distance")}
+        flights = rows.select(
+            "year", "month", "day", "carrier", "flight", "origin", "dest",
+            num["dep_time"].alias("dep_time"), num["dep_delay"].alias("dep_delay"),
+            num["arr_delay"].alias("arr_delay"), num["distance"].alias("distance"),
+        ).dropDuplicates(["year", "month", "day", "carrier", "flight", "origin"])
+        t0 = time.perf_counter()
+        for keys, name in ((ROUTE, "ss_route"), (CARRIER, "ss_carrier")):
+            agg = flights.groupBy(*keys).agg(
+                F.count("*").alias("flights"),
+                F.sum(F.col("dep_time").isNull().cast("int")).alias("cancelled"),
+                F.sum("dep_delay").alias("dep_delay_sum"), F.count("dep_delay").alias(
+                    "dep_delay_n"), F.max("dep_delay").alias("dep_delay_max"),
+                F.sum("arr_delay").alias("arr_delay_sum"), F.count("arr_delay").alias(
+                    "arr_delay_n"), F.max("arr_delay").alias("arr_delay_max"),
+                F.sum("distance").alias("distance_sum"))
+            q = (agg.writeStream.outputMode("complete").format("memory").queryName(name)
+                 .option("checkpointLocation", str(chk / name)).trigger(availableNow=True)
+                 .start())
+            q.awaitTermination()
+        return time.perf_counter() - t0
+
+    for n in range(1, start):
+        stage(n)
+    run_query()  # the history, as one first batch; ours, as one first epoch
+    run_plan(ours_coord, spark, data_uri, STATS_EDGES, STATS_PLAN, "ss-history", start)
+    theirs, ours = [], []
+    for n in range(start, start + epochs):
+        stage(n)
+        theirs.append(run_query())
+        _, secs = run_plan(ours_coord, spark, data_uri, STATS_EDGES, STATS_PLAN, f"ss-{n}",
+                           n + 1)
+        ours.append(secs)
+
+    # Recovery: a crash after the batch's offsets were logged but before its commit leaves
+    # the newest commit file missing; the restarted query reprocesses that batch. Ours: the
+    # last task of the epoch dies after its snapshot and is retried.
+    n = start + epochs
+    stage(n)
+    run_query()
+    for name in ("ss_route", "ss_carrier"):
+        commits = sorted((chk / name / "commits").glob("[0-9]*"), key=lambda p: int(p.name))
+        commits[-1].unlink()
+        (commits[-1].parent / f".{commits[-1].name}.crc").unlink(missing_ok=True)
+    their_recovery = run_query()
+    eid, _ = run_plan(ours_coord, spark, data_uri, STATS_EDGES, STATS_PLAN, f"ss-{n}", n + 1,
+                      fail="carrier_stats")
+    t0 = time.perf_counter()
+    run_task(JOBS["carrier_stats"], ours_coord, eid, "carrier_stats", 2, spark, data_uri)
+    our_recovery = time.perf_counter() - t0
+    ours_coord.complete(eid)
+
+    equal = results_equal(spark, ours_coord)
+    return {"epochs": epochs, "ours_epoch_seconds": round(statistics.median(ours), 2),
+            "theirs_epoch_seconds": round(statistics.median(theirs), 2),
+            "ours_recovery_seconds": round(our_recovery, 2),
+            "theirs_recovery_seconds": round(their_recovery, 2),
+            "ours_checkpoint_bytes": du(Path(ours_coord.storage.root)),
+            "theirs_checkpoint_bytes": du(chk), "results_equal": equal}
+
+
+def results_equal(spark, coord: Coordinator) -> bool:
+    """Our published gold tables against the streaming query's final aggregates."""
+    import pandas as pd
+
+    from checkpointing import read_manifest
+
+    m = read_manifest(coord.storage, coord.layout)
+    for keys, out, name in ((ROUTE, "gold_route_stats", "ss_route"),
+                            (CARRIER, "gold_carrier_stats", "ss_carrier")):
+        ours = pd.concat([pd.read_parquet(f.uri.removeprefix("file://"))
+                          for f in m.outputs[out].files])[keys + METRICS]
+        theirs = spark.table(name).toPandas()[keys + METRICS]
+        ours = ours.sort_values(keys).reset_index(drop=True)
+        theirs = theirs.sort_values(keys).reset_index(drop=True)
+        try:
+            pd.testing.assert_frame_equal(ours, theirs, check_dtype=False, check_exact=False,
+                                          rtol=1e-9)
+        except AssertionError as exc:
+            print(f"results differ ({out}): {str(exc)[:500]}", file=sys.stderr)
+            return False
+    return True
+
+
+# ---------------------------------------------------------------------------- main
+def machine() -> dict[str, Any]:
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip()
+    return {"commit": commit, "python": platform.python_version(),
+            "platform": platform.platform(), "cpus": os.cpu_count(),
+            "at": datetime.now().astimezone().isoformat(timespec="seconds")}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="bench", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="smoke run: D=30 only, fewer epochs")
+    ap.add_argument("--scale", type=int, default=1, help="rows per real row (landing --scale)")
+    ap.add_argument("--repeats", type=int, default=None)
+    ap.add_argument("--out", type=Path, default=RESULTS / "latest.json")
+    ap.add_argument("--history", type=Path, default=RESULTS / "history.jsonl")
+    a = ap.parse_args(argv)
+    ds = (30,) if a.quick else (30, 90, 180, 360)
+    repeats = a.repeats or (1 if a.quick else 3)
+    ss_epochs = 2 if a.quick else 5
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from spark_jobs.harness import spark_session
+
+    work = Path(tempfile.mkdtemp(prefix="ckpt-bench-"))
+    t_all = time.perf_counter()
+    spark = spark_session("bench")
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        data = LocalStorage(work / "data")
+        data_uri = f"file://{work}/data"
+        land(data, [day(n) for n in range(1, max(ds) + 3)], scale=a.scale, seed=1)
+        rec = {d: recovery(spark, work, data_uri, d, repeats) for d in ds}
+        ss_coord = Coordinator(LocalStorage(work / "ckpt-ss"), "flights_stats")
+        ss = structured_streaming(spark, work, data, 8, ss_epochs, ss_coord, data_uri)
+    finally:
+        spark.stop()
+    sys.path.insert(0, str(ROOT / "bench"))
+    from coordinator_bench import lookup_cost
+
+    lookup = lookup_cost(1000 if a.quick else 10_000)
+    first = rec[ds[0]]
+    result: dict[str, Any] = {
+        **{f"recovery_speedup_d{d}": rec[d]["speedup"] if d in rec else None
+           for d in (30, 90, 180, 360)},
+        "recovery_growth_360_over_30": (round(rec[360]["restore_seconds"] /
+                                              rec[30]["restore_seconds"], 2)
+                                        if 360 in rec else None),
+        "incremental_bytes_ratio": round(first["bytes"]["written"] /
+                                         max(first["bytes"]["changed_state"], 1), 2),
+        "full_snapshot_bytes_ratio": round(first["bytes"]["full_state"] /
+                                           max(first["bytes"]["changed_state"], 1), 2),
+        "vs_structured_streaming_epoch_ratio": round(ss["ours_epoch_seconds"] /
+                                                     ss["theirs_epoch_seconds"], 2),
+        "vs_structured_streaming_recovery_ratio": round(ss["ours_recovery_seconds"] /
+                                                        ss["theirs_recovery_seconds"], 2),
+        "ours_checkpoint_bytes": ss["ours_checkpoint_bytes"],
+        "structured_streaming_checkpoint_bytes": ss["theirs_checkpoint_bytes"],
+        "structured_streaming_results_equal": ss["results_equal"],
+        "latest_lookup_requests_10000": lookup.get("latest_lookup_requests_at_10000"),
+        "details": {"recovery": rec, "structured_streaming": ss, "latest_lookup": lookup},
+        "quick": a.quick, "scale": a.scale, "repeats": repeats,
+        "seconds": round(time.perf_counter() - t_all, 1), "machine": machine(),
+    }
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(result, indent=2) + "\n")
+    a.history.parent.mkdir(parents=True, exist_ok=True)
+    with open(a.history, "a") as fh:
+        fh.write(json.dumps({k: v for k, v in result.items() if k != "details"}) + "\n")
+    print_table(result)
+    shutil.rmtree(work, ignore_errors=True)
+    return 0 if ss["results_equal"] else 1
+
+
+def print_table(r: dict[str, Any]) -> None:
+    print(f"\n{'metric':<42} value")
+    for k, v in r.items():
+        if k not in ("details", "machine"):
+            print(f"{k:<42} {v}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,44 @@
+"""`make bench --quick` runs end to end and writes the documented JSON shape (timings are
+not asserted: speed targets belong in benchmarks, not tests)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow
+KEYS = {"recovery_speedup_d30", "recovery_speedup_d90", "recovery_speedup_d180",
+        "recovery_speedup_d360", "recovery_growth_360_over_30", "incremental_bytes_ratio",
+        "full_snapshot_bytes_ratio", "vs_structured_streaming_epoch_ratio",
+        "vs_structured_streaming_recovery_ratio", "ours_checkpoint_bytes",
+        "structured_streaming_checkpoint_bytes", "structured_streaming_results_equal",
+        "latest_lookup_requests_10000", "details", "quick", "scale", "repeats", "seconds",
+        "machine"}
+
+
+def test_quick_bench_writes_the_documented_keys(tmp_path):
+    out, hist = tmp_path / "latest.json", tmp_path / "history.jsonl"
+    r = subprocess.run([sys.executable, str(ROOT / "bench/pipeline_bench.py"), "--quick",
+                        "--out", str(out), "--history", str(hist)],
+                       capture_output=True, text=True, timeout=1200, cwd=ROOT)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    res = json.loads(out.read_text())
+    assert set(res) == KEYS
+    assert res["quick"] is True and res["structured_streaming_results_equal"] is True
+    for k in ("recovery_speedup_d30", "incremental_bytes_ratio", "full_snapshot_bytes_ratio",
+              "vs_structured_streaming_epoch_ratio", "vs_structured_streaming_recovery_ratio"):
+        assert isinstance(res[k], float) and res[k] > 0, k
+    assert res["recovery_speedup_d360"] is None  # not measured in quick mode
+    assert res["machine"]["commit"] and res["machine"]["cpus"]
+    documented = (ROOT / "bench/README.md").read_text()
+    assert "`recovery_speedup_d{30,90,180,360}`" in documented
+    assert all(f"`{k}" in documented for k in KEYS - {"quick", "scale", "repeats", "seconds",
+                                                       "machine"}
+               if not k.startswith("recovery_speedup_d"))
+    [line] = hist.read_text().splitlines()
+    assert "details" not in json.loads(line)
