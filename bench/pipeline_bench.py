@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,18 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from checkpointing import Coordinator, LocalStorage, plan_from_edges  # noqa: E402
-from spark_jobs.harness import run_task  # noqa: E402
+from checkpointing import (  # noqa: E402
+    Coordinator,
+    FileRef,
+    LocalStorage,
+    OutputRef,
+    SnapshotWriter,
+    StateHandle,
+    open_storage,
+    plan_from_edges,
+)
+from checkpointing.layout import Layout  # noqa: E402
+from spark_jobs.harness import JobRun, run_task  # noqa: E402
 from spark_jobs.landing import land  # noqa: E402
 from spark_jobs.pipeline import EDGES, JOBS, PLAN  # noqa: E402
 
@@ -121,6 +132,76 @@ def snapshot_bytes(coord: Coordinator, parent: int, epoch: int) -> dict[str, int
         full += h.state_size
         changed += sum(f.size for f in h.files if f.sha256 not in before)
     return {"written": written, "changed_state": changed, "full_state": full}
+
+
+# ---------------------------------------------------------------------------- overhead
+class PassThroughWriter(SnapshotWriter):
+    """Checkpointing off: the same jobs keep their state files where Spark wrote them;
+    nothing is hashed, copied, referenced by content or acknowledged."""
+
+    def add_file(self, name: str, path) -> FileRef:
+        ref = FileRef(name, f"file://{Path(path).resolve()}", Path(path).stat().st_size, "0" * 64)
+        self._files[name] = ref
+        return ref
+
+    def stage_output(self, output: str, paths: list, rows=None, meta=None, names=None):
+        refs = tuple(FileRef(Path(p).name, f"file://{Path(p).resolve()}", Path(p).stat().st_size,
+                             "0" * 64) for p in paths)
+        self._outputs[output] = OutputRef(refs, rows, dict(meta or {}))
+        return self._outputs[output]
+
+
+@dataclass
+class _Interval:
+    data_interval: dict[str, str]
+
+
+class _NoCoordinator:
+    """What a job asks of its coordinator when checkpointing is off: where its scratch
+    lives (local) and the epoch's input bound. No documents are read or written."""
+
+    def __init__(self, root: Path):
+        self.storage, self.layout = LocalStorage(root), Layout("off")
+        self.until: dict[int, dict[str, str]] = {}
+
+    def barrier(self, epoch_id: int) -> _Interval:
+        return _Interval(self.until[epoch_id])
+
+
+def run_unchecked(nc: _NoCoordinator, spark, data_uri: str, n: int, until: int,
+                  previous: dict[str, StateHandle], work: Path) -> tuple[dict, float]:
+    """One epoch of the same jobs with checkpointing off; state stays in ``work``."""
+    t0 = time.perf_counter()
+    nc.until[n] = interval_until(until)
+    handles: dict[str, StateHandle] = {}
+    for task, ups in EDGES.items():
+        scratch = work / f"e{n}" / task
+        scratch.mkdir(parents=True)
+        writer = PassThroughWriter(nc.storage, nc.layout, n, task, 1,
+                                   previous=previous.get(task))
+        run = JobRun(nc, n, task, 1, spark, open_storage(data_uri), previous.get(task),
+                     {u: handles[u] for u in ups}, writer, scratch)
+        res = JOBS[task](run)
+        handles[task] = writer.handle(offsets=res.offsets, row_counts=res.row_counts)
+    return handles, time.perf_counter() - t0
+
+
+def overhead(spark, work: Path, data_uri: str, start: int, epochs: int) -> dict[str, Any]:
+    """The same daily epochs of the whole pipeline with checkpointing on and off, in
+    alternation (history first, as one epoch each)."""
+    coord = Coordinator(LocalStorage(work / "ckpt-on"), "flights_daily")
+    nc = _NoCoordinator(work / "off")
+    run_plan(coord, spark, data_uri, EDGES, PLAN, "history", start)
+    prev, _ = run_unchecked(nc, spark, data_uri, 1, start, {}, work / "off")
+    on, off = [], []
+    for i, n in enumerate(range(start, start + epochs)):
+        _, secs = run_plan(coord, spark, data_uri, EDGES, PLAN, f"day-{n}", n + 1)
+        on.append(secs)
+        prev, secs = run_unchecked(nc, spark, data_uri, i + 2, n + 1, prev, work / "off")
+        off.append(secs)
+    return {"epochs": epochs, "on_seconds": round(statistics.median(on), 2),
+            "off_seconds": round(statistics.median(off), 2),
+            "on_all": [round(x, 2) for x in on], "off_all": [round(x, 2) for x in off]}
 
 
 # ---------------------------------------------------------------------------- peer
@@ -264,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         rec = {d: recovery(spark, work, data_uri, d, repeats) for d in ds}
         ss_coord = Coordinator(LocalStorage(work / "ckpt-ss"), "flights_stats")
         ss = structured_streaming(spark, work, data, 8, ss_epochs, ss_coord, data_uri)
+        over = overhead(spark, work, data_uri, 8, ss_epochs)
     finally:
         spark.stop()
     sys.path.insert(0, str(ROOT / "bench"))
@@ -277,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
         "recovery_growth_360_over_30": (round(rec[360]["restore_seconds"] /
                                               rec[30]["restore_seconds"], 2)
                                         if 360 in rec else None),
+        "checkpoint_overhead_ratio": round(over["on_seconds"] / over["off_seconds"], 3),
         "incremental_bytes_ratio": round(first["bytes"]["written"] /
                                          max(first["bytes"]["changed_state"], 1), 2),
         "full_snapshot_bytes_ratio": round(first["bytes"]["full_state"] /
@@ -289,7 +372,8 @@ def main(argv: list[str] | None = None) -> int:
         "structured_streaming_checkpoint_bytes": ss["theirs_checkpoint_bytes"],
         "structured_streaming_results_equal": ss["results_equal"],
         "latest_lookup_requests_10000": lookup.get("latest_lookup_requests_at_10000"),
-        "details": {"recovery": rec, "structured_streaming": ss, "latest_lookup": lookup},
+        "details": {"recovery": rec, "structured_streaming": ss, "overhead": over,
+                    "latest_lookup": lookup},
         "quick": a.quick, "scale": a.scale, "repeats": repeats,
         "seconds": round(time.perf_counter() - t_all, 1), "machine": machine(),
     }

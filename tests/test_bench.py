@@ -13,7 +13,8 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 KEYS = {"recovery_speedup_d30", "recovery_speedup_d90", "recovery_speedup_d180",
-        "recovery_speedup_d360", "recovery_growth_360_over_30", "incremental_bytes_ratio",
+        "recovery_speedup_d360", "recovery_growth_360_over_30", "checkpoint_overhead_ratio",
+        "incremental_bytes_ratio",
         "full_snapshot_bytes_ratio", "vs_structured_streaming_epoch_ratio",
         "vs_structured_streaming_recovery_ratio", "ours_checkpoint_bytes",
         "structured_streaming_checkpoint_bytes", "structured_streaming_results_equal",
@@ -30,8 +31,9 @@ def test_quick_bench_writes_the_documented_keys(tmp_path):
     res = json.loads(out.read_text())
     assert set(res) == KEYS
     assert res["quick"] is True and res["structured_streaming_results_equal"] is True
-    for k in ("recovery_speedup_d30", "incremental_bytes_ratio", "full_snapshot_bytes_ratio",
-              "vs_structured_streaming_epoch_ratio", "vs_structured_streaming_recovery_ratio"):
+    for k in ("recovery_speedup_d30", "checkpoint_overhead_ratio", "incremental_bytes_ratio",
+              "full_snapshot_bytes_ratio", "vs_structured_streaming_epoch_ratio",
+              "vs_structured_streaming_recovery_ratio"):
         assert isinstance(res[k], float) and res[k] > 0, k
     assert res["recovery_speedup_d360"] is None  # not measured in quick mode
     assert res["machine"]["commit"] and res["machine"]["cpus"]
