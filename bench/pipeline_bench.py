@@ -322,7 +322,7 @@ def machine() -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="bench", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="smoke run: D=30 only, fewer epochs")
+    ap.add_argument("--quick", action="store_true", help="smoke run: D=30 only, one daily epoch")
     ap.add_argument("--scale", type=int, default=1, help="rows per real row (landing --scale)")
     ap.add_argument("--repeats", type=int, default=None)
     ap.add_argument("--out", type=Path, default=RESULTS / "latest.json")
@@ -330,7 +330,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     ds = (30,) if a.quick else (30, 90, 180, 360)
     repeats = a.repeats or (1 if a.quick else 3)
-    ss_epochs = 2 if a.quick else 4
+    ss_epochs = 1 if a.quick else 4
+    history_days = 2 if a.quick else 7  # before the daily epochs of the peer and overhead
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from spark_jobs.harness import spark_session
 
@@ -347,8 +348,9 @@ def main(argv: list[str] | None = None) -> int:
                  EDGES, PLAN, "warmup", 3)
         rec = {d: recovery(spark, work, data_uri, d, repeats) for d in ds}
         ss_coord = Coordinator(LocalStorage(work / "ckpt-ss"), "flights_stats")
-        ss = structured_streaming(spark, work, data, 8, ss_epochs, ss_coord, data_uri)
-        over = overhead(spark, work, data_uri, 8, ss_epochs)
+        ss = structured_streaming(spark, work, data, history_days + 1, ss_epochs, ss_coord,
+                                  data_uri)
+        over = overhead(spark, work, data_uri, history_days + 1, ss_epochs)
     finally:
         spark.stop()
     sys.path.insert(0, str(ROOT / "bench"))
