@@ -11,7 +11,7 @@ from typing import Any
 from .barrier import Barrier
 from .documents import decode, encode, writer_identity
 from .epoch_metadata import EpochMetadata
-from .errors import NotFound, PreconditionFailed
+from .errors import PreconditionFailed
 from .layout import Layout
 from .storage import Storage
 
@@ -79,8 +79,5 @@ def record_alert(storage: Storage, layout: Layout, alert: EpochAlert) -> bool:
 
 def read_alert(storage: Storage, layout: Layout, epoch_id: int) -> EpochAlert | None:
     key = layout.alert(epoch_id)
-    try:
-        data, _ = storage.read(key)
-    except NotFound:
-        return None
-    return EpochAlert.from_bytes(data, storage.uri(key))
+    data = storage.read_optional(key)
+    return None if data is None else EpochAlert.from_bytes(data, storage.uri(key))

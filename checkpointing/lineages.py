@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .documents import decode, encode, now_iso, writer_identity
-from .errors import CheckpointError, NotFound, PreconditionFailed
+from .errors import CheckpointError, PreconditionFailed
 from .ids import validate_id
 from .layout import Layout
 from .storage import Storage
@@ -78,11 +78,8 @@ def read_origin(storage: Storage, layout: Layout, lineage: str) -> LineageOrigin
     if lineage == MAIN:
         return None
     key = layout.lineage_origin(lineage)
-    try:
-        data, _ = storage.read(key)
-    except NotFound:
-        return None
-    return LineageOrigin.from_bytes(data, storage.uri(key))
+    data = storage.read_optional(key)
+    return None if data is None else LineageOrigin.from_bytes(data, storage.uri(key))
 
 
 def list_origins(storage: Storage, layout: Layout) -> list[LineageOrigin]:

@@ -14,7 +14,7 @@ from typing import Any
 
 from .cas import cas_update
 from .documents import decode, encode, now_iso, writer_identity
-from .errors import MalformedDocument, NotFound
+from .errors import MalformedDocument
 from .layout import Layout
 from .state_handle import FileRef, OutputRef
 from .storage import Storage
@@ -75,11 +75,8 @@ class Manifest:
 
 def read_manifest(storage: Storage, layout: Layout) -> Manifest | None:
     """The current published manifest, or None before the first publication."""
-    try:
-        data, _ = storage.read(layout.manifest)
-    except NotFound:
-        return None
-    return Manifest.from_bytes(data, storage.uri(layout.manifest))
+    data = storage.read_optional(layout.manifest)
+    return None if data is None else Manifest.from_bytes(data, storage.uri(layout.manifest))
 
 
 def publish(storage: Storage, layout: Layout, epoch_id: int, lineage: str,

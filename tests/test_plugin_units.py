@@ -48,3 +48,10 @@ def test_bad_spark_mode_is_refused():
 
     with pytest.raises(ValueError, match="spark_mode"):
         CheckpointSettings("p", spark_mode="yarn-ish")
+
+
+def test_checkpoint_conf_of_a_run():
+    from dag_checkpoints.runconf import checkpoint_conf
+
+    assert checkpoint_conf(None) == {} and checkpoint_conf({"other": 1}) == {}
+    assert checkpoint_conf({"checkpoint": {"lineage": "bf-1"}}) == {"lineage": "bf-1"}

@@ -102,6 +102,15 @@ class Storage(ABC):
     def key_for_uri(self, uri: str) -> str | None:
         """The key for an absolute URI inside this storage's root, else None."""
 
+    def read_optional(self, key: str) -> bytes | None:
+        """The object's bytes, or None when it does not exist (optional documents)."""
+        from ..errors import NotFound
+
+        try:
+            return self.read(key)[0]
+        except NotFound:
+            return None
+
     def exists(self, key: str) -> bool:
         from ..errors import NotFound
 

@@ -156,5 +156,7 @@ def _expire_run(context: dict[str, Any], checkpoint: dict[str, Any]) -> dict[str
 
 
 def _lineage_of(context: dict[str, Any]) -> str:
-    conf = (context.get("dag_run") or {}).get("conf") or {}
-    return str((conf.get("checkpoint") or {}).get("lineage") or "main")
+    from .runconf import checkpoint_conf
+
+    return str(checkpoint_conf((context.get("dag_run") or {}).get("conf")).get("lineage")
+               or "main")

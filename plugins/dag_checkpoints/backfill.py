@@ -94,7 +94,7 @@ def start_backfill(coord: Coordinator, dag_id: str, start: str | date, end: str 
             # One run at a time, oldest first: each epoch restores from the one before.
             max_active_runs=1,
             reverse=False,
-            dag_run_conf={"checkpoint": {"lineage": origin.lineage}},
+            dag_run_conf={"checkpoint": {"lineage": origin.lineage}},  # see runconf.py
             triggering_user_name=requested_by,
             # Dates that already ran are run again, on the new lineage.
             reprocess_behavior=ReprocessBehavior.COMPLETED,

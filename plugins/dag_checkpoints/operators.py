@@ -21,6 +21,7 @@ from checkpointing.errors import CheckpointError, EpochIncomplete, PolicyViolati
 from checkpointing.lineages import MAIN, read_origin
 
 from .alerts import announce
+from .runconf import checkpoint_conf
 from .settings import CheckpointSettings
 
 BEGIN_TASK_ID = "checkpoint_begin"
@@ -80,8 +81,8 @@ class BeginEpochOperator(BaseOperator):
         """(lineage, publish on complete) of this run: ``main`` and publish, unless the run
         belongs to a backfill from a checkpoint (``conf["checkpoint"]["lineage"]``), whose
         epochs publish only at the backfill's last logical date."""
-        conf = getattr(context["dag_run"], "conf", None) or {}
-        lineage = str((conf.get("checkpoint") or {}).get("lineage") or MAIN)
+        conf = checkpoint_conf(getattr(context["dag_run"], "conf", None))
+        lineage = str(conf.get("lineage") or MAIN)
         if lineage == MAIN:
             return MAIN, True
         origin = read_origin(coord.storage, coord.layout, lineage)
@@ -205,9 +206,8 @@ def check_master_reachable(master: str, timeout: float = 5.0) -> None:
 def _fault_spec(context: Any) -> str:
     """The drill a run asks for: ``conf["checkpoint"]["fault_inject"]``, else the
     ``CKPT_FAULT_INJECT`` environment variable (in-process mode only)."""
-    conf = getattr(context.get("dag_run"), "conf", None) or {}
-    return str((conf.get("checkpoint") or {}).get("fault_inject") or
-               os.environ.get(FAULT_ENV, ""))
+    conf = checkpoint_conf(getattr(context.get("dag_run"), "conf", None))
+    return str(conf.get("fault_inject") or os.environ.get(FAULT_ENV, ""))
 
 
 def _with_fault(job: Any, task_id: str, attempt: int, spec: str = "") -> Any:
