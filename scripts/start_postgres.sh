@@ -23,7 +23,9 @@ if [ "$port" != "$PGPORT" ]; then
   exit 1
 fi
 if [ "$status" != "online" ]; then
-  $SUDO pg_ctlcluster "$ver" "$cluster" start
+  # pg_ctlcluster talks on stdout ("Removed stale pid file."); callers capture stdout as the
+  # URL, so its chatter goes to stderr.
+  $SUDO pg_ctlcluster "$ver" "$cluster" start >&2
 fi
 psql_as_postgres() {
   if [ "$(id -un)" = postgres ]; then psql -p "$PGPORT" -qtA "$@"

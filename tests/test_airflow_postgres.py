@@ -24,9 +24,10 @@ DAG = "flights_daily"
 
 
 def pg_url() -> str:
-    url = os.environ.get("CKPT_TEST_PG_URL")
+    url = os.environ.get("CKPT_TEST_PG_URL", "").strip()
     if url:
-        return url
+        # The last line: a URL captured from a noisy script must not carry its chatter.
+        return url.splitlines()[-1]
     r = subprocess.run([str(ROOT / "scripts/start_postgres.sh")], capture_output=True,
                        text=True, timeout=600)
     assert r.returncode == 0, f"PostgreSQL is not available: {r.stderr.strip()}"
