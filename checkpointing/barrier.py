@@ -57,6 +57,8 @@ class Barrier:
     parent_savepoint: str | None = None
     publish_on_complete: bool = True
     writer: dict[str, Any] = field(default_factory=dict)
+    #: completed epochs begin skipped because their files failed verification (1.2)
+    restore_fallback: tuple[dict[str, Any], ...] = ()
 
     def to_bytes(self) -> bytes:
         return encode(FORMAT, self.to_json())
@@ -79,6 +81,7 @@ class Barrier:
             "parent_savepoint": self.parent_savepoint,
             "publish_on_complete": self.publish_on_complete,
             "writer": self.writer,
+            "restore_fallback": list(self.restore_fallback),
         }
 
     @classmethod
@@ -97,6 +100,7 @@ class Barrier:
                 parent_savepoint=doc.get("parent_savepoint"),
                 publish_on_complete=bool(doc.get("publish_on_complete", True)),
                 writer=doc.get("writer", {}),
+                restore_fallback=tuple(doc.get("restore_fallback") or ()),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise MalformedDocument(f"malformed barrier at {key}: {exc!r}") from None

@@ -28,6 +28,9 @@ class CheckpointConfig:
     retained_epochs: int = 1
     #: delivery guarantee recorded in every barrier
     mode: Mode = "exactly_once"
+    #: check size and sha256 of the parent epoch's files before an epoch restores from it;
+    #: a corrupt or missing file makes begin fall back to an earlier completed epoch
+    verify_restore: bool = True
 
     def __post_init__(self) -> None:
         if self.timeout_seconds <= 0:

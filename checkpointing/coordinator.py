@@ -231,8 +231,11 @@ class Coordinator:
             return reg, (new_id, st.latest_completed)
 
         epoch_id, latest = self._update_registry(allocate)
+        fallback: list[dict[str, Any]] = []
         if parent_epoch_id is _LATEST:
             parent_epoch_id = self._latest_from(latest, lineage)
+            if parent_epoch_id is not None and self.config.verify_restore:
+                parent_epoch_id, fallback = self._verified_parent(parent_epoch_id, lineage)
 
         barrier = Barrier(
             pipeline_id=self.pipeline_id, epoch_id=epoch_id, run_id=str(run_id),
@@ -240,7 +243,7 @@ class Coordinator:
             config=self.config, mode=self.config.mode, data_interval=data_interval,
             input_range=input_range, parent_epoch_id=parent_epoch_id,  # type: ignore[arg-type]
             parent_savepoint=parent_savepoint, publish_on_complete=publish_on_complete,
-            writer=writer_identity(),
+            writer=writer_identity(), restore_fallback=tuple(fallback),
         )
         key = self.layout.barrier(epoch_id)
         try:
@@ -253,6 +256,46 @@ class Coordinator:
         log.info("pipeline %s: began epoch %d (run %s, lineage %s, parent %s)",
                  self.pipeline_id, epoch_id, run_id, lineage, parent_epoch_id)
         return barrier
+
+    def _verified_parent(self, epoch_id: int,
+                         lineage: str) -> tuple[int | None, list[dict[str, Any]]]:
+        """The newest completed epoch of ``lineage``, from ``epoch_id`` down, whose files
+        all verify (PROTOCOL 6.1), and the epochs skipped on the way with their problems.
+        None when none verifies: the epoch then starts from empty state and its sources
+        replay all input, which is slow but exactly-once."""
+        skipped: list[dict[str, Any]] = []
+        older: list[int] | None = None
+        candidate: int | None = epoch_id
+        while candidate is not None:
+            problems = self._restore_problems(candidate, lineage)
+            if problems is None:
+                pass  # not a completed epoch of this lineage
+            elif not problems:
+                return candidate, skipped
+            else:
+                log.warning("pipeline %s: epoch %d cannot be restored (%s); falling back to an "
+                            "earlier completed epoch", self.pipeline_id, candidate, problems[0])
+                skipped.append({"epoch_id": candidate, "problems": problems[:5]})
+            if older is None:
+                older = [e for e in self.epoch_ids() if e < epoch_id]
+            candidate = older.pop() if older else None
+        return None, skipped
+
+    def _restore_problems(self, epoch_id: int, lineage: str) -> list[str] | None:
+        """Why a completed epoch of ``lineage`` cannot be restored ([] when it can); None
+        when ``epoch_id`` is not a completed epoch of that lineage."""
+        from .verify import verify_handles
+
+        try:
+            meta = self.metadata(epoch_id)
+        except CheckpointError as exc:
+            return [str(exc)]
+        if meta is None or not meta.completed or meta.lineage != lineage:
+            return None
+        try:
+            return verify_handles(self.storage, epoch_id, self.completed_handles(epoch_id)).problems
+        except CheckpointError as exc:
+            return [str(exc)]
 
     def _origin_parent(self, lineage: str) -> tuple[int | None | object, str | None]:
         """The parent a backfill lineage starts from before it has completed epochs."""

@@ -169,3 +169,43 @@ def test_retention_keeps_acked_files_of_pending_epoch_despite_clock_skew(storage
     report = run_retention(c)
     assert report.deleted_shared == 0
     assert storage.exists(storage.key_for_uri(ack.state_handle.files[0].uri))
+
+
+def test_corrupt_latest_epoch_falls_back_to_an_older_one(storage, tmp_path):
+    c = Coordinator(storage, "p", config=CheckpointConfig(retained_epochs=3))
+    acks = []
+    for i in range(3):
+        b = c.begin_epoch(ONE, f"r{i}")
+        prev = c.restore_handle(b.epoch_id, "t")
+        _, ack = _snapshot(c, b.epoch_id, {"s": f"state-{i}".encode()}, tmp_path, previous=prev)
+        c.complete(b.epoch_id)
+        acks.append(ack)
+    # Epoch 3's file is flipped (same size), epoch 2's is deleted: begin skips both.
+    ref3, ref2 = acks[2].state_handle.files[0], acks[1].state_handle.files[0]
+    storage.write(storage.key_for_uri(ref3.uri), b"STATE-2")
+    storage.delete(storage.key_for_uri(ref2.uri))
+    b4 = c.begin_epoch(ONE, "r4")
+    assert b4.parent_epoch_id == 1
+    assert [s["epoch_id"] for s in b4.restore_fallback] == [3, 2]
+    assert "corrupt" in b4.restore_fallback[0]["problems"][0]
+    assert "missing" in b4.restore_fallback[1]["problems"][0]
+    assert c.barrier(b4.epoch_id).restore_fallback == b4.restore_fallback  # stored
+    assert c.restore_handle(b4.epoch_id, "t").files[0].sha256 == \
+        acks[0].state_handle.files[0].sha256
+    # Nothing was rewritten: epoch 3 stays completed, its bad bytes untouched.
+    assert c.status(3) == "completed"
+    assert storage.read(storage.key_for_uri(ref3.uri))[0] == b"STATE-2"
+    c.abort(b4.epoch_id, "superseded")
+    # When no epoch verifies, the new epoch starts from empty state.
+    storage.write(storage.key_for_uri(acks[0].state_handle.files[0].uri), b"xxxxxxx")
+    b5 = c.begin_epoch(ONE, "r5")
+    assert b5.parent_epoch_id is None and len(b5.restore_fallback) == 3
+
+
+def test_verify_restore_off_keeps_the_latest_parent(storage, tmp_path):
+    c = Coordinator(storage, "p", config=CheckpointConfig(verify_restore=False))
+    b = c.begin_epoch(ONE, "r1")
+    _, ack = _snapshot(c, b.epoch_id, {"s": b"state"}, tmp_path)
+    c.complete(b.epoch_id)
+    storage.write(storage.key_for_uri(ack.state_handle.files[0].uri), b"STATE")
+    assert c.begin_epoch(ONE, "r2").parent_epoch_id == 1
