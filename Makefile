@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: install test lint bench-coordinator
+.PHONY: install test lint bench bench-coordinator faults soak
 
 install:
 	scripts/bootstrap.sh
@@ -13,6 +13,7 @@ test: install
 	scripts/install_minio.sh
 	scripts/install_spark_s3.sh
 	scripts/install_browser.sh
+	scripts/install_toxiproxy.sh
 	CKPT_TEST_PG_URL=$$(scripts/start_postgres.sh) $(PY) -m pytest -q -p no:cacheprovider
 
 lint: install
@@ -21,6 +22,16 @@ lint: install
 # Checkpointing vs full recompute vs Structured Streaming; writes bench/results/latest.json.
 bench: install
 	$(PY) bench/pipeline_bench.py $(ARGS)
+
+# The fault-injection matrix (bench/results/faults.json); `make soak` repeats it over 5 seeds.
+faults: install
+	scripts/install_minio.sh
+	scripts/install_spark_s3.sh
+	scripts/install_toxiproxy.sh
+	$(PY) bench/faults.py $(ARGS)
+
+soak: install
+	$(MAKE) faults ARGS="--soak $(ARGS)"
 
 bench-coordinator: install
 	$(PY) bench/coordinator_bench.py

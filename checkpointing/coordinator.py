@@ -202,14 +202,22 @@ class Coordinator:
             self._check_mapping(set(meta.acks), plan, f"epoch {parent_epoch_id}",
                                 allow_non_restored_state)
 
-        self.recover()
-        self.expire_overdue()
+        reg = self.recover()
+        if self.expire_overdue():
+            reg = self.registry()
+        # The parent is chosen, and verified, before an id is allocated: a refusal here
+        # (malformed metadata) must not leave a burned id behind to block the next try.
+        fallback: list[dict[str, Any]] = []
+        if parent_epoch_id is _LATEST:
+            parent_epoch_id = self._latest_from(reg.lineage(lineage).latest_completed, lineage)
+            if parent_epoch_id is not None and self.config.verify_restore:
+                parent_epoch_id, fallback = self._verified_parent(parent_epoch_id, lineage)
 
         now = self.clock()
         created = now_iso(now)
         deadline = now_iso(now + self.config.timeout_seconds)
 
-        def allocate(reg: Registry) -> tuple[Registry, tuple[int, int | None]]:
+        def allocate(reg: Registry) -> tuple[Registry, int]:
             st = reg.lineage(lineage)
             live = [o for o in reg.open if o.lineage == lineage]
             if len(live) >= self.config.max_concurrent_epochs:
@@ -228,14 +236,9 @@ class Coordinator:
             entry = OpenEpoch(new_id, lineage, created, deadline)
             reg = replace(reg, last_epoch_id=new_id, open=(*reg.open, entry))
             reg = reg.with_lineage(lineage, replace(st, last_started_at=created))
-            return reg, (new_id, st.latest_completed)
+            return reg, new_id
 
-        epoch_id, latest = self._update_registry(allocate)
-        fallback: list[dict[str, Any]] = []
-        if parent_epoch_id is _LATEST:
-            parent_epoch_id = self._latest_from(latest, lineage)
-            if parent_epoch_id is not None and self.config.verify_restore:
-                parent_epoch_id, fallback = self._verified_parent(parent_epoch_id, lineage)
+        epoch_id = self._update_registry(allocate)
 
         barrier = Barrier(
             pipeline_id=self.pipeline_id, epoch_id=epoch_id, run_id=str(run_id),
@@ -283,18 +286,16 @@ class Coordinator:
 
     def _restore_problems(self, epoch_id: int, lineage: str) -> list[str] | None:
         """Why a completed epoch of ``lineage`` cannot be restored ([] when it can); None
-        when ``epoch_id`` is not a completed epoch of that lineage."""
+        when ``epoch_id`` is not a completed epoch of that lineage. A malformed or
+        newer-version ``_metadata`` is not a reason to fall back: it is refused (raised)."""
         from .verify import verify_handles
 
-        try:
-            meta = self.metadata(epoch_id)
-        except CheckpointError as exc:
-            return [str(exc)]
+        meta = self.metadata(epoch_id)
         if meta is None or not meta.completed or meta.lineage != lineage:
             return None
         try:
             return verify_handles(self.storage, epoch_id, self.completed_handles(epoch_id)).problems
-        except CheckpointError as exc:
+        except (NotFound, MalformedDocument) as exc:  # an acknowledgement lost or damaged
             return [str(exc)]
 
     def _origin_parent(self, lineage: str) -> tuple[int | None | object, str | None]:

@@ -109,6 +109,12 @@ def make_source_job(spec: SourceSpec):
         added = added.select(*schema.fieldNames()).cache()
         retracted = retracted.cache()
         n_good, n_added, n_retracted = good.count(), added.count(), retracted.count()
+        # Rows in the state, kept as a running count so that readers (validate) need not
+        # scan the whole history; counted once for handles written before it existed.
+        prev_rows = run.previous.row_counts.get("state_rows") if run.previous else 0
+        if prev_rows is None:
+            prev_rows = bronze_prev.count()
+        state_rows = prev_rows - n_retracted + n_added
 
         touched = {r.row_date for r in added.select("row_date").distinct().collect()} | \
                   {r.row_date for r in retracted.select("row_date").distinct().collect()}
@@ -128,7 +134,8 @@ def make_source_job(spec: SourceSpec):
             offsets={"files": current},
             row_counts={"rows_read": n_good + n_bad_rows, "rows_added": n_added,
                         "rows_quarantined": n_bad_rows, "duplicates_dropped": n_good - n_added,
-                        "rows_retracted": n_retracted, "files_new": len(new_keys),
+                        "rows_retracted": n_retracted, "state_rows": state_rows,
+                        "files_new": len(new_keys),
                         "files_replaced": len(replaced), "files_unreadable": len(unreadable)},
             metrics={"partitions_rewritten": sorted(touched),
                      "unreadable_files": [k for k, _ in unreadable]},

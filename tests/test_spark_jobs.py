@@ -51,8 +51,9 @@ def test_daily_epochs_equal_independent_computation(spark, env):
     assert sorted(via_spark["flights"]) == sorted(published(c, "gold_carrier_stats")["flights"])
     quarantined = sum(c.completed_handles(e)["ingest_flights"].row_counts["rows_quarantined"]
                       for e in (1, 2, 3))
-    _, bad, _ = oracle.clean_flights(raw_files(data))
+    rows, bad, _ = oracle.clean_flights(raw_files(data))
     assert quarantined == injected == bad > 0
+    assert c.completed_handles(3)["ingest_flights"].row_counts["state_rows"] == len(rows)
 
 
 def test_late_replaced_and_unreadable_files(spark, env):
@@ -68,6 +69,9 @@ def test_late_replaced_and_unreadable_files(spark, env):
     counts = c.completed_handles(epoch)["ingest_flights"].row_counts
     assert counts["files_new"] == 3 and counts["files_replaced"] == 1
     assert counts["files_unreadable"] == 1 and counts["rows_retracted"] > 0
+    # The running count of the source's state, after retractions, is the oracle's rows.
+    rows, _, _ = oracle.clean_flights(raw_files(data))
+    assert counts["state_rows"] == len(rows)
     assert_gold_matches_oracle(c, data, ROUTE, "gold_route_stats")
     assert_gold_matches_oracle(c, data, CARRIER, "gold_carrier_stats")
     q = published_quarantine(c, epoch)

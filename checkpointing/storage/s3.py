@@ -113,12 +113,26 @@ class S3Storage(Storage):
             data = resp["Body"].read()
         except (ClientError, BotoCoreError) as exc:
             raise self._error(exc, key) from None
-        return data, resp["ETag"]
+        etag = self._complete(key, resp, "ETag", "ContentLength")
+        if len(data) != resp["ContentLength"]:
+            raise StorageError(f"S3 failure at {self.uri(key)}: incomplete response body "
+                               f"({len(data)} of {resp['ContentLength']} bytes)")
+        return data, etag
+
+    def _complete(self, key: str, resp: dict[str, Any], *fields: str) -> str:
+        """The response's ETag, after checking that it carries ``fields``: a connection cut
+        inside the headers can leave botocore a response without them, which must be
+        an error, never a document read as valid."""
+        missing = [f for f in fields if resp.get(f) is None]
+        if missing:
+            raise StorageError(f"S3 failure at {self.uri(key)}: incomplete response "
+                               f"(no {', '.join(missing)})")
+        return resp["ETag"]
 
     def head(self, key: str) -> ObjectInfo:
         resp = self._call(key, self.client.head_object)
-        return ObjectInfo(key, resp["ContentLength"], resp["ETag"],
-                          resp["LastModified"].timestamp())
+        etag = self._complete(key, resp, "ETag", "ContentLength", "LastModified")
+        return ObjectInfo(key, resp["ContentLength"], etag, resp["LastModified"].timestamp())
 
     # -- writes ----------------------------------------------------------------------
     def create(self, key: str, data: bytes) -> str:
@@ -130,7 +144,11 @@ class S3Storage(Storage):
     def _conditional_put(self, key: str, data: bytes, **condition: str) -> str:
         for attempt in range(_CONFLICT_RETRIES):
             try:
-                return self._call(key, self.client.put_object, Body=data, **condition)["ETag"]
+                resp = self._call(key, self.client.put_object, Body=data, **condition)
+                if resp.get("ETag") is not None:
+                    return resp["ETag"]
+                # A cut response: did the write land? Re-read (below) before anything else.
+                raise PreconditionFailed(f"ambiguous write at {self.uri(key)}")
             except PreconditionFailed:
                 # Did our own (retried) request land first? Then the bytes are ours.
                 try:
@@ -146,7 +164,7 @@ class S3Storage(Storage):
         raise PreconditionFailed(f"conditional write lost at {self.uri(key)}")
 
     def write(self, key: str, data: bytes) -> str:
-        return self._call(key, self.client.put_object, Body=data)["ETag"]
+        return self._complete(key, self._call(key, self.client.put_object, Body=data), "ETag")
 
     def upload_file(self, key: str, path: str) -> ObjectInfo:
         try:
