@@ -200,6 +200,11 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
         return coordinator.acknowledge(epoch_id, task_id, attempt, handle)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        # Jobs cache DataFrames for the length of one task. Spark matches cached data by
+        # plan, and a plan over the same file paths matches even when the files changed
+        # since: a session that outlives the task (embedded runs, the benchmarks) would
+        # read another attempt's or epoch's rows. Drop them at the task boundary.
+        spark.catalog.clearCache()
 
 
 _JARS_DIR = Path(__file__).resolve().parent.parent / ".tools" / "jars"

@@ -45,11 +45,14 @@ def _suite(name: str, keys: list[str]):
 def run_suite(frames: dict[str, tuple[pd.DataFrame, list[str]]]) -> list[str]:
     """Validate each gold frame; return one line per failed expectation."""
     import great_expectations as gx
+    from great_expectations.data_context.types.base import ProgressBarsConfig
 
     failures = []
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ctx = gx.get_context(mode="ephemeral")
+        # GX draws tqdm progress bars into task logs by default: noise in Airflow's log view.
+        ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
         ds = ctx.data_sources.add_pandas("gold")
         for name, (df, keys) in frames.items():
             bd = ds.add_dataframe_asset(name).add_batch_definition_whole_dataframe("epoch")

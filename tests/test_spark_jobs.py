@@ -171,3 +171,28 @@ def test_failed_expectations_decline_and_publish_nothing(spark, env):
     assert (meta.status, meta.reason, meta.declined_by) == ("aborted", "declined", "validate")
     assert read_manifest(c.storage, c.layout) == before  # nothing published
     assert [a.epoch_id for a in alerts] == [2]  # the alert path fired, once
+
+
+def test_same_paths_with_new_content_in_one_session(spark, tmp_path):
+    """A long-lived session (embedded runs, benchmarks, the fault suite) must not serve one
+    run's cached rows to a later run over the same paths with other content: here epoch 2
+    runs twice from the same restored copy of epoch 1, first over a clean day 2, then over
+    a day 2 with malformed rows."""
+    import shutil
+
+    root, snap = tmp_path / "w", tmp_path / "snap"
+    data = LocalStorage(root / "data")
+    land(data, [D[0], D[1]], weather=False)
+    c = Coordinator(LocalStorage(root / "ckpt"), "flights_daily")
+    run_epoch(c, spark, f"file://{root}/data", "r1",
+              data_interval={"start": D[0].isoformat(), "end": D[1].isoformat()})
+    shutil.copytree(root, snap)
+    run_epoch(c, spark, f"file://{root}/data", "r2")
+    shutil.rmtree(root)
+    shutil.copytree(snap, root)
+    rep = land(data, [D[1]], malformed_rate=0.05, seed=2, weather=False, dims=False)
+    c = Coordinator(LocalStorage(root / "ckpt"), "flights_daily")
+    epoch, _ = run_epoch(c, spark, f"file://{root}/data", "r2")
+    counts = c.completed_handles(epoch)["ingest_flights"].row_counts
+    assert counts["rows_quarantined"] == sum(rep.malformed_by_file.values()) > 0
+    assert_gold_matches_oracle(c, data, ROUTE, "gold_route_stats")
