@@ -216,6 +216,7 @@ class Coordinator:
         now = self.clock()
         created = now_iso(now)
         deadline = now_iso(now + self.config.timeout_seconds)
+        burned = self._own_burned_entry(reg, str(run_id), lineage)
 
         def allocate(reg: Registry) -> tuple[Registry, int]:
             st = reg.lineage(lineage)
@@ -233,12 +234,19 @@ class Coordinator:
                         f"{self.config.min_pause_seconds - wait:.1f}s ago; min_pause_seconds is "
                         f"{self.config.min_pause_seconds}", retry_after=wait)
             new_id = reg.last_epoch_id + 1
-            entry = OpenEpoch(new_id, lineage, created, deadline)
+            entry = OpenEpoch(new_id, lineage, created, deadline, str(run_id))
             reg = replace(reg, last_epoch_id=new_id, open=(*reg.open, entry))
             reg = reg.with_lineage(lineage, replace(st, last_started_at=created))
             return reg, new_id
 
-        epoch_id = self._update_registry(allocate)
+        if burned is not None:
+            # This run's previous try allocated the id and died before the barrier: the id
+            # is this run's, so it is completed now rather than left to block until expiry.
+            epoch_id, created, deadline = burned.epoch_id, burned.created_at, burned.deadline
+            log.warning("pipeline %s: run %s reclaims epoch %d, allocated by its previous "
+                        "try without a barrier", self.pipeline_id, run_id, epoch_id)
+        else:
+            epoch_id = self._update_registry(allocate)
 
         barrier = Barrier(
             pipeline_id=self.pipeline_id, epoch_id=epoch_id, run_id=str(run_id),
@@ -252,6 +260,9 @@ class Coordinator:
         try:
             self.storage.create(key, barrier.to_bytes())
         except PreconditionFailed:
+            if burned is not None:  # a concurrent try of the same run wrote it first
+                self._barriers.pop(epoch_id, None)
+                return self.barrier(epoch_id)
             raise StorageError(
                 f"epoch id {epoch_id} was just allocated but {self._uri(key)} exists: the "
                 "registry is behind the stored epochs; refusing to reuse the id") from None
@@ -259,6 +270,18 @@ class Coordinator:
         log.info("pipeline %s: began epoch %d (run %s, lineage %s, parent %s)",
                  self.pipeline_id, epoch_id, run_id, lineage, parent_epoch_id)
         return barrier
+
+    def _own_burned_entry(self, reg: Registry, run_id: str, lineage: str) -> OpenEpoch | None:
+        """An open entry allocated by ``run_id`` that has neither barrier nor decision."""
+        for entry in reg.open:
+            if entry.run_id != run_id or entry.lineage != lineage:
+                continue
+            try:
+                self.barrier(entry.epoch_id)
+            except EpochNotFound:
+                if self.metadata(entry.epoch_id) is None:
+                    return entry
+        return None
 
     def _verified_parent(self, epoch_id: int,
                          lineage: str) -> tuple[int | None, list[dict[str, Any]]]:

@@ -21,6 +21,9 @@ class OpenEpoch:
     lineage: str
     created_at: str
     deadline: str
+    #: the run that allocated it (1.2): lets that run's next try reclaim an id its crashed
+    #: try allocated without writing the barrier
+    run_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,9 @@ class Registry:
         return encode(FORMAT, {
             "last_epoch_id": self.last_epoch_id,
             "open": [{"epoch_id": o.epoch_id, "lineage": o.lineage,
-                      "created_at": o.created_at, "deadline": o.deadline} for o in self.open],
+                      "created_at": o.created_at, "deadline": o.deadline,
+                      **({"run_id": o.run_id} if o.run_id is not None else {})}
+                     for o in self.open],
             "lineages": {n: {"latest_completed": s.latest_completed,
                              "consecutive_failed": s.consecutive_failed,
                              "last_started_at": s.last_started_at}
@@ -74,7 +79,8 @@ class Registry:
         try:
             return cls(
                 int(doc["last_epoch_id"]),
-                tuple(OpenEpoch(int(o["epoch_id"]), o["lineage"], o["created_at"], o["deadline"])
+                tuple(OpenEpoch(int(o["epoch_id"]), o["lineage"], o["created_at"], o["deadline"],
+                                o.get("run_id"))
                       for o in doc["open"]),
                 {n: LineageState(s.get("latest_completed"), int(s.get("consecutive_failed", 0)),
                                  s.get("last_started_at"))

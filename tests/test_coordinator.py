@@ -255,6 +255,32 @@ def test_burned_id_is_never_reused_and_expires(storage, tmp_path):
     assert c.metadata(1).reason == "timeout"
 
 
+def test_run_reclaims_the_id_its_crashed_begin_burned(storage, tmp_path):
+    c = Coordinator(storage, "p")
+    real_create = storage.create
+
+    def crash_on_barrier(key, data):
+        if key.endswith("barrier.json"):
+            raise RuntimeError("killed between allocation and barrier")
+        return real_create(key, data)
+
+    storage.create = crash_on_barrier
+    with pytest.raises(RuntimeError):
+        c.begin_epoch(DIAMOND, "run-a")
+    storage.create = real_create
+    assert [(o.epoch_id, o.run_id) for o in c.registry().open] == [(1, "run-a")]
+    # Another run is still refused (the id is run-a's and pending) ...
+    with pytest.raises(TooManyConcurrentEpochs):
+        Coordinator(storage, "p").begin_epoch(DIAMOND, "run-b")
+    # ... while run-a's next try completes that same id instead of waiting for expiry.
+    b = Coordinator(storage, "p").begin_epoch(DIAMOND, "run-a")
+    assert b.epoch_id == 1 and b.run_id == "run-a"
+    assert c.registry().last_epoch_id == 1
+    for t in DIAMOND:
+        ack_task(c, 1, t, tmp=tmp_path)
+    assert c.complete(1).completed
+
+
 def test_malformed_and_foreign_metadata_refused_not_overwritten(storage, tmp_path):
     c = Coordinator(storage, "p")
     run_epoch(c, tmp=tmp_path)
