@@ -25,7 +25,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import traceback
 from collections import Counter
@@ -46,6 +45,7 @@ from spark_jobs.harness import DeclineEpoch, spark_session  # noqa: E402
 from spark_jobs.landing import land  # noqa: E402
 from spark_jobs.pipeline import EDGES, PLAN, run_epoch  # noqa: E402
 from tests import oracle  # noqa: E402
+from tests.helpers import race  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 CHILD = ROOT / "bench" / "fault_child.py"
@@ -282,24 +282,10 @@ def fault_races(ctx: Context, res: FaultResult) -> None:
 
 
 def _threads(n: int, fn: Callable[[int], Any]) -> list[Any]:
-    out: list[Any] = [None] * n
-    errors: list[BaseException] = []
-    barrier = threading.Barrier(n)
-
-    def run(i: int) -> None:
-        barrier.wait()
-        try:
-            out[i] = fn(i)
-        except BaseException as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results, errors = race(fn, n)
     if errors:
         raise errors[0]
-    return out
+    return results
 
 
 def fault_zombie(ctx: Context, res: FaultResult) -> None:

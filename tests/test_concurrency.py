@@ -4,40 +4,20 @@ on the real S3 server. The storage is never mocked."""
 from __future__ import annotations
 
 import multiprocessing as mp
-import threading
 from collections import Counter
 
 import pytest
 
 from checkpointing import CheckpointConfig, Coordinator, StateHandle, open_storage
 from checkpointing.barrier import TaskPlan
-from tests.helpers import DIAMOND
+from tests.helpers import DIAMOND, race
 
 N = 16
 UNLIMITED = CheckpointConfig(max_concurrent_epochs=1000)
 
 
-def _race(fn, n=N):
-    results, errors = [None] * n, []
-    gate = threading.Barrier(n)
-
-    def run(i):
-        gate.wait()
-        try:
-            results[i] = fn(i)
-        except Exception as exc:  # noqa: BLE001 - collected and asserted on
-            errors.append(exc)
-
-    ts = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for t in ts:
-        t.start()
-    for t in ts:
-        t.join()
-    return results, errors
-
-
 def test_concurrent_begins_get_distinct_ids(storage):
-    results, errors = _race(lambda i: Coordinator(storage, "p", UNLIMITED)
+    results, errors = race(lambda i: Coordinator(storage, "p", UNLIMITED)
                             .begin_epoch(DIAMOND, f"run{i}").epoch_id)
     assert not errors
     assert sorted(results) == list(range(1, N + 1))
@@ -50,7 +30,7 @@ def test_concurrent_completes_one_winner_all_agree(storage):
     b = c.begin_epoch({"t": TaskPlan(publishes=True)}, "r")
     c.register_attempt(b.epoch_id, "t", 1)
     c.acknowledge(b.epoch_id, "t", 1, StateHandle("t", b.epoch_id, 1))
-    results, errors = _race(lambda i: Coordinator(storage, "p").complete(b.epoch_id))
+    results, errors = race(lambda i: Coordinator(storage, "p").complete(b.epoch_id))
     assert not errors
     assert len({r.writer["nonce"] for r in results}) == 1  # everyone observes one winner
     assert Coordinator(storage, "p").registry().lineage("main").latest_completed == 1
@@ -67,7 +47,7 @@ def test_complete_and_abort_race_has_one_outcome_and_one_alert(storage):
         co = Coordinator(storage, "p", on_abort=lambda m, _b: alerts.append(m))
         return co.complete(b.epoch_id) if i % 2 else co.abort(b.epoch_id, "cancelled", "race")
 
-    results, errors = _race(act)
+    results, errors = race(act)
     assert not errors
     statuses = {r.status for r in results}
     assert len(statuses) == 1
@@ -78,7 +58,7 @@ def test_concurrent_aborts_alert_once(storage):
     c = Coordinator(storage, "p")
     b = c.begin_epoch(DIAMOND, "r")
     alerts = []
-    results, errors = _race(lambda i: Coordinator(
+    results, errors = race(lambda i: Coordinator(
         storage, "p", on_abort=lambda m, _b: alerts.append(i)).abort(b.epoch_id, "timeout"))
     assert not errors and len(alerts) == 1
     assert Coordinator(storage, "p").registry().lineage("main").consecutive_failed == 1
@@ -94,7 +74,7 @@ def test_concurrent_attempts_one_effective_ack(storage):
         co.register_attempt(b.epoch_id, "t", a)
         return co.acknowledge(b.epoch_id, "t", a, StateHandle("t", b.epoch_id, a)).attempt
 
-    results, errors = _race(attempt)
+    results, errors = race(attempt)
     meta = c.complete(b.epoch_id)
     # Whatever interleaving happened, the effective ack is from the highest attempt, and
     # every attempt that was told "acknowledged" is that attempt or was later fenced.
