@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from pathlib import Path
@@ -182,6 +183,7 @@ def run_unchecked(nc: _NoCoordinator, spark, data_uri: str, n: int, until: int,
         run = JobRun(nc, n, task, 1, spark, open_storage(data_uri), previous.get(task),
                      {u: handles[u] for u in ups}, writer, scratch)
         res = JOBS[task](run)
+        spark.catalog.clearCache()  # as run_task does at every task's end
         handles[task] = writer.handle(offsets=res.offsets, row_counts=res.row_counts)
     return handles, time.perf_counter() - t0
 
@@ -337,26 +339,41 @@ def main(argv: list[str] | None = None) -> int:
 
     work = Path(tempfile.mkdtemp(prefix="ckpt-bench-"))
     t_all = time.perf_counter()
+    phases: dict[str, float] = {}
+
+    @contextmanager
+    def phase(name: str):
+        t0 = time.perf_counter()
+        yield
+        phases[name] = round(time.perf_counter() - t0, 1)
+
     spark = spark_session("bench")
     spark.sparkContext.setLogLevel("ERROR")
     try:
         data = LocalStorage(work / "data")
         data_uri = f"file://{work}/data"
         land(data, [day(n) for n in range(1, max(ds) + 3)], scale=a.scale, seed=1)
+        phases["start_and_land"] = round(time.perf_counter() - t_all, 1)
         # Warm-up: the JVM's first jobs pay class loading and JIT; no figure comes from it.
-        run_plan(Coordinator(LocalStorage(work / "warmup"), "flights_daily"), spark, data_uri,
-                 EDGES, PLAN, "warmup", 3)
-        rec = {d: recovery(spark, work, data_uri, d, repeats) for d in ds}
-        ss_coord = Coordinator(LocalStorage(work / "ckpt-ss"), "flights_stats")
-        ss = structured_streaming(spark, work, data, history_days + 1, ss_epochs, ss_coord,
-                                  data_uri)
-        over = overhead(spark, work, data_uri, history_days + 1, ss_epochs)
+        with phase("warmup"):
+            run_plan(Coordinator(LocalStorage(work / "warmup"), "flights_daily"), spark,
+                     data_uri, EDGES, PLAN, "warmup", 3)
+        with phase("recovery"):
+            rec = {d: recovery(spark, work, data_uri, d, repeats) for d in ds}
+        with phase("structured_streaming"):
+            ss_coord = Coordinator(LocalStorage(work / "ckpt-ss"), "flights_stats")
+            ss = structured_streaming(spark, work, data, history_days + 1, ss_epochs, ss_coord,
+                                      data_uri)
+        with phase("overhead"):
+            over = overhead(spark, work, data_uri, history_days + 1, ss_epochs)
     finally:
         spark.stop()
     sys.path.insert(0, str(ROOT / "bench"))
     from coordinator_bench import lookup_cost
 
-    lookup = lookup_cost(1000 if a.quick else 10_000)
+    t_lookup = time.perf_counter()
+    lookup = lookup_cost(100 if a.quick else 10_000)
+    phases["latest_lookup"] = round(time.perf_counter() - t_lookup, 1)
     first = rec[ds[0]]
     result: dict[str, Any] = {
         **{f"recovery_speedup_d{d}": rec[d]["speedup"] if d in rec else None
@@ -378,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
         "structured_streaming_results_equal": ss["results_equal"],
         "latest_lookup_requests_10000": lookup.get("latest_lookup_requests_at_10000"),
         "details": {"recovery": rec, "structured_streaming": ss, "overhead": over,
-                    "latest_lookup": lookup},
+                    "latest_lookup": lookup, "phase_seconds": phases},
         "quick": a.quick, "scale": a.scale, "repeats": repeats,
         "seconds": round(time.perf_counter() - t_all, 1), "machine": machine(),
     }
