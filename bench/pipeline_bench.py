@@ -96,14 +96,23 @@ def run_plan(coord: Coordinator, spark, data_uri: str, edges: dict, plan: dict, 
 
 
 # ---------------------------------------------------------------------------- recovery
-def recovery(spark, work: Path, data_uri: str, d: int, repeats: int) -> dict[str, Any]:
+def recovery(spark, work: Path, data_uri: str, d: int, repeats: int,
+             recompute_repeats: int) -> dict[str, Any]:
     """History: one epoch over days 1..D from scratch (what a plain retry of a
-    non-incremental pipeline recomputes). Then epoch D+1 whose last task fails after its
-    snapshot; recovery = its retry, restoring from the last completed epoch. Repeated on
-    fresh epochs (same parent) for a median."""
+    non-incremental pipeline recomputes), ``recompute_repeats`` times on fresh storage for
+    a median. Then epoch D+1 whose last task fails after its snapshot; recovery = its
+    retry, restoring from the last completed epoch. Repeated on fresh epochs (same parent)
+    for a median."""
     ckpt = work / f"ckpt-d{d}"
     coord = Coordinator(LocalStorage(ckpt), "flights_daily")
-    hist_id, recompute_s = run_plan(coord, spark, data_uri, EDGES, PLAN, f"history-{d}", d + 1)
+    hist_id, first = run_plan(coord, spark, data_uri, EDGES, PLAN, f"history-{d}", d + 1)
+    recompute_all = [first]
+    for r in range(1, recompute_repeats):
+        again = work / f"ckpt-d{d}-again{r}"
+        recompute_all.append(run_plan(Coordinator(LocalStorage(again), "flights_daily"), spark,
+                                      data_uri, EDGES, PLAN, f"history-{d}", d + 1)[1])
+        shutil.rmtree(again, ignore_errors=True)
+    recompute_s = statistics.median(recompute_all)
     last = list(EDGES)[-1]
     restore_s, bytes_info = [], None
     for r in range(repeats):
@@ -117,6 +126,7 @@ def recovery(spark, work: Path, data_uri: str, d: int, repeats: int) -> dict[str
         if bytes_info is None:
             bytes_info = snapshot_bytes(coord, hist_id, eid)
     return {"days": d, "recompute_seconds": round(recompute_s, 2),
+            "recompute_seconds_all": [round(x, 2) for x in recompute_all],
             "restore_seconds": round(statistics.median(restore_s), 3),
             "restore_seconds_all": [round(x, 3) for x in restore_s],
             "speedup": round(recompute_s / statistics.median(restore_s), 1),
@@ -359,7 +369,10 @@ def main(argv: list[str] | None = None) -> int:
             run_plan(Coordinator(LocalStorage(work / "warmup"), "flights_daily"), spark,
                      data_uri, EDGES, PLAN, "warmup", 3)
         with phase("recovery"):
-            rec = {d: recovery(spark, work, data_uri, d, repeats) for d in ds}
+            # The full-history recompute is repeated where it is short; at D=180 and 360 (30
+            # and 50 s each) one run keeps the default scale within its 10-minute budget.
+            rec = {d: recovery(spark, work, data_uri, d, repeats,
+                               repeats if d <= 90 else 1) for d in ds}
         with phase("structured_streaming"):
             ss_coord = Coordinator(LocalStorage(work / "ckpt-ss"), "flights_stats")
             ss = structured_streaming(spark, work, data, history_days + 1, ss_epochs, ss_coord,
