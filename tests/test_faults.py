@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
+from bench.faults import BROKEN
+
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 KINDS = {"sigkill_at_points", "sigkill_random_time", "coordinator_crash", "concurrent_races",
          "zombie_attempt", "storage_faults_toxiproxy", "corrupt_state", "malformed_input",
          "bad_metadata"}
-BROKEN = ("WRONG", "NOT_", "SUITE_ERROR", "CRASHED", "UNEXPECTED", "SKIPPED", "=False",
-          "CORRUPT")
 
 
 def test_quick_fault_matrix_keeps_exactly_once(tmp_path):
