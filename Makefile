@@ -2,19 +2,27 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: install test lint bench bench-coordinator faults soak
+.PHONY: install demo test lint bench bench-coordinator faults soak
 
 install:
 	scripts/bootstrap.sh
 
-# The whole suite. pytest exits 5 when it collects nothing; make treats any
+# The pipeline in a real Airflow on local storage; ARGS=--s3 for MinIO (installed on first
+# use: building it takes 3-11 minutes). Ctrl-C, SIGTERM or closing the terminal stops it.
+demo: install
+	$(PY) scripts/demo.py $(ARGS)
+
+# The whole suite, two test modules at a time (most of a module's time is spent waiting on
+# Airflow, Spark and timeouts; modules share nothing but PostgreSQL's server, where each
+# has a database of its own). pytest exits 5 when it collects nothing; make treats any
 # non-zero exit as failure, so "no tests" never passes.
 test: install
 	scripts/install_minio.sh
 	scripts/install_spark_s3.sh
 	scripts/install_browser.sh
 	scripts/install_toxiproxy.sh
-	CKPT_TEST_PG_URL=$$(scripts/start_postgres.sh) $(PY) -m pytest -q -p no:cacheprovider
+	CKPT_TEST_PG_URL=$$(scripts/start_postgres.sh) $(PY) -m pytest -q -p no:cacheprovider \
+		-n 2 --dist loadfile --no-loadscope-reorder --durations=25
 
 lint: install
 	.venv/bin/ruff check .

@@ -30,11 +30,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from checkpointing import CheckpointConfig, Coordinator, SnapshotWriter, open_storage  # noqa: E402
 from checkpointing.errors import CheckpointError  # noqa: E402
-from spark_jobs import harness  # noqa: E402
-from spark_jobs.pipeline import EDGES, JOBS, PLAN  # noqa: E402
-from spark_jobs.publish import commit  # noqa: E402
+from checkpointing.lease import RunnerLease  # noqa: E402
+from spark_jobs import runtime  # noqa: E402
+from spark_jobs.flights.pipeline import EDGES, JOBS, PLAN  # noqa: E402
+from spark_jobs.runtime.commit import commit  # noqa: E402
 
-CONFIG = CheckpointConfig(timeout_seconds=600, retained_epochs=2)
+CONFIG = CheckpointConfig(timeout_seconds=600, retained_epochs=2, lease_seconds=5)
 
 
 def fire(action: str) -> None:
@@ -105,15 +106,16 @@ def run_epoch_cmd(a: argparse.Namespace) -> int:
         task, point, action = a.fault.split(":")
         if point != "before_commit":
             arm_task_fault(task, point, action)
-    spark = harness.spark_session("fault-child", s3=a.storage.startswith("s3"),
+    spark = runtime.spark_session("fault-child", s3=a.storage.startswith("s3"),
                                   endpoint_url=a.endpoint_url)
     open_epoch = coord.open_epoch_for_run(a.run_id)
     start = (date.fromisoformat(a.until) - timedelta(days=1)).isoformat()
     epoch = open_epoch.epoch_id if open_epoch else coord.begin_epoch(
         PLAN, a.run_id, data_interval={"start": start, "end": a.until}).epoch_id
-    for task in EDGES:
-        harness.run_task(JOBS[task], coord, epoch, task, a.attempt, spark, a.data,
-                         endpoint_url=a.endpoint_url)
+    with RunnerLease(coord, epoch):  # as the embedded runner drives an epoch
+        for task in EDGES:
+            runtime.run_task(JOBS[task], coord, epoch, task, a.attempt, spark, a.data,
+                             endpoint_url=a.endpoint_url)
     if point == "before_commit":
         fire(action)
     meta = commit(coord, epoch)

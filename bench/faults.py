@@ -41,9 +41,9 @@ import pandas as pd  # noqa: E402
 
 from checkpointing import CheckpointConfig, Coordinator, LocalStorage, read_manifest  # noqa: E402
 from checkpointing.errors import CheckpointError  # noqa: E402
-from spark_jobs.harness import DeclineEpoch, spark_session  # noqa: E402
-from spark_jobs.landing import land  # noqa: E402
-from spark_jobs.pipeline import EDGES, PLAN, run_epoch  # noqa: E402
+from spark_jobs.flights.landing import land  # noqa: E402
+from spark_jobs.flights.pipeline import EDGES, PLAN, run_epoch  # noqa: E402
+from spark_jobs.runtime import DeclineEpoch, spark_session  # noqa: E402
 from tests import oracle  # noqa: E402
 from tests.helpers import race  # noqa: E402
 
@@ -51,7 +51,7 @@ RESULTS = ROOT / "bench" / "results"
 CHILD = ROOT / "bench" / "fault_child.py"
 PIPELINE = "flights_daily"
 DAY0 = date(2013, 1, 1)
-CONFIG = CheckpointConfig(timeout_seconds=600, retained_epochs=2)
+CONFIG = CheckpointConfig(timeout_seconds=600, retained_epochs=2, lease_seconds=5)
 TASK_POINTS = ["before_write", "mid_write", "after_snapshot", "after_ack"]
 #: outcome fragments that mean a guarantee broke or a fault could not be injected
 BROKEN = ("WRONG", "NOT_", "SUITE_ERROR", "CRASHED", "UNEXPECTED", "SKIPPED", "=False",
@@ -456,6 +456,34 @@ def fault_bad_metadata(ctx: Context, res: FaultResult) -> None:
                 res.notes.append(f"{kind} {doc}: {errors[0][:200]}")
 
 
+def fault_runner_lost(ctx: Context, res: FaultResult) -> None:
+    """SIGKILL the process driving an epoch; a *different* run then begins: it aborts the
+    dead run's epoch as runner_lost once its lease expired (not after the hour-long
+    timeout), and its own epoch consumes the input the dead one never published."""
+    for seed in range(ctx.seeds):
+        ws = ctx.workspace()
+        proc = child_epoch(ws, "r2", 3, f"{random.Random(seed).choice(list(EDGES))}:"
+                                        "after_ack:kill")
+        proc.communicate(timeout=600)
+        c = ws.coordinator()
+        dead = c.open_epoch_for_run("r2")
+        t0 = time.time()
+        while True:
+            try:
+                _, meta = run_epoch(c, ctx.spark, ws.data_uri, "r3",
+                                    data_interval=interval(4))
+                break
+            except CheckpointError as exc:  # the lease has not expired yet
+                if time.time() - t0 > 60 or "max_concurrent_epochs" not in str(exc):
+                    raise
+                time.sleep(1)
+        lost_meta = c.metadata(dead.epoch_id) if dead else None
+        reason = lost_meta.reason if lost_meta else "none"
+        verdict, lost, dup = measure(c, ws.data, 4)
+        res.add(f"killed->{reason}->{meta.status}:{verdict}", lost, dup)
+        res.notes.append(f"seed {seed}: freed after {time.time() - t0:.1f}s")
+
+
 FAULTS: dict[str, Callable[[Context, FaultResult], None]] = {
     "sigkill_at_points": fault_sigkill_points,
     "sigkill_random_time": fault_sigkill_random,
@@ -466,6 +494,7 @@ FAULTS: dict[str, Callable[[Context, FaultResult], None]] = {
     "corrupt_state": fault_corrupt_state,
     "malformed_input": fault_malformed_input,
     "bad_metadata": fault_bad_metadata,
+    "runner_lost": fault_runner_lost,
 }
 
 

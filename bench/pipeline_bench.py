@@ -40,9 +40,9 @@ from checkpointing import (  # noqa: E402
     plan_from_edges,
 )
 from checkpointing.layout import Layout  # noqa: E402
-from spark_jobs.harness import JobRun, run_task  # noqa: E402
-from spark_jobs.landing import land  # noqa: E402
-from spark_jobs.pipeline import EDGES, JOBS, PLAN  # noqa: E402
+from spark_jobs.flights.landing import land  # noqa: E402
+from spark_jobs.flights.pipeline import EDGES, JOBS, PLAN  # noqa: E402
+from spark_jobs.runtime import JobRun, run_task  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 DAY0 = date(2013, 1, 1)
@@ -224,7 +224,7 @@ def structured_streaming(spark, work: Path, data: LocalStorage, start: int, epoc
     aggregates; side by side with our ingest + route/carrier stats epochs."""
     from pyspark.sql import functions as F
 
-    from spark_jobs.ingest_flights import FLIGHTS as SPEC
+    from spark_jobs.flights.ingest_flights import FLIGHTS as SPEC
 
     src, chk = work / "ss-src", work / "ss-checkpoint"
     src.mkdir()
@@ -345,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
     ss_epochs = 1 if a.quick else 4
     history_days = 2 if a.quick else 7  # before the daily epochs of the peer and overhead
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from spark_jobs.harness import spark_session
+    from spark_jobs.runtime import spark_session
 
     work = Path(tempfile.mkdtemp(prefix="ckpt-bench-"))
     t_all = time.perf_counter()

@@ -28,14 +28,19 @@ from checkpointing import CheckpointConfig, Coordinator, SnapshotWriter, read_ma
 from checkpointing.barrier import TaskPlan
 from checkpointing.documents import decode
 from checkpointing.errors import CheckpointError
+from checkpointing.layout import Layout
 from checkpointing.storage.s3 import S3Storage
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / ".tools" / "bin" / "toxiproxy-server"
 PLAN = {"source": TaskPlan(), "total": TaskPlan(("source",), publishes=True)}
 ROWS_PER_BATCH = 50
-#: protocol documents by file name (the rest are state and output files)
-DOCUMENTS = {"_coordinator.json", "barrier.json", "alert.json", "_metadata", "manifest.json"}
+#: protocol documents by file name (the rest are state and output files), from the Layout
+#: itself so that a renamed document cannot silently drop out of the check
+_L = Layout("p")
+DOCUMENTS = {k.rsplit("/", 1)[-1] for k in (
+    _L.counter, _L.barrier(1), _L.metadata(1), _L.alert(1), _L.failure_record(1), _L.lease(1),
+    _L.manifest, _L.lineage_origin("l"))}
 #: toxic name -> (type, attributes, stream). Toxicity is 1: toxiproxy draws it per
 #: connection and botocore keeps its connection alive, so a partial toxicity hits all
 #: requests or none; the intermittency comes from switching the toxic on and off instead.

@@ -1,7 +1,8 @@
 """Epoch alerts: the record in checkpoint storage of an aborted epoch that someone must
 hear about (a timeout above all). Written create-once per epoch, so that however many
-processes notice the same abort (the commit step, a deadline callback, ``ckpt expire``),
-exactly one of them delivers the alert (PROTOCOL 5.10)."""
+processes notice the same abort (the commit step, the epoch's timeout watchdog, a deadline
+callback, ``ckpt abort``), exactly one of them delivers the alert (PROTOCOL 5.10). The record
+lives in the epoch's history entry, so it outlives the epoch's files (1.3)."""
 
 from __future__ import annotations
 
@@ -78,6 +79,9 @@ def record_alert(storage: Storage, layout: Layout, alert: EpochAlert) -> bool:
 
 
 def read_alert(storage: Storage, layout: Layout, epoch_id: int) -> EpochAlert | None:
-    key = layout.alert(epoch_id)
-    data = storage.read_optional(key)
-    return None if data is None else EpochAlert.from_bytes(data, storage.uri(key))
+    """The epoch's alert record, also where protocol 1.1-1.2 wrote it."""
+    for key in (layout.alert(epoch_id), layout.legacy_alert(epoch_id)):
+        data = storage.read_optional(key)
+        if data is not None:
+            return EpochAlert.from_bytes(data, storage.uri(key))
+    return None

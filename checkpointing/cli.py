@@ -16,10 +16,11 @@ from typing import Any
 
 from .coordinator import Coordinator
 from .errors import CheckpointError
+from .history import history_ids
 from .ids import validate_epoch_id
 from .retention import run_retention
 from .savepoints import create_savepoint, delete_savepoint, list_savepoints
-from .stats import epoch_stats
+from .stats import epoch_or_history_stats, list_epochs
 from .storage import open_storage
 from .verify import verify_epoch
 
@@ -55,6 +56,9 @@ def _parser() -> argparse.ArgumentParser:
     spl.add_argument("--json", action="store_true")
     d = spsub.add_parser("delete")
     d.add_argument("name")
+    a = sub.add_parser("abort", help="abort a pending epoch (e.g. one whose runner is gone)")
+    a.add_argument("epoch")
+    a.add_argument("--reason", required=True, help="why, recorded in the epoch's outcome")
     r = sub.add_parser("retention", help="apply retention now")
     r.add_argument("--dry-run", action="store_true")
     r.add_argument("--retain", type=int, default=None, help="completed epochs to keep")
@@ -89,30 +93,31 @@ def run(argv: list[str]) -> int:
     coord = Coordinator(storage, args.pipeline)
     out = sys.stdout
 
-    if args.command in ("epochs", "show", "verify", "latest", "savepoint") and \
-            not coord.epoch_ids() and coord.registry().last_epoch_id == 0:
+    if args.command in ("epochs", "show", "verify", "latest", "savepoint", "abort") and \
+            not coord.epoch_ids() and coord.registry().last_epoch_id == 0 and \
+            not history_ids(storage, coord.layout):
         if not (args.command == "savepoint" and args.action == "list"):
             raise CheckpointError(f"pipeline {args.pipeline!r} has no epochs in "
                                   f"{storage.describe()}")
 
     if args.command == "epochs":
-        ids = coord.epoch_ids()[-args.limit:]
-        rows = []
-        for e in reversed(ids):
-            s = epoch_stats(coord, e, per_task=False)
-            rows.append({"epoch": e, "status": s.status, "run": s.run_id, "lineage": s.lineage,
-                         "acked": f"{s.tasks_acked}/{s.tasks_total}",
-                         "duration_s": "" if s.duration_ms is None else
-                         f"{s.duration_ms / 1000:.1f}",
-                         "started": s.created_at, "reason": s.reason or ""})
+        listing = list_epochs(coord, limit=args.limit)
+        rows = [{"epoch": st.epoch_id, "status": st.status, "run": st.run_id,
+                 "lineage": st.lineage, "acked": f"{st.tasks_acked}/{st.tasks_total}",
+                 "duration_s": "" if st.duration_ms is None else f"{st.duration_ms / 1000:.1f}",
+                 "started": st.created_at, "reason": st.reason or "",
+                 "failed_task": st.declined_by or "", "detail": st.detail or ""}
+                for st in listing.rows]
         if args.json:
             json.dump(rows, out, indent=2)
             out.write("\n")
         else:
             print(_table(rows, ["epoch", "status", "run", "lineage", "acked", "duration_s",
-                                "started", "reason"]), file=out)
+                                "started", "reason", "failed_task"]), file=out)
+            if listing.total > len(rows):
+                print(f"({len(rows)} of {listing.total}; --limit N for more)", file=out)
     elif args.command == "show":
-        s = epoch_stats(coord, validate_epoch_id(args.epoch))
+        s = epoch_or_history_stats(coord, validate_epoch_id(args.epoch))
         if args.json:
             json.dump(s.to_json(), out, indent=2)
             out.write("\n")
@@ -122,8 +127,11 @@ def run(argv: list[str]) -> int:
             print(f"started {s.created_at}  decided {s.decided_at or '-'}  duration "
                   f"{'-' if s.duration_ms is None else f'{s.duration_ms / 1000:.2f}s'}  state "
                   f"{_fmt_bytes(s.state_bytes)}  written {_fmt_bytes(s.bytes_written)}", file=out)
+            if s.source == "history":
+                print("files deleted by retention; kept in the failure history", file=out)
             if s.reason:
                 print(f"aborted: {s.reason}: {s.detail}", file=out)
+
             rows = [{"task": t.task_id, "status": t.status, "attempt": t.acked_attempt or
                      t.attempts, "ack_after_s": "" if t.ack_delay_ms is None else
                      f"{t.ack_delay_ms / 1000:.2f}", "state": _fmt_bytes(t.state_bytes),
@@ -173,6 +181,17 @@ def run(argv: list[str]) -> int:
         else:
             delete_savepoint(storage, coord.layout, args.name)
             print(f"savepoint {args.name!r} deleted", file=out)
+    elif args.command == "abort":
+        epoch = validate_epoch_id(args.epoch)
+        before = coord.status(epoch)
+        if before != "pending":
+            raise CheckpointError(f"epoch {epoch} is {before}; only a pending epoch can be "
+                                  "aborted")
+        meta = coord.abort(epoch, "cancelled", f"aborted by hand: {args.reason}")
+        if meta.completed:  # completed by a racing commit between the check and the abort
+            raise CheckpointError(f"epoch {epoch} completed before it could be aborted")
+        print(f"epoch {epoch} aborted (cancelled: {args.reason}); tasks not acknowledged: "
+              f"{', '.join(meta.missing_tasks) or 'none'}", file=out)
     elif args.command == "retention":
         if args.retain is not None:
             from dataclasses import replace
@@ -180,7 +199,8 @@ def run(argv: list[str]) -> int:
         rep = run_retention(coord, dry_run=args.dry_run)
         verb = "would delete" if args.dry_run else "deleted"
         print(f"{verb} epochs {rep.deleted_epochs or 'none'} ({rep.deleted_objects} objects, "
-              f"{rep.deleted_shared} shared files); kept {rep.kept_epochs}", file=out)
+              f"{rep.deleted_shared} shared files); kept {rep.kept_epochs}; failure history "
+              f"pruned {rep.pruned_history or 'none'}", file=out)
     return 0
 
 

@@ -18,7 +18,8 @@ class CheckpointConfig:
 
     #: seconds after the barrier is written before a pending epoch is expired and alerted
     timeout_seconds: float = 3600.0
-    #: consecutive aborted epochs tolerated before begin() refuses (Flink's default: 0)
+    #: consecutive aborted epochs tolerated before the run that sees one more fails
+    #: (Flink fails the job; default 0): Coordinator.check_failure_budget
     tolerable_failed_epochs: int = 0
     #: pending epochs allowed at once (Flink's default: 1)
     max_concurrent_epochs: int = 1
@@ -31,6 +32,12 @@ class CheckpointConfig:
     #: check size and sha256 of the parent epoch's files before an epoch restores from it;
     #: a corrupt or missing file makes begin fall back to an earlier completed epoch
     verify_restore: bool = True
+    #: failed epochs whose record (reason, tasks, attempts, alert) retention keeps after
+    #: deleting their files (Flink's web.checkpoints.history default: 10)
+    failure_history: int = 10
+    #: an epoch driven by one process (embedded runner, CLI) whose lease was not renewed
+    #: this long is aborted as ``runner_lost`` by the next begin that needs its slot
+    lease_seconds: float = 60.0
 
     def __post_init__(self) -> None:
         if self.timeout_seconds <= 0:
@@ -43,6 +50,10 @@ class CheckpointConfig:
             raise ValueError("min_pause_seconds must be >= 0")
         if self.retained_epochs < 1:
             raise ValueError("retained_epochs must be >= 1")
+        if self.lease_seconds <= 0:
+            raise ValueError("lease_seconds must be > 0")
+        if self.failure_history < 0:
+            raise ValueError("failure_history must be >= 0")
         if self.mode not in ("exactly_once", "at_least_once"):
             raise ValueError("mode must be 'exactly_once' or 'at_least_once'")
 

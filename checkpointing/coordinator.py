@@ -25,6 +25,7 @@ from .errors import (
     EpochAlreadyDecided,
     EpochIncomplete,
     EpochNotFound,
+    FailureBudgetExhausted,
     MalformedDocument,
     MinPauseNotElapsed,
     NotFound,
@@ -34,6 +35,7 @@ from .errors import (
     TooManyConcurrentEpochs,
     UnknownTask,
 )
+from .history import record_failure
 from .ids import validate_attempt, validate_epoch_id, validate_id
 from .layout import Layout
 from .lineages import MAIN, read_origin
@@ -138,6 +140,13 @@ class Coordinator:
             self._barriers[epoch_id] = Barrier.from_bytes(data, self._uri(key))
         return self._barriers[epoch_id]
 
+    def _barrier_or_none(self, epoch_id: int) -> Barrier | None:
+        """The barrier, or None for an id burned by a crash before its barrier was written."""
+        try:
+            return self.barrier(epoch_id)
+        except EpochNotFound:
+            return None
+
     def metadata(self, epoch_id: int) -> EpochMetadata | None:
         """The epoch's decided outcome, or None while it is pending."""
         epoch_id = validate_epoch_id(epoch_id)
@@ -205,6 +214,9 @@ class Coordinator:
         reg = self.recover()
         if self.expire_overdue():
             reg = self.registry()
+        live = [o for o in reg.open if o.lineage == lineage and o.run_id != str(run_id)]
+        if len(live) >= self.config.max_concurrent_epochs and self.expire_lost_runners(live):
+            reg = self.registry()
         # The parent is chosen, and verified, before an id is allocated: a refusal here
         # (malformed metadata) must not leave a burned id behind to block the next try.
         fallback: list[dict[str, Any]] = []
@@ -212,6 +224,8 @@ class Coordinator:
             parent_epoch_id = self._latest_from(reg.lineage(lineage).latest_completed, lineage)
             if parent_epoch_id is not None and self.config.verify_restore:
                 parent_epoch_id, fallback = self._verified_parent(parent_epoch_id, lineage)
+            if parent_epoch_id is not None:
+                self._check_plan_change(parent_epoch_id, plan, allow_non_restored_state)
 
         now = self.clock()
         created = now_iso(now)
@@ -267,9 +281,47 @@ class Coordinator:
                 f"epoch id {epoch_id} was just allocated but {self._uri(key)} exists: the "
                 "registry is behind the stored epochs; refusing to reuse the id") from None
         self._barriers[epoch_id] = barrier
+        self._index_run(barrier)
         log.info("pipeline %s: began epoch %d (run %s, lineage %s, parent %s)",
                  self.pipeline_id, epoch_id, run_id, lineage, parent_epoch_id)
         return barrier
+
+    def _index_run(self, barrier: Barrier) -> None:
+        """Record that the barrier's run opened this epoch (PROTOCOL 5.14); an index entry
+        lost to a crash only costs a later lookup of the run, never correctness."""
+        key = self.layout.run_index_entry(barrier.lineage, barrier.run_id, barrier.epoch_id)
+        body = {"run_id": barrier.run_id, "epoch_id": barrier.epoch_id,
+                "lineage": barrier.lineage}
+        try:
+            self.storage.create(key, encode("ckpt.run", body))
+        except PreconditionFailed:
+            pass
+        except StorageError as exc:
+            log.warning("pipeline %s: run index of epoch %d not written: %s",
+                        self.pipeline_id, barrier.epoch_id, exc)
+
+    def epochs_of_run(self, run_id: str, lineage: str = "main") -> list[int]:
+        """The epochs ``run_id`` opened in ``lineage``, ascending (one listing)."""
+        prefix = self.layout.run_index_prefix(lineage, str(run_id))
+        ids = [o.key[len(prefix):] for o in self.storage.list(prefix)]
+        return sorted(int(i) for i in ids if len(i) == 10 and i.isdigit())
+
+    def completed_epoch_of_run(self, run_id: str, lineage: str = "main") -> int | None:
+        """The epoch ``run_id`` completed, if it did (its newest epoch, when completed)."""
+        ids = self.epochs_of_run(run_id, lineage)
+        if not ids:
+            return None
+        meta = self.metadata(ids[-1])
+        if meta is None or not meta.completed:
+            return None
+        self._finish_if_interrupted(meta)  # completed but never published: publish now
+        return ids[-1]
+
+    def next_attempt(self, epoch_id: int) -> int:
+        """One more than the highest attempt of any task in the epoch: the attempt number a
+        driver that resumes the epoch uses, fencing whatever ran before it."""
+        tasks = scan_epoch_tasks(self.storage, self.layout, epoch_id)
+        return 1 + max((ta.highest for ta in tasks.values()), default=0)
 
     def _own_burned_entry(self, reg: Registry, run_id: str, lineage: str) -> OpenEpoch | None:
         """An open entry allocated by ``run_id`` that has neither barrier nor decision."""
@@ -328,14 +380,28 @@ class Coordinator:
             return _LATEST, None
         return (origin.from_epoch, None) if origin.from_epoch else (_LATEST, origin.from_savepoint)
 
+    def _check_plan_change(self, parent: int, plan: Mapping[str, TaskPlan],
+                           allow: bool) -> None:
+        """The DAG changed since the parent epoch (Flink's savepoint mapping): a new task
+        starts from empty state (logged); a removed task that has state is refused unless
+        ``allow`` (allowNonRestoredState)."""
+        meta = self.metadata(parent)
+        with_state = set(meta.acks) if meta is not None else set()
+        added = sorted(set(plan) - with_state)
+        if added:
+            log.warning("pipeline %s: task(s) %s are not in parent epoch %d: they start from "
+                        "empty state", self.pipeline_id, added, parent)
+        self._check_mapping(with_state, plan, f"parent epoch {parent}", allow)
+
     @staticmethod
     def _check_mapping(tasks_with_state: set[str], plan: Mapping[str, TaskPlan], source: str,
                        allow: bool) -> None:
         unmapped = sorted(tasks_with_state - set(plan))
         if unmapped and not allow:
             raise RestoreMappingError(
-                f"{source} holds state for task(s) {unmapped} that the plan does not have; "
-                "rename them back or pass allow_non_restored_state=True")
+                f"{source} holds state for task(s) {unmapped} that the plan does not have "
+                "(removed from the DAG?): put them back, or allow non-restored state "
+                "(allow_non_restored_state=True) to drop their state")
 
     # ------------------------------------------------------------------ tasks
     def _check_task(self, epoch_id: int, task_id: str, attempt: int) -> Barrier:
@@ -477,6 +543,7 @@ class Coordinator:
         epoch_id = validate_epoch_id(epoch_id)
         existing = self.metadata(epoch_id)
         if existing is not None:
+            self._finish_if_interrupted(existing)
             return existing
         barrier = self.barrier(epoch_id)
         tasks = scan_epoch_tasks(self.storage, self.layout, epoch_id)
@@ -494,6 +561,13 @@ class Coordinator:
             log.info("pipeline %s: completed epoch %d", self.pipeline_id, epoch_id)
             self._finish(meta, barrier)
         return meta
+
+    def _finish_if_interrupted(self, meta: EpochMetadata) -> None:
+        """A decided epoch still open in the registry: its decider died (or failed, e.g. on a
+        malformed manifest) before publishing; finish it now (PROTOCOL 6.6), so that a
+        retried commit or a resumed run does not report success with nothing published."""
+        if self.registry().open_entry(meta.epoch_id) is not None:
+            self._finish(meta, self._barrier_or_none(meta.epoch_id))
 
     def complete(self, epoch_id: int) -> EpochMetadata:
         """Complete the epoch (exactly one caller's write wins; all observe the winner).
@@ -531,10 +605,7 @@ class Coordinator:
         existing = self.metadata(epoch_id)
         if existing is not None:
             return existing, False
-        try:
-            barrier: Barrier | None = self.barrier(epoch_id)
-        except EpochNotFound:
-            barrier = None  # an id burned by a crash before its barrier was written
+        barrier = self._barrier_or_none(epoch_id)
         missing = self.missing_tasks(epoch_id) if barrier else []
         lineage = barrier.lineage if barrier else self._open_lineage(epoch_id)
         meta = EpochMetadata(epoch_id, lineage, "aborted", now_iso(self.clock()),
@@ -558,9 +629,16 @@ class Coordinator:
         return entry.lineage if entry else "main"
 
     def _finish(self, meta: EpochMetadata, barrier: Barrier | None) -> None:
-        """What follows a decision: publish, then update the registry (PROTOCOL 6.5)."""
+        """What follows a decision: publish (or record the failure), then update the
+        registry (PROTOCOL 6.5)."""
         if meta.completed and barrier is not None and barrier.publish_on_complete:
             self._publish(meta, barrier)
+        if not meta.completed:
+            try:
+                record_failure(self.storage, self.layout, meta, barrier)
+            except CheckpointError as exc:  # retention writes it later; the abort stands
+                log.warning("pipeline %s: failure record of epoch %d not written: %s",
+                            self.pipeline_id, meta.epoch_id, exc)
 
         def apply(reg: Registry) -> tuple[Registry | None, None]:
             if reg.open_entry(meta.epoch_id) is None:
@@ -606,6 +684,23 @@ class Coordinator:
                 decided.append(meta)
         return decided
 
+    def expire_lost_runners(self, entries: list[OpenEpoch]) -> list[EpochMetadata]:
+        """Abort, as ``runner_lost``, every pending epoch among ``entries`` whose driver's
+        lease expired (PROTOCOL 6.1). Epochs without a lease are left alone."""
+        from .lease import lease_expired
+
+        decided = []
+        for entry in entries:
+            if self.metadata(entry.epoch_id) is not None or \
+                    not lease_expired(self, entry.epoch_id):
+                continue
+            meta, ours = self._abort(entry.epoch_id, "runner_lost",
+                                     f"its runner stopped renewing its lease for more than "
+                                     f"{self.config.lease_seconds:g}s", None)
+            if ours:
+                decided.append(meta)
+        return decided
+
     def recover(self) -> Registry:
         """Finish decisions interrupted by a crash: publish and update the registry for
         every open epoch that already has ``_metadata`` (PROTOCOL 6.6)."""
@@ -615,11 +710,7 @@ class Coordinator:
             meta = self.metadata(entry.epoch_id)
             if meta is None:
                 continue
-            try:
-                barrier: Barrier | None = self.barrier(entry.epoch_id)
-            except EpochNotFound:
-                barrier = None
-            self._finish(meta, barrier)
+            self._finish(meta, self._barrier_or_none(entry.epoch_id))
             finished = True
         return self.registry() if finished else reg
 
@@ -707,6 +798,16 @@ class Coordinator:
         except (EpochNotFound, MalformedDocument):
             return "unknown"
         return "pending"
+
+    def check_failure_budget(self, lineage: str = "main") -> None:
+        """Raise :class:`FailureBudgetExhausted` when more consecutive epochs of the lineage
+        failed than ``tolerable_failed_epochs`` (PROTOCOL 6.1): the caller fails its run."""
+        st: LineageState = self.registry().lineage(lineage)
+        if st.consecutive_failed > self.config.tolerable_failed_epochs:
+            raise FailureBudgetExhausted(
+                f"pipeline {self.pipeline_id!r} lineage {lineage!r}: {st.consecutive_failed} "
+                f"consecutive failed epoch(s), tolerable "
+                f"{self.config.tolerable_failed_epochs}")
 
     def failure_budget_exhausted(self, lineage: str = "main") -> bool:
         """True when more consecutive epochs failed than ``tolerable_failed_epochs``."""

@@ -11,8 +11,10 @@ from .errors import MalformedDocument
 
 FORMAT = "ckpt.epoch-metadata"
 
-AbortReason = Literal["timeout", "declined", "validation_failed", "superseded", "cancelled"]
-ABORT_REASONS = ("timeout", "declined", "validation_failed", "superseded", "cancelled")
+AbortReason = Literal["timeout", "declined", "validation_failed", "superseded", "cancelled",
+                      "runner_lost"]
+ABORT_REASONS = ("timeout", "declined", "validation_failed", "superseded", "cancelled",
+                 "runner_lost")
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 
@@ -44,8 +45,36 @@ class Layout:
     def metadata(self, epoch_id: int) -> str:
         return f"{self.epoch_prefix(epoch_id)}_metadata"
 
-    def alert(self, epoch_id: int) -> str:
+    def run_index_prefix(self, lineage: str, run_id: str) -> str:
+        """Where the epochs a run opened are indexed (1.3): run ids are free text (Airflow's
+        contain ':' and '+'), so the key holds their sha256."""
+        digest = hashlib.sha256(run_id.encode("utf-8")).hexdigest()[:40]
+        return f"{self.base}runs/{validate_id(lineage, 'lineage')}/{digest}/"
+
+    def run_index_entry(self, lineage: str, run_id: str, epoch_id: int) -> str:
+        return f"{self.run_index_prefix(lineage, run_id)}{epoch_dir_name(epoch_id)}"
+
+    def lease(self, epoch_id: int) -> str:
+        """The liveness lease of an epoch driven by one process (1.3)."""
+        return f"{self.epoch_prefix(epoch_id)}lease.json"
+
+    def legacy_alert(self, epoch_id: int) -> str:
+        """Where protocol 1.1-1.2 wrote the alert (inside the epoch, deleted with it)."""
         return f"{self.epoch_prefix(epoch_id)}alert.json"
+
+    @property
+    def history_prefix(self) -> str:
+        return f"{self.base}history/"
+
+    def history_entry_prefix(self, epoch_id: int) -> str:
+        return f"{self.history_prefix}{epoch_dir_name(epoch_id)}/"
+
+    def alert(self, epoch_id: int) -> str:
+        """The alert of an aborted epoch (1.3: in its history entry, which outlives it)."""
+        return f"{self.history_entry_prefix(epoch_id)}alert.json"
+
+    def failure_record(self, epoch_id: int) -> str:
+        return f"{self.history_entry_prefix(epoch_id)}failure.json"
 
     def tasks_prefix(self, epoch_id: int) -> str:
         return f"{self.epoch_prefix(epoch_id)}tasks/"
@@ -94,6 +123,11 @@ class Layout:
     def parse_epoch_dir(self, prefix: str) -> int | None:
         """The epoch id of an ``epochs/<id>/`` prefix, or None for anything else."""
         name = prefix[len(self.epochs_prefix):].rstrip("/")
+        return int(name) if len(name) == 10 and name.isdigit() and int(name) > 0 else None
+
+    def parse_history_dir(self, prefix: str) -> int | None:
+        """The epoch id of a ``history/<id>/`` prefix, or None for anything else."""
+        name = prefix[len(self.history_prefix):].rstrip("/")
         return int(name) if len(name) == 10 and name.isdigit() and int(name) > 0 else None
 
     @staticmethod

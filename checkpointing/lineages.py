@@ -73,6 +73,12 @@ def record_origin(storage: Storage, layout: Layout, origin: LineageOrigin) -> No
         raise LineageExists(f"lineage {origin.lineage!r} already exists") from None
 
 
+def delete_origin(storage: Storage, layout: Layout, lineage: str) -> None:
+    """Remove a lineage's origin record: only for a backfill that never started (Airflow
+    refused it), so that nothing of a refused request stays behind."""
+    storage.delete(layout.lineage_origin(lineage))
+
+
 def read_origin(storage: Storage, layout: Layout, lineage: str) -> LineageOrigin | None:
     """The origin of ``lineage`` (None for ``main`` or an unknown lineage)."""
     if lineage == MAIN:

@@ -81,12 +81,17 @@ def read_manifest(storage: Storage, layout: Layout) -> Manifest | None:
 
 def publish(storage: Storage, layout: Layout, epoch_id: int, lineage: str,
             outputs: dict[str, OutputRef], clock_now: float) -> Manifest:
-    """Make ``outputs`` of a completed epoch the published ones (idempotent, forward-only)."""
+    """Make ``outputs`` of a completed epoch the published ones (PROTOCOL 6.7): idempotent,
+    and forward-only within a lineage. An epoch of another lineage than the published one
+    publishes whatever its id (a main epoch completing after a backfill lineage published
+    replaces the backfill's outputs, as the lineage rule says)."""
     key = layout.manifest
 
     def mutate(cur: Manifest | None) -> tuple[bytes | None, Manifest]:
-        if cur is not None and cur.epoch_id >= epoch_id:
-            return None, cur  # already published, or a newer epoch is
+        if cur is not None and (
+                (cur.lineage == lineage and cur.epoch_id >= epoch_id)  # this or a newer one
+                or any(h.get("epoch_id") == epoch_id for h in cur.history)):  # published once
+            return None, cur
         merged = dict(cur.outputs) if cur else {}
         for name, out in outputs.items():
             merged[name] = PublishedOutput(out.files, out.rows, out.meta, epoch_id)

@@ -1,4 +1,4 @@
-"""The coordinator registry ``_coordinator.json``: epoch id counter, open epochs and the
+"""The coordinator registry ``counter.json``: epoch id counter, open epochs and the
 per-lineage latest pointer (Flink's CheckpointIDCounter plus the completed-checkpoint store's
 head), updated only by compare-and-swap."""
 

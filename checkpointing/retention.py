@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 from .attempts import scan_epoch_tasks
 from .documents import parse_iso
-from .errors import MalformedDocument
+from .errors import CheckpointError, MalformedDocument
+from .history import prune_history, record_failure
 from .lineages import list_origins
 from .publish import read_manifest
 from .savepoints import list_savepoints
@@ -23,6 +24,7 @@ class RetentionReport:
     deleted_objects: int = 0
     deleted_shared: int = 0
     skipped: list[str] = field(default_factory=list)
+    pruned_history: list[int] = field(default_factory=list)
 
 
 def run_retention(coordinator, dry_run: bool = False) -> RetentionReport:  # noqa: ANN001
@@ -83,21 +85,39 @@ def run_retention(coordinator, dry_run: bool = False) -> RetentionReport:  # noq
                 for info in ta.acks.values():
                     h = coordinator.read_ack(info.key).state_handle
                     referenced.update(f.uri for f in h.all_files())
+    # An epoch is deleted whole or not at all: one whose files a savepoint, the manifest or
+    # a kept epoch still references keeps its documents too, so it never shows up
+    # half-deleted (files without the barrier and _metadata that describe them).
+    # A completed epoch kept that way stays restorable: its own references count too.
+    doomed = {e: list(storage.list(layout.epoch_prefix(e))) for e in epochs if e not in keep}
+    changed = True
+    while changed:
+        changed = False
+        for e, objs in list(doomed.items()):
+            if any(storage.uri(o.key) in referenced for o in objs):
+                del doomed[e]
+                keep.add(e)
+                changed = True
+                if status.get(e) == "completed":
+                    for h in coordinator.completed_handles(e).values():
+                        referenced.update(f.uri for f in h.all_files())
     report.kept_epochs = sorted(k for k in keep if k in status)
 
-    for e in epochs:
-        if e in keep:
-            continue
-        objs = [o for o in storage.list(layout.epoch_prefix(e))
-                if storage.uri(o.key) not in referenced]
+    for e, objs in doomed.items():
+        if not dry_run and status.get(e) == "aborted":
+            _keep_failure_record(coordinator, e, objs)
         # Documents last, _metadata very last: a crash mid-way leaves a decided epoch.
         objs.sort(key=lambda o: (o.key.endswith("_metadata"), "/tasks/" in o.key
                                  or o.key.endswith("barrier.json")))
         if not dry_run:
+            _forget_run(coordinator, e)
             for o in objs:
                 storage.delete(o.key)
         report.deleted_objects += len(objs)
         report.deleted_epochs.append(e)
+    report.pruned_history = prune_history(
+        storage, layout, coordinator.config.failure_history,
+        protect={e for e in epochs if e not in doomed}, dry_run=dry_run)
 
     # Shared files: unreferenced and older than every epoch in flight.
     cutoff = min([parse_iso(o.created_at) for o in reg.open] + [coordinator.clock()])
@@ -112,3 +132,29 @@ def run_retention(coordinator, dry_run: bool = False) -> RetentionReport:  # noq
         coordinator._decided.pop(e, None)
         coordinator._barriers.pop(e, None)
     return report
+
+
+def _keep_failure_record(coordinator, epoch_id: int, objs: list) -> None:  # noqa: ANN001
+    """Before an aborted epoch's files go: its failure record (if the aborting process died
+    before writing it) and an alert written where protocol 1.2 kept it, moved to history."""
+    storage, layout = coordinator.storage, coordinator.layout
+    meta = coordinator.metadata(epoch_id)
+    try:
+        barrier = coordinator.barrier(epoch_id)
+    except CheckpointError:
+        barrier = None
+    record_failure(storage, layout, meta, barrier)
+    legacy = layout.legacy_alert(epoch_id)
+    if any(o.key == legacy for o in objs) and not storage.exists(layout.alert(epoch_id)):
+        storage.create(layout.alert(epoch_id), storage.read(legacy)[0])
+
+
+def _forget_run(coordinator, epoch_id: int) -> None:  # noqa: ANN001
+    """Drop the run index entry of an epoch being deleted (its run is then unknown: a
+    re-run of it opens a new epoch)."""
+    try:
+        b = coordinator.barrier(epoch_id)
+    except CheckpointError:
+        return
+    coordinator.storage.delete(coordinator.layout.run_index_entry(b.lineage, b.run_id,
+                                                                  epoch_id))

@@ -7,6 +7,8 @@ from typing import Any
 
 from .attempts import scan_epoch_tasks
 from .documents import parse_iso
+from .errors import EpochNotFound, MalformedDocument
+from .history import FailureRecord, history_ids, read_failure
 
 
 @dataclass
@@ -21,6 +23,12 @@ class TaskStats:
     bytes_written: int = 0
     sync_ms: float | None = None
     async_ms: float | None = None
+    #: when the acknowledged attempt started (its handle's ``timings.started_at``) and
+    #: how long it took to its acknowledgement; restore and run phases within it
+    started_at: str | None = None
+    started_delay_ms: float | None = None
+    restore_ms: float | None = None
+    run_ms: float | None = None
     row_counts: dict[str, int] = field(default_factory=dict)
 
 
@@ -41,6 +49,13 @@ class EpochStats:
     reason: str | None = None
     detail: str | None = None
     tasks: list[TaskStats] = field(default_factory=list)
+    missing_tasks: list[str] = field(default_factory=list)
+    declined_by: str | None = None
+    #: the run's logical date (the barrier's input range), when the run had one
+    logical_date: str | None = None
+    #: where the row comes from: the epoch's own documents, or its failure record after
+    #: retention deleted its files ("history"), or neither readable ("damaged")
+    source: str = "epoch"
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -60,6 +75,9 @@ def epoch_stats(coordinator, epoch_id: int, per_task: bool = True) -> EpochStats
         tasks_total=len(barrier.plan), tasks_acked=0, state_bytes=0, bytes_written=0,
         parent_epoch_id=barrier.parent_epoch_id,
         reason=meta.reason if meta else None, detail=meta.detail if meta else None,
+        missing_tasks=list(meta.missing_tasks) if meta else [],
+        declined_by=meta.declined_by if meta else None,
+        logical_date=_logical_date(barrier.input_range, barrier.data_interval),
     )
     for task in barrier.plan:
         ta = tasks.get(task)
@@ -77,8 +95,103 @@ def epoch_stats(coordinator, epoch_id: int, per_task: bool = True) -> EpochStats
                 ts.ack_delay_ms = round((parse_iso(ack.acked_at) - created) * 1000, 1)
                 ts.state_bytes, ts.bytes_written = h.state_size, h.bytes_written
                 ts.sync_ms, ts.async_ms = h.timings.get("sync_ms"), h.timings.get("async_ms")
+                ts.restore_ms, ts.run_ms = h.timings.get("restore_ms"), h.timings.get("run_ms")
+                ts.started_at = h.timings.get("started_at")
+                if ts.started_at:
+                    ts.started_delay_ms = round((parse_iso(ts.started_at) - created) * 1000, 1)
                 ts.row_counts = dict(h.row_counts)
                 stats.state_bytes += h.state_size
                 stats.bytes_written += h.bytes_written
         stats.tasks.append(ts)
     return stats
+
+
+def _logical_date(input_range, data_interval) -> str | None:  # noqa: ANN001
+    value = input_range.get("logical_date") if isinstance(input_range, dict) else None
+    if value in (None, "None") and isinstance(data_interval, dict):
+        value = data_interval.get("end")
+    return None if value in (None, "None") else str(value)
+
+
+def failure_stats(rec: FailureRecord) -> EpochStats:
+    """The statistics row of a failed epoch whose files retention deleted."""
+    created = parse_iso(rec.created_at) if rec.created_at else None
+    return EpochStats(
+        epoch_id=rec.epoch_id, run_id=rec.run_id or "", lineage=rec.lineage,
+        status="aborted", created_at=rec.created_at or "", decided_at=rec.decided_at,
+        duration_ms=None if created is None else
+        round((parse_iso(rec.decided_at) - created) * 1000, 1),
+        tasks_total=len(rec.tasks),
+        tasks_acked=sum(1 for o in rec.tasks.values() if o.status == "acked"),
+        state_bytes=0, bytes_written=0, parent_epoch_id=rec.parent_epoch_id,
+        reason=rec.reason, detail=rec.detail, missing_tasks=list(rec.missing_tasks),
+        declined_by=rec.declined_by, source="history",
+        logical_date=_logical_date(None, rec.data_interval),
+        tasks=[TaskStats(t, o.status, o.attempts, o.acked_attempt)
+               for t, o in rec.tasks.items()])
+
+
+def damaged_stats(epoch_id: int, problem: str) -> EpochStats:
+    """A row for an epoch whose documents are missing or unreadable: shown, not hidden."""
+    return EpochStats(epoch_id=epoch_id, run_id="", lineage="", status="damaged",
+                      created_at="", decided_at=None, duration_ms=None, tasks_total=0,
+                      tasks_acked=0, state_bytes=0, bytes_written=0, parent_epoch_id=None,
+                      detail=problem, source="damaged")
+
+
+def any_epoch_stats(coordinator, epoch_id: int,  # noqa: ANN001
+                    per_task: bool = True) -> EpochStats:
+    """Statistics of any listed epoch: from its documents, else from its failure record,
+    else a ``damaged`` row naming the problem. Never raises for a missing document."""
+    try:
+        return epoch_stats(coordinator, epoch_id, per_task)
+    except (EpochNotFound, MalformedDocument) as exc:
+        problem = str(exc)
+    try:
+        rec = read_failure(coordinator.storage, coordinator.layout, epoch_id)
+    except MalformedDocument as exc:
+        return damaged_stats(epoch_id, f"{problem}; {exc}")
+    return failure_stats(rec) if rec is not None else damaged_stats(epoch_id, problem)
+
+
+def epoch_or_history_stats(coordinator, epoch_id: int,  # noqa: ANN001
+                           per_task: bool = True) -> EpochStats:
+    """One epoch's statistics, from its failure record once retention deleted it. Raises
+    for a malformed document (refused, not papered over) and for an unknown epoch."""
+    try:
+        return epoch_stats(coordinator, epoch_id, per_task)
+    except EpochNotFound:
+        rec = read_failure(coordinator.storage, coordinator.layout, epoch_id)
+        if rec is None:
+            raise
+        return failure_stats(rec)
+
+
+@dataclass
+class EpochListing:
+    """A page of epochs, newest first; ``total`` counts every epoch that matches."""
+
+    rows: list[EpochStats]
+    total: int
+
+
+def list_epochs(coordinator, limit: int = 50, lineage: str | None = None,  # noqa: ANN001
+                per_task: bool = False) -> EpochListing:
+    """Epochs that still have files and failed epochs kept in the history, newest first.
+    An epoch with damaged documents is listed as ``damaged``, never dropped or fatal."""
+    ids = sorted(set(coordinator.epoch_ids())
+                 | set(history_ids(coordinator.storage, coordinator.layout)), reverse=True)
+    opening = {o.epoch_id: o for o in coordinator.registry().open}
+
+    def row(epoch_id: int) -> EpochStats:
+        st = any_epoch_stats(coordinator, epoch_id, per_task)
+        entry = opening.get(epoch_id)
+        if st.source == "damaged" and entry is not None:  # its barrier is being written
+            st.status, st.lineage, st.run_id = "pending", entry.lineage, entry.run_id or ""
+            st.created_at, st.detail = entry.created_at, "opening: no barrier yet"
+        return st
+
+    if lineage is None:
+        return EpochListing([row(e) for e in ids[:limit]], len(ids))
+    matching = [st for st in (row(e) for e in ids) if st.lineage == lineage]
+    return EpochListing(matching[:limit], len(matching))

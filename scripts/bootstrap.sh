@@ -23,4 +23,9 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -r requirements.txt -r requirements-dev.txt
 .venv/bin/python -m pip install -q --no-deps -e .
+# The editable build leaves dag_checkpoints.egg-info in the source tree. With the tree on
+# sys.path (cwd, PYTHONPATH) importlib.metadata would then see the distribution twice, and
+# Airflow would load the plugin's and the provider's entry points twice ("already
+# registered"). The installed .dist-info is the one that counts.
+rm -rf dag_checkpoints.egg-info
 touch "$stamp"

@@ -1,10 +1,10 @@
 """`make demo`: the flights pipeline running in a real Airflow, from a fresh clone.
 
-Starts MinIO on 127.0.0.1 (or uses local storage with --local), lands the first days of
+Uses local checkpoint storage (or MinIO on 127.0.0.1 with --s3), lands the first days of
 2013, starts `airflow standalone` with this project's dags/ and plugins/, triggers one run
-per day and shows the epochs completing as a live table. Ctrl-C stops what it started and
-nothing else. State lives in .demo/ (a second run reuses it and starts fast; --fresh wipes
-it).
+per day and shows the epochs completing as a live table. Ctrl-C, SIGTERM and closing the
+terminal (SIGHUP) stop everything it started, task processes and their Spark JVMs included,
+and nothing else. State lives in .demo/ (a second run reuses it; --fresh wipes it).
 """
 
 from __future__ import annotations
@@ -27,6 +27,10 @@ DEMO = Path(os.environ.get("DEMO_DIR") or ROOT / ".demo")
 BIN = Path(sys.executable).parent
 DAG = "flights_daily"
 BUCKETS = ("checkpoints", "flights")
+#: Every process the demo starts, and every process those start (task processes, Spark
+#: JVMs), inherits this variable: what carries it is the demo's to stop, nothing else is.
+MARKER = "CKPT_DEMO_ID"
+DEMO_ID = os.environ.get(MARKER) or secrets.token_hex(8)
 
 
 class DemoError(Exception):
@@ -48,10 +52,20 @@ def check_java() -> None:
         raise DemoError(f"Java {major} found at {java}; Spark 4 needs Java 17 or newer")
 
 
-def check_port_free(port: int, what: str) -> None:
+def _free_port() -> int:
     with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def check_port_free(port: int, what: str) -> None:
+    """Busy means something listens there. SO_REUSEADDR, as servers set it: sockets of a
+    stopped demo lingering in TIME_WAIT for a minute do not make the port busy."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind(("127.0.0.1", port))
+            s.listen(1)
         except OSError:
             raise DemoError(f"port {port} ({what}) is busy on 127.0.0.1: stop what uses it or "
                             f"pass another port (see --help)") from None
@@ -84,7 +98,8 @@ class Services:
     def start(self, name: str, cmd: list[str], env: dict[str, str], log: Path
               ) -> subprocess.Popen:
         fh = open(log, "ab")  # noqa: SIM115 - lives as long as the process
-        proc = subprocess.Popen(cmd, env=env, cwd=ROOT, stdout=fh,  # noqa: S603
+        proc = subprocess.Popen(cmd, env={**env, MARKER: DEMO_ID}, cwd=ROOT,  # noqa: S603
+                                stdout=fh,
                                 stderr=subprocess.STDOUT,
                                 start_new_session=True)
         self.procs.append((name, proc))
@@ -93,13 +108,49 @@ class Services:
     def stop(self) -> None:
         for name, proc in reversed(self.procs):
             if proc.poll() is None:
-                print(f"stopping {name}...", flush=True)
+                _say(f"stopping {name}...")
                 os.killpg(proc.pid, signal.SIGTERM)
         for _, proc in self.procs:
             try:
                 proc.wait(30)
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
+        # Task processes that left the process group (Airflow's supervisor) and their JVMs.
+        for pid in marked_processes(DEMO_ID):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+
+def marked_processes(demo_id: str) -> list[int]:
+    """Pids of the processes whose environment carries this demo's marker."""
+    needle = f"{MARKER}={demo_id}".encode()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            if needle in (entry / "environ").read_bytes().split(b"\0"):
+                pids.append(int(entry.name))
+        except OSError:  # gone, or not ours to read
+            continue
+    return pids
+
+
+def ensure_s3_tools() -> None:
+    """MinIO and the S3A jars, installed by the project's scripts when absent."""
+    if not (ROOT / ".tools/bin/minio").exists():
+        print("building MinIO with Go (first time only: 3 to 11 minutes on 2 cores) ...",
+              flush=True)
+    for script in ("install_minio.sh", "install_spark_s3.sh"):
+        r = subprocess.run([str(ROOT / "scripts" / script)], cwd=ROOT)  # noqa: S603
+        if r.returncode != 0:
+            raise DemoError(f"scripts/{script} failed (exit {r.returncode}); see its output "
+                            "above")
+    if not (ROOT / ".tools/bin/minio").exists():
+        raise DemoError("no MinIO binary after scripts/install_minio.sh (Go is needed to "
+                        "build it); run without --s3 for local storage")
 
 
 def start_minio(svc: Services, port: int) -> dict[str, str]:
@@ -152,6 +203,9 @@ def start_airflow(svc: Services, port: int, env: dict[str, str]) -> tuple[str, s
            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{url}/execution/",
            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
            "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": str(ROOT),
+           # not the fixed defaults (8793/8794): another Airflow may run on this machine
+           "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(_free_port()),
+           "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(_free_port()),
            "FLIGHTS_RETRY_DELAY_SECONDS": "5"}
     proc = svc.start("airflow standalone", [str(BIN / "airflow"), "standalone"], env,
                      DEMO / "airflow.log")
@@ -191,14 +245,13 @@ def trigger_days(session, url: str, days: list[date]) -> list[str]:
 
 def progress(coord, session, url: str, runs: list[str]) -> str:
     """A table of the epochs and a bar of the runs finished."""
-    from checkpointing import epoch_stats
+    from checkpointing.stats import list_epochs
 
     rows = []
-    for eid in coord.epoch_ids()[-10:]:
-        st = epoch_stats(coord, eid, per_task=False)
+    for st in reversed(list_epochs(coord, limit=10).rows):  # damage shown, never fatal
         dur = f"{st.duration_ms / 1000:6.1f}s" if st.duration_ms else "      -"
-        rows.append(f"  {eid:>5}  {st.run_id:<22} {st.status:<10} {st.tasks_acked}/"
-                    f"{st.tasks_total}  {dur}")
+        rows.append(f"  {st.epoch_id:>5}  {st.run_id:<22} {st.status:<10} {st.tasks_acked}/"
+                    f"{st.tasks_total}  {dur}  {st.reason or ''}")
     done = 0
     for run in runs:
         r = session.get(f"{url}/api/v2/dags/{DAG}/dagRuns/{run}")
@@ -211,7 +264,10 @@ def progress(coord, session, url: str, runs: list[str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="make demo", description=__doc__.split("\n\n")[0])
     ap.add_argument("--days", type=int, default=5, help="days of January 2013 to run")
-    ap.add_argument("--local", action="store_true", help="local storage instead of MinIO")
+    ap.add_argument("--s3", action="store_true",
+                    help="MinIO (S3) storage instead of local files; the first time builds "
+                         "MinIO (3-11 minutes) and fetches the S3A jars")
+    ap.add_argument("--local", action="store_true", help=argparse.SUPPRESS)  # the default
     ap.add_argument("--port", type=int, default=8080, help="Airflow UI port")
     ap.add_argument("--s3-port", type=int, default=9000, help="MinIO port")
     ap.add_argument("--fresh", action="store_true", help="wipe .demo/ first")
@@ -220,20 +276,22 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(DEMO)
     DEMO.mkdir(exist_ok=True)
     svc = Services()
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    for sig in (signal.SIGTERM, signal.SIGHUP):  # closing the terminal: SIGHUP
+        signal.signal(sig, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
         check_java()
         check_port_free(a.port, "Airflow UI")
-        if not a.local:
+        if a.s3:
             check_port_free(a.s3_port, "S3/MinIO")
-        if a.local:
+            ensure_s3_tools()
+        if not a.s3:
             env = {"CKPT_STORAGE": f"file://{DEMO}/ckpt", "CKPT_DATA": f"file://{DEMO}/data"}
         else:
             env = {**start_minio(svc, a.s3_port), "CKPT_STORAGE": "s3://checkpoints/",
                    "CKPT_DATA": "s3://flights/"}
         os.environ.update(env)
         from checkpointing import Coordinator, open_storage
-        from spark_jobs.landing import land
+        from spark_jobs.flights.landing import land
 
         days = [date(2013, 1, 1) + timedelta(days=i) for i in range(a.days)]
         print(f"landing {len(days)} days of flights into {env['CKPT_DATA']} ...", flush=True)
@@ -256,10 +314,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"demo: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("\nstopping the demo", flush=True)
+        _say("\nstopping the demo")
         return 0
     finally:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # finish stopping whatever comes
         svc.stop()
+
+
+def _say(text: str) -> None:
+    """Print unless the terminal is gone (after SIGHUP, stdout may be closed)."""
+    try:
+        print(text, flush=True)
+    except OSError:
+        pass
 
 
 if __name__ == "__main__":

@@ -1,2 +1,3 @@
-"""Incremental PySpark jobs of the flights pipeline, each runnable by spark-submit and
-importable in local mode. They reach checkpoint storage only through ``checkpointing``."""
+"""Spark side of DAG-level checkpoints: the job runtime every checkpointed job follows
+(:mod:`spark_jobs.runtime`, which belongs to no pipeline) and the pipelines built on it
+(:mod:`spark_jobs.flights`, the reference pipeline)."""

@@ -46,6 +46,9 @@ class Standalone:
             AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL="5",
             AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC="2",
             AIRFLOW__API__WORKERS="1",
+            # Free ports for the log servers too: two test modules may run a standalone each.
+            AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT=str(free_port()),
+            AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT=str(free_port()),
             # standalone starts its components as `airflow ...` from PATH
             PATH=f"{Path(AIRFLOW).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
             **env,

@@ -14,7 +14,7 @@ import pytest
 
 from checkpointing import Coordinator, LocalStorage
 from checkpointing.lineages import list_origins, read_origin
-from spark_jobs.pipeline import EDGES, PUBLISHING
+from spark_jobs.flights.pipeline import EDGES, PUBLISHING
 from tests.airflow_env import airflow, airflow_env, migrate
 from tests.helpers import ack_task
 
@@ -77,3 +77,52 @@ def test_bad_backfill_request_is_one_line_and_records_nothing(af, args, message)
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1 and message in r.stderr, r.stderr
     assert list_origins(c.storage, c.layout) == []
+
+
+def _backfill_rows(tmp):
+    db = sqlite3.connect(tmp / "airflow" / "airflow.db")
+    return db.execute("select id from backfill where dag_id='flights_daily'").fetchall()
+
+
+def test_backfill_over_a_run_in_flight_is_refused_naming_the_date(af):
+    """Airflow would skip a date whose run is still in flight; the backfill would then never
+    publish (its last date is the one that publishes): refused, nothing written."""
+    env, tmp, c = af
+    r = airflow(env, "dags", "trigger", "flights_daily", "--logical-date", "2013-01-05")
+    assert r.returncode == 0, r.stderr[-2000:]  # queued: no scheduler runs here
+    r = run_cli(env, "backfill", "--dag-id", "flights_daily", "--from-epoch", "1",
+                "--start", "2013-01-03", "--end", "2013-01-05")
+    assert r.returncode == 2, r.stdout[-2000:]
+    assert "would not run 2013-01-05" in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    assert list_origins(c.storage, c.layout) == [] and _backfill_rows(tmp) == []
+
+
+def test_backfill_airflow_refuses_leaves_no_lineage(af):
+    env, tmp, c = af
+    first = run_cli(env, "backfill", "--dag-id", "flights_daily", "--from-epoch", "1",
+                    "--start", "2013-01-03", "--end", "2013-01-04")
+    assert first.returncode == 0, first.stderr[-2000:]
+    lineage = json.loads(first.stdout.strip().splitlines()[-1])["lineage"]
+    assert json.loads(first.stdout.strip().splitlines()[-1])["run_dates"] == [
+        "2013-01-03", "2013-01-04"]
+    # A second backfill while the first is active: Airflow refuses it.
+    second = run_cli(env, "backfill", "--dag-id", "flights_daily", "--from-epoch", "1",
+                     "--start", "2013-01-07", "--end", "2013-01-08")
+    assert second.returncode == 2 and "Airflow refused" in second.stderr, second.stderr
+    assert [o.lineage for o in list_origins(c.storage, c.layout)] == [lineage]
+    assert len(_backfill_rows(tmp)) == 1
+
+
+def test_backfill_request_ids_are_strict():
+    from dag_checkpoints.api import BackfillRequest, SavepointRequest
+    from pydantic import ValidationError
+
+    for bad in (True, "1", 1.0):
+        with pytest.raises(ValidationError):
+            BackfillRequest.model_validate({"from_epoch": bad, "start": "2013-01-02",
+                                            "end": "2013-01-03"})
+        with pytest.raises(ValidationError):
+            SavepointRequest.model_validate({"name": "sp", "epoch_id": bad})
+    ok = BackfillRequest.model_validate({"from_epoch": 2, "start": "2013-01-02",
+                                         "end": "2013-01-03"})
+    assert ok.from_epoch == 2

@@ -5,8 +5,6 @@ backfill machinery, whose row locking differs between PostgreSQL and SQLite."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 from datetime import date
 from pathlib import Path
@@ -14,36 +12,22 @@ from pathlib import Path
 import pytest
 
 from checkpointing import Coordinator, LocalStorage, read_manifest
-from spark_jobs.landing import land
-from tests.airflow_env import airflow, airflow_env
+from spark_jobs.flights.landing import land
 from tests.airflow_standalone import Standalone
+from tests.pg import fresh_database
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
 DAG = "flights_daily"
 
 
-def pg_url() -> str:
-    url = os.environ.get("CKPT_TEST_PG_URL", "").strip()
-    if url:
-        # The last line: a URL captured from a noisy script must not carry its chatter.
-        return url.splitlines()[-1]
-    r = subprocess.run([str(ROOT / "scripts/start_postgres.sh")], capture_output=True,
-                       text=True, timeout=600)
-    assert r.returncode == 0, f"PostgreSQL is not available: {r.stderr.strip()}"
-    return r.stdout.strip().splitlines()[-1]
-
-
 @pytest.fixture(scope="module")
 def af(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("pg")
     land(LocalStorage(tmp / "data"), [date(2013, 1, 1), date(2013, 1, 2)], seed=11)
-    url = pg_url()
+    url = fresh_database("ckpt_airflow_run")
     db_env = {"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": url,
               "AIRFLOW__CORE__EXECUTOR": "LocalExecutor"}
-    # A clean schema: earlier runs of this test leave theirs behind.
-    r = airflow(airflow_env(tmp / "reset", **db_env), "db", "reset", "--yes", timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
     sa = Standalone(tmp / "airflow", CKPT_STORAGE=f"file://{tmp}/ckpt",
                     CKPT_DATA=f"file://{tmp}/data", FLIGHTS_RETRIES="0", **db_env)
     try:

@@ -8,17 +8,18 @@ epochs of the one before)."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import time
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
 
 from checkpointing import Coordinator, LocalStorage, read_manifest
 from checkpointing.lineages import read_origin
-from spark_jobs.landing import land
+from spark_jobs.flights.landing import land
 from tests import oracle
 from tests.airflow_env import ROOT
 from tests.airflow_standalone import Standalone
@@ -62,9 +63,28 @@ def test_rest_api_requires_airflow_auth(af):
     assert bad.status_code in (401, 403)
     # Ids never climb out of their prefix.
     assert sa.get("/ckpt/api/dags/..%2F..%2Fetc/epochs").status_code in (404, 422)
-    assert sa.get("/ckpt/api/dags/a..b/epochs").status_code == 400
+    assert sa.get("/ckpt/api/dags/a..b/epochs").status_code in (400, 404)
     spec = sa.get("/ckpt/openapi.json").json()
     assert "/api/dags/{dag_id}/backfills" in spec["paths"]
+
+
+def test_api_hygiene(af):
+    """Unknown DAGs are 404 as in Airflow's API; a 422 never echoes the body back; the
+    Swagger/ReDoc pages (CDN assets, no sign-in) are off; booleans are not epoch ids."""
+    sa, _ = af
+    assert sa.get("/ckpt/api/dags/no_such_dag/epochs").status_code == 404
+    big = "x" * 10_000_000
+    r = sa.post(f"{API}/savepoints", {"name": big})
+    assert r.status_code == 422 and len(r.content) < 5_000, len(r.content)
+    assert big[:1000] not in r.text
+    assert sa.post(f"{API}/backfills", {"from_epoch": True, "start": "2013-01-02",
+                                        "end": "2013-01-03"}).status_code == 422
+    # The plugin is registered once (folder and entry point): no import-error badge.
+    errors = sa.get("/api/v2/plugins/importErrors").json()
+    assert errors["total_entries"] == 0, errors
+    for path in ("/ckpt/docs", "/ckpt/redoc"):
+        assert sa.get(path, user=None).status_code == 404
+        assert sa.get(path).status_code == 404
 
 
 def test_triggered_runs_and_a_retry_that_restores(af):
@@ -104,10 +124,9 @@ def test_triggered_runs_and_a_retry_that_restores(af):
 def test_backfill_from_an_epoch(af):
     sa, tmp = af
     c = coord(tmp)
-    land(LocalStorage(tmp / "data"), [date(2013, 1, 3), date(2013, 1, 4)], dims=False,
-         seed=8)
+    land(LocalStorage(tmp / "data"), [date(2013, 1, 3)], dims=False, seed=8)
     r = sa.post(f"{API}/backfills", {"from_epoch": 1, "start": "2013-01-03",
-                                     "end": "2013-01-05"})
+                                     "end": "2013-01-04"})
     assert r.status_code == 201, r.text
     bf = r.json()
     lineage = bf["lineage"]
@@ -127,20 +146,20 @@ def test_backfill_from_an_epoch(af):
     assert b.get("completed_at"), sa.tail()
     runs = sa.get(f"/api/v2/dags/{DAG}/dagRuns",
                   params={"run_type": "backfill"}).json()["dag_runs"]
-    assert sorted(r["state"] for r in runs) == ["success"] * 3, runs
+    assert sorted(r["state"] for r in runs) == ["success"] * 2, runs
+    assert bf["run_dates"] == ["2013-01-03", "2013-01-04"]
 
     epochs = [e for e in (c.barrier(i) for i in c.epoch_ids()) if e.lineage == lineage]
-    assert [e.parent_epoch_id for e in epochs] == [1, epochs[0].epoch_id,
-                                                   epochs[1].epoch_id]
-    assert [e.publish_on_complete for e in epochs] == [False, False, True]
+    assert [e.parent_epoch_id for e in epochs] == [1, epochs[0].epoch_id]
+    assert [e.publish_on_complete for e in epochs] == [False, True]
     m = read_manifest(c.storage, c.layout)
     assert (m.epoch_id, m.lineage) == (epochs[-1].epoch_id, lineage)
     # Published outputs switched over once, at the backfill's last epoch.
     assert [h["epoch_id"] for h in m.history if h["lineage"] == lineage] == [m.epoch_id]
-    # The chain from epoch 1 replayed 2013-01-02..04: equal to a clean computation.
+    # The chain from epoch 1 replayed 2013-01-02..03: equal to a clean computation.
     data = LocalStorage(tmp / "data")
     oracle.assert_gold_matches_oracle(c, data, ["origin", "dest"], "gold_route_stats",
-                                      until="2013-01-05")
+                                      until="2013-01-04")
     assert c.latest_completed() == 2  # main is untouched
 
 
@@ -151,20 +170,69 @@ def test_epochs_page_in_headless_chromium(af, tmp_path):
         (ui / "node_modules" / "playwright-core").exists(), \
         "the browser test needs node, Debian's chromium and tests/ui's packages: " \
         "run scripts/install_browser.sh (make test does)"
-    shot = tmp_path / "epochs.png"
+    shot = Path(os.environ.get("CKPT_UI_SHOTS", tmp_path)) / "epochs.png"
     expected = sa.get(f"{API}/epochs").json()["epochs"]
     r = subprocess.run(
         ["node", "epochs.spec.mjs"], cwd=ui, capture_output=True, text=True, timeout=300,
         env={"PATH": "/usr/bin:/bin:/usr/local/bin", "AIRFLOW_URL": sa.url, "DAG_ID": DAG,
              "USERNAME": "admin", "PASSWORD": "admin-pw", "SCREENSHOT": str(shot),
+             "SCREENSHOT_DARK": str(shot.with_name("epochs-dark.png")),
              "EPOCH_ID": str(expected[-1]["epoch_id"])})
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     seen = json.loads(r.stdout.strip().splitlines()[-1])
     assert seen["rows"] == len(expected)
-    assert seen["task_rows"] == 6 and seen["chart_points"] >= len(expected) - 1
+    assert seen["task_rows"] == 6 and seen["chart_points"] == len(expected)
+    assert seen["timeline_bars"] == 6  # the oldest epoch completed: every task acked
     assert seen["savepoint_message"].startswith("savepoint sp-")
     run_id = seen["trigger_message"].removeprefix("triggered run ")
-    assert sa.get(f"/api/v2/dags/{DAG}/dagRuns/{run_id}").status_code == 200
+    run = sa.get(f"/api/v2/dags/{DAG}/dagRuns/{run_id}")
+    assert run.status_code == 200
+    # The run has the logical date a scheduled run would have: the next data day.
+    newest = max(e["logical_date"][:10] for e in expected if e["logical_date"])
+    next_day = (date.fromisoformat(newest) + timedelta(days=1)).isoformat()
+    assert seen["trigger_date"] == next_day
+    assert run.json()["logical_date"][:10] == next_day
+    assert seen["theme"] == "dark" and seen["background"] != "rgb(255, 255, 255)", seen
     assert shot.exists() and shot.stat().st_size > 10_000
     names = [s["name"] for s in sa.get(f"{API}/savepoints").json()["savepoints"]]
     assert any(n.startswith("sp-") for n in names)
+
+
+def test_abort_route_and_downstream_asset_dag(af):
+    """Abort a pending epoch over REST (a viewer may not); every publication of
+    gold_route_stats is one asset event, which ran the downstream route_report DAG, and that
+    DAG read the published version through the manifest."""
+    sa, tmp = af
+    c = coord(tmp)
+    from checkpointing import plan_from_edges
+
+    # On a lineage of its own: the page test's run may hold main's slot right now.
+    stuck = c.begin_epoch(plan_from_edges({"t": []}), "by-hand", lineage="drill").epoch_id
+    path = f"{API}/epochs/{stuck}/abort"
+    assert sa.post(path, {"reason": "runner gone"}, user="viewer").status_code == 403
+    r = sa.post(path, {"reason": "runner gone"})
+    assert r.status_code == 200 and r.json()["reason"] == "cancelled", r.text
+    assert sa.post(path, {"reason": "again"}).status_code == 409
+    assert Coordinator(LocalStorage(tmp / "ckpt"), DAG).metadata(stuck).reason == "cancelled"
+
+    published = len(read_manifest(c.storage, c.layout).history)
+    events = sa.get("/api/v2/assets/events", params={"source_dag_id": DAG,
+                                                     "limit": 100}).json()["asset_events"]
+    route_events = [e for e in events if e["uri"].endswith("/published/gold_route_stats")]
+    assert len(route_events) == published > 0, (published, route_events)
+    assert all(e["extra"]["epoch_id"] >= 1 for e in route_events)
+    deadline = time.time() + 180
+    runs = []
+    while time.time() < deadline:
+        runs = sa.get("/api/v2/dags/route_report/dagRuns").json()["dag_runs"]
+        if any(r["state"] == "success" for r in runs):
+            break
+        time.sleep(3)
+    ok = [r for r in runs if r["state"] == "success"]
+    assert ok, runs
+    xcom = sa.get(f"/api/v2/dags/route_report/dagRuns/{ok[0]['dag_run_id']}/taskInstances/"
+                  "busiest_routes/xcomEntries/return_value",
+                  params={"deserialize": "true"}).json()["value"]
+    if isinstance(xcom, str):
+        xcom = json.loads(xcom)
+    assert xcom["routes"] > 0 and xcom["read_epoch_id"] >= 1

@@ -1,7 +1,14 @@
-"""A silently hanging task under a real `airflow standalone`: the DAG's Deadline Alert fires
-in the triggerer, the epoch is aborted with reason ``timeout`` naming the tasks that did not
-acknowledge, and exactly one alert reaches the webhook and the mail server, although the
-commit step sees the abort again later. The run then fails: the failure budget is spent."""
+"""Checkpoint timeouts under a real `airflow standalone`, on SQLite and on PostgreSQL.
+
+Two runs whose first job hangs, triggered together: the second waits in the queue (the DAG
+allows one active run) longer than the timeout. Each epoch is aborted with reason
+``timeout`` by its watchdog, counted from its own barrier: the queued run is neither aborted
+before it opens its epoch nor exempt after. The DAG's Deadline Alert also fires for both
+runs (the second while still queued) and must leave the triggerer healthy: its callback once
+returned a dict that Airflow could not store and killed the triggerer. Each timeout reaches
+the webhook and the mail server exactly once, and the aborted epochs stay visible with their
+alert after the commit step's retention.
+"""
 
 from __future__ import annotations
 
@@ -12,28 +19,40 @@ import pytest
 
 from checkpointing import Coordinator, LocalStorage
 from checkpointing.alerts import read_alert
-from spark_jobs.landing import land
+from checkpointing.documents import parse_iso
+from checkpointing.history import read_failure
+from spark_jobs.flights.landing import land
 from tests.airflow_standalone import Standalone
+from tests.pg import fresh_database
 from tests.sinks import SmtpSink, WebhookSink
 
 pytestmark = pytest.mark.slow
-TIMEOUT_S = 45
+TIMEOUT_S = 25
+HANG_S = 45
+DAG = "flights_daily"
+HANG = {"checkpoint": {"fault_inject": "ingest_flights:1:hang"}}
 
 
-@pytest.fixture(scope="module")
-def af(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("timeout")
-    land(LocalStorage(tmp / "data"), [date(2013, 1, 1)], seed=3)
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def af(request, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp(f"timeout-{request.param}")
+    land(LocalStorage(tmp / "data"), [date(2013, 1, 1), date(2013, 1, 2)], seed=3)
+    db_env: dict[str, str] = {}
+    if request.param == "postgres":
+        db_env = {"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": fresh_database("ckpt_airflow_timeout"),
+                  "AIRFLOW__CORE__EXECUTOR": "LocalExecutor"}
     hook, smtp = WebhookSink(), SmtpSink()
     sa = Standalone(
         tmp / "airflow",
         CKPT_STORAGE=f"file://{tmp}/ckpt", CKPT_DATA=f"file://{tmp}/data",
         FLIGHTS_EPOCH_TIMEOUT_SECONDS=str(TIMEOUT_S), FLIGHTS_RETRIES="0",
-        CKPT_FAULT_HANG_SECONDS="100",
+        FLIGHTS_TOLERABLE_FAILED_EPOCHS="5", FLIGHTS_RETAINED_EPOCHS="1",
+        CKPT_FAULT_HANG_SECONDS=str(HANG_S),
         CKPT_ALERT_WEBHOOK_CONN="ckpt_webhook", CKPT_ALERT_WEBHOOK_ENDPOINT="/alerts",
         AIRFLOW_CONN_CKPT_WEBHOOK=hook.url,
         CKPT_ALERT_EMAIL="oncall@example.com", CKPT_ALERT_SMTP_CONN="ckpt_smtp",
         AIRFLOW_CONN_CKPT_SMTP=smtp.conn_json(),
+        **db_env,
     )
     try:
         sa.start()
@@ -44,39 +63,62 @@ def af(tmp_path_factory):
         smtp.stop()
 
 
-def test_hanging_task_times_out_and_alerts_once(af):
+def test_timeouts_of_running_and_queued_runs_alert_once_and_triggerer_survives(af):
     sa, tmp, hook, smtp = af
-    run_id = sa.trigger("flights_daily", "2013-01-02T00:00:00Z",
-                        {"checkpoint": {"fault_inject": "ingest_flights:1:hang"}})
-    c = Coordinator(LocalStorage(tmp / "ckpt"), "flights_daily")
-    deadline = time.time() + TIMEOUT_S + 120
-    while time.time() < deadline and read_alert(c.storage, c.layout, 1) is None:
-        time.sleep(2)
-    alert = read_alert(c.storage, c.layout, 1)
-    assert alert is not None, sa.tail()
-    assert alert.reason == "timeout" and alert.run_id == run_id
-    # ingest_weather acknowledged; the hung task and everything downstream of it did not.
-    assert alert.missing_tasks == ("carrier_stats", "enrich", "ingest_flights",
-                                   "route_stats", "validate")
-    meta = c.metadata(1)
-    assert meta.status == "aborted" and meta.reason == "timeout"
+    runs = [sa.trigger(DAG, f"2013-01-0{d}T00:00:00Z", HANG) for d in (2, 3)]
+    # Both runs end once their hung task wakes and the commit step sees the abort; the
+    # failure budget (5) is not spent, so the runs themselves succeed or fail by task state.
+    for run in runs:
+        sa.wait_run(DAG, run, timeout=HANG_S * 2 + 400)
+    c = Coordinator(LocalStorage(tmp / "ckpt"), DAG)
+    # Retention (after each commit) deleted the aborted epochs' files: what is left of them
+    # is their failure record and alert, which is what operators look at.
+    records = [read_failure(c.storage, c.layout, e) for e in (1, 2)]
+    assert all(records), sa.tail()
+    by_run = {r.run_id: r for r in records}
+    assert set(by_run) == set(runs), by_run
 
-    # The run goes on: the hung task wakes, its acknowledgement is refused, the commit
-    # step sees the abort again, and the run fails because no failed epoch is tolerated.
-    assert sa.wait_run("flights_daily", run_id, timeout=400) == "failed"
-    tries = sa.task_tries("flights_daily", run_id)
-    assert tries["ingest_flights"][0] == "failed"
-    assert tries["checkpoint_commit"][0] == "failed"
+    for run in runs:
+        rec = by_run[run]
+        assert rec.reason == "timeout", rec
+        # Aborted at its own deadline (counted from its barrier), not before.
+        assert parse_iso(rec.decided_at) >= parse_iso(rec.deadline)
+        assert parse_iso(rec.decided_at) < parse_iso(rec.deadline) + 60
+        assert parse_iso(rec.deadline) - parse_iso(rec.created_at) == pytest.approx(TIMEOUT_S)
+        assert rec.tasks["ingest_flights"].status == "not_acked"
+        alert = read_alert(c.storage, c.layout, rec.epoch_id)
+        assert alert is not None and alert.reason == "timeout" and alert.run_id == run
+        assert "ingest_flights" in alert.missing_tasks
+
+    # The second run waited in the queue longer than the timeout before opening its epoch.
+    queued = sa.get(f"/api/v2/dags/{DAG}/dagRuns/{runs[1]}").json()["queued_at"]
+    assert parse_iso(by_run[runs[1]].created_at) - _ts(queued) > TIMEOUT_S
+
+    health = sa.get("/api/v2/monitor/health", user=None).json()
+    assert health["triggerer"]["status"] == "healthy", health
+    assert "Error binding parameter" not in sa.tail(2_000_000)
 
     time.sleep(5)  # any late, duplicate delivery would have arrived by now
-    assert len(hook.received) == 1, hook.received
-    body = hook.received[0]
-    assert body["path"] == "/alerts"
-    assert "timed out" in body["json"]["text"] and "ingest_flights" in body["json"]["text"]
-    assert body["json"]["alert"]["epoch_id"] == 1
-    assert len(smtp.messages) == 1
-    mail = smtp.messages[0]
-    assert mail["To"] == "oncall@example.com"
-    assert "epoch 1 of flights_daily timed out" in mail["Subject"]
-    # Nothing was published by the aborted epoch.
-    assert not c.storage.exists(c.layout.manifest)
+    alerted = sorted(b["json"]["alert"]["epoch_id"] for b in hook.received)
+    assert alerted == [1, 2], hook.received
+    assert all("timed out" in b["json"]["text"] for b in hook.received)
+    assert sorted(m["Subject"] for m in smtp.messages) == [
+        f"checkpoint epoch {e} of {DAG} timed out" for e in (1, 2)]
+    assert not c.storage.exists(c.layout.manifest)  # nothing was published
+    events = sa.get("/api/v2/assets/events", params={"source_dag_id": DAG}).json()
+    assert events["total_entries"] == 0, events  # an aborted epoch emits no asset event
+
+    # They stay listed, with their alert.
+    listing = sa.get(f"/ckpt/api/dags/{DAG}/epochs").json()
+    rows = {r["epoch_id"]: r for r in listing["epochs"]}
+    assert listing["total"] == len(rows) == 2
+    assert all(rows[e]["status"] == "aborted" and rows[e]["reason"] == "timeout"
+               for e in (1, 2))
+    one = sa.get(f"/ckpt/api/dags/{DAG}/epochs/1").json()
+    assert one["alert"]["reason"] == "timeout" and one["alert"]["epoch_id"] == 1
+
+
+def _ts(value: str) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()

@@ -308,3 +308,21 @@ def test_deleted_registry_does_not_reuse_ids(storage, tmp_path):
     run_epoch(c, tmp=tmp_path)
     storage.delete(c.layout.counter)
     assert Coordinator(storage, "p").begin_epoch(DIAMOND, "r").epoch_id == 3
+
+
+def test_failure_budget_is_checked_where_an_abort_is_decided(local_storage):
+    """tolerable_failed_epochs: the run that sees one failure too many fails; begin never
+    refuses (only a completed epoch resets the count, so refusing would block for good)."""
+    from checkpointing import CheckpointConfig
+    from checkpointing.errors import FailureBudgetExhausted
+
+    c = Coordinator(local_storage, "p", CheckpointConfig(tolerable_failed_epochs=1))
+    for i in range(3):
+        e = c.begin_epoch(DIAMOND, f"r{i}").epoch_id
+        c.abort(e, "declined", "bad data", declined_by="src_a")
+        if i == 0:
+            c.check_failure_budget()  # one failure is tolerated
+    with pytest.raises(FailureBudgetExhausted, match="3 consecutive failed epoch"):
+        c.check_failure_budget()
+    e = c.begin_epoch(DIAMOND, "r-next").epoch_id  # the next run still begins
+    assert c.status(e) == "pending"

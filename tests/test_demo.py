@@ -34,9 +34,13 @@ def _port_free(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) != 0
 
 
-def test_demo_runs_epochs_and_ctrl_c_stops_everything(tmp_path):
-    port, s3_port = free_port(), free_port()
-    p = _demo(tmp_path, "--days", "1", "--port", str(port), "--s3-port", str(s3_port))
+def test_demo_runs_epochs_and_sighup_stops_everything(tmp_path):
+    """The default demo (local storage) runs a day; closing its terminal (SIGHUP) stops
+    Airflow, its task processes and their Spark JVMs: nothing carrying the demo's marker is
+    left, and its port is free again."""
+    port = free_port()
+    demo_id = f"test-{os.getpid()}-{time.time_ns()}"
+    p = _demo(tmp_path, "--days", "1", "--port", str(port), env={"CKPT_DEMO_ID": demo_id})
     out, deadline = [], time.time() + 900
     try:
         while time.time() < deadline:
@@ -50,13 +54,27 @@ def test_demo_runs_epochs_and_ctrl_c_stops_everything(tmp_path):
         assert "runs finished" in text and "1/1" in text, text[-3000:]
         assert f"http://127.0.0.1:{port}" in text and "admin /" in text
         assert "completed" in text
+        assert _marked(demo_id), "the demo's processes do not carry its marker"
     finally:
-        p.send_signal(signal.SIGINT)
+        p.send_signal(signal.SIGHUP)
         rest, _ = p.communicate(timeout=120)
     assert p.returncode == 0, rest[-2000:]
     assert "stopping the demo" in rest
     time.sleep(2)
-    assert _port_free(port) and _port_free(s3_port), "something the demo started still listens"
+    assert _marked(demo_id) == [], "processes the demo started are still running"
+    assert _port_free(port), "something the demo started still listens"
+
+
+def _marked(demo_id: str) -> list[int]:
+    needle = f"CKPT_DEMO_ID={demo_id}".encode()
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and needle in (entry / "environ").read_bytes().split(b"\0"):
+                pids.append(int(entry.name))
+        except OSError:
+            continue
+    return pids
 
 
 def test_busy_port_is_one_clear_line(tmp_path):
@@ -75,3 +93,28 @@ def test_missing_java_is_one_clear_line(tmp_path):
     out, _ = p.communicate(timeout=120)
     assert p.returncode == 2
     assert out.strip().splitlines()[-1].startswith("demo: error: Java 17 or newer is required")
+
+
+def test_port_check_ignores_time_wait_but_not_a_listener():
+    """A stopped demo leaves its sockets in TIME_WAIT for a minute: not busy. A process
+    listening on the port: busy, with one line naming it."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("demo", ROOT / "scripts/demo.py")
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    port = free_port()
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", port))
+    server.listen(1)
+    with pytest.raises(demo.DemoError, match=f"port {port} .* is busy"):
+        demo.check_port_free(port, "Airflow")
+    client = socket.create_connection(("127.0.0.1", port))
+    conn, _ = server.accept()
+    conn.close()  # the server side closes first: its end of the port goes to TIME_WAIT
+    client.close()
+    server.close()
+    ss = subprocess.run(["ss", "-tan", f"sport = :{port}"], capture_output=True, text=True)
+    assert "TIME-WAIT" in ss.stdout, ss.stdout
+    demo.check_port_free(port, "Airflow")  # does not raise

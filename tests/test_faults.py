@@ -17,9 +17,10 @@ ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow
 KINDS = {"sigkill_at_points", "sigkill_random_time", "coordinator_crash", "concurrent_races",
          "zombie_attempt", "storage_faults_toxiproxy", "corrupt_state", "malformed_input",
-         "bad_metadata"}
+         "bad_metadata", "runner_lost"}
 
 
+@pytest.mark.timeout(1800)  # about 12 minutes when it shares the machine with other modules
 def test_quick_fault_matrix_keeps_exactly_once(tmp_path):
     out = tmp_path / "faults.json"
     r = subprocess.run([sys.executable, str(ROOT / "bench/faults.py"), "--out", str(out)],
@@ -37,3 +38,5 @@ def test_quick_fault_matrix_keeps_exactly_once(tmp_path):
     points = json.dumps(next(x for x in res if x["fault"] == "sigkill_at_points")["outcomes"])
     for p in ("before_write", "mid_write", "after_snapshot", "after_ack"):
         assert f"killed:{p}->completed:ok" in points
+    lost = json.dumps(next(x for x in res if x["fault"] == "runner_lost")["outcomes"])
+    assert "killed->runner_lost->completed:ok" in lost, lost

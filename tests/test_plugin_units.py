@@ -8,7 +8,7 @@ def test_unreachable_spark_master_is_named():
 
     import pytest
     from airflow.sdk.exceptions import AirflowException
-    from dag_checkpoints.operators import check_master_reachable
+    from dag_checkpoints.spark import check_master_reachable
 
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
@@ -23,8 +23,29 @@ def test_unreachable_spark_master_is_named():
     check_master_reachable("local[2]")  # nothing to probe
 
 
-def test_settings_round_trip_without_secrets():
+def test_settings_round_trip_without_secrets(monkeypatch):
+    """Settings built from a deployment's environment, where secrets sit beside them, carry
+    connection ids only: nothing secret reaches what Airflow stores (callback kwargs,
+    trigger kwargs)."""
     from dag_checkpoints import AlertSettings, CheckpointSettings
+    from dag_checkpoints.timeouts import EpochDeadlineTrigger
+
+    secrets = {"AWS_SECRET_ACCESS_KEY": "aws-s3cr3t-9f1",
+               "AWS_SESSION_TOKEN": "tok-77e2",
+               "AIRFLOW_CONN_CKPT_SMTP": "smtp://mailer:pw-5c3a@mail.example.com:25",
+               "AIRFLOW_CONN_CKPT_WEBHOOK": "https://hooks.example.com/T0/B0/xoxb-hook-secret"}
+    for k, v in {**secrets, "CKPT_STORAGE": "s3://b/p", "CKPT_ALERT_SMTP_CONN": "ckpt_smtp",
+                 "CKPT_ALERT_WEBHOOK_CONN": "ckpt_webhook",
+                 "CKPT_ALERT_EMAIL": "ops@example.com"}.items():
+        monkeypatch.setenv(k, v)
+    import json
+
+    from_env = CheckpointSettings("flights_daily")
+    stored = json.dumps([from_env.to_kwargs(),
+                         EpochDeadlineTrigger(from_env.to_kwargs(), 1, "x").serialize()[1]])
+    assert from_env.alerts.smtp_conn_id == "ckpt_smtp" and "ckpt_webhook" in stored
+    for secret in ("aws-s3cr3t-9f1", "tok-77e2", "pw-5c3a", "xoxb-hook-secret"):
+        assert secret not in stored
 
     from checkpointing import CheckpointConfig
 
@@ -55,3 +76,22 @@ def test_checkpoint_conf_of_a_run():
 
     assert checkpoint_conf(None) == {} and checkpoint_conf({"other": 1}) == {}
     assert checkpoint_conf({"checkpoint": {"lineage": "bf-1"}}) == {"lineage": "bf-1"}
+
+
+def test_blank_or_padded_storage_is_refused_with_one_line(tmp_path, monkeypatch):
+    """A blank CKPT_STORAGE once made the api-server create a directory named ' '."""
+    import pytest
+    from dag_checkpoints import CheckpointSettings
+
+    from checkpointing import open_storage
+    from checkpointing.errors import StorageError
+
+    monkeypatch.chdir(tmp_path)
+    for bad in (" ", "", "\t", " file:///x"):
+        with pytest.raises(StorageError, match="bad storage URI"):
+            open_storage(bad)
+    with pytest.raises(ValueError, match="surrounding white space"):
+        CheckpointSettings("p", storage=" ")
+    with pytest.raises(ValueError, match="no checkpoint storage configured"):
+        CheckpointSettings("p", storage="").coordinator()
+    assert list(tmp_path.iterdir()) == []  # nothing created in the working directory

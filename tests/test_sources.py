@@ -4,7 +4,7 @@ data interval."""
 from __future__ import annotations
 
 from checkpointing import LocalStorage
-from spark_jobs.sources import changed_files
+from spark_jobs.flights.sources import changed_files
 
 
 def _put(st: LocalStorage, key: str, body: bytes = b"a,b\n1,2\n") -> None:

@@ -9,9 +9,9 @@ import sys
 import pytest
 
 from checkpointing import Coordinator, LocalStorage
-from spark_jobs.landing import land
-from spark_jobs.package import build_jobs_zip
-from spark_jobs.pipeline import PLAN
+from spark_jobs.flights.landing import land
+from spark_jobs.flights.pipeline import PLAN
+from spark_jobs.runtime.package import build_jobs_zip
 from tests.spark_cluster import SPARK_HOME, start_cluster
 
 
@@ -30,13 +30,20 @@ def test_ingest_via_spark_submit_on_standalone_cluster(cluster, tmp_path):
                weather=False)
     coord = Coordinator(LocalStorage(tmp_path / "ckpt"), "flights_daily")
     epoch = coord.begin_epoch(PLAN, "scheduled__2013-01-02").epoch_id
-    jobs_zip = build_jobs_zip(tmp_path / "ckpt_jobs.zip")
+    # A user's own application file: two lines calling the runtime's entry point.
+    app = tmp_path / "my_job.py"
+    app.write_text("from spark_jobs.runtime import main\n"
+                   "from spark_jobs.flights.ingest_flights import ingest_flights\n"
+                   "raise SystemExit(main(ingest_flights))\n")
+    jobs_zip = build_jobs_zip(tmp_path / "ckpt_jobs.zip",
+                              ("spark_jobs.flights.ingest_flights:ingest_flights",))
     env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
            "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
            "PYTHONPATH": ""}  # the job code must come from --py-files, as on a real cluster
     cmd = [str(SPARK_HOME / "bin/spark-submit"), "--master", cluster.master_url,
            "--conf", "spark.driver.host=127.0.0.1", "--conf", "spark.executor.memory=1g",
-           "--py-files", str(jobs_zip), "spark_jobs/submit.py", "ingest_flights",
+           "--conf", "spark.sql.shuffle.partitions=4",
+           "--py-files", str(jobs_zip), str(app), "--task", "ingest_flights",
            "--storage", f"file://{tmp_path}/ckpt", "--pipeline", "flights_daily",
            "--data", f"file://{tmp_path}/data", "--epoch", str(epoch), "--attempt", "1"]
     r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600,
@@ -68,6 +75,7 @@ def test_dag_in_submit_mode_runs_every_job_on_the_cluster(cluster, tmp_path):
         tmp_path / "airflow", CKPT_STORAGE=f"file://{tmp_path}/ckpt",
         CKPT_DATA=f"file://{tmp_path}/data", CKPT_SPARK_MODE="submit",
         CKPT_SPARK_CONN_ID="spark_cluster", FLIGHTS_RETRIES="0",
+        CKPT_SPARK_CONF="spark.sql.shuffle.partitions=4,spark.executor.memory=1g",
         AIRFLOW_CONN_SPARK_CLUSTER=json.dumps({"conn_type": "spark",
                                                "host": cluster.master_url}))
     migrate(env)

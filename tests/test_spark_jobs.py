@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from checkpointing import Coordinator, LocalStorage, read_manifest
-from spark_jobs.landing import land
-from spark_jobs.pipeline import run_epoch
+from spark_jobs.flights.landing import land
+from spark_jobs.flights.pipeline import run_epoch
 from tests import oracle
 from tests.oracle import assert_gold_matches_oracle, published, raw_files
 
@@ -20,7 +20,7 @@ ROUTE, CARRIER = ["origin", "dest"], ["carrier"]
 
 @pytest.fixture(scope="session")
 def spark():
-    from spark_jobs.harness import spark_session
+    from spark_jobs.runtime import spark_session
 
     s = spark_session("tests")
     yield s
@@ -46,8 +46,9 @@ def test_daily_epochs_equal_independent_computation(spark, env):
         assert ingest.row_counts["files_new"] == 1  # only the new day is read
     assert_gold_matches_oracle(c, data, ROUTE, "gold_route_stats")
     assert_gold_matches_oracle(c, data, CARRIER, "gold_carrier_stats")
-    from spark_jobs.publish import read_published
+    from spark_jobs.runtime import read_published
     via_spark = read_published(spark, c, "gold_carrier_stats").toPandas()
+    assert "bucket" not in via_spark.columns  # the state's partition column stays internal
     assert sorted(via_spark["flights"]) == sorted(published(c, "gold_carrier_stats")["flights"])
     quarantined = sum(c.completed_handles(e)["ingest_flights"].row_counts["rows_quarantined"]
                       for e in (1, 2, 3))
@@ -84,31 +85,81 @@ def published_quarantine(c, epoch):
         c.storage.key_for_uri(f.uri))[0])) for f in out.files], ignore_index=True)
 
 
+def _day(d: date) -> dict[str, str]:
+    """The data interval of the run that consumes day ``d``'s files (it ends the next day)."""
+    nxt = date.fromordinal(d.toordinal() + 1)
+    return {"start": d.isoformat(), "end": nxt.isoformat()}
+
+
 def test_crash_and_restore_equals_uninterrupted_run(spark, tmp_path):
+    """Each epoch consumes its own day, so the epoch that crashes has new input: a retry
+    that double counted day 2 (or lost it) would differ from the uninterrupted run."""
     days = D[:3]
     clean_data = LocalStorage(tmp_path / "data")
     land(clean_data, days, malformed_rate=0.01, seed=2, weather=False)
     uri = f"file://{tmp_path}/data"
 
     ref = Coordinator(LocalStorage(tmp_path / "ref"), "p")
-    for d in days:  # one epoch per day, all data landed up front: epoch 1 reads it all
-        run_epoch(ref, spark, uri, str(d))
+    for d in days:
+        run_epoch(ref, spark, uri, str(d), data_interval=_day(d))
 
     crashed = Coordinator(LocalStorage(tmp_path / "crash"), "p")
-    run_epoch(crashed, spark, uri, "day1")
-    epoch, meta = run_epoch(crashed, spark, uri, "day2", stop_after="route_stats")
+    run_epoch(crashed, spark, uri, "day1", data_interval=_day(days[0]))
+    epoch, meta = run_epoch(crashed, spark, uri, "day2", stop_after="route_stats",
+                            data_interval=_day(days[1]))
     assert meta is None  # the process "died" before carrier_stats ran
+    assert crashed.completed_handles(1)["ingest_flights"].row_counts["files_new"] == 1
     restarted = Coordinator(LocalStorage(tmp_path / "crash"), "p")  # a new process
-    _, meta = run_epoch(restarted, spark, uri, "day2", attempt=2, epoch_id=epoch)
-    assert meta.completed
+    # The same run id resumes its open epoch, as the next attempt.
+    again, meta = run_epoch(restarted, spark, uri, "day2", data_interval=_day(days[1]))
+    assert again == epoch and meta.completed
     ingest = restarted.completed_handles(epoch)["ingest_flights"]
-    assert ingest.attempt == 1  # acknowledged before the crash: not run again
+    assert ingest.attempt == 1 and ingest.row_counts["files_new"] == 1  # not run again
     assert restarted.completed_handles(epoch)["carrier_stats"].attempt == 2
-    run_epoch(restarted, spark, uri, "day3")
+    # A run that completed answers with its epoch and runs nothing.
+    assert run_epoch(restarted, spark, uri, "day2")[0] == epoch
+    assert restarted.epoch_ids() == [1, 2]
+    run_epoch(restarted, spark, uri, "day3", data_interval=_day(days[2]))
     for out, keys in (("gold_route_stats", ROUTE), ("gold_carrier_stats", CARRIER)):
         a = published(ref, out).sort_values(keys).reset_index(drop=True)
         b = published(restarted, out).sort_values(keys).reset_index(drop=True)
         pd.testing.assert_frame_equal(a, b)
+    assert_gold_matches_oracle(restarted, clean_data, ROUTE, "gold_route_stats")
+
+
+def test_embedded_runner_killed_then_rerun_resumes(tmp_path):
+    """`python -m spark_jobs.flights.run_epoch` killed with SIGKILL mid-epoch, then run again with
+    the same run id: it resumes the same epoch (no 'pending epoch' refusal), and the
+    published tables equal the independent computation."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    data = LocalStorage(tmp_path / "data")
+    land(data, D[:2], weather=False)
+    args = [sys.executable, "-m", "spark_jobs.flights.run_epoch", "--storage",
+            f"file://{tmp_path}/ckpt", "--data", f"file://{tmp_path}/data", "--run-id", "r1"]
+    env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
+    c = Coordinator(LocalStorage(tmp_path / "ckpt"), "flights_daily")
+    p = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 300
+    while time.time() < deadline and p.poll() is None:
+        if c.epoch_ids() and c.missing_tasks(1) != sorted(c.barrier(1).plan) and \
+                c.metadata(1) is None:
+            break  # a task acknowledged, the epoch is not decided: mid-epoch
+        time.sleep(0.2)
+    assert p.poll() is None, p.communicate()[1][-2000:]
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    assert c.metadata(1) is None and c.missing_tasks(1)
+    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert '"epoch_id": 1' in r.stdout and '"status": "completed"' in r.stdout
+    assert c.epoch_ids() == [1]
+    assert_gold_matches_oracle(c, data, ROUTE, "gold_route_stats")
+    assert_gold_matches_oracle(c, data, CARRIER, "gold_carrier_stats")
 
 
 def test_incremental_snapshot_writes_only_new_partitions(spark, env):
@@ -164,7 +215,7 @@ def test_failed_expectations_decline_and_publish_nothing(spark, env):
     df = df.assign(day=2, dep_delay=1000.0,
                    time_hour=df["time_hour"].str.replace("2013-01-01", "2013-01-02"))
     data.write("raw/flights/2013-01-02.csv", df.to_csv(index=False).encode())
-    from spark_jobs.harness import DeclineEpoch
+    from spark_jobs.runtime import DeclineEpoch
     with pytest.raises(DeclineEpoch, match="validation failed"):
         run_epoch(c, spark, data_uri, "bad")
     meta = c.metadata(2)

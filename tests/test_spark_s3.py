@@ -14,7 +14,7 @@ import pandas as pd
 
 from checkpointing import Coordinator, read_manifest
 from checkpointing.storage.s3 import S3Storage
-from spark_jobs.landing import land
+from spark_jobs.flights.landing import land
 from tests import oracle
 from tests.s3server import ACCESS_KEY, SECRET_KEY
 
@@ -27,7 +27,7 @@ def test_epoch_end_to_end_on_s3a(s3_server, s3_bucket):
     env = {**os.environ, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
            "SPARK_LOCAL_IP": "127.0.0.1"}
     r = subprocess.run(
-        [sys.executable, "-m", "spark_jobs.run_epoch", "--storage", f"s3://{s3_bucket}/ckpt",
+        [sys.executable, "-m", "spark_jobs.flights.run_epoch", "--storage", f"s3://{s3_bucket}/ckpt",
          "--data", f"s3://{s3_bucket}/data", "--run-id", "s3-run",
          "--endpoint-url", s3_server.endpoint],
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)
@@ -53,7 +53,7 @@ def test_epoch_end_to_end_on_s3a(s3_server, s3_bucket):
     # A second day: the first days' bronze partitions are referenced, not rewritten.
     land(data, [date(2013, 1, 3)], dims=False)
     r = subprocess.run(
-        [sys.executable, "-m", "spark_jobs.run_epoch", "--storage", f"s3://{s3_bucket}/ckpt",
+        [sys.executable, "-m", "spark_jobs.flights.run_epoch", "--storage", f"s3://{s3_bucket}/ckpt",
          "--data", f"s3://{s3_bucket}/data", "--run-id", "s3-run-2",
          "--endpoint-url", s3_server.endpoint],
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)

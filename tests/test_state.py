@@ -209,3 +209,20 @@ def test_verify_restore_off_keeps_the_latest_parent(storage, tmp_path):
     c.complete(b.epoch_id)
     storage.write(storage.key_for_uri(ack.state_handle.files[0].uri), b"STATE")
     assert c.begin_epoch(ONE, "r2").parent_epoch_id == 1
+
+
+def test_publish_follows_the_lineage_rule(storage):
+    """Forward-only within a lineage; an epoch of another lineage publishes whatever its id
+    (a pending main epoch that completes after a backfill lineage published)."""
+    from checkpointing.publish import publish
+    from checkpointing.state_handle import OutputRef
+
+    c = Coordinator(storage, "p")
+    out = {"gold": OutputRef((), 0, {})}
+    assert publish(storage, c.layout, 1, "main", out, 0.0).epoch_id == 1
+    assert publish(storage, c.layout, 3, "backfill-x", out, 1.0).epoch_id == 3
+    m = publish(storage, c.layout, 2, "main", out, 2.0)
+    assert (m.epoch_id, m.lineage) == (2, "main")
+    assert publish(storage, c.layout, 1, "main", out, 3.0).epoch_id == 2  # older: ignored
+    assert publish(storage, c.layout, 3, "backfill-x", out, 4.0).epoch_id == 2  # published once
+    assert [h["epoch_id"] for h in read_manifest(storage, c.layout).history] == [1, 3, 2]

@@ -20,9 +20,15 @@ def open_storage(uri: str, *, endpoint_url: str | None = None,
     ``AWS_ENDPOINT_URL_S3`` / ``AWS_ENDPOINT_URL`` environment variables) selects an
     S3-compatible server such as MinIO.
     """
+    if not uri or uri != uri.strip() or "\n" in uri:
+        raise StorageError(f"bad storage URI {uri!r}: blank or surrounded by white space; "
+                           "use file:///path or s3://bucket/prefix")
     parsed = urlparse(uri)
     if parsed.scheme in ("", "file"):
-        return LocalStorage(unquote(parsed.path) if parsed.scheme else uri)
+        path = unquote(parsed.path) if parsed.scheme else uri
+        if not path.strip():
+            raise StorageError(f"bad storage URI {uri!r}: no path; use file:///path")
+        return LocalStorage(path)
     if parsed.scheme in ("s3", "s3a"):
         if not parsed.netloc:
             raise StorageError(f"bad storage URI {uri!r}: expected s3://bucket/prefix")

@@ -1,11 +1,21 @@
-"""Airflow side of DAG-level checkpoints: settings, operators and the checkpointed-DAG
-helper. Task code reaches checkpoint storage only through the ``checkpointing`` library;
-correctness never depends on listeners."""
+"""DAG-level checkpoints for Airflow: the provider's public API.
+
+Write a DAG of :class:`CheckpointedSparkOperator` tasks (or ``@task.checkpointed_spark``
+functions) wired with ``>>``, then call :func:`checkpoint_dag` with the DAG's
+:class:`CheckpointSettings`: the epoch's plan is derived from the DAG, and the begin step,
+the timeout watchdog and the commit step are added around the jobs. Task code reaches
+checkpoint storage only through the ``checkpointing`` library; correctness never depends on
+listeners."""
 
 from .alerts import AlertSettings, announce, deadline_alert
-from .operators import BeginEpochOperator, CheckpointedJobOperator, CommitEpochOperator
+from .assets import published_asset
+from .operators import BeginEpochOperator, CommitEpochOperator
 from .settings import CheckpointSettings
-from .wiring import checkpointed_pipeline
+from .spark import CheckpointedSparkOperator
+from .timeouts import EpochDeadlineTrigger, EpochTimeoutOperator
+from .wiring import CheckpointSteps, checkpoint_dag, derive_plan
 
-__all__ = ["AlertSettings", "BeginEpochOperator", "CheckpointSettings", "CheckpointedJobOperator",
-           "CommitEpochOperator", "announce", "checkpointed_pipeline", "deadline_alert"]
+__all__ = ["AlertSettings", "BeginEpochOperator", "CheckpointSettings", "CheckpointSteps",
+           "CheckpointedSparkOperator", "CommitEpochOperator", "EpochDeadlineTrigger",
+           "EpochTimeoutOperator", "announce", "checkpoint_dag", "deadline_alert",
+           "derive_plan", "published_asset"]

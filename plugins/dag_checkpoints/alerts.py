@@ -25,7 +25,6 @@ from typing import Any
 
 from checkpointing import Barrier, Coordinator, EpochMetadata
 from checkpointing.alerts import EpochAlert, record_alert
-from checkpointing.documents import parse_iso
 
 log = logging.getLogger("dag_checkpoints.alerts")
 
@@ -101,9 +100,12 @@ def announce(coord: Coordinator, meta: EpochMetadata, barrier: Barrier | None,
 
 
 def deadline_alert(settings: Any) -> Any | None:
-    """The DAG-level Deadline Alert of a checkpointed DAG: the run must finish within the
-    checkpoint timeout after it was queued, else :func:`deadline_missed` runs in the
-    triggerer. ``settings`` is the DAG's CheckpointSettings."""
+    """A DAG-level Deadline Alert, the run-level backstop of the checkpoint timeout: when a
+    run is not finished ``timeout_seconds`` after it was queued, :func:`deadline_missed`
+    runs in the triggerer and expires the run's epoch if its own deadline (counted from its
+    barrier) has passed. The per-epoch watchdog task (``checkpoint_timeout``) is what
+    enforces the timeout; this alert only catches an epoch whose watchdog is gone.
+    ``settings`` is the DAG's CheckpointSettings."""
     from airflow.sdk import AsyncCallback, DeadlineAlert, DeadlineReference
 
     if sys.argv[1:3] == ["dags", "test"]:
@@ -122,37 +124,33 @@ def deadline_alert(settings: Any) -> Any | None:
 
 
 async def deadline_missed(context: dict[str, Any] | None = None, *,
-                          checkpoint: dict[str, Any], **_: Any) -> dict[str, Any]:
-    """Deadline Alert callback (triggerer): abort the run's epoch on timeout and alert."""
-    return await asyncio.to_thread(_expire_run, context or {}, checkpoint)
+                          checkpoint: dict[str, Any], **_: Any) -> None:
+    """Deadline Alert callback (triggerer). Returns nothing: Airflow stores a callback's
+    result in a text column, and a dict there killed the triggerer. Never waits: an epoch
+    not yet past its barrier's deadline is left to its watchdog (a run that waited in the
+    queue opened its epoch late, and its timeout counts from then)."""
+    try:
+        await asyncio.to_thread(_expire_run, context or {}, checkpoint)
+    except Exception:  # the triggerer must survive whatever storage says
+        log.exception("checkpoint deadline callback failed")
 
 
-def _expire_run(context: dict[str, Any], checkpoint: dict[str, Any]) -> dict[str, Any]:
-    import time
-
+def _expire_run(context: dict[str, Any], checkpoint: dict[str, Any]) -> None:
     from .settings import CheckpointSettings
+    from .timeouts import expire_epoch
 
     settings = CheckpointSettings.from_kwargs(checkpoint)
     run_id = (context.get("dag_run") or {}).get("dag_run_id")
     coord = settings.coordinator()
     barrier = coord.open_epoch_for_run(run_id, lineage=_lineage_of(context)) if run_id else None
     if barrier is None:
-        log.info("deadline missed for run %s, but it has no open epoch of %s", run_id,
-                 settings.pipeline_id)
-        return {"run_id": run_id, "epoch_id": None}
-    # Airflow counts from when the run was queued, the barrier from when it was written:
-    # never abort an epoch before its own deadline.
-    wait = parse_iso(barrier.deadline) - time.time()
-    if wait > 0:
-        time.sleep(min(wait, 300))
-    meta = coord.try_complete(barrier.epoch_id)
+        log.info("deadline missed for run %s, which has no open epoch of %s (queued, or "
+                 "already decided)", run_id, settings.pipeline_id)
+        return
+    meta = expire_epoch(settings, coord, barrier, context)
     if meta is None:
-        meta = coord.abort(barrier.epoch_id, "timeout",
-                           f"not completed within {settings.config.timeout_seconds:g}s "
-                           f"(deadline {barrier.deadline})")
-    alert = announce(coord, meta, barrier, settings.alerts, context)
-    return {"run_id": run_id, "epoch_id": barrier.epoch_id, "status": meta.status,
-            "announced": alert is not None}
+        log.info("deadline missed for run %s; its epoch %d opened later, its own deadline "
+                 "%s is enforced by its watchdog", run_id, barrier.epoch_id, barrier.deadline)
 
 
 def _lineage_of(context: dict[str, Any]) -> str:

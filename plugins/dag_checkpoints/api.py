@@ -12,12 +12,14 @@ from __future__ import annotations
 from importlib import resources
 from typing import Any, Literal
 
+from airflow.api_fastapi.common.db.common import SessionDep
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
-from fastapi import Depends, FastAPI, HTTPException, Path, Query
-from fastapi.responses import HTMLResponse, Response
-from pydantic import BaseModel, Field, model_validator
+from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from pydantic import BaseModel, Field, StrictInt, model_validator
 
-from checkpointing import create_savepoint, epoch_stats, list_savepoints, read_manifest
+from checkpointing import create_savepoint, list_savepoints, read_manifest
 from checkpointing.alerts import read_alert
 from checkpointing.errors import (
     CheckpointError,
@@ -29,6 +31,7 @@ from checkpointing.errors import (
 )
 from checkpointing.ids import ID_PATTERN
 from checkpointing.lineages import list_origins
+from checkpointing.stats import epoch_or_history_stats, list_epochs
 
 from .backfill import BackfillRequestError, start_backfill
 from .settings import CheckpointSettings
@@ -38,19 +41,38 @@ EpochId = Path(ge=1, le=10**10 - 1)
 
 app = FastAPI(
     title="DAG checkpoints",
-    version="1.1",
+    version="1.2",
     description="Epochs (DAG-level checkpoints), savepoints and backfills from a checkpoint. "
                 "Authenticate as for Airflow's REST API (Bearer JWT or the UI's session).",
+    # No Swagger/ReDoc pages: they load their assets from a CDN and would be open without
+    # sign-in. The schema stays at /ckpt/openapi.json.
+    docs_url=None, redoc_url=None,
 )
+
+_MAX_ERRORS, _MAX_MSG = 10, 300
+
+
+@app.exception_handler(RequestValidationError)
+async def _bounded_validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
+    """A 422 names what is wrong, never echoes the request (a 10 MB body stays server-side)."""
+    errors = [{"loc": [str(x)[:100] for x in e.get("loc", ())][:8],
+               "msg": str(e.get("msg", ""))[:_MAX_MSG], "type": str(e.get("type", ""))[:60]}
+              for e in exc.errors()[:_MAX_ERRORS]]
+    return JSONResponse({"detail": errors, "errors_total": len(exc.errors())}, status_code=422)
 
 
 class SavepointRequest(BaseModel):
     name: str = Field(pattern=ID_PATTERN, max_length=200)
-    epoch_id: int | None = Field(default=None, ge=1, description="default: latest of main")
+    epoch_id: StrictInt | None = Field(default=None, ge=1, le=10**10 - 1,
+                                       description="default: latest of main")
+
+
+class AbortRequest(BaseModel):
+    reason: str = Field(min_length=1, max_length=300, description="recorded in _metadata")
 
 
 class BackfillRequest(BaseModel):
-    from_epoch: int | None = Field(default=None, ge=1)
+    from_epoch: StrictInt | None = Field(default=None, ge=1, le=10**10 - 1)
     from_savepoint: str | None = Field(default=None, pattern=ID_PATTERN, max_length=200)
     start: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$", description="first logical date")
     end: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$", description="last logical date")
@@ -79,31 +101,34 @@ def _storage_errors(exc: Exception) -> HTTPException:
     return HTTPException(400, str(exc))
 
 
-READ = [Depends(requires_access_dag("GET"))]
-WRITE = [Depends(requires_access_dag("PUT"))]
+def _dag_exists(session: SessionDep, dag_id: str = DagId) -> None:
+    """404 for a DAG Airflow does not know, as Airflow's own API answers."""
+    from airflow.models.dag import DagModel
+    from sqlalchemy import select
+
+    if session.scalar(select(DagModel.dag_id).where(DagModel.dag_id == dag_id)) is None:
+        raise HTTPException(404, f"The Dag with ID: `{dag_id}` was not found")
+
+
+READ = [Depends(requires_access_dag("GET")), Depends(_dag_exists)]
+WRITE = [Depends(requires_access_dag("PUT")), Depends(_dag_exists)]
 
 
 @app.get("/api/dags/{dag_id}/epochs", dependencies=READ, summary="Epochs, newest first")
-def list_epochs(dag_id: str = DagId, limit: int = Query(50, ge=1, le=500),
-                lineage: str | None = Query(None, pattern=ID_PATTERN)) -> dict[str, Any]:
+def get_epochs(dag_id: str = DagId, limit: int = Query(50, ge=1, le=500),
+               lineage: str | None = Query(None, pattern=ID_PATTERN)) -> dict[str, Any]:
+    """Epochs with files and failed epochs kept in the failure history (``source``:
+    ``epoch``, ``history`` or ``damaged``); ``total`` counts every epoch that matches."""
     coord = _coordinator(dag_id)
     try:
-        ids = coord.epoch_ids()[::-1]
+        listing = list_epochs(coord, limit=limit, lineage=lineage, per_task=True)
         rows = []
-        for eid in ids:
-            if len(rows) >= limit:
-                break
-            try:
-                st = epoch_stats(coord, eid, per_task=True)
-            except (EpochNotFound, MalformedDocument):
-                continue  # an id burned by a crash, or a document we refuse to read
-            if lineage and st.lineage != lineage:
-                continue
+        for st in listing.rows:
             row = st.to_json()
             row.pop("tasks")
             rows.append(row)
         return {"dag_id": dag_id, "latest_completed": coord.latest_completed(),
-                "epochs": rows, "total": len(ids)}
+                "epochs": rows, "total": listing.total}
     except CheckpointError as exc:
         raise _storage_errors(exc) from None
 
@@ -113,13 +138,32 @@ def list_epochs(dag_id: str = DagId, limit: int = Query(50, ge=1, le=500),
 def get_epoch(dag_id: str = DagId, epoch_id: int = EpochId) -> dict[str, Any]:
     coord = _coordinator(dag_id)
     try:
-        st = epoch_stats(coord, epoch_id, per_task=True).to_json()
+        stats = epoch_or_history_stats(coord, epoch_id, per_task=True)
+        st = stats.to_json()
         alert = read_alert(coord.storage, coord.layout, epoch_id)
         st["alert"] = alert.to_json() if alert else None
-        st["barrier"] = coord.barrier(epoch_id).to_json()
+        st["barrier"] = coord.barrier(epoch_id).to_json() if stats.source == "epoch" else None
         return st
     except CheckpointError as exc:
         raise _storage_errors(exc) from None
+
+
+@app.post("/api/dags/{dag_id}/epochs/{epoch_id}/abort", dependencies=WRITE,
+          summary="Abort a pending epoch (one whose runner is gone)")
+def post_abort(body: AbortRequest, user: GetUserDep, dag_id: str = DagId,
+               epoch_id: int = EpochId) -> dict[str, Any]:
+    coord = _coordinator(dag_id)
+    try:
+        status = coord.status(epoch_id)
+        if status != "pending":
+            raise HTTPException(409, f"epoch {epoch_id} is {status}; only a pending epoch "
+                                     "can be aborted")
+        meta = coord.abort(epoch_id, "cancelled",
+                           f"aborted by {user.get_name()}: {body.reason}")
+    except CheckpointError as exc:
+        raise _storage_errors(exc) from None
+    return {"epoch_id": epoch_id, "status": meta.status, "reason": meta.reason,
+            "detail": meta.detail, "missing_tasks": list(meta.missing_tasks)}
 
 
 @app.get("/api/dags/{dag_id}/savepoints", dependencies=READ, summary="Savepoints")
@@ -170,7 +214,7 @@ def post_backfill(body: BackfillRequest, user: GetUserDep,
                                  from_epoch=body.from_epoch, from_savepoint=body.from_savepoint,
                                  requested_by=user.get_name())
     except BackfillRequestError as exc:
-        raise HTTPException(409 if "Airflow refused" in str(exc) else 400, str(exc)) from None
+        raise HTTPException(exc.status, str(exc)) from None
     except CheckpointError as exc:
         raise _storage_errors(exc) from None
     return started.to_json()

@@ -11,7 +11,7 @@ from urllib.parse import urlparse
 
 from checkpointing import CheckpointConfig, Coordinator, Storage, open_storage
 
-from .alerts import AlertSettings
+from .alerts import AlertSettings, announce
 
 
 @dataclass(frozen=True)
@@ -38,13 +38,21 @@ class CheckpointSettings:
     spark_conn_id: str = field(
         default_factory=lambda: os.environ.get("CKPT_SPARK_CONN_ID", "spark_default"))
     alerts: AlertSettings = field(default_factory=AlertSettings)
+    #: Spark settings for submit mode ("k=v,k=v" in CKPT_SPARK_CONF), e.g. the shuffle
+    #: partitions of a small cluster; a cluster's own defaults stand otherwise
+    spark_conf: tuple[tuple[str, str], ...] = field(default_factory=lambda: tuple(
+        tuple(kv.split("=", 1)) for kv in os.environ.get("CKPT_SPARK_CONF", "").split(",")
+        if "=" in kv))
 
     def __post_init__(self) -> None:
+        if self.storage != self.storage.strip():
+            raise ValueError(f"pipeline {self.pipeline_id!r}: checkpoint storage "
+                             f"{self.storage!r} has surrounding white space (CKPT_STORAGE)")
         if self.spark_mode not in ("local", "submit"):
             raise ValueError(f"spark_mode must be 'local' or 'submit', not {self.spark_mode!r}")
 
     def open_storage(self) -> Storage:
-        if not self.storage:
+        if not self.storage.strip():
             raise ValueError(f"pipeline {self.pipeline_id!r}: no checkpoint storage configured "
                              "(set CKPT_STORAGE or CheckpointSettings.storage)")
         if self.aws_conn_id and urlparse(self.storage).scheme in ("s3", "s3a"):
@@ -52,7 +60,13 @@ class CheckpointSettings:
         return open_storage(self.storage, endpoint_url=self.endpoint_url)
 
     def coordinator(self, **kwargs: Any) -> Coordinator:
-        return Coordinator(self.open_storage(), self.pipeline_id, self.config, **kwargs)
+        """A coordinator whose aborts are announced (alert record, log, notifiers) by the
+        process that decides them, whichever step that is (begin expiring an overdue
+        epoch, commit, the timeout watchdog)."""
+        coord = Coordinator(self.open_storage(), self.pipeline_id, self.config, **kwargs)
+        if "on_abort" not in kwargs:
+            coord.on_abort = lambda meta, barrier: announce(coord, meta, barrier, self.alerts)
+        return coord
 
     def for_pipeline(self, pipeline_id: str) -> CheckpointSettings:
         return replace(self, pipeline_id=pipeline_id)
@@ -62,7 +76,8 @@ class CheckpointSettings:
         return {"pipeline_id": self.pipeline_id, "storage": self.storage, "data": self.data,
                 "endpoint_url": self.endpoint_url, "aws_conn_id": self.aws_conn_id,
                 "config": self.config.to_json(), "spark_mode": self.spark_mode,
-                "spark_conn_id": self.spark_conn_id, "alerts": self.alerts.to_kwargs()}
+                "spark_conn_id": self.spark_conn_id, "alerts": self.alerts.to_kwargs(),
+                "spark_conf": [list(kv) for kv in self.spark_conf]}
 
     @classmethod
     def from_kwargs(cls, d: dict[str, Any]) -> CheckpointSettings:
@@ -70,7 +85,8 @@ class CheckpointSettings:
                    d.get("endpoint_url"), d.get("aws_conn_id"),
                    CheckpointConfig.from_json(d.get("config") or {}),
                    d.get("spark_mode") or "local", d.get("spark_conn_id") or "spark_default",
-                   AlertSettings.from_kwargs(d.get("alerts") or {}))
+                   AlertSettings.from_kwargs(d.get("alerts") or {}),
+                   tuple(tuple(kv) for kv in d.get("spark_conf") or ()))
 
 
 def _storage_from_connection(uri: str, conn_id: str, endpoint_url: str | None) -> Storage:

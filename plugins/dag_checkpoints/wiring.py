@@ -1,36 +1,90 @@
-"""``checkpointed_pipeline``: turns a set of jobs and their edges into a checkpointed DAG:
-begin -> jobs (with their edges) -> commit, visible in the grid."""
+"""Make any DAG checkpointed: the epoch's plan is derived from the DAG itself.
+
+Write the DAG as usual, with :class:`~dag_checkpoints.spark.CheckpointedSparkOperator` or
+``@task.checkpointed_spark`` tasks wired with ``>>``, then call :func:`checkpoint_dag`. The
+checkpointed tasks and their Airflow upstreams are the plan (tasks that must acknowledge and
+their upstream edges, through any plain task between two checkpointed ones), so there is no
+second list to drift; the begin step, the epoch's timeout watchdog and the commit step are
+added around them::
+
+    begin ──► jobs (as wired) ──► commit        begin ──► checkpoint_timeout
+"""
 
 from __future__ import annotations
 
-from checkpointing import plan_from_edges
+from dataclasses import dataclass
+from typing import Any
 
-from .operators import (
-    BEGIN_TASK_ID,
-    COMMIT_TASK_ID,
-    BeginEpochOperator,
-    CheckpointedJobOperator,
-    CheckpointedSparkSubmitOperator,
-    CommitEpochOperator,
-)
+from checkpointing import TaskPlan
+
+from .assets import published_assets
+from .operators import COMMIT_TASK_ID, BeginEpochOperator, CommitEpochOperator
 from .settings import CheckpointSettings
+from .spark import BEGIN_TASK_ID
+from .timeouts import TIMEOUT_TASK_ID, EpochTimeoutOperator
 
 
-def checkpointed_pipeline(settings: CheckpointSettings, edges: dict[str, list[str]],
-                          publishing: set[str]) -> dict[str, object]:
-    """Create the operators inside the current DAG context; returns them by task id.
-    Task ids are the job names, which are also the epoch plan's task ids."""
-    plan = plan_from_edges(edges, publishing)
-    begin = BeginEpochOperator(task_id=BEGIN_TASK_ID, settings=settings, plan=plan)
-    commit = CommitEpochOperator(task_id=COMMIT_TASK_ID, settings=settings)
-    job_op = (CheckpointedSparkSubmitOperator if settings.spark_mode == "submit"
-              else CheckpointedJobOperator)
-    ops = {name: job_op(task_id=name, job=name, settings=settings) for name in edges}
-    for name, ups in edges.items():
-        if ups:
-            for up in ups:
-                ops[up] >> ops[name]
-        else:
-            begin >> ops[name]
-        ops[name] >> commit
-    return {BEGIN_TASK_ID: begin, COMMIT_TASK_ID: commit, **ops}
+def is_checkpointed(task: Any) -> bool:
+    return bool(getattr(task, "is_checkpointed", False))
+
+
+def derive_plan(tasks: list[Any]) -> dict[str, TaskPlan]:
+    """The epoch plan of checkpointed ``tasks``: each task's nearest checkpointed ancestors
+    are its upstream edges (a plain task between two checkpointed ones is walked through)."""
+    ids = {t.task_id for t in tasks}
+    plan = {}
+    for t in tasks:
+        ups: set[str] = set()
+        stack, seen = list(t.upstream_list), set()
+        while stack:
+            u = stack.pop()
+            if u.task_id in seen:
+                continue
+            seen.add(u.task_id)
+            if u.task_id in ids:
+                ups.add(u.task_id)
+            else:
+                stack.extend(u.upstream_list)
+        plan[t.task_id] = TaskPlan(tuple(sorted(ups)), bool(getattr(t, "publishes", False)))
+    return plan
+
+
+@dataclass(frozen=True)
+class CheckpointSteps:
+    """What :func:`checkpoint_dag` added, and the plan it derived."""
+
+    begin: Any
+    commit: Any
+    watchdog: Any
+    plan: dict[str, TaskPlan]
+
+
+def checkpoint_dag(dag: Any, settings: CheckpointSettings, *,
+                   allow_non_restored_state: bool = False) -> CheckpointSteps:
+    """Add the checkpoint steps around the checkpointed tasks of ``dag`` (call it last, once
+    the tasks are wired). Checkpointed tasks without settings get ``settings``.
+
+    :param allow_non_restored_state: begin even when the parent epoch holds state of a task
+        the DAG no longer has (that state is dropped), as Flink's flag of the same name.
+    """
+    jobs = [t for t in dag.tasks if is_checkpointed(t)]
+    if not jobs:
+        raise ValueError(f"DAG {dag.dag_id!r} has no checkpointed task: use "
+                         "CheckpointedSparkOperator or @task.checkpointed_spark")
+    plan = derive_plan(jobs)
+    for t in jobs:
+        if t.settings is None:
+            t.settings = settings
+    begin = BeginEpochOperator(task_id=BEGIN_TASK_ID, settings=settings, plan=plan,
+                               allow_non_restored_state=allow_non_restored_state, dag=dag)
+    commit = CommitEpochOperator(task_id=COMMIT_TASK_ID, settings=settings, dag=dag,
+                                 outlets=published_assets(settings, jobs))
+    watchdog = EpochTimeoutOperator(task_id=TIMEOUT_TASK_ID, settings=settings,
+                                    begin_task_id=BEGIN_TASK_ID, dag=dag)
+    begin >> watchdog  # beside the jobs, not before the commit: it waits for its decision
+    for t in jobs:
+        if not any(plan[t.task_id].upstream):
+            begin >> t
+        if not any(t.task_id in plan[d.task_id].upstream for d in jobs if d is not t):
+            t >> commit
+    return CheckpointSteps(begin, commit, watchdog, plan)

@@ -3,7 +3,8 @@
 // charts, open an epoch, take a savepoint, and take a screenshot. Prints one JSON line.
 import { chromium } from "playwright-core";
 
-const { AIRFLOW_URL, DAG_ID, USERNAME, PASSWORD, SCREENSHOT, EPOCH_ID } = process.env;
+const { AIRFLOW_URL, DAG_ID, USERNAME, PASSWORD, SCREENSHOT, SCREENSHOT_DARK, EPOCH_ID } =
+  process.env;
 
 const browser = await chromium.launch({
   executablePath: "/usr/bin/chromium", args: ["--headless", "--no-sandbox"],
@@ -33,6 +34,7 @@ try {
   await frame.locator("#tasks tbody tr").first().waitFor({ timeout: 30000 });
   const taskRows = await frame.locator("#tasks tbody tr").count();
   const chartPoints = Number(await frame.locator("#chart-duration").getAttribute("data-points"));
+  const timelineBars = Number(await frame.locator("#timeline").getAttribute("data-bars"));
 
   // Take a savepoint of the selected epoch from the page.
   await frame.locator("#take-savepoint").click();
@@ -42,13 +44,25 @@ try {
 
   await page.screenshot({ path: SCREENSHOT, fullPage: true });
 
-  // Trigger a run from the page (Airflow's REST API, with the same session).
+  // Trigger a run from the page (Airflow's REST API, with the same session), with the
+  // logical date the page proposes (the next data day).
+  const triggerDate = await frame.locator("#trigger-date").inputValue();
   await frame.locator("#trigger-run").click();
   await message.filter({ hasText: /triggered run|trigger failed/ }).waitFor({ timeout: 30000 });
   const triggerMessage = (await message.textContent()).trim();
 
+  // Airflow in dark mode (its stored theme): the page follows.
+  await page.evaluate(() => window.localStorage.setItem("theme", "dark"));
+  await page.reload();
+  const dark = page.frameLocator(`iframe[src*="/ckpt/ui/${DAG_ID}"]`);
+  await dark.locator("#epochs tbody tr").first().waitFor({ timeout: 60000 });
+  const theme = await dark.locator("html").getAttribute("data-theme");
+  const background = await dark.locator("body").evaluate((b) => getComputedStyle(b).backgroundColor);
+  if (SCREENSHOT_DARK) await page.screenshot({ path: SCREENSHOT_DARK, fullPage: true });
+
   console.log(JSON.stringify({ rows: rowCount, task_rows: taskRows, chart_points: chartPoints,
-    savepoint_message: savepointMessage, trigger_message: triggerMessage }));
+    savepoint_message: savepointMessage, trigger_message: triggerMessage,
+    trigger_date: triggerDate, theme, background, timeline_bars: timelineBars }));
 } finally {
   await browser.close();
 }

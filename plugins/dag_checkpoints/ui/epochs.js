@@ -36,28 +36,132 @@ function cell(tr, text, cls) {
   td.textContent = text;
   if (cls) td.className = cls;
   tr.appendChild(td);
+  return td;
 }
 
-function chart(id, values) {
+// The Airflow page of a task instance (its log), opened in the top window.
+function taskLogLink(td, runId, taskId, tryNumber) {
+  if (!runId || !taskId) return;
+  const a = document.createElement("a");
+  a.href = `/dags/${encodeURIComponent(dagId)}/runs/${encodeURIComponent(runId)}` +
+    `/tasks/${encodeURIComponent(taskId)}` + (tryNumber ? `?try_number=${tryNumber}` : "");
+  a.target = "_top";
+  a.textContent = td.textContent || "log";
+  a.className = "log-link";
+  td.replaceChildren(a);
+}
+
+// Follow Airflow's light/dark theme: the page is an iframe of the same origin, so the
+// Airflow document's class ("dark") is readable; else its stored choice, else the OS's.
+function airflowTheme() {
+  try {
+    const root = window.parent.document.documentElement;
+    if (root.classList.contains("dark") || root.style.colorScheme === "dark") return "dark";
+    if (root.classList.contains("light") || root.style.colorScheme === "light") return "light";
+  } catch (e) { /* not embedded, or another origin */ }
+  const stored = window.localStorage.getItem("theme");
+  if (stored === "dark" || stored === "light") return stored;
+  return window.matchMedia("(prefers-color-scheme: dark)").matches ? "dark" : "light";
+}
+function applyTheme() { document.documentElement.dataset.theme = airflowTheme(); }
+applyTheme();
+try {
+  new MutationObserver(applyTheme).observe(window.parent.document.documentElement,
+    {attributes: true, attributeFilter: ["class", "style"]});
+} catch (e) { /* not embedded */ }
+window.matchMedia("(prefers-color-scheme: dark)").addEventListener("change", applyTheme);
+
+// The next data day: the logical date after the newest epoch's, as the schedule would.
+function nextLogicalDate() {
+  const dates = epochs.map((e) => e.logical_date).filter(Boolean).map((d) => d.slice(0, 10)).sort();
+  if (!dates.length) return new Date().toISOString().slice(0, 10);
+  const d = new Date(`${dates[dates.length - 1]}T00:00:00Z`);
+  d.setUTCDate(d.getUTCDate() + 1);
+  return d.toISOString().slice(0, 10);
+}
+
+const SVG = "http://www.w3.org/2000/svg";
+function svgEl(parent, name, attrs, text) {
+  const el = document.createElementNS(SVG, name);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, v);
+  if (text != null) el.textContent = text;
+  parent.appendChild(el);
+  return el;
+}
+function hover(el, text) { svgEl(el, "title", {}, text); }
+
+// A bar per epoch, oldest left: y axis with its scale, epoch ids on the x axis, failed
+// epochs as red bars (at full height when they have no value), details on hover.
+function chart(id, values, unit) {
   const svg = document.getElementById(id);
-  while (svg.firstChild) svg.removeChild(svg.firstChild);
-  const w = 420, h = 110, pad = 4;
-  const max = Math.max(1e-9, ...values.map((v) => v.y));
-  const bw = Math.max(2, (w - pad * 2) / Math.max(values.length, 1) - 2);
+  svg.replaceChildren();
+  const w = 420, h = 130, left = 40, bottom = 18, top = 8;
+  svg.setAttribute("viewBox", `0 0 ${w} ${h}`);
+  const max = Math.max(1e-9, ...values.filter((v) => v.y != null).map((v) => v.y));
+  const plotH = h - bottom - top, step = (w - left - 4) / Math.max(values.length, 1);
+  const bw = Math.max(2, step - 2);
+  svgEl(svg, "line", {x1: left, y1: top, x2: left, y2: h - bottom, class: "axis"});
+  svgEl(svg, "line", {x1: left, y1: h - bottom, x2: w, y2: h - bottom, class: "axis"});
+  for (const f of [0, 0.5, 1]) {
+    const y = h - bottom - plotH * f;
+    svgEl(svg, "text", {x: left - 4, y: y + 3, class: "tick", "text-anchor": "end"},
+      (max * f).toFixed(max * f >= 10 ? 0 : 1));
+  }
+  svgEl(svg, "text", {x: 2, y: top + 2, class: "tick"}, unit);
+  const labelEvery = Math.ceil(values.length / 8);
   values.forEach((v, i) => {
-    const r = document.createElementNS("http://www.w3.org/2000/svg", "rect");
-    const bh = Math.max(1, (h - pad * 2) * v.y / max);
-    r.setAttribute("x", pad + i * (bw + 2));
-    r.setAttribute("y", h - pad - bh);
-    r.setAttribute("width", bw);
-    r.setAttribute("height", bh);
-    r.setAttribute("class", v.status);
-    const t = document.createElementNS("http://www.w3.org/2000/svg", "title");
-    t.textContent = `epoch ${v.id}: ${v.label}`;
-    r.appendChild(t);
-    svg.appendChild(r);
+    const failed = v.status !== "completed" && v.status !== "pending";
+    const bh = v.y == null ? (failed ? plotH : 0) : Math.max(1, plotH * v.y / max);
+    const x = left + 2 + i * step;
+    const r = svgEl(svg, "rect", {x, y: h - bottom - bh, width: bw, height: bh,
+      class: `${v.status}${v.y == null ? " novalue" : ""}`});
+    r.dataset.epochId = v.id;
+    hover(r, `epoch ${v.id} · ${v.status}${v.reason ? ` (${v.reason})` : ""} · ${v.label}`);
+    if (i % labelEvery === 0) {
+      svgEl(svg, "text", {x: x + bw / 2, y: h - 5, class: "tick", "text-anchor": "middle"}, v.id);
+    }
   });
   svg.dataset.points = String(values.length);
+}
+
+// Flink's checkpoint details: one row per task, a bar from the acknowledged attempt's
+// start to its acknowledgement (restore part darker), on a time axis from the barrier.
+function timeline(tasks) {
+  const svg = document.getElementById("timeline");
+  svg.replaceChildren();
+  const rowH = 20, left = 130, w = 860, top = 6, bottom = 18;
+  const h = top + bottom + rowH * Math.max(tasks.length, 1);
+  svg.setAttribute("viewBox", `0 0 ${w} ${h}`);
+  svg.style.height = `${h}px`;
+  const end = Math.max(1, ...tasks.map((t) => (t.ack_delay_ms ?? 0) / 1000));
+  const x = (s) => left + (w - left - 10) * s / end;
+  svgEl(svg, "line", {x1: left, y1: h - bottom, x2: w - 10, y2: h - bottom, class: "axis"});
+  for (const f of [0, 0.25, 0.5, 0.75, 1]) {
+    svgEl(svg, "text", {x: x(end * f), y: h - 5, class: "tick", "text-anchor": "middle"},
+      `${(end * f).toFixed(1)}s`);
+  }
+  tasks.forEach((t, i) => {
+    const y = top + i * rowH;
+    svgEl(svg, "text", {x: left - 6, y: y + 13, class: "tick", "text-anchor": "end"}, t.task_id);
+    if (t.ack_delay_ms == null) {
+      svgEl(svg, "text", {x: left + 4, y: y + 13, class: "tick status-aborted"},
+        `${t.status} (attempt ${t.attempts || "–"})`);
+      return;
+    }
+    const ack = t.ack_delay_ms / 1000;
+    const start = t.started_delay_ms == null ? ack : Math.max(0, t.started_delay_ms / 1000);
+    const bar = svgEl(svg, "rect", {x: x(start), y: y + 3, height: rowH - 6,
+      width: Math.max(2, x(ack) - x(start)), class: "completed"});
+    bar.dataset.task = t.task_id;
+    if (t.restore_ms) {
+      svgEl(svg, "rect", {x: x(start), y: y + 3, height: rowH - 6, class: "restore",
+        width: Math.max(1, x(start + t.restore_ms / 1000) - x(start))});
+    }
+    hover(bar, `${t.task_id} · attempt ${t.acked_attempt} · started ${start.toFixed(1)}s · ` +
+      `acked ${ack.toFixed(1)}s · restore ${secs(t.restore_ms)} · run ${secs(t.run_ms)} · ` +
+      `state ${size(t.state_bytes)}`);
+  });
+  svg.dataset.bars = String(tasks.filter((t) => t.ack_delay_ms != null).length);
 }
 
 async function load() {
@@ -79,16 +183,22 @@ async function load() {
     cell(tr, secs(e.duration_ms));
     cell(tr, size(e.state_bytes));
     cell(tr, `${e.tasks_acked}/${e.tasks_total}`);
+    taskLogLink(cell(tr, e.declined_by || ""), e.run_id, e.declined_by);
+    cell(tr, e.reason ? `${e.reason}${e.source === "history" ? " (files deleted)" : ""}` : "");
     cell(tr, e.lineage);
     cell(tr, e.parent_epoch_id ?? "–");
     tr.addEventListener("click", () => showEpoch(e.epoch_id));
     body.appendChild(tr);
   }
   const history = [...epochs].reverse();
-  chart("chart-duration", history.filter((e) => e.duration_ms != null).map((e) => (
-    {id: e.epoch_id, y: e.duration_ms / 1000, status: e.status, label: secs(e.duration_ms)})));
-  chart("chart-size", history.map((e) => (
-    {id: e.epoch_id, y: e.state_bytes / 1024, status: e.status, label: size(e.state_bytes)})));
+  chart("chart-duration", history.map((e) => ({id: e.epoch_id, reason: e.reason,
+    y: e.duration_ms == null ? null : e.duration_ms / 1000, status: e.status,
+    label: secs(e.duration_ms)})), "s");
+  const dateInput = document.getElementById("trigger-date");
+  if (!dateInput.dataset.touched) dateInput.value = nextLogicalDate();
+  chart("chart-size", history.map((e) => ({id: e.epoch_id, reason: e.reason,
+    y: e.source === "epoch" ? e.state_bytes / 1024 : null, status: e.status,
+    label: size(e.state_bytes)})), "KiB");
   if (selected != null) await showEpoch(selected);
 }
 
@@ -109,24 +219,32 @@ async function showEpoch(id) {
     tr.dataset.task = t.task_id;
     cell(tr, t.task_id);
     cell(tr, t.status, `status-${t.status === "acked" ? "completed" : t.status === "pending" ? "pending" : "aborted"}`);
+    taskLogLink(cell(tr, "log"), e.run_id, t.task_id, t.acked_attempt ?? t.attempts);
     cell(tr, t.acked_attempt ?? t.attempts);
+    cell(tr, secs(t.started_delay_ms));
     cell(tr, secs(t.ack_delay_ms));
-    cell(tr, t.sync_ms == null ? "–" : `${secs(t.sync_ms)} / ${secs(t.async_ms)}`);
+    cell(tr, t.run_ms == null ? "–" : `${secs(t.restore_ms)} / ${secs(t.run_ms)}`);
     cell(tr, size(t.state_bytes));
     cell(tr, size(t.bytes_written));
     cell(tr, Object.entries(t.row_counts || {}).map(([k, v]) => `${k}=${v}`).join(" "));
     body.appendChild(tr);
   }
+  timeline(e.tasks);
   const form = document.getElementById("backfill-form");
   form.hidden = e.status !== "completed";
 }
 
 document.getElementById("dag-id").textContent = dagId;
+document.getElementById("trigger-date").addEventListener("change", (ev) => {
+  ev.target.dataset.touched = "1";
+});
 document.getElementById("refresh").addEventListener("click", () => load().catch((e) => say(e.message, true)));
 document.getElementById("trigger-run").addEventListener("click", async () => {
   try {
+    const day = document.getElementById("trigger-date").value;
+    if (!day) { say("choose the logical date of the run first", true); return; }
     const r = await call(`/api/v2/dags/${encodeURIComponent(dagId)}/dagRuns`, {
-      method: "POST", body: JSON.stringify({logical_date: null})});
+      method: "POST", body: JSON.stringify({logical_date: `${day}T00:00:00Z`})});
     say(`triggered run ${r.dag_run_id}`);
   } catch (e) { say(`trigger failed: ${e.message}`, true); }
 });

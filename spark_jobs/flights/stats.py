@@ -11,13 +11,11 @@ the buckets that changed; the gold table published is the state itself, by refer
 
 from __future__ import annotations
 
-import sys
-
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from .harness import JobResult, JobRun
+from ..runtime import JobResult, JobRun, named_job
 from .ingest_flights import BRONZE_SCHEMA
 
 BUCKETS = 8
@@ -78,7 +76,7 @@ def finish(df: DataFrame, keys: list[str]) -> DataFrame:
         F.pmod(F.hash(*keys), F.lit(BUCKETS)).cast("int").alias("bucket"))
 
 
-def make_stats_job(keys: list[str], output: str):
+def make_stats_job(keys: list[str], output: str, name: str):
     """A job keeping the aggregates per ``keys`` and publishing them as ``output``."""
     schema = state_schema(keys)
 
@@ -106,20 +104,14 @@ def make_stats_job(keys: list[str], output: str):
             run.write_state(rest.unionByName(fresh).repartition("bucket"), "stats", "bucket")
         files = run.writer.files("stats/")
         n_keys = run.read_parquet(files, schema).count()
-        run.writer.publish_files(output, files, rows=n_keys, meta={"keys": keys})
+        run.writer.publish_files(output, files, rows=n_keys,
+                                 meta={"keys": keys, "internal_columns": ["bucket"]})
         return JobResult(row_counts={"keys": n_keys, "keys_touched": fresh.count(),
                                      "rows_added": added.count(), "rows_retracted": n_retracted},
                          metrics={"buckets_rewritten": sorted(buckets)})
 
-    return job
+    return named_job(job, name, __name__)
 
 
-route_stats = make_stats_job(["origin", "dest"], "gold_route_stats")
-carrier_stats = make_stats_job(["carrier"], "gold_carrier_stats")
-
-if __name__ == "__main__":
-    from .cli import main
-
-    which = sys.argv.pop(1) if len(sys.argv) > 1 and not sys.argv[1].startswith("-") else "route"
-    job = {"route": route_stats, "carrier": carrier_stats}[which]
-    sys.exit(main(job, f"{which}_stats"))
+route_stats = make_stats_job(["origin", "dest"], "gold_route_stats", "route_stats")
+carrier_stats = make_stats_job(["carrier"], "gold_carrier_stats", "carrier_stats")

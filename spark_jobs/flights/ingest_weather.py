@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 from .landing import WEATHER_COLUMNS
 from .source_job import SourceSpec, make_source_job
 
@@ -19,9 +17,4 @@ WEATHER = SourceSpec(
             "wind_speed": (0, 300), "wind_dir": (0, 360), "year": (2013, 2013)},
 )
 BRONZE_SCHEMA = WEATHER.bronze_schema
-ingest_weather = make_source_job(WEATHER)
-
-if __name__ == "__main__":
-    from .cli import main
-
-    sys.exit(main(ingest_weather, "ingest_weather"))
+ingest_weather = make_source_job(WEATHER, "ingest_weather", __name__)

@@ -13,7 +13,6 @@ A job that finds its epoch's data unacceptable raises :class:`DeclineEpoch`.
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import tempfile
 import time
@@ -23,10 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from checkpointing import Acknowledgement, Coordinator, SnapshotWriter, StateHandle
+from checkpointing.documents import now_iso
 from checkpointing.state_handle import FileRef
 from checkpointing.storage import LocalStorage, Storage, open_storage
 
-log = logging.getLogger("spark_jobs")
+from .session import spark_uri
+
+log = logging.getLogger("spark_jobs.runtime")
 
 
 class DeclineEpoch(Exception):
@@ -156,11 +158,6 @@ def _partition_value(name: str) -> str | None:
     return None
 
 
-def spark_uri(uri: str) -> str:
-    """Storage URIs as Spark (Hadoop) reads them: s3:// goes through the s3a connector."""
-    return "s3a://" + uri[len("s3://"):] if uri.startswith("s3://") else uri
-
-
 Job = Callable[[JobRun], JobResult]
 
 
@@ -173,6 +170,7 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
                  task_id, epoch_id, start.existing.attempt)
         return start.existing
     t0 = time.monotonic()
+    started_at = now_iso(time.time())
     previous = coordinator.restore_handle(epoch_id, task_id)
     upstream = coordinator.upstream_handles(epoch_id, task_id)
     restore_ms = (time.monotonic() - t0) * 1000
@@ -189,11 +187,12 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
         except DeclineEpoch as exc:
             coordinator.decline(epoch_id, task_id, attempt, str(exc))
             raise
-        run_ms = (time.monotonic() - t1) * 1000
+        run_ms = (time.monotonic() - t1) * 1000  # includes writing the state files
         handle = writer.handle(
             offsets=result.offsets, row_counts=result.row_counts,
             metrics={**result.metrics, "bytes_referenced": writer.bytes_referenced},
-            timings={"restore_ms": round(restore_ms, 1), "run_ms": round(run_ms, 1)},
+            timings={"started_at": started_at, "restore_ms": round(restore_ms, 1),
+                     "run_ms": round(run_ms, 1)},
             restored_from={"epoch_id": previous.epoch_id if previous else None},
             delivery=coordinator.barrier(epoch_id).mode,
         )
@@ -205,51 +204,3 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
         # since: a session that outlives the task (embedded runs, the benchmarks) would
         # read another attempt's or epoch's rows. Drop them at the task boundary.
         spark.catalog.clearCache()
-
-
-_JARS_DIR = Path(__file__).resolve().parent.parent / ".tools" / "jars"
-
-
-def s3a_conf(endpoint_url: str | None) -> dict[str, str]:
-    """Hadoop S3A settings. Credentials come from the standard AWS chain (environment,
-    profile, instance role): nothing secret is put in the Spark configuration."""
-    conf = {"spark.hadoop.fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
-            "spark.hadoop.fs.s3a.endpoint.region": os.environ.get("AWS_DEFAULT_REGION",
-                                                                  "us-east-1")}
-    if endpoint_url:
-        conf.update({"spark.hadoop.fs.s3a.endpoint": endpoint_url,
-                     "spark.hadoop.fs.s3a.path.style.access": "true",
-                     "spark.hadoop.fs.s3a.connection.ssl.enabled":
-                         str(endpoint_url.startswith("https")).lower()})
-    return conf
-
-
-def spark_session(app: str, master: str | None = None, *, s3: bool = False,
-                  endpoint_url: str | None = None):
-    """A SparkSession for local mode or under spark-submit (which sets the master).
-
-    With ``s3``, the S3A connector jars from scripts/install_spark_s3.sh (or
-    CKPT_SPARK_JARS) are put on the classpath and S3A is configured for ``endpoint_url``.
-    """
-    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    from pyspark.sql import SparkSession
-
-    b = (SparkSession.builder.appName(app)
-         .config("spark.sql.shuffle.partitions", "4")
-         .config("spark.sql.session.timeZone", "UTC")
-         .config("spark.ui.enabled", "false")
-         .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false"))
-    if s3:
-        jars = os.environ.get("CKPT_SPARK_JARS") or ",".join(
-            str(p) for p in sorted(_JARS_DIR.glob("*.jar")))
-        if not jars:
-            raise RuntimeError("s3a:// needs hadoop-aws: run scripts/install_spark_s3.sh "
-                               "or set CKPT_SPARK_JARS")
-        b = b.config("spark.jars", jars)
-        for k, v in s3a_conf(endpoint_url).items():
-            b = b.config(k, v)
-    if master:
-        b = b.master(master)
-    elif not os.environ.get("PYSPARK_GATEWAY_PORT"):  # set by spark-submit's PythonRunner
-        b = b.master("local[2]")
-    return b.getOrCreate()

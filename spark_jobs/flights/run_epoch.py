@@ -1,7 +1,7 @@
 """Run one whole epoch of the flights pipeline in one Spark application (embedded mode;
 the Airflow DAG runs the same tasks one by one):
 
-    python -m spark_jobs.run_epoch --storage URI --data URI --run-id ID [--endpoint-url URL]
+    python -m spark_jobs.flights.run_epoch --storage URI --data URI --run-id ID [--endpoint-url URL]
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import sys
 from checkpointing import Coordinator, open_storage
 from checkpointing.errors import CheckpointError
 
-from .harness import DeclineEpoch, spark_session
+from ..runtime import DeclineEpoch, spark_session
 from .pipeline import run_epoch
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sys
-
 from .landing import FLIGHT_COLUMNS
 from .source_job import SourceSpec, make_source_job
 
@@ -20,9 +18,4 @@ FLIGHTS = SourceSpec(
             "year": (2013, 2013)},
 )
 BRONZE_SCHEMA = FLIGHTS.bronze_schema
-ingest_flights = make_source_job(FLIGHTS)
-
-if __name__ == "__main__":
-    from .cli import main
-
-    sys.exit(main(ingest_flights, "ingest_flights"))
+ingest_flights = make_source_job(FLIGHTS, "ingest_flights", __name__)

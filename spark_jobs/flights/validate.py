@@ -11,16 +11,15 @@ count exactly the flights in the source's state (the source's running ``state_ro
 from __future__ import annotations
 
 import logging
-import sys
 import warnings
 
 import pandas as pd
 
-from .harness import DeclineEpoch, JobResult, JobRun
+from ..runtime import DeclineEpoch, JobResult, JobRun
 from .ingest_flights import BRONZE_SCHEMA
 from .stats import state_schema
 
-log = logging.getLogger("spark_jobs.validate")
+log = logging.getLogger("spark_jobs.flights.validate")
 
 
 def _suite(name: str, keys: list[str]):
@@ -91,9 +90,3 @@ def validate(run: JobRun) -> JobResult:
         raise DeclineEpoch(f"validation failed ({len(failures)}): {failures[0]}")
     return JobResult(row_counts={"bronze_rows": bronze_rows},
                      metrics={"expectations_failed": 0, "tables": sorted(frames)})
-
-
-if __name__ == "__main__":
-    from .cli import main
-
-    sys.exit(main(validate, "validate"))

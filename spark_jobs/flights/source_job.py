@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from .harness import JobResult, JobRun, spark_uri
+from ..runtime import JobResult, JobRun, named_job, spark_uri
 from .sources import changed_files, quarantine_schema, split_unreadable
 
 
@@ -90,7 +90,7 @@ def read_raw(run: JobRun, keys: list[str], spec: SourceSpec) -> DataFrame:
     return df.withColumn("source_file", F.concat(F.lit(spec.prefix), name))
 
 
-def make_source_job(spec: SourceSpec):
+def make_source_job(spec: SourceSpec, name: str, module: str):
     schema = spec.bronze_schema
 
     def job(run: JobRun) -> JobResult:
@@ -141,4 +141,4 @@ def make_source_job(spec: SourceSpec):
                      "unreadable_files": [k for k, _ in unreadable]},
         )
 
-    return job
+    return named_job(job, name, module)

@@ -1,0 +1,79 @@
+"""Liveness lease of an epoch driven by one process (PROTOCOL 5.13, 6.1).
+
+An epoch run by the embedded runner or the CLI has one driver process; if it dies (kill -9,
+a lost host), its epoch stays pending and blocks its lineage (``max_concurrent_epochs``)
+until its timeout, an hour by default. While it runs, the driver renews a lease object,
+``epochs/<id>/lease.json``, every third of ``lease_seconds``. A begin that finds its lineage
+full aborts each pending epoch whose lease has not been renewed for ``lease_seconds`` (as
+storage's clock dates the object), with reason ``runner_lost``; an epoch whose driver is
+alive but slow keeps renewing and is never aborted this way. Epochs driven by Airflow have
+no lease: Airflow detects its own dead workers, and their watchdog enforces the timeout.
+
+Fencing does the rest: a frozen driver that wakes up after its epoch was aborted has its
+acknowledgement refused (the epoch is decided).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from typing import Any
+
+from .documents import decode, encode, now_iso, writer_identity
+from .errors import CheckpointError, NotFound
+
+log = logging.getLogger("checkpointing.lease")
+FORMAT = "ckpt.lease"
+
+
+class RunnerLease:
+    """Renews the lease of ``epoch_id`` from a daemon thread while the driver runs.
+
+    Use as a context manager around the driving of the epoch."""
+
+    def __init__(self, coordinator: Any, epoch_id: int, holder: str | None = None):
+        self.coordinator, self.epoch_id = coordinator, epoch_id
+        self.holder = holder or f"{socket.gethostname()}:{os.getpid()}"
+        self.ttl = coordinator.config.lease_seconds
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def renew(self) -> None:
+        body = {"epoch_id": self.epoch_id, "holder": self.holder, "ttl_seconds": self.ttl,
+                "renewed_at": now_iso(self.coordinator.clock()), "writer": writer_identity()}
+        self.coordinator.storage.write(self.coordinator.layout.lease(self.epoch_id),
+                                       encode(FORMAT, body))
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.ttl / 3):
+            try:
+                self.renew()
+            except CheckpointError as exc:  # storage hiccup: the next renewal may land
+                log.warning("epoch %d: lease not renewed: %s", self.epoch_id, exc)
+
+    def __enter__(self) -> RunnerLease:
+        self.renew()
+        self._thread = threading.Thread(target=self._loop, name=f"lease-{self.epoch_id}",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+
+def lease_expired(coordinator: Any, epoch_id: int) -> bool:
+    """True when the epoch has a lease that was not renewed within its ttl; False when it
+    was, or when the epoch has no lease (not driven by a single process)."""
+    key = coordinator.layout.lease(epoch_id)
+    try:
+        info = coordinator.storage.head(key)
+        ttl = float(decode(coordinator.storage.read(key)[0], FORMAT, coordinator.storage.uri(key),
+                           ("ttl_seconds",))["ttl_seconds"])
+    except NotFound:
+        return False
+    return info.last_modified + ttl < coordinator.clock()

@@ -1,0 +1,41 @@
+"""Published outputs as Airflow Assets. Each output a checkpointed task publishes is an
+Asset whose URI is the table's place in checkpoint storage (its current files are listed by
+the pipeline's manifest). The commit step declares them as outlets and emits their events
+only when an epoch completes and publishes, with the epoch id, lineage and the manifest's
+files in the event's extra; an aborted epoch emits nothing."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import Asset
+
+from checkpointing import Manifest
+
+from .settings import CheckpointSettings
+
+
+def published_asset(pipeline_id: str, output: str,
+                    settings: CheckpointSettings | None = None) -> Asset:
+    """The Asset of ``output`` of ``pipeline_id`` (schedule a downstream DAG on it).
+    Storage comes from ``settings`` or, like everywhere, ``CKPT_STORAGE``."""
+    storage = (settings or CheckpointSettings(pipeline_id=pipeline_id)).storage.rstrip("/")
+    uri = (f"{storage}/{pipeline_id}/published/{output}" if storage
+           else f"x-dag-checkpoints://{pipeline_id}/{output}")
+    return Asset(uri=uri, name=f"{pipeline_id}.{output}", group="dag-checkpoints",
+                 extra={"pipeline_id": pipeline_id, "output": output})
+
+
+def published_assets(settings: CheckpointSettings, jobs: list[Any]) -> list[Asset]:
+    """The Assets of every output the checkpointed ``jobs`` declare they publish."""
+    names = sorted({o for t in jobs for o in getattr(t, "outputs", ())})
+    return [published_asset(settings.pipeline_id, o, settings) for o in names]
+
+
+def event_extra(manifest: Manifest, output: str) -> dict[str, Any]:
+    """The asset event's extra: which epoch published the output, and its files."""
+    out = manifest.outputs[output]
+    return {"epoch_id": manifest.epoch_id, "lineage": manifest.lineage,
+            "published_at": manifest.published_at, "output_epoch_id": out.epoch_id,
+            "rows": out.rows, "files": [{"uri": f.uri, "size": f.size, "sha256": f.sha256}
+                                        for f in out.files]}

@@ -1,0 +1,219 @@
+"""``CheckpointedSparkOperator``: any Spark job, by reference, as one checkpointed task.
+
+The job is ``"package.module:function"`` (or the function itself, which is referenced by
+its module and name): a function of a :class:`spark_jobs.runtime.JobRun` returning a
+:class:`spark_jobs.runtime.JobResult`. The operator runs it for the DAG run's epoch under
+the checkpoint contract: Airflow's ``try_number`` is the attempt, so a retry fences the
+older try, restores from the parent epoch and this epoch's acknowledged upstream handles,
+and a task that already acknowledged is not run again.
+
+Where Spark runs is the DAG's ``CheckpointSettings.spark_mode``: ``local`` (a session in the
+task process) or ``submit`` (spark-submit to the master of the Spark connection, with the
+job's package shipped by ``--py-files``, or ``application=`` a file of the user's that calls
+:func:`spark_jobs.runtime.main`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+from checkpointing.errors import CheckpointError
+
+from .runconf import checkpoint_conf
+from .settings import CheckpointSettings
+
+BEGIN_TASK_ID = "checkpoint_begin"
+#: Fault injection for tests and drills: "<task_id>:<attempt>" fails that attempt after its
+#: snapshot and before its acknowledgement, the worst moment for exactly-once.
+FAULT_ENV = "CKPT_FAULT_INJECT"
+_EXIT_CODE = re.compile(r"Error code is: (\d+)\.")
+
+
+class CheckpointedSparkOperator(BaseOperator):
+    """One checkpointed Spark job of the DAG's epoch (restore, run, snapshot, acknowledge).
+
+    :param job: ``"package.module:function"`` or a module-level function.
+    :param outputs: names of the outputs the job stages for publication
+        (``run.writer.publish_files``/``stage_output``); each is an Airflow Asset the commit
+        step emits when the epoch completes and publishes.
+    :param publishes: the job's staged outputs are published when the epoch completes
+        (implied by ``outputs``).
+    :param settings: the DAG's checkpoint settings; :func:`checkpoint_dag` sets them on
+        every checkpointed task that has none.
+    :param application: submit mode only: a Python file of yours that calls
+        ``spark_jobs.runtime.main(job)``; default: the runtime's generic entry point.
+    """
+
+    template_fields = ("job",)
+    ui_color = "#fdcdac"
+    #: what the plan derivation looks for (also set by the TaskFlow decorator's operator)
+    is_checkpointed = True
+    #: a job given as a callable must be importable by reference (see the decorator)
+    strict_reference = True
+
+    def __init__(self, *, job: str | Callable[..., Any], outputs: Sequence[str] = (),
+                 publishes: bool = False,
+                 settings: CheckpointSettings | None = None, application: str | None = None,
+                 begin_task_id: str = BEGIN_TASK_ID, **kwargs: Any):
+        super().__init__(**kwargs)
+        from spark_jobs.runtime import job_reference
+
+        # A string: workers import it, nothing is pickled. A TaskFlow function keeps its
+        # callable for local mode; its reference only matters under spark-submit.
+        self.job = job if isinstance(job, str) or self.strict_reference else \
+            f"{job.__module__}:{job.__qualname__}"
+        if self.strict_reference:
+            self.job = job_reference(job)
+        self.outputs = tuple(outputs)
+        self.publishes, self.settings = publishes or bool(self.outputs), settings
+        self.application, self.begin_task_id = application, begin_task_id
+
+    # ------------------------------------------------------------------ execution
+    def execute(self, context: Any) -> dict[str, int] | None:
+        if self.settings is None:
+            raise AirflowFailException(f"{self.task_id}: no checkpoint settings; build the DAG "
+                                       "with dag_checkpoints.checkpoint_dag(dag, settings)")
+        epoch, attempt = epoch_and_attempt(context, self.begin_task_id)
+        if self.settings.spark_mode == "submit":
+            return self._submit(context, epoch, attempt)
+        return self._in_process(self.job_callable(), epoch, attempt, fault_spec(context))
+
+    def job_callable(self) -> Callable[..., Any]:
+        from spark_jobs.runtime import JobReferenceError, resolve_job
+
+        try:
+            return resolve_job(self.job)
+        except JobReferenceError as exc:
+            raise AirflowFailException(str(exc)) from None
+
+    def _in_process(self, job: Callable[..., Any], epoch: int, attempt: int,
+                    fault: str = "") -> dict[str, int]:
+        from spark_jobs.runtime import DeclineEpoch, run_task, spark_session
+
+        job = with_fault(job, self.task_id, attempt, fault)
+        s = self.settings
+        coord = s.coordinator()
+        spark = spark_session(f"{s.pipeline_id}.{self.task_id}", s3=s.storage.startswith("s3"),
+                              endpoint_url=s.endpoint_url)
+        try:
+            ack = run_task(job, coord, epoch, self.task_id, attempt, spark, s.data,
+                           endpoint_url=s.endpoint_url)
+        except DeclineEpoch as exc:
+            raise AirflowFailException(f"{self.task_id} declined epoch {epoch}: {exc}") from None
+        except CheckpointError as exc:
+            raise AirflowFailException(f"{self.task_id}: {exc}") from None
+        self.log.info("acknowledged epoch %d as attempt %d: %s", epoch, ack.attempt,
+                      ack.state_handle.row_counts)
+        return dict(ack.state_handle.row_counts)
+
+    def _submit(self, context: Any, epoch: int, attempt: int) -> None:
+        """spark-submit to the Spark connection's master; the driver runs the runtime's
+        entry point, whose exit code 3 means it declined the epoch."""
+        import pyspark
+        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
+
+        import spark_jobs.runtime.submit as generic
+        from spark_jobs.runtime import EXIT_DECLINED, build_jobs_zip
+
+        s = self.settings
+        check_master_reachable(spark_master(s.spark_conn_id))
+        zip_path = build_jobs_zip(Path(tempfile.mkdtemp(prefix="ckpt-submit-")) / "jobs.zip",
+                                  (self.job,))
+        args = ["--storage", s.storage, "--pipeline", s.pipeline_id, "--data", s.data,
+                "--epoch", str(epoch), "--task", self.task_id, "--attempt", str(attempt)]
+        if self.application is None:
+            args = ["--job", self.job, *args]
+        if s.endpoint_url:
+            args += ["--endpoint-url", s.endpoint_url]
+        hook = SparkSubmitHook(
+            conn_id=s.spark_conn_id, py_files=str(zip_path), application_args=args,
+            name=f"{s.pipeline_id}.{self.task_id}", conf=dict(s.spark_conf),
+            # pyspark's own spark-submit, whatever PATH the worker has
+            spark_binary=str(Path(pyspark.__file__).parent / "bin/spark-submit"),
+            env_vars={"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable})
+        try:
+            hook.submit(self.application or generic.__file__)
+        except AirflowException as exc:
+            m = _EXIT_CODE.search(str(exc))
+            if m and int(m.group(1)) == EXIT_DECLINED:
+                raise AirflowFailException(f"{self.task_id} declined epoch {epoch}") from None
+            raise
+
+
+def epoch_and_attempt(context: Any, begin_task_id: str) -> tuple[int, int]:
+    """The run's epoch (the begin step's XCom) and this try's attempt number."""
+    ti = context["ti"]
+    epoch = ti.xcom_pull(task_ids=begin_task_id)
+    if epoch is None:
+        raise AirflowFailException(f"no epoch: {begin_task_id} has not run")
+    return int(epoch), ti.try_number
+
+
+def spark_master(conn_id: str) -> str:
+    """The master URL of an Airflow Spark connection, as SparkSubmitHook reads it."""
+    from airflow.sdk import BaseHook
+
+    conn = BaseHook.get_connection(conn_id)
+    host = conn.host or ""
+    if "://" in host or conn.conn_type == "spark" and not conn.port:
+        master = host or "yarn"
+    else:
+        master = f"{conn.conn_type}://{host}"
+    if conn.port and f":{conn.port}" not in master:
+        master = f"{master}:{conn.port}"
+    return master
+
+
+def check_master_reachable(master: str, timeout: float = 5.0) -> None:
+    """Fail fast, naming the master, when a ``spark://`` master does not accept connections
+    (spark-submit itself retries for a minute and then prints a stack trace)."""
+    url = urlparse(master)
+    if url.scheme != "spark":
+        return
+    for hostport in url.netloc.split(","):  # spark://h1:7077,h2:7077 (standby masters)
+        host, _, port = hostport.partition(":")
+        try:
+            socket.create_connection((host, int(port or 7077)), timeout=timeout).close()
+            return
+        except OSError:
+            continue
+    raise AirflowException(f"Spark master {master} is unreachable (no answer within "
+                           f"{timeout:g}s); check the Spark connection and that the master runs")
+
+
+def fault_spec(context: Any) -> str:
+    """The drill a run asks for: ``conf["checkpoint"]["fault_inject"]``, else the
+    ``CKPT_FAULT_INJECT`` environment variable (in-process mode only)."""
+    conf = checkpoint_conf(getattr(context.get("dag_run"), "conf", None))
+    return str(conf.get("fault_inject") or os.environ.get(FAULT_ENV, ""))
+
+
+def with_fault(job: Any, task_id: str, attempt: int, spec: str = "") -> Any:
+    """Wrap ``job`` with the fault ``spec`` names for this attempt, if any:
+    ``task:attempt`` fails after the snapshot; ``task:attempt:hang`` sleeps there for
+    ``CKPT_FAULT_HANG_SECONDS`` (a silently hanging task, for timeout drills)."""
+    target, _, mode = spec.partition(f"{task_id}:{attempt}")
+    if target or not spec or mode not in ("", ":hang"):
+        return job
+
+    def faulty(run: Any) -> Any:
+        result = job(run)  # state written and snapshotted...
+        if mode == ":hang":
+            time.sleep(float(os.environ.get("CKPT_FAULT_HANG_SECONDS", 600)))
+            return result
+        raise RuntimeError(f"injected fault ({FAULT_ENV}={spec}): after the snapshot of "
+                           f"attempt {attempt}, before its acknowledgement")
+
+    return faulty

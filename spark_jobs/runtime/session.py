@@ -1,0 +1,74 @@
+"""The Spark session a job runs in, and how storage URIs look to Spark.
+
+Local defaults (``local[2]``, few shuffle partitions, no UI) apply only where the runtime
+creates the session itself; under spark-submit the cluster's settings stand.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def spark_uri(uri: str) -> str:
+    """Storage URIs as Spark (Hadoop) reads them: s3:// goes through the s3a connector."""
+    return "s3a://" + uri[len("s3://"):] if uri.startswith("s3://") else uri
+
+
+_JARS_DIR = Path(__file__).resolve().parents[2] / ".tools" / "jars"
+_LOG4J_CONF = Path(__file__).resolve().parent / "log4j2.properties"
+
+
+def s3a_conf(endpoint_url: str | None) -> dict[str, str]:
+    """Hadoop S3A settings. Credentials come from the standard AWS chain (environment,
+    profile, instance role): nothing secret is put in the Spark configuration."""
+    conf = {"spark.hadoop.fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+            "spark.hadoop.fs.s3a.endpoint.region": os.environ.get("AWS_DEFAULT_REGION",
+                                                                  "us-east-1")}
+    if endpoint_url:
+        conf.update({"spark.hadoop.fs.s3a.endpoint": endpoint_url,
+                     "spark.hadoop.fs.s3a.path.style.access": "true",
+                     "spark.hadoop.fs.s3a.connection.ssl.enabled":
+                         str(endpoint_url.startswith("https")).lower()})
+    return conf
+
+
+def spark_session(app: str, master: str | None = None, *, s3: bool = False,
+                  endpoint_url: str | None = None, conf: dict[str, str] | None = None):
+    """A SparkSession for local mode or under spark-submit (which sets the master).
+
+    With ``s3``, the S3A connector jars from scripts/install_spark_s3.sh (or
+    CKPT_SPARK_JARS) are put on the classpath and S3A is configured for ``endpoint_url``.
+    ``conf`` adds Spark settings (e.g. ``spark.sql.shuffle.partitions`` for a small cluster).
+    """
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    from pyspark.sql import SparkSession
+
+    submitted = bool(os.environ.get("PYSPARK_GATEWAY_PORT"))  # set by spark-submit
+    b = (SparkSession.builder.appName(app)
+         .config("spark.sql.session.timeZone", "UTC")
+         .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false"))
+    if not submitted and (master is None or master.startswith("local")):
+        # A laptop-sized local session: the cluster's own settings stand everywhere else.
+        b = (b.master(master or "local[2]")
+             .config("spark.sql.shuffle.partitions", "4")
+             .config("spark.ui.enabled", "false")
+             .config("spark.ui.showConsoleProgress", "false"))
+    elif master:
+        b = b.master(master)
+    if s3:
+        jars = os.environ.get("CKPT_SPARK_JARS") or ",".join(
+            str(p) for p in sorted(_JARS_DIR.glob("*.jar")))
+        if not jars:
+            raise RuntimeError("s3a:// needs hadoop-aws: run scripts/install_spark_s3.sh "
+                               "or set CKPT_SPARK_JARS")
+        b = b.config("spark.jars", jars)
+        for k, v in s3a_conf(endpoint_url).items():
+            b = b.config(k, v)
+    for k, v in (conf or {}).items():
+        b = b.config(k, v)
+    if not submitted:
+        # This process launches the driver JVM: its log lines go to stdout at their level.
+        b = b.config("spark.driver.extraJavaOptions",
+                     f"-Dlog4j.configurationFile={_LOG4J_CONF} -Dlog4j2.level=WARN")
+    return b.getOrCreate()

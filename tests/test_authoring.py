@@ -1,0 +1,136 @@
+"""The authoring API without a running Airflow: the import contract between layers, jobs by
+reference, the plan derived from the DAG, the TaskFlow decorator, the provider metadata, and
+plan changes against the parent epoch (Flink's allowNonRestoredState)."""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from checkpointing import CheckpointConfig, Coordinator, LocalStorage, TaskPlan
+from checkpointing.coordinator import RestoreMappingError
+from tests.airflow_env import airflow, airflow_env
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text())
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            out.add(node.module)
+    return out
+
+
+@pytest.mark.parametrize("layer, forbidden", [
+    ("plugins", ("spark_jobs.flights",)),            # the provider knows no pipeline
+    ("spark_jobs/runtime", ("spark_jobs.flights", "airflow", "dag_checkpoints")),
+    ("checkpointing", ("airflow", "pyspark", "spark_jobs", "dag_checkpoints")),
+])
+def test_import_contract(layer, forbidden):
+    bad = {f"{p.relative_to(ROOT)}: {m}" for p in (ROOT / layer).rglob("*.py")
+           for m in _imports(p) if m.startswith(forbidden)}
+    assert not bad, sorted(bad)
+
+
+def test_jobs_by_reference():
+    from spark_jobs.flights.stats import route_stats
+    from spark_jobs.runtime import JobReferenceError, job_reference, resolve_job
+
+    assert job_reference(route_stats) == "spark_jobs.flights.stats:route_stats"
+    assert resolve_job("spark_jobs.flights.stats:route_stats") is route_stats
+    with pytest.raises(JobReferenceError, match="cannot import 'no_such_pkg.jobs'"):
+        resolve_job("no_such_pkg.jobs:fn")
+    with pytest.raises(JobReferenceError, match="has no 'nope'"):
+        resolve_job("spark_jobs.flights.stats:nope")
+    with pytest.raises(JobReferenceError, match="is not 'package.module:function'"):
+        job_reference("spark_jobs/flights/stats.py")
+    with pytest.raises(JobReferenceError, match="not a module-level function"):
+        job_reference(lambda run: None)
+
+
+def test_plan_is_derived_from_the_dag_through_plain_tasks():
+    from airflow.sdk import DAG
+    from airflow.sdk.bases.operator import BaseOperator
+    from dag_checkpoints import CheckpointedSparkOperator, CheckpointSettings, checkpoint_dag
+
+    class Plain(BaseOperator):
+        def execute(self, context):  # pragma: no cover - never run here
+            return None
+
+    with DAG("authoring_test", schedule=None) as dag:
+        a = CheckpointedSparkOperator(task_id="a", job="spark_jobs.flights.stats:route_stats")
+        gate = Plain(task_id="gate")  # a plain task between two checkpointed ones
+        b = CheckpointedSparkOperator(task_id="b", job="spark_jobs.flights.stats:route_stats",
+                                      outputs=["gold_b"])
+        c = CheckpointedSparkOperator(task_id="c", job="spark_jobs.flights.stats:route_stats")
+        a >> gate >> b
+        a >> c
+    steps = checkpoint_dag(dag, CheckpointSettings("authoring_test", storage="file:///tmp/x"))
+    assert steps.plan == {"a": TaskPlan((), False), "b": TaskPlan(("a",), True),
+                          "c": TaskPlan(("a",), False)}
+    assert {t.task_id for t in steps.begin.downstream_list} == {"a", "checkpoint_timeout"}
+    assert {t.task_id for t in steps.commit.upstream_list} == {"b", "c"}
+    assert [x.name for x in steps.commit.outlets] == ["authoring_test.gold_b"]
+    assert all(t.settings is not None for t in (a, b, c))
+
+
+def test_taskflow_decorator_makes_a_checkpointed_task():
+    from airflow.sdk import DAG
+    from dag_checkpoints.decorators import checkpointed_spark_task
+
+    def count_rows(run):
+        return None
+
+    with DAG("taskflow_test", schedule=None) as dag:
+        checkpointed_spark_task(outputs=["gold_counts"])(count_rows)()
+    op = dag.get_task("count_rows")
+    assert op.is_checkpointed and op.outputs == ("gold_counts",) and op.publishes
+    assert op.job_callable() is count_rows
+    with DAG("taskflow_args", schedule=None), pytest.raises(TypeError, match="takes no arg"):
+        checkpointed_spark_task(count_rows)(1)
+
+
+def test_removed_task_with_state_is_refused_unless_allowed(tmp_path, caplog):
+    from tests.helpers import ack_task
+
+    c = Coordinator(LocalStorage(tmp_path / "ckpt"), "p", CheckpointConfig())
+    plan = {"a": TaskPlan(), "b": TaskPlan(("a",), True)}
+    e = c.begin_epoch(plan, "r1").epoch_id
+    for t in plan:
+        ack_task(c, e, t, files={"s": t.encode()}, tmp=tmp_path)
+    c.complete(e)
+    with pytest.raises(RestoreMappingError, match=r"task\(s\) \['b'\].*allow non-restored"):
+        c.begin_epoch({"a": TaskPlan()}, "r2")
+    grown = {**plan, "new": TaskPlan(("a",))}
+    e2 = c.begin_epoch(grown, "r3").epoch_id  # a new task starts empty
+    assert "['new'] are not in parent epoch 1" in caplog.text
+    assert c.restore_handle(e2, "new") is None and c.restore_handle(e2, "b") is not None
+    c.abort(e2, "cancelled")
+    e3 = c.begin_epoch({"a": TaskPlan()}, "r4", allow_non_restored_state=True).epoch_id
+    assert c.barrier(e3).parent_epoch_id == 1
+
+
+def test_provider_and_plugin_are_registered(tmp_path):
+    env = airflow_env(tmp_path / "airflow")
+    r = airflow(env, "providers", "list", "--output", "json", timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    providers = {p["package_name"]: p for p in json.loads(r.stdout[r.stdout.index("["):])}
+    assert "dag-checkpoints" in providers, sorted(providers)
+    r = airflow(env, "plugins", "--output", "json", timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    plugins = json.loads(r.stdout[r.stdout.index("["):])
+    assert [p["name"] for p in plugins].count("dag_checkpoints") == 1, plugins
+    code = ("from airflow.sdk import task; "
+            "print(task.checkpointed_spark.__module__)")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.stdout.strip() == "dag_checkpoints.decorators", r.stderr[-2000:]

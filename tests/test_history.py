@@ -1,0 +1,142 @@
+"""Failure history and retention that never breaks a view (PROTOCOL 5.12, 6.9): failed
+epochs stay visible with their reason, tasks, attempts and alert after retention deleted
+their files; an epoch a savepoint needs is kept whole; damaged epochs are listed, not fatal;
+`ckpt abort` ends a stuck epoch. Checked through the library and the real `ckpt` command."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from checkpointing import (
+    CheckpointConfig,
+    Coordinator,
+    SnapshotWriter,
+    create_savepoint,
+    run_retention,
+    verify_epoch,
+)
+from checkpointing.alerts import EpochAlert, read_alert, record_alert
+from checkpointing.history import history_ids, read_failure
+from checkpointing.stats import list_epochs
+from tests.helpers import DIAMOND, ack_task, run_epoch
+
+CKPT = [sys.executable, "-m", "checkpointing.cli"]
+
+
+def ckpt(storage, *args):
+    env = {**os.environ, "CKPT_PIPELINE": "p"}
+    if hasattr(storage, "bucket"):  # S3: the server's endpoint; credentials are in the env
+        env.update(CKPT_STORAGE=storage.uri("").rstrip("/"),
+                   AWS_ENDPOINT_URL=storage.endpoint_url)
+    else:
+        env["CKPT_STORAGE"] = f"file://{storage.root}"
+    return subprocess.run([*CKPT, *args], env=env, capture_output=True, text=True, timeout=120)
+
+
+def failed_epoch(c: Coordinator, tmp, run_id: str, failing: str = "src_b") -> int:
+    """An epoch in which src_a acknowledged, ``failing`` tried twice and never acked."""
+    b = c.begin_epoch(DIAMOND, run_id)
+    ack_task(c, b.epoch_id, "src_a", files={"s": b"a"}, tmp=tmp)
+    c.register_attempt(b.epoch_id, failing, 1)
+    c.register_attempt(b.epoch_id, failing, 2)
+    meta = c.abort(b.epoch_id, "declined", f"task {failing} failed", declined_by=failing)
+    assert record_alert(c.storage, c.layout, EpochAlert.from_abort("p", meta, b))
+    return b.epoch_id
+
+
+def test_failed_epoch_stays_visible_after_retention(storage, tmp_path):
+    c = Coordinator(storage, "p", CheckpointConfig(retained_epochs=1, failure_history=2))
+    run_epoch(c, tmp=tmp_path, payload=b"one")
+    failed = failed_epoch(c, tmp_path, "r-fail")
+    run_epoch(c, tmp=tmp_path, payload=b"three", run_id="r3")
+    report = run_retention(c)
+    assert failed in report.deleted_epochs
+    assert not list(storage.list(c.layout.epoch_prefix(failed)))  # its files are gone
+
+    rec = read_failure(storage, c.layout, failed)
+    assert rec.reason == "declined" and rec.declined_by == "src_b" and rec.run_id == "r-fail"
+    assert rec.tasks["src_a"].status == "acked" and rec.tasks["src_b"].attempts == 2
+    assert rec.tasks["src_b"].status == "not_acked"
+    assert set(rec.missing_tasks) == {"src_b", "join", "sink"}
+    assert read_alert(storage, c.layout, failed).reason == "declined"
+
+    r = ckpt(storage, "epochs", "--json")
+    assert r.returncode == 0, r.stderr
+    rows = {x["epoch"]: x for x in json.loads(r.stdout)}
+    assert set(rows) == {failed, 3}  # epoch 1 retired; the failure kept
+    assert rows[failed]["status"] == "aborted" and rows[failed]["failed_task"] == "src_b"
+    assert rows[failed]["acked"] == "1/4"
+    shown = json.loads(ckpt(storage, "show", str(failed), "--json").stdout)
+    assert shown["source"] == "history" and shown["reason"] == "declined"
+    assert {t["task_id"]: t["attempts"] for t in shown["tasks"]}["src_b"] == 2
+
+
+def test_failure_history_is_bounded(storage, tmp_path):
+    c = Coordinator(storage, "p", CheckpointConfig(retained_epochs=1, failure_history=2))
+    run_epoch(c, tmp=tmp_path)
+    failures = [failed_epoch(c, tmp_path, f"r{i}") for i in range(4)]
+    report = run_retention(c)
+    assert report.pruned_history == failures[:2]
+    assert history_ids(storage, c.layout) == failures[2:]
+    listing = list_epochs(c, limit=50)
+    assert [r.epoch_id for r in listing.rows] == [*reversed(failures[2:]), 1]
+    assert listing.total == len(listing.rows)
+
+
+def test_savepoint_epoch_is_kept_whole_and_listing_survives_damage(storage, tmp_path):
+    """Files written under the epoch's own prefix (as Spark executors write them) and
+    referenced by a savepoint: the epoch keeps its documents with them."""
+    c = Coordinator(storage, "p", CheckpointConfig(retained_epochs=1))
+    plan = {"t": DIAMOND["src_a"]}
+
+    def epoch(payload: bytes, run_id: str) -> int:
+        b = c.begin_epoch(plan, run_id)
+        c.register_attempt(b.epoch_id, "t", 1)
+        w = SnapshotWriter(storage, c.layout, b.epoch_id, "t", 1, shared=False)
+        (tmp_path / run_id).write_bytes(payload)
+        w.add_file("part-0", tmp_path / run_id)
+        c.acknowledge(b.epoch_id, "t", 1, w.handle())
+        c.complete(b.epoch_id)
+        return b.epoch_id
+
+    e1 = epoch(b"one", "r1")
+    create_savepoint(c, "sp1", e1)
+    e2, e3 = epoch(b"two", "r2"), epoch(b"three", "r3")
+    report = run_retention(c)
+    assert report.deleted_epochs == [e2] and e1 in report.kept_epochs
+    assert not list(storage.list(c.layout.epoch_prefix(e2)))
+    assert c.metadata(e1).completed and verify_epoch(c, e1).ok
+    r = ckpt(storage, "epochs", "--json")
+    assert r.returncode == 0, r.stderr
+    assert [x["epoch"] for x in json.loads(r.stdout)] == [e3, e1]
+
+    storage.delete(c.layout.barrier(e1))  # damage by hand
+    c2 = Coordinator(storage, "p")
+    r = ckpt(storage, "epochs", "--json")
+    assert r.returncode == 0, r.stderr
+    assert [(x["epoch"], x["status"]) for x in json.loads(r.stdout)] == [
+        (e3, "completed"), (e1, "damaged")]
+    listing = list_epochs(c2)
+    assert listing.total == 2 and "no barrier" in listing.rows[1].detail
+
+
+def test_ckpt_abort_ends_a_stuck_epoch(storage, tmp_path):
+    c = Coordinator(storage, "p")
+    run_epoch(c, tmp=tmp_path)
+    stuck = c.begin_epoch(DIAMOND, "r-stuck").epoch_id
+    r = ckpt(storage, "abort", str(stuck), "--reason", "runner host lost")
+    assert r.returncode == 0, r.stderr
+    assert "aborted" in r.stdout and "src_a" in r.stdout
+    meta = Coordinator(storage, "p").metadata(stuck)
+    assert meta.reason == "cancelled" and "runner host lost" in meta.detail
+    # The pipeline is no longer blocked by max_concurrent_epochs.
+    assert c.begin_epoch(DIAMOND, "r-next").epoch_id == stuck + 1
+    again = ckpt(storage, "abort", str(stuck), "--reason", "again")
+    assert again.returncode == 2
+    assert again.stderr.strip() == f"ckpt: error: epoch {stuck} is aborted; only a pending " \
+        "epoch can be aborted"
+    assert ckpt(storage, "abort", "1", "--reason", "x").returncode == 2  # completed: refused
+    assert c.metadata(1).completed
