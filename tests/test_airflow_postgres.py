@@ -16,7 +16,7 @@ from spark_jobs.flights.landing import land
 from tests.airflow_standalone import Standalone
 from tests.pg import fresh_database
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]  # shares 2 cores with the fault matrix
 ROOT = Path(__file__).resolve().parent.parent
 DAG = "flights_daily"
 

@@ -24,7 +24,7 @@ from tests import oracle
 from tests.airflow_env import ROOT
 from tests.airflow_standalone import Standalone
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]  # shares 2 cores with the fault matrix
 DAG = "flights_daily"
 API = f"/ckpt/api/dags/{DAG}"
 

@@ -13,6 +13,8 @@ from checkpointing import CheckpointConfig, Coordinator, Storage, open_storage
 
 from .alerts import AlertSettings, announce
 
+SPARK_MODES = ("connect", "local", "submit")
+
 
 @dataclass(frozen=True)
 class CheckpointSettings:
@@ -31,25 +33,30 @@ class CheckpointSettings:
     aws_conn_id: str | None = field(
         default_factory=lambda: os.environ.get("CKPT_AWS_CONN_ID") or None)
     config: CheckpointConfig = field(default_factory=CheckpointConfig)
-    #: "local": jobs run in the task process with a local SparkSession; "submit": through
-    #: SparkSubmitOperator to the master of the Airflow connection ``spark_conn_id`` (the
-    #: code shipped with --py-files)
+    #: "connect": jobs run as clients of the Spark Connect server of the Airflow connection
+    #: ``spark_connect_conn_id`` (a long-lived driver: no JVM per task); "local": in the task
+    #: process with a local SparkSession; "submit": spark-submit to the master of the Airflow
+    #: connection ``spark_conn_id`` (the code shipped with --py-files)
     spark_mode: str = field(default_factory=lambda: os.environ.get("CKPT_SPARK_MODE", "local"))
     spark_conn_id: str = field(
         default_factory=lambda: os.environ.get("CKPT_SPARK_CONN_ID", "spark_default"))
     alerts: AlertSettings = field(default_factory=AlertSettings)
-    #: Spark settings for submit mode ("k=v,k=v" in CKPT_SPARK_CONF), e.g. the shuffle
-    #: partitions of a small cluster; a cluster's own defaults stand otherwise
+    #: Spark settings for submit mode, and session settings for connect mode ("k=v,k=v" in
+    #: CKPT_SPARK_CONF), e.g. the shuffle partitions of a small cluster; a cluster's own
+    #: defaults stand otherwise
     spark_conf: tuple[tuple[str, str], ...] = field(default_factory=lambda: tuple(
         tuple(kv.split("=", 1)) for kv in os.environ.get("CKPT_SPARK_CONF", "").split(",")
         if "=" in kv))
+    spark_connect_conn_id: str = field(default_factory=lambda: os.environ.get(
+        "CKPT_SPARK_CONNECT_CONN_ID", "spark_connect_default"))
 
     def __post_init__(self) -> None:
         if self.storage != self.storage.strip():
             raise ValueError(f"pipeline {self.pipeline_id!r}: checkpoint storage "
                              f"{self.storage!r} has surrounding white space (CKPT_STORAGE)")
-        if self.spark_mode not in ("local", "submit"):
-            raise ValueError(f"spark_mode must be 'local' or 'submit', not {self.spark_mode!r}")
+        if self.spark_mode not in SPARK_MODES:
+            raise ValueError(f"spark_mode must be one of {', '.join(SPARK_MODES)}, "
+                             f"not {self.spark_mode!r}")
 
     def open_storage(self) -> Storage:
         if not self.storage.strip():
@@ -77,7 +84,8 @@ class CheckpointSettings:
                 "endpoint_url": self.endpoint_url, "aws_conn_id": self.aws_conn_id,
                 "config": self.config.to_json(), "spark_mode": self.spark_mode,
                 "spark_conn_id": self.spark_conn_id, "alerts": self.alerts.to_kwargs(),
-                "spark_conf": [list(kv) for kv in self.spark_conf]}
+                "spark_conf": [list(kv) for kv in self.spark_conf],
+                "spark_connect_conn_id": self.spark_connect_conn_id}
 
     @classmethod
     def from_kwargs(cls, d: dict[str, Any]) -> CheckpointSettings:
@@ -86,7 +94,8 @@ class CheckpointSettings:
                    CheckpointConfig.from_json(d.get("config") or {}),
                    d.get("spark_mode") or "local", d.get("spark_conn_id") or "spark_default",
                    AlertSettings.from_kwargs(d.get("alerts") or {}),
-                   tuple(tuple(kv) for kv in d.get("spark_conf") or ()))
+                   tuple(tuple(kv) for kv in d.get("spark_conf") or ()),
+                   d.get("spark_connect_conn_id") or "spark_connect_default")
 
 
 def _storage_from_connection(uri: str, conn_id: str, endpoint_url: str | None) -> Storage:

@@ -7,9 +7,11 @@ the checkpoint contract: Airflow's ``try_number`` is the attempt, so a retry fen
 older try, restores from the parent epoch and this epoch's acknowledged upstream handles,
 and a task that already acknowledged is not run again.
 
-Where Spark runs is the DAG's ``CheckpointSettings.spark_mode``: ``local`` (a session in the
-task process) or ``submit`` (spark-submit to the master of the Spark connection, with the
-job's package shipped by ``--py-files``, or ``application=`` a file of the user's that calls
+Where Spark runs is the DAG's ``CheckpointSettings.spark_mode``: ``connect`` (a Spark Connect
+session on the server of the ``spark_connect`` connection: the task holds a thin client, the
+driver is long-lived), ``local`` (a Spark of the task process's own) or ``submit``
+(spark-submit to the master of the Spark connection, with the job's package shipped by
+``--py-files``, or ``application=`` a file of the user's that calls
 :func:`spark_jobs.runtime.main`).
 """
 
@@ -88,7 +90,11 @@ class CheckpointedSparkOperator(BaseOperator):
         epoch, attempt = epoch_and_attempt(context, self.begin_task_id)
         if self.settings.spark_mode == "submit":
             return self._submit(context, epoch, attempt)
-        return self._in_process(self.job_callable(), epoch, attempt, fault_spec(context))
+        remote = None
+        if self.settings.spark_mode == "connect":
+            remote = spark_connect_url(self.settings.spark_connect_conn_id)
+        return self._in_process(self.job_callable(), epoch, attempt, fault_spec(context),
+                                remote=remote)
 
     def job_callable(self) -> Callable[..., Any]:
         from spark_jobs.runtime import JobReferenceError, resolve_job
@@ -99,21 +105,37 @@ class CheckpointedSparkOperator(BaseOperator):
             raise AirflowFailException(str(exc)) from None
 
     def _in_process(self, job: Callable[..., Any], epoch: int, attempt: int,
-                    fault: str = "") -> dict[str, int]:
-        from spark_jobs.runtime import DeclineEpoch, run_task, spark_session
+                    fault: str = "", remote: str | None = None) -> dict[str, int]:
+        """Run the job in this process, on a Spark of its own or, with ``remote``, as a
+        client of that Spark Connect server."""
+        from spark_jobs.runtime import (
+            ConnectUnsupported,
+            DeclineEpoch,
+            SparkConnectError,
+            run_task,
+            spark_session,
+        )
 
         job = with_fault(job, self.task_id, attempt, fault)
         s = self.settings
         coord = s.coordinator()
-        spark = spark_session(f"{s.pipeline_id}.{self.task_id}", s3=s.storage.startswith("s3"),
-                              endpoint_url=s.endpoint_url)
+        s3 = s.storage.startswith("s3") or s.data.startswith("s3")
+        try:
+            spark = spark_session(f"{s.pipeline_id}.{self.task_id}", s3=s3,
+                                  endpoint_url=s.endpoint_url, remote=remote,
+                                  conf=dict(s.spark_conf) if remote else None)
+        except SparkConnectError as exc:
+            raise AirflowException(str(exc)) from None  # a server down: retrying may help
         try:
             ack = run_task(job, coord, epoch, self.task_id, attempt, spark, s.data,
                            endpoint_url=s.endpoint_url)
         except DeclineEpoch as exc:
             raise AirflowFailException(f"{self.task_id} declined epoch {epoch}: {exc}") from None
-        except CheckpointError as exc:
+        except (CheckpointError, ConnectUnsupported) as exc:
             raise AirflowFailException(f"{self.task_id}: {exc}") from None
+        finally:
+            if remote:
+                spark.stop()  # releases the server-side session now, not at its timeout
         self.log.info("acknowledged epoch %d as attempt %d: %s", epoch, ack.attempt,
                       ack.state_handle.row_counts)
         return dict(ack.state_handle.row_counts)
@@ -159,6 +181,17 @@ def epoch_and_attempt(context: Any, begin_task_id: str) -> tuple[int, int]:
     if epoch is None:
         raise AirflowFailException(f"no epoch: {begin_task_id} has not run")
     return int(epoch), ti.try_number
+
+
+def spark_connect_url(conn_id: str) -> str:
+    """The ``sc://`` URL of an Airflow connection of the Spark provider's ``spark_connect``
+    type (host, port; login is the user id, password the token, extra ``use_ssl``)."""
+    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
+
+    try:
+        return SparkConnectHook(conn_id).get_connection_url()
+    except Exception as exc:  # the connection is missing or malformed
+        raise AirflowFailException(f"Spark Connect connection {conn_id!r}: {exc}") from None
 
 
 def spark_master(conn_id: str) -> str:

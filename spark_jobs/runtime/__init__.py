@@ -4,19 +4,22 @@ A job is a function ``job(run: JobRun) -> JobResult``. The runtime registers the
 (fencing older ones), restores the task's state of the parent epoch and this epoch's
 upstream handles, runs the job, snapshots the files it wrote (unchanged ones by reference)
 and acknowledges; a job that finds its input unacceptable raises :class:`DeclineEpoch`.
-Jobs are referenced as ``"package.module:function"`` and run in-process (:func:`run_task`),
-under spark-submit (:func:`main` in an application file, or ``spark_jobs/runtime/submit.py
+Jobs are referenced as ``"package.module:function"`` and run in-process (:func:`run_task`)
+on a local session or a Spark Connect server's (``spark_session(remote=...)``), under
+spark-submit (:func:`main` in an application file, or ``spark_jobs/runtime/submit.py
 --job ...``) or from the shell (``python -m spark_jobs.runtime --job ...``).
 """
 
 from .commit import commit
+from .connect import SparkConnectError, connect_session, is_connect
 from .entry import EXIT_DECLINED, main
-from .job_run import DeclineEpoch, Job, JobResult, JobRun, run_task
+from .job_run import ConnectUnsupported, DeclineEpoch, Job, JobResult, JobRun, run_task
 from .package import build_jobs_zip
 from .published import read_published
 from .reference import JobReferenceError, job_reference, named_job, resolve_job
 from .session import s3a_conf, spark_session, spark_uri
 
-__all__ = ["EXIT_DECLINED", "DeclineEpoch", "Job", "JobReferenceError", "JobResult", "JobRun",
+__all__ = ["EXIT_DECLINED", "ConnectUnsupported", "DeclineEpoch", "SparkConnectError",
+           "connect_session", "is_connect", "Job", "JobReferenceError", "JobResult", "JobRun",
            "build_jobs_zip", "commit", "job_reference", "main", "named_job", "read_published",
            "resolve_job", "run_task", "s3a_conf", "spark_session", "spark_uri"]

@@ -26,6 +26,7 @@ from typing import Any
 from checkpointing import Coordinator, open_storage
 from checkpointing.errors import CheckpointError
 
+from .connect import SparkConnectError
 from .job_run import DeclineEpoch, run_task
 from .reference import JobReferenceError, job_reference, resolve_job
 from .session import spark_session
@@ -46,6 +47,8 @@ def _parser(prog: str, with_job: bool) -> argparse.ArgumentParser:
     ap.add_argument("--attempt", type=int, default=1)
     ap.add_argument("--endpoint-url", help="S3-compatible endpoint")
     ap.add_argument("--master", help="default: spark-submit's, else local[2]")
+    ap.add_argument("--remote", help="a Spark Connect server (sc://host:port) instead of a "
+                    "Spark of this process")
     return ap
 
 
@@ -62,13 +65,13 @@ def main(job: Callable[..., Any] | str | None = None, argv: list[str] | None = N
         coord = Coordinator(open_storage(a.storage, endpoint_url=a.endpoint_url), a.pipeline)
         spark = spark_session(f"{a.pipeline}.{task}", a.master,
                               s3=a.data.startswith("s3") or a.storage.startswith("s3"),
-                              endpoint_url=a.endpoint_url)
+                              endpoint_url=a.endpoint_url, remote=a.remote)
         ack = run_task(fn, coord, a.epoch, task, a.attempt, spark, a.data,
                        endpoint_url=a.endpoint_url)
     except DeclineEpoch as exc:
         print(f"{a.task or 'job'}: declined epoch {a.epoch}: {exc}", file=sys.stderr)
         return EXIT_DECLINED
-    except (CheckpointError, JobReferenceError) as exc:
+    except (CheckpointError, JobReferenceError, SparkConnectError) as exc:
         print(f"{a.task or 'job'}: error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps({"task": task, "epoch": a.epoch, "attempt": ack.attempt,

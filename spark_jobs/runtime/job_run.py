@@ -26,6 +26,7 @@ from checkpointing.documents import now_iso
 from checkpointing.state_handle import FileRef
 from checkpointing.storage import LocalStorage, Storage, open_storage
 
+from .connect import SparkConnectError, is_connect, unsupported_feature
 from .session import spark_uri
 
 log = logging.getLogger("spark_jobs.runtime")
@@ -33,6 +34,10 @@ log = logging.getLogger("spark_jobs.runtime")
 
 class DeclineEpoch(Exception):
     """Raised by a job to decline its epoch (bad data, failed validation)."""
+
+
+class ConnectUnsupported(SparkConnectError):
+    """A job used a feature Spark Connect does not have (sparkContext, RDDs, the JVM)."""
 
 
 @dataclass
@@ -87,9 +92,10 @@ class JobRun:
     # ------------------------------------------------------------------ writing
     @property
     def distributed(self) -> bool:
-        """Whether Spark must write through storage: executors on other hosts cannot
-        write into the driver's scratch directory. True for object-store checkpoints."""
-        return not isinstance(self.coordinator.storage, LocalStorage)
+        """Whether Spark must write through storage: executors on other hosts, or a Spark
+        Connect server's, cannot write into this process's scratch directory. True for
+        object-store checkpoints and for Spark Connect sessions."""
+        return is_connect(self.spark) or not isinstance(self.coordinator.storage, LocalStorage)
 
     def _target(self, sub: str, kind: str) -> tuple[str, str | None]:
         """(Spark path, storage key prefix or None) of an attempt-scoped write target."""
@@ -186,6 +192,10 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
             result = job(run)
         except DeclineEpoch as exc:
             coordinator.decline(epoch_id, task_id, attempt, str(exc))
+            raise
+        except Exception as exc:
+            if is_connect(spark) and (msg := unsupported_feature(exc)):
+                raise ConnectUnsupported(f"task {task_id}: {msg}") from None
             raise
         run_ms = (time.monotonic() - t1) * 1000  # includes writing the state files
         handle = writer.handle(

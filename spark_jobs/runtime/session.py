@@ -8,15 +8,27 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from urllib.parse import unquote
 
 
 def spark_uri(uri: str) -> str:
-    """Storage URIs as Spark (Hadoop) reads them: s3:// goes through the s3a connector."""
-    return "s3a://" + uri[len("s3://"):] if uri.startswith("s3://") else uri
+    """Storage URIs as Spark (Hadoop) reads them: s3:// goes through the s3a connector, and
+    file:// URIs lose their percent-encoding (Hadoop takes a path string literally, so
+    ``part%3D1`` would not name the ``part=1`` directory Spark wrote)."""
+    if uri.startswith("s3://"):
+        return "s3a://" + uri[len("s3://"):]
+    if uri.startswith("file://"):
+        return "file://" + unquote(uri[len("file://"):])
+    return uri
 
 
-_JARS_DIR = Path(__file__).resolve().parents[2] / ".tools" / "jars"
-_LOG4J_CONF = Path(__file__).resolve().parent / "log4j2.properties"
+#: Session settings every job relies on, in every mode (UTC dates; partition values stay
+#: strings, as the state handles record them).
+SESSION_CONF = {"spark.sql.session.timeZone": "UTC",
+                "spark.sql.sources.partitionColumnTypeInference.enabled": "false"}
+
+JARS_DIR = Path(__file__).resolve().parents[2] / ".tools" / "jars"
+LOG4J_CONF = Path(__file__).resolve().parent / "log4j2.properties"
 
 
 def s3a_conf(endpoint_url: str | None) -> dict[str, str]:
@@ -34,20 +46,26 @@ def s3a_conf(endpoint_url: str | None) -> dict[str, str]:
 
 
 def spark_session(app: str, master: str | None = None, *, s3: bool = False,
-                  endpoint_url: str | None = None, conf: dict[str, str] | None = None):
-    """A SparkSession for local mode or under spark-submit (which sets the master).
+                  endpoint_url: str | None = None, conf: dict[str, str] | None = None,
+                  remote: str | None = None):
+    """A SparkSession for local mode, under spark-submit (which sets the master), or, with
+    ``remote`` (``sc://host:port``), a Spark Connect session on that server.
 
     With ``s3``, the S3A connector jars from scripts/install_spark_s3.sh (or
     CKPT_SPARK_JARS) are put on the classpath and S3A is configured for ``endpoint_url``.
     ``conf`` adds Spark settings (e.g. ``spark.sql.shuffle.partitions`` for a small cluster).
     """
+    if remote:
+        from .connect import connect_session
+
+        return connect_session(remote, app, s3=s3, endpoint_url=endpoint_url, conf=conf)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     from pyspark.sql import SparkSession
 
     submitted = bool(os.environ.get("PYSPARK_GATEWAY_PORT"))  # set by spark-submit
-    b = (SparkSession.builder.appName(app)
-         .config("spark.sql.session.timeZone", "UTC")
-         .config("spark.sql.sources.partitionColumnTypeInference.enabled", "false"))
+    b = SparkSession.builder.appName(app)
+    for k, v in SESSION_CONF.items():
+        b = b.config(k, v)
     if not submitted and (master is None or master.startswith("local")):
         # A laptop-sized local session: the cluster's own settings stand everywhere else.
         b = (b.master(master or "local[2]")
@@ -58,7 +76,7 @@ def spark_session(app: str, master: str | None = None, *, s3: bool = False,
         b = b.master(master)
     if s3:
         jars = os.environ.get("CKPT_SPARK_JARS") or ",".join(
-            str(p) for p in sorted(_JARS_DIR.glob("*.jar")))
+            str(p) for p in sorted(JARS_DIR.glob("*.jar")))
         if not jars:
             raise RuntimeError("s3a:// needs hadoop-aws: run scripts/install_spark_s3.sh "
                                "or set CKPT_SPARK_JARS")
@@ -70,5 +88,5 @@ def spark_session(app: str, master: str | None = None, *, s3: bool = False,
     if not submitted:
         # This process launches the driver JVM: its log lines go to stdout at their level.
         b = b.config("spark.driver.extraJavaOptions",
-                     f"-Dlog4j.configurationFile={_LOG4J_CONF} -Dlog4j2.level=WARN")
+                     f"-Dlog4j.configurationFile={LOG4J_CONF} -Dlog4j2.level=WARN")
     return b.getOrCreate()

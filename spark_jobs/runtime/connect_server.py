@@ -1,0 +1,212 @@
+"""A Spark Connect server on this machine, for development, tests and the demo: pyspark's
+own server class (what ``sbin/start-connect-server.sh`` starts), with the S3A connector
+when its jars are installed (scripts/install_spark_s3.sh).
+
+    python -m spark_jobs.runtime.connect_server start [--port 15002] [--master local[2]]
+    python -m spark_jobs.runtime.connect_server status|stop [--port 15002]
+
+``start`` runs the server in the background (pid and log under ``.tools/run/``) and returns
+when it accepts sessions; ``run`` keeps it in the foreground. S3 credentials are the
+server's (the standard AWS chain of its environment): a client never sends them. On a
+cluster, point the Airflow connection ``spark_connect_default`` at the cluster's own server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .session import JARS_DIR, LOG4J_CONF, s3a_conf
+
+SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
+RUN_DIR = Path(__file__).resolve().parents[2] / ".tools" / "run"
+DEFAULT_PORT = 15002
+
+
+def spark_home() -> Path:
+    import pyspark
+
+    return Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent)
+
+
+@dataclass
+class ConnectServer:
+    """One Spark Connect server process bound to ``host:port``."""
+
+    port: int = DEFAULT_PORT
+    host: str = "127.0.0.1"
+    master: str = "local[2]"
+    #: S3-compatible endpoint the server's S3A connector uses by default (clients may set
+    #: their own per session)
+    s3_endpoint: str | None = None
+    driver_memory: str = "2g"
+    conf: dict[str, str] = field(default_factory=dict)
+    log_path: Path | None = None
+    proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"sc://{self.host}:{self.port}"
+
+    def command(self) -> list[str]:
+        conf = {"spark.connect.grpc.binding.address": self.host,
+                "spark.connect.grpc.binding.port": str(self.port),
+                "spark.sql.shuffle.partitions": "4",
+                "spark.ui.showConsoleProgress": "false",
+                "spark.driver.extraJavaOptions":
+                    f"-Dlog4j.configurationFile={LOG4J_CONF} -Dlog4j2.level=WARN"}
+        jars = sorted(JARS_DIR.glob("*.jar"))
+        if jars:
+            conf.update(s3a_conf(self.s3_endpoint))
+        conf.update(self.conf)
+        cmd = [str(spark_home() / "bin" / "spark-submit"), "--class", SERVER_CLASS,
+               "--name", f"Spark Connect {self.host}:{self.port}", "--master", self.master,
+               "--driver-memory", self.driver_memory]
+        if jars:
+            cmd += ["--jars", ",".join(str(j) for j in jars)]
+        for k, v in conf.items():
+            cmd += ["--conf", f"{k}={v}"]
+        return cmd
+
+    def env(self) -> dict[str, str]:
+        root = str(Path(__file__).resolve().parents[2])
+        return {**os.environ, "SPARK_LOCAL_IP": self.host if self.host[0].isdigit()
+                else "127.0.0.1",
+                # Python UDFs run in workers of the server's: this interpreter, this code
+                "PYSPARK_PYTHON": sys.executable,
+                "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH"))
+                                              if p)}
+
+    def start(self, timeout: float = 180.0) -> ConnectServer:
+        """Start the server and wait until it accepts connections."""
+        if _listening(self.host, self.port):
+            raise RuntimeError(f"port {self.port} is busy on {self.host}: a Spark Connect "
+                               "server (or something else) already listens there")
+        log_path = self.log_path or RUN_DIR / f"spark-connect-{self.port}.log"
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(log_path, "w") as log:
+            self.proc = subprocess.Popen(self.command(), env=self.env(), stdout=log,  # noqa: S603
+                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         start_new_session=True)
+        self.log_path = log_path
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"Spark Connect server exited ({self.proc.returncode}): "
+                                   f"{_tail(log_path)}")
+            if _listening(self.host, self.port):
+                return self
+            time.sleep(0.5)
+        self.stop()
+        raise RuntimeError(f"Spark Connect server not listening on {self.url} within "
+                           f"{timeout:g}s: {_tail(log_path)}")
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop the server (its whole process group: the JVM and its Python workers)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        _stop_group(self.proc.pid, timeout)
+        self.proc.wait(timeout)
+
+
+def _listening(host: str, port: int) -> bool:
+    try:
+        socket.create_connection((host, port), timeout=1.0).close()
+        return True
+    except OSError:
+        return False
+
+
+def _tail(path: Path, n: int = 2000) -> str:
+    try:
+        return path.read_text(errors="replace")[-n:]
+    except OSError:
+        return ""
+
+
+def _stop_group(pid: int, timeout: float) -> None:
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.3)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _pid_file(port: int) -> Path:
+    return RUN_DIR / f"spark-connect-{port}.pid"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="connect_server", description="A local Spark Connect "
+                                 "server for checkpointed jobs (start, stop, status, run).")
+    ap.add_argument("action", choices=("start", "stop", "status", "run"))
+    ap.add_argument("--port", type=int, default=DEFAULT_PORT)
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--master", default="local[2]", help="local[N] or a cluster's master URL")
+    ap.add_argument("--s3-endpoint", default=os.environ.get("AWS_ENDPOINT_URL"),
+                    help="S3-compatible endpoint for the S3A connector (e.g. MinIO)")
+    ap.add_argument("--driver-memory", default="2g")
+    a = ap.parse_args(argv)
+    pid_file = _pid_file(a.port)
+    if a.action in ("stop", "status"):
+        pid = int(pid_file.read_text()) if pid_file.exists() else None
+        alive = pid is not None and _alive(pid)
+        if a.action == "status":
+            print(f"sc://{a.host}:{a.port}: " + ("running" if _listening(a.host, a.port)
+                                                 else "not listening")
+                  + (f" (pid {pid})" if alive else ""))
+            return 0 if _listening(a.host, a.port) else 1
+        if alive:
+            _stop_group(pid, 30.0)
+        pid_file.unlink(missing_ok=True)
+        print(f"sc://{a.host}:{a.port}: stopped" if alive else
+              f"sc://{a.host}:{a.port}: no server of ours was running")
+        return 0
+    server = ConnectServer(a.port, a.host, a.master, a.s3_endpoint, a.driver_memory)
+    try:
+        server.start()
+    except RuntimeError as exc:
+        print(f"connect_server: {exc}", file=sys.stderr)
+        return 1
+    if a.action == "start":
+        pid_file.write_text(str(server.proc.pid))
+        print(f"Spark Connect server listening on {server.url} (pid {server.proc.pid}, "
+              f"log {server.log_path})")
+        return 0
+    print(f"Spark Connect server listening on {server.url}; Ctrl-C stops it")
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, lambda *_: server.stop())
+    try:
+        server.proc.wait()
+    except KeyboardInterrupt:
+        server.stop()
+    return 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.killpg(pid, 0)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+if __name__ == "__main__":
+    sys.exit(main())
