@@ -26,6 +26,14 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def connect_env(server: Any) -> dict[str, str]:
+    """Settings that run a DAG's checkpointed tasks on the Spark Connect server ``server``
+    (through the Spark provider's ``spark_connect`` connection, as a deployment would)."""
+    return {"CKPT_SPARK_MODE": "connect",
+            "AIRFLOW_CONN_SPARK_CONNECT_DEFAULT": json.dumps(
+                {"conn_type": "spark_connect", "host": server.host, "port": server.port})}
+
+
 class Standalone:
     def __init__(self, home: Path, **env: str):
         self.home = home

@@ -14,12 +14,28 @@ from tests.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server
 #: --no-loadscope-reorder: xdist would otherwise start the modules with the most tests).
 LONGEST_FIRST = ("test_airflow_standalone.py", "test_faults.py", "test_airflow_timeout.py",
                  "test_airflow_postgres.py", "test_demo.py", "test_spark_cluster.py",
-                 "test_bench.py", "test_airflow_dags.py")
+                 "test_bench.py", "test_airflow_dags.py", "test_spark_connect.py")
 
 
 def pytest_collection_modifyitems(items):
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: module order kept
+
+
+@pytest.fixture(scope="session")
+def spark_connect(tmp_path_factory):
+    """One Spark Connect server per test process (each xdist worker has its own), the S3
+    server's credentials in its environment, as a deployment gives its server a role."""
+    from spark_jobs.runtime.connect_server import ConnectServer
+    from tests.airflow_standalone import free_port
+
+    server = ConnectServer(port=free_port(), driver_memory="1500m",
+                           log_path=tmp_path_factory.mktemp("connect") / "server.log",
+                           extra_env={"AWS_ACCESS_KEY_ID": ACCESS_KEY,
+                                      "AWS_SECRET_ACCESS_KEY": SECRET_KEY})
+    server.start()
+    yield server
+    server.stop()
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,7 @@ import pytest
 
 from checkpointing import Coordinator, LocalStorage, read_manifest
 from spark_jobs.flights.landing import land
-from tests.airflow_standalone import Standalone
+from tests.airflow_standalone import Standalone, connect_env
 from tests.pg import fresh_database
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]  # shares 2 cores with the fault matrix
@@ -22,14 +22,15 @@ DAG = "flights_daily"
 
 
 @pytest.fixture(scope="module")
-def af(tmp_path_factory):
+def af(tmp_path_factory, spark_connect):
     tmp = tmp_path_factory.mktemp("pg")
     land(LocalStorage(tmp / "data"), [date(2013, 1, 1), date(2013, 1, 2)], seed=11)
     url = fresh_database("ckpt_airflow_run")
     db_env = {"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": url,
               "AIRFLOW__CORE__EXECUTOR": "LocalExecutor"}
     sa = Standalone(tmp / "airflow", CKPT_STORAGE=f"file://{tmp}/ckpt",
-                    CKPT_DATA=f"file://{tmp}/data", FLIGHTS_RETRIES="0", **db_env)
+                    CKPT_DATA=f"file://{tmp}/data", FLIGHTS_RETRIES="0", **db_env,
+                    **connect_env(spark_connect))
     try:
         sa.start()
         yield sa, tmp

@@ -1,6 +1,7 @@
-"""flights_daily under a real `airflow standalone`: the plugin's REST API behind Airflow's
-auth, triggered runs, a retry that restores, a backfill from an epoch, and the Epochs page
-in headless Chromium. Assertions are on checkpoint storage and the published outputs.
+"""flights_daily under a real `airflow standalone`, its tasks clients of a Spark Connect
+server: the plugin's REST API behind Airflow's auth, triggered runs, a retry that restores, a
+backfill from an epoch, and the Epochs page in headless Chromium. Assertions are on
+checkpoint storage and the published outputs.
 
 The tests of this module share one Airflow and run in file order (each builds on the
 epochs of the one before)."""
@@ -22,7 +23,7 @@ from checkpointing.lineages import read_origin
 from spark_jobs.flights.landing import land
 from tests import oracle
 from tests.airflow_env import ROOT
-from tests.airflow_standalone import Standalone
+from tests.airflow_standalone import Standalone, connect_env
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]  # shares 2 cores with the fault matrix
 DAG = "flights_daily"
@@ -30,13 +31,13 @@ API = f"/ckpt/api/dags/{DAG}"
 
 
 @pytest.fixture(scope="module")
-def af(tmp_path_factory):
+def af(tmp_path_factory, spark_connect):
     tmp = tmp_path_factory.mktemp("standalone")
     land(LocalStorage(tmp / "data"), [date(2013, 1, 1), date(2013, 1, 2)],
          malformed_rate=0.01, seed=7)
     sa = Standalone(tmp / "airflow", CKPT_STORAGE=f"file://{tmp}/ckpt",
                     CKPT_DATA=f"file://{tmp}/data", FLIGHTS_RETRIES="1",
-                    FLIGHTS_RETRY_DELAY_SECONDS="1")
+                    FLIGHTS_RETRY_DELAY_SECONDS="1", **connect_env(spark_connect))
     try:
         sa.start()
         yield sa, tmp

@@ -22,7 +22,7 @@ from checkpointing.alerts import read_alert
 from checkpointing.documents import parse_iso
 from checkpointing.history import read_failure
 from spark_jobs.flights.landing import land
-from tests.airflow_standalone import Standalone
+from tests.airflow_standalone import Standalone, connect_env
 from tests.pg import fresh_database
 from tests.sinks import SmtpSink, WebhookSink
 
@@ -34,7 +34,7 @@ HANG = {"checkpoint": {"fault_inject": "ingest_flights:1:hang"}}
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def af(request, tmp_path_factory):
+def af(request, tmp_path_factory, spark_connect):
     tmp = tmp_path_factory.mktemp(f"timeout-{request.param}")
     land(LocalStorage(tmp / "data"), [date(2013, 1, 1), date(2013, 1, 2)], seed=3)
     db_env: dict[str, str] = {}
@@ -52,7 +52,7 @@ def af(request, tmp_path_factory):
         AIRFLOW_CONN_CKPT_WEBHOOK=hook.url,
         CKPT_ALERT_EMAIL="oncall@example.com", CKPT_ALERT_SMTP_CONN="ckpt_smtp",
         AIRFLOW_CONN_CKPT_SMTP=smtp.conn_json(),
-        **db_env,
+        **db_env, **connect_env(spark_connect),
     )
     try:
         sa.start()

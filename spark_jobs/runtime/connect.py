@@ -10,6 +10,7 @@ only session settings, including the S3A endpoint, which Hadoop reads per sessio
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -86,8 +87,8 @@ def connect_session(url: str, app: str, *, s3: bool = False, endpoint_url: str |
     try:
         server = spark.version
     except Exception as exc:  # grpc status errors of every kind
-        spark.client.set_retry_policies(defaults)
-        spark.stop()
+        with contextlib.suppress(Exception):
+            spark.client.close()  # no session to release: just the channel
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise SparkConnectError(f"{redacted(url)} did not answer as a Spark Connect server: "
                                 f"{first[:200]}") from None

@@ -49,6 +49,8 @@ class ConnectServer:
     driver_memory: str = "2g"
     conf: dict[str, str] = field(default_factory=dict)
     log_path: Path | None = None
+    #: environment of the server beyond this process's (e.g. its S3 credentials)
+    extra_env: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen | None = None
 
     @property
@@ -82,7 +84,8 @@ class ConnectServer:
                 # Python UDFs run in workers of the server's: this interpreter, this code
                 "PYSPARK_PYTHON": sys.executable,
                 "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH"))
-                                              if p)}
+                                              if p),
+                **self.extra_env}
 
     def start(self, timeout: float = 180.0) -> ConnectServer:
         """Start the server and wait until it accepts connections."""
@@ -112,7 +115,7 @@ class ConnectServer:
         """Stop the server (its whole process group: the JVM and its Python workers)."""
         if self.proc is None or self.proc.poll() is not None:
             return
-        _stop_group(self.proc.pid, timeout)
+        _stop_group(self.proc.pid, timeout, self.proc)
         self.proc.wait(timeout)
 
 
@@ -131,13 +134,17 @@ def _tail(path: Path, n: int = 2000) -> str:
         return ""
 
 
-def _stop_group(pid: int, timeout: float) -> None:
+def _stop_group(pid: int, timeout: float, proc: subprocess.Popen | None = None) -> None:
+    """SIGTERM the process group of ``pid``, SIGKILL it after ``timeout``. ``proc``: our own
+    child, reaped here (unreaped, it would keep its group alive as a zombie)."""
     try:
         os.killpg(pid, signal.SIGTERM)
     except ProcessLookupError:
         return
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        if proc is not None:
+            proc.poll()
         try:
             os.killpg(pid, 0)
         except ProcessLookupError:

@@ -56,7 +56,7 @@ class JobRun:
     task_id: str
     attempt: int
     spark: Any  # pyspark.sql.SparkSession
-    data: Storage
+    data: Storage | None  # the data root the job reads; None when the run gave none
     previous: StateHandle | None
     upstream: dict[str, StateHandle]
     writer: SnapshotWriter
@@ -184,7 +184,8 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
     writer = SnapshotWriter(coordinator.storage, coordinator.layout, epoch_id, task_id, attempt,
                             previous=previous)
     run = JobRun(coordinator, epoch_id, task_id, attempt, spark,
-                 open_storage(data_uri, endpoint_url=endpoint_url), previous, upstream, writer,
+                 open_storage(data_uri, endpoint_url=endpoint_url) if data_uri else None,
+                 previous, upstream, writer,
                  scratch)
     try:
         t1 = time.monotonic()

@@ -1,0 +1,121 @@
+"""Jobs on a real Spark Connect server (pyspark's own, started by the runtime's launcher):
+epochs through Connect equal an independent computation on local storage and on S3, the
+server's executors write the state (the distributed path), and what a user gets wrong
+(server down, a port that is not a Connect server, a job that needs the JVM) is one line
+naming the endpoint, in seconds."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from checkpointing import Coordinator, LocalStorage, plan_from_edges
+from checkpointing.storage.s3 import S3Storage
+from spark_jobs.flights.landing import land
+from spark_jobs.runtime.connect import SparkConnectError, check_versions
+from tests.airflow_standalone import free_port
+from tests.oracle import assert_gold_matches_oracle
+from tests.s3server import ACCESS_KEY, SECRET_KEY
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parent.parent
+ROUTE, CARRIER = ["origin", "dest"], ["carrier"]
+
+
+def run(args: list[str], timeout: float = 600, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, **env})
+
+
+def run_epoch(storage: str, data: str, run_id: str, remote: str, *extra: str, **env: str):
+    r = run(["spark_jobs.flights.run_epoch", "--storage", storage, "--data", data,
+             "--run-id", run_id, "--remote", remote, *extra], **env)
+    assert r.returncode == 0, r.stderr[-4000:]
+    return r
+
+
+def test_epochs_through_connect_equal_independent_computation(spark_connect, tmp_path):
+    data = LocalStorage(tmp_path / "data")
+    land(data, [date(2013, 1, 1), date(2013, 1, 2)], malformed_rate=0.01, seed=5)
+    storage, data_uri = f"file://{tmp_path}/ckpt", f"file://{tmp_path}/data"
+    run_epoch(storage, data_uri, "day-2", spark_connect.url)
+    land(data, [date(2013, 1, 3)], dims=False, seed=5)
+    run_epoch(storage, data_uri, "day-3", spark_connect.url)
+
+    c = Coordinator(LocalStorage(tmp_path / "ckpt"), "flights_daily")
+    assert c.latest_completed() == 2
+    assert_gold_matches_oracle(c, data, ROUTE, "gold_route_stats")
+    assert_gold_matches_oracle(c, data, CARRIER, "gold_carrier_stats")
+    h2 = c.completed_handles(2)["ingest_flights"]
+    # The server's executors wrote the new state into the attempt's own prefix of the
+    # checkpoint storage (not a scratch directory of the client's), and the unchanged
+    # days' partitions are the first epoch's files, referenced.
+    new = [f for f in h2.files if "part=2013-01-03/" in f.name]
+    assert new and all("/epochs/0000000002/state/ingest_flights/attempt-0001/spark/" in f.uri
+                       for f in new)
+    old = {f.name: f.uri for f in c.completed_handles(1)["ingest_flights"].files}
+    carried = [f for f in h2.files if "part=2013-01-01/" in f.name]
+    assert carried and all(old[f.name] == f.uri for f in carried)
+    assert h2.metrics["partitions_rewritten"] == ["2013-01-03"]
+
+
+def test_epoch_through_connect_on_s3(spark_connect, s3_server, s3_bucket):
+    data = S3Storage(s3_bucket, "data", endpoint_url=s3_server.endpoint)
+    land(data, [date(2013, 1, 1), date(2013, 1, 2)], seed=6)
+    r = run_epoch(f"s3://{s3_bucket}/ckpt", f"s3://{s3_bucket}/data", "s3-day-2",
+                  spark_connect.url, "--endpoint-url", s3_server.endpoint,
+                  AWS_ACCESS_KEY_ID=ACCESS_KEY, AWS_SECRET_ACCESS_KEY=SECRET_KEY)
+    assert SECRET_KEY not in r.stdout + r.stderr
+    c = Coordinator(S3Storage(s3_bucket, "ckpt", endpoint_url=s3_server.endpoint),
+                    "flights_daily")
+    assert c.latest_completed() == 1
+    assert_gold_matches_oracle(c, data, CARRIER, "gold_carrier_stats")
+    assert_gold_matches_oracle(c, data, ROUTE, "gold_route_stats")
+
+
+def one_task_epoch(tmp_path: Path, task: str) -> str:
+    c = Coordinator(LocalStorage(tmp_path / "ckpt"), "connect_errors")
+    c.begin_epoch(plan_from_edges({task: []}, set()), f"run-{task}")
+    return f"file://{tmp_path}/ckpt"
+
+
+def task_args(storage: str, job: str, task: str, remote: str) -> list[str]:
+    return ["spark_jobs.runtime", "--job", job, "--storage", storage, "--pipeline",
+            "connect_errors", "--epoch", "1", "--task", task, "--remote", remote]
+
+
+def test_what_a_user_gets_wrong_is_one_line_naming_the_endpoint(spark_connect, s3_server,
+                                                                 tmp_path):
+    storage = one_task_epoch(tmp_path, "t")
+    job = "tests.connect_jobs:uses_spark_context"
+    down = f"sc://127.0.0.1:{free_port()}"
+    not_connect = s3_server.endpoint.replace("http://", "sc://")  # an HTTP server's port
+    for remote, words in ((down, "is unreachable"),
+                          (not_connect, "did not answer as a Spark Connect server")):
+        t0 = time.monotonic()
+        r = run(task_args(storage, job, "t", remote), timeout=120)
+        assert r.returncode == 2 and time.monotonic() - t0 < 60, r.stderr[-2000:]
+        line = r.stderr.strip().splitlines()[-1]
+        assert words in line and remote in line, r.stderr[-2000:]
+        assert "Traceback" not in r.stderr
+
+    # A job that needs the JVM: the runtime says what Connect lacks and what to do.
+    r = run(task_args(storage, job, "t", spark_connect.url), timeout=300)
+    assert r.returncode == 2, r.stderr[-2000:]
+    line = r.stderr.strip().splitlines()[-1]
+    assert "sparkContext" in line and "DataFrame API only" in line, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr
+
+
+def test_versions_refused_across_major_and_warned_across_minor(caplog):
+    with pytest.raises(SparkConnectError, match=r"sc://h:1 runs Spark 3\.5\.1.*pyspark 4\.3\.0"):
+        check_versions("4.3.0", "3.5.1", "sc://h:1/;token=secret")
+    check_versions("4.3.0", "4.1.0", "sc://h:1/;token=secret")
+    assert "4.1.0" in caplog.text and "secret" not in caplog.text
+    check_versions("4.3.0", "4.3.1", "sc://h:1")
