@@ -1,8 +1,10 @@
 """`make demo`: the flights pipeline running in a real Airflow, from a fresh clone.
 
 Uses local checkpoint storage (or MinIO on 127.0.0.1 with --s3), lands the first days of
-2013, starts `airflow standalone` with this project's dags/ and plugins/, triggers one run
-per day and shows the epochs completing as a live table. Ctrl-C, SIGTERM and closing the
+2013, starts a Spark Connect server (the tasks' Spark: one long-lived driver instead of a
+JVM per task; --spark local for the latter) and `airflow standalone` with this project's
+dags/ and plugins/, triggers one run per day and shows the epochs completing as a live
+table. Ctrl-C, SIGTERM and closing the
 terminal (SIGHUP) stop everything it started, task processes and their Spark JVMs included,
 and nothing else. State lives in .demo/ (a second run reuses it; --fresh wipes it).
 """
@@ -86,6 +88,20 @@ def wait_http(url: str, what: str, timeout: float, proc: subprocess.Popen,
             pass
         time.sleep(1)
     raise DemoError(f"{what} did not answer at {url} within {timeout:.0f}s; see {log}")
+
+
+def wait_port(port: int, what: str, timeout: float, proc: subprocess.Popen, log: Path) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise DemoError(f"{what} exited with code {proc.returncode}; see {log}")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.5)
+    raise DemoError(f"{what} is not listening on 127.0.0.1:{port} after {timeout:.0f}s; "
+                    f"see {log}")
 
 
 # ---------------------------------------------------------------------------- services
@@ -182,6 +198,20 @@ def start_minio(svc: Services, port: int) -> dict[str, str]:
     return s3env
 
 
+def start_spark_connect(svc: Services, port: int, env: dict[str, str]) -> dict[str, str]:
+    """The tasks' Spark: a Spark Connect server (with the S3 settings of ``env``); returns
+    the settings that point the DAG's tasks at it."""
+    from spark_jobs.runtime.connect_server import ConnectServer
+
+    server = ConnectServer(port=port, s3_endpoint=env.get("AWS_ENDPOINT_URL"), extra_env=env)
+    proc = svc.start("Spark Connect server", server.command(), server.env(),
+                     DEMO / "spark-connect.log")
+    wait_port(port, "Spark Connect server", 180, proc, DEMO / "spark-connect.log")
+    return {"CKPT_SPARK_MODE": "connect",
+            "AIRFLOW_CONN_SPARK_CONNECT_DEFAULT": json.dumps(
+                {"conn_type": "spark_connect", "host": "127.0.0.1", "port": port})}
+
+
 def start_airflow(svc: Services, port: int, env: dict[str, str]) -> tuple[str, str]:
     home = DEMO / "airflow"
     home.mkdir(exist_ok=True)
@@ -270,6 +300,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--local", action="store_true", help=argparse.SUPPRESS)  # the default
     ap.add_argument("--port", type=int, default=8080, help="Airflow UI port")
     ap.add_argument("--s3-port", type=int, default=9000, help="MinIO port")
+    ap.add_argument("--spark", choices=("connect", "local"), default="connect",
+                    help="connect: tasks are clients of one Spark Connect server (default); "
+                         "local: each task starts a Spark of its own (a JVM per task)")
+    ap.add_argument("--connect-port", type=int, default=15002, help="Spark Connect port")
     ap.add_argument("--fresh", action="store_true", help="wipe .demo/ first")
     a = ap.parse_args(argv)
     if a.fresh and DEMO.exists():
@@ -281,6 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         check_java()
         check_port_free(a.port, "Airflow UI")
+        if a.spark == "connect":
+            check_port_free(a.connect_port, "Spark Connect server")
         if a.s3:
             check_port_free(a.s3_port, "S3/MinIO")
             ensure_s3_tools()
@@ -296,6 +332,9 @@ def main(argv: list[str] | None = None) -> int:
         days = [date(2013, 1, 1) + timedelta(days=i) for i in range(a.days)]
         print(f"landing {len(days)} days of flights into {env['CKPT_DATA']} ...", flush=True)
         land(open_storage(env["CKPT_DATA"]), days, malformed_rate=0.002, seed=1)
+        if a.spark == "connect":
+            print("starting the Spark Connect server (about 10 s) ...", flush=True)
+            env.update(start_spark_connect(svc, a.connect_port, env))
         print("starting airflow standalone (about 20 s) ...", flush=True)
         url, password = start_airflow(svc, a.port, env)
         session = api(url, password)

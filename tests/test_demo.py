@@ -35,12 +35,13 @@ def _port_free(port: int) -> bool:
 
 
 def test_demo_runs_epochs_and_sighup_stops_everything(tmp_path):
-    """The default demo (local storage) runs a day; closing its terminal (SIGHUP) stops
-    Airflow, its task processes and their Spark JVMs: nothing carrying the demo's marker is
-    left, and its port is free again."""
-    port = free_port()
+    """The default demo (local storage, tasks on a Spark Connect server) runs a day; closing
+    its terminal (SIGHUP) stops Airflow, its task processes and the Spark Connect server:
+    nothing carrying the demo's marker is left, and its ports are free again."""
+    port, connect_port = free_port(), free_port()
     demo_id = f"test-{os.getpid()}-{time.time_ns()}"
-    p = _demo(tmp_path, "--days", "1", "--port", str(port), env={"CKPT_DEMO_ID": demo_id})
+    p = _demo(tmp_path, "--days", "1", "--port", str(port), "--connect-port",
+              str(connect_port), env={"CKPT_DEMO_ID": demo_id})
     out, deadline = [], time.time() + 900
     try:
         while time.time() < deadline:
@@ -54,6 +55,7 @@ def test_demo_runs_epochs_and_sighup_stops_everything(tmp_path):
         assert "runs finished" in text and "1/1" in text, text[-3000:]
         assert f"http://127.0.0.1:{port}" in text and "admin /" in text
         assert "completed" in text
+        assert not _port_free(connect_port), "no Spark Connect server listens"
         assert _marked(demo_id), "the demo's processes do not carry its marker"
     finally:
         p.send_signal(signal.SIGHUP)
@@ -62,7 +64,8 @@ def test_demo_runs_epochs_and_sighup_stops_everything(tmp_path):
     assert "stopping the demo" in rest
     time.sleep(2)
     assert _marked(demo_id) == [], "processes the demo started are still running"
-    assert _port_free(port), "something the demo started still listens"
+    assert _port_free(port) and _port_free(connect_port), \
+        "something the demo started still listens"
 
 
 def _marked(demo_id: str) -> list[int]:

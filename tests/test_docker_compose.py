@@ -134,6 +134,15 @@ def test_services_agree_on_hosts_ports_buckets_and_credentials(compose):
     assert master.hostname == "spark-master"
     assert f"--port {master.port}" in " ".join(svcs["spark-master"]["command"])
     assert conn["host"] in " ".join(svcs["spark-worker"]["command"])
+    # Tasks are clients of the Spark Connect service, whose driver uses that cluster.
+    assert env["CKPT_SPARK_MODE"] == "connect"
+    sc = json.loads(env["AIRFLOW_CONN_SPARK_CONNECT_DEFAULT"])
+    assert sc["conn_type"] == "spark_connect" and sc["host"] in svcs
+    connect_cmd = svcs[sc["host"]]["command"]
+    assert connect_cmd[:3] == ["python", "-m", "spark_jobs.runtime.connect_server"]
+    assert connect_cmd[connect_cmd.index("--port") + 1] == str(sc["port"])
+    assert connect_cmd[connect_cmd.index("--master") + 1] == conn["host"]
+    assert connect_cmd[connect_cmd.index("--s3-endpoint") + 1] == env["AWS_ENDPOINT_URL"]
 
     # What the images run from the project exists in it.
     assert (ROOT / env["AIRFLOW__CORE__DAGS_FOLDER"].replace("/opt/dag-checkpoints/", "")

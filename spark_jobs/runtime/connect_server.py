@@ -60,10 +60,11 @@ class ConnectServer:
     def command(self) -> list[str]:
         conf = {"spark.connect.grpc.binding.address": self.host,
                 "spark.connect.grpc.binding.port": str(self.port),
-                "spark.sql.shuffle.partitions": "4",
                 "spark.ui.showConsoleProgress": "false",
                 "spark.driver.extraJavaOptions":
                     f"-Dlog4j.configurationFile={LOG4J_CONF} -Dlog4j2.level=WARN"}
+        if self.master.startswith("local"):
+            conf["spark.sql.shuffle.partitions"] = "4"  # a laptop's; a cluster's stand
         jars = sorted(JARS_DIR.glob("*.jar"))
         if jars:
             conf.update(s3a_conf(self.s3_endpoint))
@@ -79,8 +80,9 @@ class ConnectServer:
 
     def env(self) -> dict[str, str]:
         root = str(Path(__file__).resolve().parents[2])
-        return {**os.environ, "SPARK_LOCAL_IP": self.host if self.host[0].isdigit()
-                else "127.0.0.1",
+        local = {"SPARK_LOCAL_IP": "127.0.0.1"} if self.host in ("127.0.0.1", "localhost") \
+            else {}  # else the host's own address, which executors elsewhere can reach
+        return {**os.environ, **local,
                 # Python UDFs run in workers of the server's: this interpreter, this code
                 "PYSPARK_PYTHON": sys.executable,
                 "PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH"))
