@@ -131,6 +131,12 @@ def test_embedded_runner_killed_then_rerun_resumes(tmp_path):
     """`python -m spark_jobs.flights.run_epoch` killed with SIGKILL mid-epoch, then run again with
     the same run id: it resumes the same epoch (no 'pending epoch' refusal), and the
     published tables equal the independent computation."""
+    kill_mid_epoch_then_rerun(tmp_path)
+
+
+def kill_mid_epoch_then_rerun(tmp_path, *extra: str) -> Coordinator:
+    """The embedded runner (with ``extra`` arguments) SIGKILLed while its epoch is open and
+    a task has acknowledged, rerun with the same run id; checked against the oracle."""
     import os
     import signal
     import subprocess
@@ -140,7 +146,8 @@ def test_embedded_runner_killed_then_rerun_resumes(tmp_path):
     data = LocalStorage(tmp_path / "data")
     land(data, D[:2], weather=False)
     args = [sys.executable, "-m", "spark_jobs.flights.run_epoch", "--storage",
-            f"file://{tmp_path}/ckpt", "--data", f"file://{tmp_path}/data", "--run-id", "r1"]
+            f"file://{tmp_path}/ckpt", "--data", f"file://{tmp_path}/data", "--run-id", "r1",
+            *extra]
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
     c = Coordinator(LocalStorage(tmp_path / "ckpt"), "flights_daily")
     p = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -160,6 +167,7 @@ def test_embedded_runner_killed_then_rerun_resumes(tmp_path):
     assert c.epoch_ids() == [1]
     assert_gold_matches_oracle(c, data, ROUTE, "gold_route_stats")
     assert_gold_matches_oracle(c, data, CARRIER, "gold_carrier_stats")
+    return c
 
 
 def test_incremental_snapshot_writes_only_new_partitions(spark, env):

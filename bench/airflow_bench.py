@@ -1,0 +1,144 @@
+"""One daily epoch of flights_daily under a real scheduler, per Spark mode.
+
+For each mode (``local``: every task starts a Spark of its own; ``connect``: every task is
+a client of one Spark Connect server), an `airflow standalone` (LocalExecutor on
+PostgreSQL when ``CKPT_TEST_PG_URL`` is set, else SQLite) runs one warm-up day and then
+``--epochs`` days one after the other. Reported per mode: the median seconds from a run's
+start to its end (Airflow's own timestamps), the median duration of each task, and where a
+checkpointed task's time goes (the epoch statistics' restore and run times; the rest of a
+task's duration is process start, Spark session and acknowledging).
+
+    python bench/airflow_bench.py [--epochs 3] [--modes local,connect]
+
+Writes bench/results/airflow.json (and appends to history.jsonl).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from datetime import date, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from checkpointing import Coordinator, LocalStorage  # noqa: E402
+from checkpointing.stats import epoch_stats  # noqa: E402
+from spark_jobs.flights.landing import land  # noqa: E402
+from spark_jobs.runtime.connect_server import ConnectServer  # noqa: E402
+from tests.airflow_standalone import Standalone, connect_env, free_port  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+DAG = "flights_daily"
+START = date(2013, 1, 1)
+
+
+def _ts(s: str) -> float:
+    return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
+
+
+def run_day(sa: Standalone, n: int) -> dict[str, Any]:
+    """Trigger the run that processes day ``n`` (1-based) and wait for it."""
+    logical = (START + timedelta(days=n)).isoformat() + "T00:00:00Z"
+    run = sa.trigger(DAG, logical)
+    state = sa.wait_run(DAG, run, timeout=1800)
+    if state != "success":
+        raise RuntimeError(f"run {run} ended {state}: {sa.tail()}")
+    r = sa.get(f"/api/v2/dags/{DAG}/dagRuns/{run}").json()
+    tis = sa.get(f"/api/v2/dags/{DAG}/dagRuns/{run}/taskInstances").json()["task_instances"]
+    return {"run_id": run, "seconds": round(_ts(r["end_date"]) - _ts(r["start_date"]), 2),
+            "tasks": {t["task_id"]: round(t["duration"] or 0.0, 2) for t in tis}}
+
+
+def task_split(coord: Coordinator, epochs: list[int]) -> dict[str, dict[str, float]]:
+    """Median restore and run milliseconds per task over ``epochs`` (epoch statistics)."""
+    acc: dict[str, dict[str, list[float]]] = {}
+    for e in epochs:
+        for t in epoch_stats(coord, e).tasks:
+            d = acc.setdefault(t.task_id, {"restore_ms": [], "run_ms": []})
+            for k in ("restore_ms", "run_ms"):
+                if getattr(t, k, None) is not None:
+                    d[k].append(getattr(t, k))
+    return {task: {k: round(statistics.median(v), 1) for k, v in d.items() if v}
+                for task, d in acc.items()}
+
+
+def bench_mode(mode: str, epochs: int, work: Path) -> dict[str, Any]:
+    import os
+
+    data = work / "data"
+    land(LocalStorage(data), [START + timedelta(days=i) for i in range(epochs + 1)], seed=1)
+    env = {"CKPT_STORAGE": f"file://{work}/ckpt", "CKPT_DATA": f"file://{data}",
+           "FLIGHTS_RETRIES": "0", "AIRFLOW__CORE__PARALLELISM": "4",
+           "FLIGHTS_RETAINED_EPOCHS": str(epochs + 2)}  # every measured epoch stays readable
+    if os.environ.get("CKPT_TEST_PG_URL"):
+        from tests.pg import fresh_database
+
+        env.update({"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN":
+                    fresh_database(f"ckpt_bench_{mode}"),
+                    "AIRFLOW__CORE__EXECUTOR": "LocalExecutor"})
+    server = None
+    if mode == "connect":
+        server = ConnectServer(port=free_port(), log_path=work / "connect.log").start()
+        env.update(connect_env(server))
+    else:
+        env["CKPT_SPARK_MODE"] = "local"
+    sa = Standalone(work / "airflow", **env)
+    try:
+        sa.start()
+        warm = run_day(sa, 1)  # JIT, imports, the server's first session: not measured
+        runs = [run_day(sa, n) for n in range(2, epochs + 2)]
+    finally:
+        sa.stop()
+        if server is not None:
+            server.stop()
+    coord = Coordinator(LocalStorage(work / "ckpt"), DAG)
+    tasks = sorted({t for r in runs for t in r["tasks"]})
+    return {"epoch_seconds": statistics.median(r["seconds"] for r in runs),
+            "epoch_seconds_all": [r["seconds"] for r in runs],
+            "warmup_seconds": warm["seconds"],
+            "task_seconds": {t: statistics.median(r["tasks"].get(t, 0.0) for r in runs)
+                             for t in tasks},
+            "task_split_ms": task_split(coord, list(range(2, epochs + 2)))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="airflow_bench", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--epochs", type=int, default=3, help="measured epochs per mode")
+    ap.add_argument("--modes", default="local,connect")
+    ap.add_argument("--out", type=Path, default=RESULTS / "airflow.json")
+    ap.add_argument("--history", type=Path, default=RESULTS / "history.jsonl")
+    a = ap.parse_args(argv)
+    from bench.pipeline_bench import machine
+
+    t0 = time.perf_counter()
+    modes = {}
+    for mode in a.modes.split(","):
+        with tempfile.TemporaryDirectory(prefix=f"airflow-bench-{mode}-") as work:
+            modes[mode] = bench_mode(mode, a.epochs, Path(work))
+            print(f"{mode}: {modes[mode]['epoch_seconds']:.1f} s an epoch "
+                  f"({modes[mode]['epoch_seconds_all']})", flush=True)
+    result: dict[str, Any] = {f"airflow_epoch_seconds_{m}": r["epoch_seconds"]
+                              for m, r in modes.items()}
+    if "local" in modes and "connect" in modes:
+        result["airflow_connect_over_local_ratio"] = round(
+            modes["connect"]["epoch_seconds"] / modes["local"]["epoch_seconds"], 3)
+    result.update({"epochs": a.epochs, "details": modes,
+                   "seconds": round(time.perf_counter() - t0, 1), "machine": machine()})
+    a.out.parent.mkdir(parents=True, exist_ok=True)
+    a.out.write_text(json.dumps(result, indent=2) + "\n")
+    with open(a.history, "a") as fh:
+        fh.write(json.dumps({"bench": "airflow", **{k: v for k, v in result.items()
+                                                   if k != "details"}}) + "\n")
+    print(json.dumps({k: v for k, v in result.items() if k != "details"}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
