@@ -20,7 +20,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..runtime import JobResult, JobRun, named_job, spark_uri
+from ..runtime import JobResult, JobRun, named_job, partition_value, spark_uri
 from .sources import changed_files, quarantine_schema, split_unreadable
 
 
@@ -34,6 +34,12 @@ class SourceSpec:
     required: list[str]
     natural_key: list[str]
     ranges: dict[str, tuple[float, float]] = field(default_factory=dict)
+
+    @property
+    def key_holds_date(self) -> bool:
+        """Whether the natural key determines the row's date (then duplicates of a row
+        can only be in its own date's partition)."""
+        return {"year", "month", "day"} <= set(self.natural_key)
 
     @property
     def bronze_schema(self) -> T.StructType:
@@ -99,25 +105,39 @@ def make_source_job(spec: SourceSpec, name: str, module: str):
                                                     run.input_until)
         readable, unreadable = split_unreadable(run.data, new_keys, spec.columns)
 
-        bronze_prev = run.read_parquet(run.files(run.previous, "bronze/"), schema)
         good, quarantine = parse(read_raw(run, readable, spec), spec)
-        good = good.dropDuplicates(spec.natural_key)  # a file repeating a row
+        good = good.dropDuplicates(spec.natural_key).cache()  # a file repeating a row
+        per_day = {r.row_date: r["count"] for r in good.groupBy("row_date").count().collect()}
+        n_good = sum(per_day.values())
+        # The new rows can only repeat state rows of their own days when the natural key
+        # holds the date: read those partitions, not the whole history. A replaced file's
+        # rows may be anywhere: then the whole state is read (a rare, correcting epoch).
+        prev_refs = run.files(run.previous, "bronze/")
+        if not replaced and spec.key_holds_date:
+            prev_refs = [f for f in prev_refs if partition_value(f.name) in per_day]
+        bronze_prev = run.read_parquet(prev_refs, schema)
         in_replaced = F.col("source_file").isin(replaced)
-        retracted = bronze_prev.where(in_replaced) if replaced else bronze_prev.limit(0)
         kept_prev = bronze_prev.where(~in_replaced) if replaced else bronze_prev
         added = good.join(kept_prev.select(*spec.natural_key), spec.natural_key, "left_anti")
         added = added.select(*schema.fieldNames()).cache()
-        retracted = retracted.cache()
-        n_good, n_added, n_retracted = good.count(), added.count(), retracted.count()
+        added_per_day = {r.row_date: r["count"]
+                         for r in added.groupBy("row_date").count().collect()}
+        n_added = sum(added_per_day.values())
+        touched = set(added_per_day)
+        n_retracted = 0
+        if replaced:
+            retracted = bronze_prev.where(in_replaced).cache()
+            retracted_per_day = {r.row_date: r["count"]
+                                 for r in retracted.groupBy("row_date").count().collect()}
+            n_retracted = sum(retracted_per_day.values())
+            touched |= set(retracted_per_day)
         # Rows in the state, kept as a running count so that readers (validate) need not
         # scan the whole history; counted once for handles written before it existed.
         prev_rows = run.previous.row_counts.get("state_rows") if run.previous else 0
         if prev_rows is None:
-            prev_rows = bronze_prev.count()
+            prev_rows = run.read_parquet(run.files(run.previous, "bronze/"), schema).count()
         state_rows = prev_rows - n_retracted + n_added
 
-        touched = {r.row_date for r in added.select("row_date").distinct().collect()} | \
-                  {r.row_date for r in retracted.select("row_date").distinct().collect()}
         run.carry_partitions("bronze", run.partitions(run.previous, "bronze") - touched)
         if touched:
             rewrite = kept_prev.where(F.col("row_date").isin(sorted(touched))).unionByName(added)
@@ -128,7 +148,10 @@ def make_source_job(spec: SourceSpec, name: str, module: str):
         quarantine = quarantine.unionByName(unreadable_df).cache()
         n_bad_rows = quarantine.where(~F.col("reason").startswith("unreadable_file")).count()
         run.write_output(added, "delta_added", rows=n_added)
-        run.write_output(retracted, "delta_retracted", rows=n_retracted)
+        if n_retracted:
+            run.write_output(retracted, "delta_retracted", rows=n_retracted)
+        else:
+            run.stage_empty("delta_retracted")  # no Spark job for nothing
         run.write_output(quarantine, "quarantine", rows=n_bad_rows + len(unreadable))
         return JobResult(
             offsets={"files": current},

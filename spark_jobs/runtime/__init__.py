@@ -13,7 +13,15 @@ spark-submit (:func:`main` in an application file, or ``spark_jobs/runtime/submi
 from .commit import commit
 from .connect import SparkConnectError, connect_session, is_connect
 from .entry import EXIT_DECLINED, main
-from .job_run import ConnectUnsupported, DeclineEpoch, Job, JobResult, JobRun, run_task
+from .job_run import (
+    ConnectUnsupported,
+    DeclineEpoch,
+    Job,
+    JobResult,
+    JobRun,
+    partition_value,
+    run_task,
+)
 from .package import build_jobs_zip
 from .published import read_published
 from .reference import JobReferenceError, job_reference, named_job, resolve_job
@@ -21,5 +29,6 @@ from .session import s3a_conf, spark_session, spark_uri
 
 __all__ = ["EXIT_DECLINED", "ConnectUnsupported", "DeclineEpoch", "SparkConnectError",
            "connect_session", "is_connect", "Job", "JobReferenceError", "JobResult", "JobRun",
-           "build_jobs_zip", "commit", "job_reference", "main", "named_job", "read_published",
+           "build_jobs_zip", "commit", "job_reference", "main", "named_job", "partition_value",
+           "read_published",
            "resolve_job", "run_task", "s3a_conf", "spark_session", "spark_uri"]

@@ -138,12 +138,17 @@ class JobRun:
         else:
             self.writer.stage_stored_output(output, self._stored(prefix), rows=rows)
 
+    def stage_empty(self, output: str) -> None:
+        """Stage ``output`` with no rows and no files, without a Spark job (downstream
+        readers get an empty frame of the schema they read it with)."""
+        self.writer.stage_stored_output(output, [], rows=0)
+
     def carry_partitions(self, name: str, keep: set[str]) -> int:
         """Reference the previous epoch's files of ``name`` whose partition value is in
         ``keep`` (unchanged partitions); returns the bytes carried without copying."""
         carried = 0
         for ref in self.files(self.previous, f"{name}/"):
-            part = _partition_value(ref.name)
+            part = partition_value(ref.name)
             if part is not None and part in keep:
                 self.writer.reference(ref)
                 carried += ref.size
@@ -151,13 +156,14 @@ class JobRun:
 
     def partitions(self, handle: StateHandle | None, name: str) -> set[str]:
         return {p for f in self.files(handle, f"{name}/")
-                if (p := _partition_value(f.name)) is not None}
+                if (p := partition_value(f.name)) is not None}
 
 
 _PART = "part"
 
 
-def _partition_value(name: str) -> str | None:
+def partition_value(name: str) -> str | None:
+    """The partition value in a state file's logical name (``bronze/part=<v>/...``)."""
     for seg in name.split("/"):
         if seg.startswith(f"{_PART}="):
             return seg[len(_PART) + 1:]
