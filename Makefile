@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: install demo test lint bench bench-coordinator faults soak
+.PHONY: install demo test lint bench bench-coordinator bench-airflow faults soak
 
 install:
 	scripts/bootstrap.sh
@@ -27,9 +27,11 @@ test: install
 lint: install
 	.venv/bin/ruff check .
 
-# Checkpointing vs full recompute vs Structured Streaming; writes bench/results/latest.json.
+# Checkpointing vs full recompute vs Structured Streaming, then a DAG run under a real
+# scheduler per Spark mode; both write bench/results/latest.json.
 bench: install
 	$(PY) bench/pipeline_bench.py $(ARGS)
+	$(PY) bench/airflow_bench.py $(filter --quick,$(ARGS))
 
 # The fault-injection matrix (bench/results/faults.json); `make soak` repeats it over 5 seeds.
 faults: install
@@ -43,3 +45,7 @@ soak: install
 
 bench-coordinator: install
 	$(PY) bench/coordinator_bench.py
+
+# One flights_daily DAG run under `airflow standalone`, tasks on local Spark vs Spark Connect.
+bench-airflow: install
+	$(PY) bench/airflow_bench.py $(ARGS)
