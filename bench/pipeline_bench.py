@@ -300,6 +300,26 @@ def structured_streaming(spark, work: Path, data: LocalStorage, start: int, epoc
             "theirs_checkpoint_bytes": du(chk), "results_equal": equal}
 
 
+def ss_at_scale(spark, work: Path, scale: int, start: int, epochs: int) -> dict[str, Any]:
+    """The Structured Streaming comparison on data landed at ``scale`` (rows per real row),
+    with where our epochs' time goes (restore and run per task, and the rest: begin,
+    snapshot hashing, acknowledgements, completion and publish)."""
+    from checkpointing.stats import epoch_stats
+
+    wdir = work / f"scale{scale}"
+    data = LocalStorage(wdir / "data")
+    land(data, [day(n) for n in range(1, start + epochs + 2)], scale=scale, seed=1)
+    coord = Coordinator(LocalStorage(wdir / "ckpt"), "flights_stats")
+    ss = structured_streaming(spark, wdir, data, start, epochs, coord, f"file://{wdir}/data")
+    last = epoch_stats(coord, epochs + 1)  # the last daily epoch (1 is the history)
+    tasks = {t.task_id: {"restore_ms": t.restore_ms, "run_ms": t.run_ms} for t in last.tasks}
+    in_tasks = sum((t["restore_ms"] or 0) + (t["run_ms"] or 0) for t in tasks.values())
+    ss["where_ms"] = {"epoch": last.duration_ms, "tasks": tasks,
+                      "outside_tasks": round((last.duration_ms or 0) - in_tasks, 1)}
+    shutil.rmtree(wdir, ignore_errors=True)
+    return ss
+
+
 def results_equal(spark, coord: Coordinator) -> bool:
     """Our published gold tables against the streaming query's final aggregates."""
     import pandas as pd
@@ -386,6 +406,11 @@ def main(argv: list[str] | None = None) -> int:
         if not a.quick:
             with phase("overhead"):
                 over = overhead(spark, work, data_uri, history_days + 1, ss_epochs)
+        scales = {1: ss}
+        with phase("structured_streaming_scales"):
+            for sc in ((10,) if a.quick else (10, 100)):
+                scales[sc] = ss_at_scale(spark, work, sc * a.scale, history_days + 1,
+                                         ss_epochs)
     finally:
         spark.stop()
     sys.path.insert(0, str(ROOT / "bench"))
@@ -410,11 +435,17 @@ def main(argv: list[str] | None = None) -> int:
                                                      ss["theirs_epoch_seconds"], 2),
         "vs_structured_streaming_recovery_ratio": round(ss["ours_recovery_seconds"] /
                                                         ss["theirs_recovery_seconds"], 2),
+        **{f"vs_structured_streaming_epoch_ratio_scale{sc}":
+           round(scales[sc]["ours_epoch_seconds"] / scales[sc]["theirs_epoch_seconds"], 2)
+           if sc in scales else None for sc in (1, 10, 100)},
         "ours_checkpoint_bytes": ss["ours_checkpoint_bytes"],
         "structured_streaming_checkpoint_bytes": ss["theirs_checkpoint_bytes"],
-        "structured_streaming_results_equal": ss["results_equal"],
+        "structured_streaming_results_equal": all(x["results_equal"]
+                                                  for x in scales.values()),
         "latest_lookup_requests_10000": lookup.get("latest_lookup_requests_at_10000"),
         "details": {"recovery": rec, "structured_streaming": ss, "overhead": over,
+                    "structured_streaming_scales": {str(k): v for k, v in scales.items()
+                                                    if k != 1},
                     "latest_lookup": lookup, "phase_seconds": phases},
         "quick": a.quick, "scale": a.scale, "repeats": repeats,
         "seconds": round(time.perf_counter() - t_all, 1), "machine": machine(),
@@ -426,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
         fh.write(json.dumps({k: v for k, v in result.items() if k != "details"}) + "\n")
     print_table(result)
     shutil.rmtree(work, ignore_errors=True)
-    return 0 if ss["results_equal"] else 1
+    return 0 if result["structured_streaming_results_equal"] else 1
 
 
 def print_table(r: dict[str, Any]) -> None:

@@ -18,7 +18,10 @@ KEYS = {"recovery_speedup_d30", "recovery_speedup_d90", "recovery_speedup_d180",
         "full_snapshot_bytes_ratio", "vs_structured_streaming_epoch_ratio",
         "vs_structured_streaming_recovery_ratio", "ours_checkpoint_bytes",
         "structured_streaming_checkpoint_bytes", "structured_streaming_results_equal",
-        "latest_lookup_requests_10000", "details", "quick", "scale", "repeats", "seconds",
+        "latest_lookup_requests_10000", "vs_structured_streaming_epoch_ratio_scale1",
+        "vs_structured_streaming_epoch_ratio_scale10",
+        "vs_structured_streaming_epoch_ratio_scale100", "details", "quick", "scale", "repeats",
+        "seconds",
         "machine"}
 
 
@@ -33,14 +36,23 @@ def test_quick_bench_writes_the_documented_keys(tmp_path):
     assert res["quick"] is True and res["structured_streaming_results_equal"] is True
     for k in ("recovery_speedup_d30", "checkpoint_overhead_ratio", "incremental_bytes_ratio",
               "full_snapshot_bytes_ratio", "vs_structured_streaming_epoch_ratio",
-              "vs_structured_streaming_recovery_ratio"):
+              "vs_structured_streaming_recovery_ratio",
+              "vs_structured_streaming_epoch_ratio_scale1",
+              "vs_structured_streaming_epoch_ratio_scale10"):
         assert isinstance(res[k], float) and res[k] > 0, k
-    assert res["recovery_speedup_d360"] is None  # not measured in quick mode
+    # not measured in quick mode
+    assert res["recovery_speedup_d360"] is None
+    assert res["vs_structured_streaming_epoch_ratio_scale100"] is None
+    where = res["details"]["structured_streaming_scales"]["10"]["where_ms"]
+    assert set(where["tasks"]) == {"ingest_flights", "route_stats", "carrier_stats"}
+    assert where["epoch"] > 0
     assert res["machine"]["commit"] and res["machine"]["cpus"]
     documented = (ROOT / "bench/README.md").read_text()
     assert "`recovery_speedup_d{30,90,180,360}`" in documented
+    assert "`vs_structured_streaming_epoch_ratio_scale{1,10,100}`" in documented
     assert all(f"`{k}" in documented for k in KEYS - {"quick", "scale", "repeats", "seconds",
                                                        "machine"}
-               if not k.startswith("recovery_speedup_d"))
+               if not k.startswith(("recovery_speedup_d", "vs_structured_streaming_epoch_"
+                                                                "ratio_scale")))
     [line] = hist.read_text().splitlines()
     assert "details" not in json.loads(line)
