@@ -49,6 +49,9 @@ class ConnectServer:
     driver_memory: str = "2g"
     conf: dict[str, str] = field(default_factory=dict)
     log_path: Path | None = None
+    #: where managed tables go (Declarative Pipelines' materialized views, say); default
+    #: .tools/run/spark-warehouse-<port>, not the working directory
+    warehouse: Path | None = None
     #: environment of the server beyond this process's (e.g. its S3 credentials)
     extra_env: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen | None = None
@@ -61,6 +64,8 @@ class ConnectServer:
         conf = {"spark.connect.grpc.binding.address": self.host,
                 "spark.connect.grpc.binding.port": str(self.port),
                 "spark.ui.showConsoleProgress": "false",
+                "spark.sql.warehouse.dir": str(self.warehouse or
+                                               RUN_DIR / f"spark-warehouse-{self.port}"),
                 "spark.driver.extraJavaOptions":
                     f"-Dlog4j.configurationFile={LOG4J_CONF} -Dlog4j2.level=WARN"}
         if self.master.startswith("local"):
