@@ -216,30 +216,36 @@ def compare(remote: str, work: Path, epochs: int, scale: int = 1,
             "results_equal": equal and equal_after_kill}
 
 
-def main(argv: list[str] | None = None) -> int:
+def measure(epochs: int, scale: int = 1, remote: str | None = None) -> dict[str, Any]:
+    """:func:`compare` on ``remote``, or on a Spark Connect server started for it."""
     from spark_jobs.runtime.connect_server import ConnectServer
     from tests.airflow_standalone import free_port
 
-    ap = argparse.ArgumentParser(prog="declarative_pipelines",
-                                 description=__doc__.split("\n\n")[0])
-    ap.add_argument("--epochs", type=int, default=3)
-    ap.add_argument("--scale", type=int, default=1)
-    ap.add_argument("--remote", help="an existing Spark Connect server (default: start one)")
-    a = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="ckpt-sdp-"))
     server = None
     try:
-        remote = a.remote
         if remote is None:
-            server = ConnectServer(port=free_port(), log_path=work / "connect.log").start()
+            server = ConnectServer(port=free_port(), log_path=work / "connect.log",
+                                   warehouse=work / "warehouse").start()
             remote = server.url
-        res = compare(remote, work, a.epochs, a.scale)
+        res = compare(remote, work, epochs, scale)
     finally:
         if server is not None:
             server.stop()
         shutil.rmtree(work, ignore_errors=True)
     res["vs_declarative_pipelines_epoch_ratio"] = round(
         res["ours_epoch_seconds"] / res["theirs_epoch_seconds"], 2)
+    return res
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="declarative_pipelines",
+                                 description=__doc__.split("\n\n")[0])
+    ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--scale", type=int, default=1)
+    ap.add_argument("--remote", help="an existing Spark Connect server (default: start one)")
+    a = ap.parse_args(argv)
+    res = measure(a.epochs, a.scale, a.remote)
     print(json.dumps(res, indent=2))
     return 0 if res["results_equal"] else 1
 

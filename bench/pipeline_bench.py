@@ -413,6 +413,10 @@ def main(argv: list[str] | None = None) -> int:
                                          ss_epochs)
     finally:
         spark.stop()
+    with phase("declarative_pipelines"):
+        from bench.declarative_pipelines import measure
+
+        sdp = measure(1 if a.quick else 3, a.scale)
     sys.path.insert(0, str(ROOT / "bench"))
     from coordinator_bench import lookup_cost
 
@@ -438,12 +442,15 @@ def main(argv: list[str] | None = None) -> int:
         **{f"vs_structured_streaming_epoch_ratio_scale{sc}":
            round(scales[sc]["ours_epoch_seconds"] / scales[sc]["theirs_epoch_seconds"], 2)
            if sc in scales else None for sc in (1, 10, 100)},
+        "vs_declarative_pipelines_epoch_ratio": sdp["vs_declarative_pipelines_epoch_ratio"],
+        "declarative_pipelines_results_equal": sdp["results_equal"],
         "ours_checkpoint_bytes": ss["ours_checkpoint_bytes"],
         "structured_streaming_checkpoint_bytes": ss["theirs_checkpoint_bytes"],
         "structured_streaming_results_equal": all(x["results_equal"]
                                                   for x in scales.values()),
         "latest_lookup_requests_10000": lookup.get("latest_lookup_requests_at_10000"),
         "details": {"recovery": rec, "structured_streaming": ss, "overhead": over,
+                    "declarative_pipelines": sdp,
                     "structured_streaming_scales": {str(k): v for k, v in scales.items()
                                                     if k != 1},
                     "latest_lookup": lookup, "phase_seconds": phases},
@@ -457,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
         fh.write(json.dumps({k: v for k, v in result.items() if k != "details"}) + "\n")
     print_table(result)
     shutil.rmtree(work, ignore_errors=True)
-    return 0 if result["structured_streaming_results_equal"] else 1
+    return 0 if result["structured_streaming_results_equal"] and sdp["results_equal"] else 1
 
 
 def print_table(r: dict[str, Any]) -> None:

@@ -20,7 +20,8 @@ KEYS = {"recovery_speedup_d30", "recovery_speedup_d90", "recovery_speedup_d180",
         "structured_streaming_checkpoint_bytes", "structured_streaming_results_equal",
         "latest_lookup_requests_10000", "vs_structured_streaming_epoch_ratio_scale1",
         "vs_structured_streaming_epoch_ratio_scale10",
-        "vs_structured_streaming_epoch_ratio_scale100", "details", "quick", "scale", "repeats",
+        "vs_structured_streaming_epoch_ratio_scale100", "vs_declarative_pipelines_epoch_ratio",
+        "declarative_pipelines_results_equal", "details", "quick", "scale", "repeats",
         "seconds",
         "machine"}
 
@@ -34,11 +35,13 @@ def test_quick_bench_writes_the_documented_keys(tmp_path):
     res = json.loads(out.read_text())
     assert set(res) == KEYS
     assert res["quick"] is True and res["structured_streaming_results_equal"] is True
+    assert res["declarative_pipelines_results_equal"] is True
     for k in ("recovery_speedup_d30", "checkpoint_overhead_ratio", "incremental_bytes_ratio",
               "full_snapshot_bytes_ratio", "vs_structured_streaming_epoch_ratio",
               "vs_structured_streaming_recovery_ratio",
               "vs_structured_streaming_epoch_ratio_scale1",
-              "vs_structured_streaming_epoch_ratio_scale10"):
+              "vs_structured_streaming_epoch_ratio_scale10",
+              "vs_declarative_pipelines_epoch_ratio"):
         assert isinstance(res[k], float) and res[k] > 0, k
     # not measured in quick mode
     assert res["recovery_speedup_d360"] is None
