@@ -45,8 +45,8 @@ def ack_task(c: Coordinator, epoch: int, task: str, attempt: int = 1,
 
 
 def run_epoch(c: Coordinator, plan=DIAMOND, tmp: Path | None = None, run_id: str = "r",
-              payload: bytes = b"x"):
-    b = c.begin_epoch(plan, run_id)
+              payload: bytes = b"x", **begin: Any):
+    b = c.begin_epoch(plan, run_id, **begin)
     for task, tp in plan.items():
         ack_task(c, b.epoch_id, task, files={"state": payload + task.encode()},
                  outputs={"gold": payload} if tp.publishes else None, tmp=tmp)

@@ -48,7 +48,7 @@ def run_cli(env, *args):
 def test_backfill_from_epoch_creates_airflow_backfill_and_lineage(af):
     env, tmp, c = af
     r = run_cli(env, "backfill", "--dag-id", "flights_daily", "--from-epoch", "1",
-                "--start", "2013-01-03", "--end", "2013-01-05")
+                "--first-day", "2013-01-02", "--last-day", "2013-01-04")
     assert r.returncode == 0, r.stderr[-3000:]
     out = json.loads(r.stdout.strip().splitlines()[-1])
     origin = read_origin(c.storage, c.layout, out["lineage"])
@@ -73,10 +73,22 @@ def test_backfill_from_epoch_creates_airflow_backfill_and_lineage(af):
 def test_bad_backfill_request_is_one_line_and_records_nothing(af, args, message):
     env, _, c = af
     r = run_cli(env, "backfill", "--dag-id", "flights_daily", *args,
-                "--start", "2013-01-03", "--end", "2013-01-05")
+                "--first-day", "2013-01-02", "--last-day", "2013-01-04")
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1 and message in r.stderr, r.stderr
     assert list_origins(c.storage, c.layout) == []
+
+
+def test_dry_run_previews_and_starts_nothing(af):
+    env, tmp, c = af
+    r = run_cli(env, "backfill", "--dag-id", "flights_daily", "--from-epoch", "1",
+                "--first-day", "2013-01-02", "--last-day", "2013-01-03", "--dry-run")
+    assert r.returncode == 0, r.stderr[-3000:]
+    p = json.loads(r.stdout.strip().splitlines()[-1])
+    assert p["runs"] == [{"logical_date": "2013-01-03", "data_day": "2013-01-02"},
+                         {"logical_date": "2013-01-04", "data_day": "2013-01-03"}]
+    assert p["origin"]["epoch_id"] == 1 and p["conflicts"] == []
+    assert list_origins(c.storage, c.layout) == [] and _backfill_rows(tmp) == []
 
 
 def _backfill_rows(tmp):
@@ -91,7 +103,7 @@ def test_backfill_over_a_run_in_flight_is_refused_naming_the_date(af):
     r = airflow(env, "dags", "trigger", "flights_daily", "--logical-date", "2013-01-05")
     assert r.returncode == 0, r.stderr[-2000:]  # queued: no scheduler runs here
     r = run_cli(env, "backfill", "--dag-id", "flights_daily", "--from-epoch", "1",
-                "--start", "2013-01-03", "--end", "2013-01-05")
+                "--first-day", "2013-01-02", "--last-day", "2013-01-04")
     assert r.returncode == 2, r.stdout[-2000:]
     assert "would not run 2013-01-05" in r.stderr and r.stderr.count("\n") == 1, r.stderr
     assert list_origins(c.storage, c.layout) == [] and _backfill_rows(tmp) == []
@@ -100,14 +112,15 @@ def test_backfill_over_a_run_in_flight_is_refused_naming_the_date(af):
 def test_backfill_airflow_refuses_leaves_no_lineage(af):
     env, tmp, c = af
     first = run_cli(env, "backfill", "--dag-id", "flights_daily", "--from-epoch", "1",
-                    "--start", "2013-01-03", "--end", "2013-01-04")
+                    "--first-day", "2013-01-02", "--last-day", "2013-01-03")
     assert first.returncode == 0, first.stderr[-2000:]
     lineage = json.loads(first.stdout.strip().splitlines()[-1])["lineage"]
-    assert json.loads(first.stdout.strip().splitlines()[-1])["run_dates"] == [
-        "2013-01-03", "2013-01-04"]
+    assert json.loads(first.stdout.strip().splitlines()[-1])["runs"] == [
+        {"logical_date": "2013-01-03", "data_day": "2013-01-02"},
+        {"logical_date": "2013-01-04", "data_day": "2013-01-03"}]
     # A second backfill while the first is active: Airflow refuses it.
     second = run_cli(env, "backfill", "--dag-id", "flights_daily", "--from-epoch", "1",
-                     "--start", "2013-01-07", "--end", "2013-01-08")
+                     "--first-day", "2013-01-06", "--last-day", "2013-01-07")
     assert second.returncode == 2 and "Airflow refused" in second.stderr, second.stderr
     assert [o.lineage for o in list_origins(c.storage, c.layout)] == [lineage]
     assert len(_backfill_rows(tmp)) == 1
@@ -119,10 +132,10 @@ def test_backfill_request_ids_are_strict():
 
     for bad in (True, "1", 1.0):
         with pytest.raises(ValidationError):
-            BackfillRequest.model_validate({"from_epoch": bad, "start": "2013-01-02",
-                                            "end": "2013-01-03"})
+            BackfillRequest.model_validate({"from_epoch": bad, "first_day": "2013-01-02",
+                                            "last_day": "2013-01-03"})
         with pytest.raises(ValidationError):
             SavepointRequest.model_validate({"name": "sp", "epoch_id": bad})
-    ok = BackfillRequest.model_validate({"from_epoch": 2, "start": "2013-01-02",
-                                         "end": "2013-01-03"})
+    ok = BackfillRequest.model_validate({"from_epoch": 2, "first_day": "2013-01-02",
+                                         "last_day": "2013-01-03"})
     assert ok.from_epoch == 2

@@ -46,7 +46,7 @@ def test_run_and_backfill_on_postgres(af):
     assert c.latest_completed() == 1
 
     r = sa.post(f"/ckpt/api/dags/{DAG}/backfills",
-                {"from_epoch": 1, "start": "2013-01-03", "end": "2013-01-03"})
+                {"from_epoch": 1, "first_day": "2013-01-02", "last_day": "2013-01-02"})
     assert r.status_code == 201, r.text
     lineage, backfill_id = r.json()["lineage"], r.json()["backfill_id"]
     deadline = time.time() + 600

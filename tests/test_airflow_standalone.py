@@ -20,6 +20,7 @@ import pytest
 
 from checkpointing import Coordinator, LocalStorage, read_manifest
 from checkpointing.lineages import read_origin
+from plugins.dag_checkpoints.backfill import frontier
 from spark_jobs.flights.landing import land
 from tests import oracle
 from tests.airflow_env import ROOT
@@ -58,8 +59,9 @@ def test_rest_api_requires_airflow_auth(af):
     assert sa.get(f"{API}/epochs", user="viewer").status_code == 200
     # A viewer may read but not act on the DAG.
     assert sa.post(f"{API}/savepoints", {"name": "sp1"}, user="viewer").status_code == 403
-    assert sa.post(f"{API}/backfills", {"from_epoch": 1, "start": "2013-01-02",
-                                        "end": "2013-01-03"}, user="viewer").status_code == 403
+    assert sa.post(f"{API}/backfills", {"from_epoch": 1, "first_day": "2013-01-02",
+                                        "last_day": "2013-01-03", "dry_run": True},
+                   user="viewer").status_code == 403
     bad = sa.get(f"{API}/epochs", user=None, headers={"Authorization": "Bearer not-a-jwt"})
     assert bad.status_code in (401, 403)
     # Ids never climb out of their prefix.
@@ -78,8 +80,8 @@ def test_api_hygiene(af):
     r = sa.post(f"{API}/savepoints", {"name": big})
     assert r.status_code == 422 and len(r.content) < 5_000, len(r.content)
     assert big[:1000] not in r.text
-    assert sa.post(f"{API}/backfills", {"from_epoch": True, "start": "2013-01-02",
-                                        "end": "2013-01-03"}).status_code == 422
+    assert sa.post(f"{API}/backfills", {"from_epoch": True, "first_day": "2013-01-02",
+                                        "last_day": "2013-01-03"}).status_code == 422
     # The plugin is registered once (folder and entry point): no import-error badge.
     errors = sa.get("/api/v2/plugins/importErrors").json()
     assert errors["total_entries"] == 0, errors
@@ -126,17 +128,33 @@ def test_backfill_from_an_epoch(af):
     sa, tmp = af
     c = coord(tmp)
     land(LocalStorage(tmp / "data"), [date(2013, 1, 3)], dims=False, seed=8)
-    r = sa.post(f"{API}/backfills", {"from_epoch": 1, "start": "2013-01-03",
-                                     "end": "2013-01-04"})
+    days = {"first_day": "2013-01-02", "last_day": "2013-01-03"}  # data days
+    want_runs = [{"logical_date": "2013-01-03", "data_day": "2013-01-02"},
+                 {"logical_date": "2013-01-04", "data_day": "2013-01-03"}]
+    # The preview first: it starts nothing.
+    p = sa.post(f"{API}/backfills", {"from_epoch": 1, **days, "dry_run": True})
+    assert p.status_code == 200, p.text
+    preview = p.json()
+    assert preview["runs"] == want_runs and preview["conflicts"] == []
+    assert preview["origin"]["frontier"] == "2013-01-01"
+    assert preview["published_now"]["frontier"] == "2013-01-02"
+    assert preview["published_after"]["frontier"] == "2013-01-03"
+    assert sa.get(f"/api/v2/dags/{DAG}/dagRuns",
+                  params={"run_type": "backfill"}).json()["dag_runs"] == []
+    r = sa.post(f"{API}/backfills", {"from_epoch": 1, **days})
     assert r.status_code == 201, r.text
     bf = r.json()
     lineage = bf["lineage"]
+    assert bf["runs"] == want_runs and (bf["first_day"], bf["last_day"]) == tuple(days.values())
     assert read_origin(c.storage, c.layout, lineage).from_epoch == 1
     # Bad requests are refused with the reason, and record nothing.
-    assert sa.post(f"{API}/backfills", {"from_epoch": 77, "start": "2013-01-03",
-                                        "end": "2013-01-05"}).status_code == 400
-    assert sa.post(f"{API}/backfills", {"from_epoch": 1, "start": "2013-01-05",
-                                        "end": "2013-01-03"}).status_code == 400
+    assert sa.post(f"{API}/backfills", {"from_epoch": 77, "first_day": "2013-01-03",
+                                        "last_day": "2013-01-05"}).status_code == 400
+    assert sa.post(f"{API}/backfills", {"from_epoch": 1, "first_day": "2013-01-05",
+                                        "last_day": "2013-01-03"}).status_code == 400
+    held = sa.post(f"{API}/backfills", {"from_epoch": 1, "first_day": "2013-01-01",
+                                        "last_day": "2013-01-03"})
+    assert held.status_code == 409 and "already in the origin's state" in held.text
 
     deadline = time.time() + 900
     while time.time() < deadline:
@@ -148,9 +166,9 @@ def test_backfill_from_an_epoch(af):
     runs = sa.get(f"/api/v2/dags/{DAG}/dagRuns",
                   params={"run_type": "backfill"}).json()["dag_runs"]
     assert sorted(r["state"] for r in runs) == ["success"] * 2, runs
-    assert bf["run_dates"] == ["2013-01-03", "2013-01-04"]
-
     epochs = [e for e in (c.barrier(i) for i in c.epoch_ids()) if e.lineage == lineage]
+    # Each epoch consumed the data day the preview said it would.
+    assert [frontier(e) for e in epochs] == [r["data_day"] for r in preview["runs"]]
     assert [e.parent_epoch_id for e in epochs] == [1, epochs[0].epoch_id]
     assert [e.publish_on_complete for e in epochs] == [False, True]
     m = read_manifest(c.storage, c.layout)
@@ -162,6 +180,13 @@ def test_backfill_from_an_epoch(af):
     oracle.assert_gold_matches_oracle(c, data, ["origin", "dest"], "gold_route_stats",
                                       until="2013-01-04")
     assert c.latest_completed() == 2  # main is untouched
+    # Published data now runs through 2013-01-03: ending a backfill before that is a
+    # rewind, refused unless asked for.
+    back = {"from_epoch": 1, "first_day": "2013-01-02", "last_day": "2013-01-02"}
+    refused = sa.post(f"{API}/backfills", back)
+    assert refused.status_code == 409 and "behind what is published" in refused.text
+    asked = sa.post(f"{API}/backfills", {**back, "rewind": True, "dry_run": True}).json()
+    assert asked["rewinds"] is True and asked["conflicts"] == []
 
 
 def test_epochs_page_in_headless_chromium(af, tmp_path):

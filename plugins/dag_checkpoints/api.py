@@ -33,7 +33,13 @@ from checkpointing.ids import ID_PATTERN
 from checkpointing.lineages import list_origins
 from checkpointing.stats import epoch_or_history_stats, list_epochs
 
-from .backfill import BackfillRequestError, start_backfill
+from .backfill import (
+    BackfillRequestError,
+    airflow_kwargs,
+    airflow_runnable,
+    preview_backfill,
+    start_backfill,
+)
 from .settings import CheckpointSettings
 
 DagId = Path(pattern=ID_PATTERN, max_length=200, description="DAG id (= pipeline id)")
@@ -74,8 +80,13 @@ class AbortRequest(BaseModel):
 class BackfillRequest(BaseModel):
     from_epoch: StrictInt | None = Field(default=None, ge=1, le=10**10 - 1)
     from_savepoint: str | None = Field(default=None, pattern=ID_PATTERN, max_length=200)
-    start: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$", description="first logical date")
-    end: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$", description="last logical date")
+    first_day: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$",
+                           description="first data day (day of input) to replay")
+    last_day: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$",
+                          description="last data day to replay")
+    rewind: bool = Field(default=False, description="allow publishing older data than is "
+                         "published now")
+    dry_run: bool = Field(default=False, description="answer the preview, start nothing")
 
     @model_validator(mode="after")
     def _one_origin(self) -> BackfillRequest:
@@ -205,14 +216,19 @@ def get_lineages(dag_id: str = DagId) -> dict[str, Any]:
 
 
 @app.post("/api/dags/{dag_id}/backfills", dependencies=WRITE, status_code=201,
-          summary="Backfill a date range starting from an epoch or a savepoint")
-def post_backfill(body: BackfillRequest, user: GetUserDep,
+          summary="Backfill data days starting from an epoch or a savepoint (or preview it)")
+def post_backfill(body: BackfillRequest, user: GetUserDep, response: Response,
                   dag_id: str = DagId) -> dict[str, Any]:
     coord = _coordinator(dag_id)
+    origin = {"from_epoch": body.from_epoch, "from_savepoint": body.from_savepoint}
     try:
-        started = start_backfill(coord, dag_id, body.start, body.end,
-                                 from_epoch=body.from_epoch, from_savepoint=body.from_savepoint,
-                                 requested_by=user.get_name())
+        if body.dry_run:
+            response.status_code = 200
+            return preview_backfill(
+                coord, body.first_day, body.last_day, rewind=body.rewind, **origin,
+                runnable=lambda f, t: airflow_runnable(f, t, airflow_kwargs(dag_id))).to_json()
+        started = start_backfill(coord, dag_id, body.first_day, body.last_day,
+                                 requested_by=user.get_name(), rewind=body.rewind, **origin)
     except BackfillRequestError as exc:
         raise HTTPException(exc.status, str(exc)) from None
     except CheckpointError as exc:

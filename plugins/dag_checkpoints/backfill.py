@@ -1,20 +1,30 @@
-"""Backfill from a checkpoint (Flink's ``-s <savepoint>`` restore, for a date range).
+"""Backfill from a checkpoint (Flink's ``-s <savepoint>`` restore, for a range of days).
 
-A backfill starts at a completed epoch or a savepoint and replays a logical-date range
-through Airflow's own backfill machinery (one run at a time, oldest first). Its epochs form
-a new lineage, whose origin record is written first; the begin step of each run reads the
-lineage from the run's conf, restores along the chain and publishes only at the last date.
+A backfill is asked for in **data days**: the first and the last day of input it replays.
+A run consumes the input dated before its logical date (``JobRun.input_until``: Airflow 3's
+data interval of a daily DAG is zero-length at the logical date), so the run that replays
+data day D has logical date D + 1; the answer lists every run with its logical date and
+the data day it consumes.
+
+It starts at a completed epoch or a savepoint and replays the days through Airflow's own
+backfill machinery (one run at a time, oldest first). Its epochs form a new lineage, whose
+origin record is written first; the begin step of each run reads the lineage from the
+run's conf, restores along the chain and publishes only at the last day. A preview (dry
+run) says all that without starting anything, and what will be published compared with
+what is published now; a backfill that would publish older data than is published now is
+refused unless asked to rewind.
 """
 
 from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from checkpointing import Coordinator, read_savepoint
+from checkpointing import Barrier, Coordinator, read_manifest, read_savepoint
 from checkpointing.errors import CheckpointError
 from checkpointing.ids import validate_epoch_id, validate_id
 from checkpointing.lineages import LineageOrigin, delete_origin, new_origin, record_origin
@@ -30,17 +40,69 @@ class BackfillRequestError(ValueError):
 
 
 @dataclass(frozen=True)
+class BackfillRun:
+    """One run of a backfill: its logical date and the data day it consumes."""
+
+    logical_date: str
+    data_day: str
+
+    def to_json(self) -> dict[str, str]:
+        return {"logical_date": self.logical_date, "data_day": self.data_day}
+
+
+@dataclass(frozen=True)
+class BackfillPreview:
+    """What a backfill would do (nothing is started to compute it)."""
+
+    first_day: str
+    last_day: str
+    origin: dict[str, Any]  # from_epoch | from_savepoint, epoch_id, frontier
+    runs: tuple[BackfillRun, ...]
+    published_now: dict[str, Any] | None  # epoch_id, lineage, frontier, rows per output
+    published_after: dict[str, Any]  # frontier (the last day), lineage "(new)"
+    rewinds: bool
+    #: why it cannot start as asked (refusals), and what the user should know (notes)
+    conflicts: tuple[str, ...]
+    notes: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"first_day": self.first_day, "last_day": self.last_day, "origin": self.origin,
+                "runs": [r.to_json() for r in self.runs], "published_now": self.published_now,
+                "published_after": self.published_after, "rewinds": self.rewinds,
+                "conflicts": list(self.conflicts), "notes": list(self.notes)}
+
+
+@dataclass(frozen=True)
 class BackfillStarted:
     lineage: str
     backfill_id: int
     origin: LineageOrigin
-    #: logical dates (YYYY-MM-DD) of the runs Airflow created, oldest first
-    run_dates: tuple[str, ...]
+    #: the runs Airflow created, oldest first
+    runs: tuple[BackfillRun, ...]
+    preview: BackfillPreview
 
     def to_json(self) -> dict[str, Any]:
         return {"lineage": self.lineage, "backfill_id": self.backfill_id,
-                "runs": len(self.run_dates), "run_dates": list(self.run_dates),
-                "origin": self.origin.to_json()}
+                "first_day": self.preview.first_day, "last_day": self.preview.last_day,
+                "runs": [r.to_json() for r in self.runs], "origin": self.origin.to_json(),
+                "preview": self.preview.to_json()}
+
+
+def logical_date_for(data_day: date) -> date:
+    """The logical date of the daily run that consumes ``data_day``."""
+    return data_day + timedelta(days=1)
+
+
+def data_day_of(logical: date) -> date:
+    """The data day a daily run of logical date ``logical`` consumes."""
+    return logical - timedelta(days=1)
+
+
+def frontier(barrier: Barrier) -> str | None:
+    """The last data day an epoch consumed: the day before its input stops (the data
+    interval's end); None for an epoch without an interval (an embedded run)."""
+    end = (barrier.data_interval or {}).get("end")
+    return data_day_of(date.fromisoformat(str(end)[:10])).isoformat() if end else None
 
 
 def _day(value: str | date, what: str) -> date:
@@ -52,13 +114,9 @@ def _day(value: str | date, what: str) -> date:
         raise BackfillRequestError(f"{what} {value!r} is not a date (YYYY-MM-DD)") from None
 
 
-def plan_backfill(coord: Coordinator, start: str | date, end: str | date, *,
-                  from_epoch: int | None = None, from_savepoint: str | None = None,
-                  requested_by: str | None = None) -> LineageOrigin:
-    """Check the request against checkpoint storage and describe the lineage to create."""
-    first, last = _day(start, "start"), _day(end, "end")
-    if last < first:
-        raise BackfillRequestError(f"end {last} is before start {first}")
+def _origin(coord: Coordinator, from_epoch: int | None,
+            from_savepoint: str | None) -> tuple[dict[str, Any], Barrier]:
+    """The origin's description and its barrier (the savepoint's copy for a savepoint)."""
     if (from_epoch is None) == (from_savepoint is None):
         raise BackfillRequestError("give exactly one of from_epoch and from_savepoint")
     try:
@@ -69,71 +127,146 @@ def plan_backfill(coord: Coordinator, start: str | date, end: str | date, *,
                 raise BackfillRequestError(
                     f"epoch {from_epoch} of {coord.pipeline_id} is "
                     f"{coord.status(from_epoch)}; a backfill starts from a completed epoch")
+            barrier, info = coord.barrier(from_epoch), {"from_epoch": from_epoch}
         else:
             validate_id(from_savepoint, "savepoint name")
-            read_savepoint(coord.storage, coord.layout, from_savepoint)
+            sp = read_savepoint(coord.storage, coord.layout, from_savepoint)
+            barrier, info = sp.barrier, {"from_savepoint": from_savepoint}
     except CheckpointError as exc:
         raise BackfillRequestError(str(exc)) from None
+    return {**info, "epoch_id": barrier.epoch_id, "lineage": barrier.lineage,
+            "frontier": frontier(barrier)}, barrier
+
+
+def _published(coord: Coordinator) -> dict[str, Any] | None:
+    m = read_manifest(coord.storage, coord.layout)
+    if m is None:
+        return None
+    try:
+        front = frontier(coord.barrier(m.epoch_id))
+    except CheckpointError:
+        front = None
+    return {"epoch_id": m.epoch_id, "lineage": m.lineage, "frontier": front,
+            "rows": {name: out.rows for name, out in sorted(m.outputs.items())}}
+
+
+def preview_backfill(coord: Coordinator, first_day: str | date, last_day: str | date, *,
+                     from_epoch: int | None = None, from_savepoint: str | None = None,
+                     rewind: bool = False,
+                     runnable: Callable[[date, date], set[date]] | None = None
+                     ) -> BackfillPreview:
+    """What a backfill of data days ``first_day``..``last_day`` would do. ``runnable``
+    answers which logical dates of a range Airflow would run (its own dry run)."""
+    first, last = _day(first_day, "first_day"), _day(last_day, "last_day")
+    if last < first:
+        raise BackfillRequestError(f"last_day {last} is before first_day {first}")
+    origin, _ = _origin(coord, from_epoch, from_savepoint)
+    days = [date.fromordinal(d) for d in range(first.toordinal(), last.toordinal() + 1)]
+    runs = tuple(BackfillRun(logical_date_for(d).isoformat(), d.isoformat()) for d in days)
+    conflicts: list[str] = []
+    notes: list[str] = []
+    front = origin["frontier"]
+    if front is not None and first.isoformat() <= front:
+        conflicts.append(
+            f"data day {first} is already in the origin's state (its input runs through "
+            f"{front}): start at {date.fromisoformat(front) + timedelta(days=1)} "
+            "or from an earlier checkpoint")
+    elif front is not None and first > date.fromisoformat(front) + timedelta(days=1):
+        gap = (date.fromisoformat(front) + timedelta(days=1)).isoformat()
+        notes.append(f"the first run also consumes data days {gap}..{first - timedelta(1)} "
+                     "(input after the origin's frontier that its state does not hold)")
+    elif front is None:
+        notes.append("the origin has no data interval (an embedded run): its frontier is "
+                     "unknown")
+    published = _published(coord)
+    pub_front = published["frontier"] if published else None
+    rewinds = pub_front is not None and last.isoformat() < pub_front
+    if rewinds and not rewind:
+        conflicts.append(
+            f"the backfill ends at data day {last}, behind what is published (input through "
+            f"{pub_front}): when it completes, the published tables would go back to "
+            f"{last}; ask for rewind to do that on purpose")
+    if runnable is not None:
+        ok = runnable(logical_date_for(first), logical_date_for(last))
+        skipped = [r for r in runs if date.fromisoformat(r.logical_date) not in ok]
+        if skipped:
+            conflicts.append(
+                "Airflow would not run " + ", ".join(
+                    f"{r.logical_date} (data day {r.data_day})" for r in skipped)
+                + ": a run of that date is still in flight, or it is not a scheduled date")
+    return BackfillPreview(first.isoformat(), last.isoformat(), origin, runs, published,
+                           {"frontier": last.isoformat(), "lineage": "(the backfill's)"},
+                           rewinds, tuple(conflicts), tuple(notes))
+
+
+def start_backfill(coord: Coordinator, dag_id: str, first_day: str | date,
+                   last_day: str | date, *, from_epoch: int | None = None,
+                   from_savepoint: str | None = None, requested_by: str | None = None,
+                   rewind: bool = False) -> BackfillStarted:
+    """Preview, refuse (409) on any conflict, then record the lineage's origin and create
+    the backfill with Airflow's machinery (needs the metadata database: call from the
+    api-server or a CLI on the scheduler's host, as ``airflow backfill create`` does).
+
+    Every day of the range must be runnable: a day Airflow would skip (a run of it still
+    in flight) refuses the whole backfill, naming it, because a skipped last day would
+    leave the lineage unpublished. A refused backfill writes nothing."""
+    from airflow.models.backfill import _create_backfill
+
+    kwargs = airflow_kwargs(dag_id)
+    preview = preview_backfill(coord, first_day, last_day, from_epoch=from_epoch,
+                               from_savepoint=from_savepoint, rewind=rewind,
+                               runnable=lambda a, b: airflow_runnable(a, b, kwargs))
+    if preview.conflicts:
+        raise BackfillRequestError("; ".join(preview.conflicts), 409)
+    first = date.fromisoformat(preview.runs[0].logical_date)
+    last = date.fromisoformat(preview.runs[-1].logical_date)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     lineage = f"backfill-{stamp}-{secrets.token_hex(3)}"
-    return new_origin(lineage, first.isoformat(), last.isoformat(), time.time(),
-                      from_epoch=from_epoch, from_savepoint=from_savepoint,
-                      publish_at=last.isoformat(), requested_by=requested_by)
-
-
-def start_backfill(coord: Coordinator, dag_id: str, start: str | date, end: str | date, *,
-                   from_epoch: int | None = None, from_savepoint: str | None = None,
-                   requested_by: str | None = None) -> BackfillStarted:
-    """Check the request, then record the lineage's origin and create the backfill with
-    Airflow's machinery (needs the metadata database: call from the api-server or a CLI on
-    the scheduler's host, as ``airflow backfill create`` does).
-
-    Every date of the range must be runnable: a date Airflow would skip (a run of it still
-    in flight) refuses the whole backfill, naming the dates, because a skipped last date
-    would leave the lineage unpublished. A refused backfill writes nothing."""
-    from airflow.models.backfill import ReprocessBehavior, _create_backfill
-
-    origin = plan_backfill(coord, start, end, from_epoch=from_epoch,
-                           from_savepoint=from_savepoint, requested_by=requested_by)
-    first, last = _day(origin.start, "start"), _day(origin.end, "end")
-    kwargs = {
-        "dag_id": dag_id,
-        "from_date": datetime(first.year, first.month, first.day, tzinfo=UTC),
-        "to_date": datetime(last.year, last.month, last.day, tzinfo=UTC),
-        "reverse": False,  # oldest first: each epoch restores from the one before
-        # Dates that already ran are run again, on the new lineage.
-        "reprocess_behavior": ReprocessBehavior.COMPLETED,
-        "dag_run_conf": {"checkpoint": {"lineage": origin.lineage}},  # see runconf.py
-    }
-    _check_every_date_runs(first, last, kwargs)
+    origin = new_origin(lineage, first.isoformat(), last.isoformat(), time.time(),
+                        from_epoch=from_epoch, from_savepoint=from_savepoint,
+                        publish_at=last.isoformat(), requested_by=requested_by)
     record_origin(coord.storage, coord.layout, origin)
     try:
-        backfill = _create_backfill(max_active_runs=1, triggering_user_name=requested_by,
-                                    **kwargs)
+        backfill = _create_backfill(
+            max_active_runs=1, triggering_user_name=requested_by,
+            from_date=_midnight(first), to_date=_midnight(last),
+            dag_run_conf={"checkpoint": {"lineage": origin.lineage}},  # see runconf.py
+            **kwargs)
     except Exception as exc:  # Airflow's own refusals: another backfill running, no runs
         delete_origin(coord.storage, coord.layout, origin.lineage)
         raise BackfillRequestError(f"Airflow refused the backfill: {exc}", 409) from None
-    return BackfillStarted(origin.lineage, backfill.id, origin, _run_dates(backfill.id))
+    runs = tuple(BackfillRun(d, data_day_of(date.fromisoformat(d)).isoformat())
+                 for d in _run_dates(backfill.id))
+    return BackfillStarted(origin.lineage, backfill.id, origin, runs, preview)
 
 
-def _check_every_date_runs(first: date, last: date, kwargs: dict[str, Any]) -> None:
-    """Airflow's dry run of the backfill: refuse (409) unless it would run every date."""
+def airflow_kwargs(dag_id: str) -> dict[str, Any]:
+    """How this module asks Airflow's backfill machinery, for the dry run and the real one."""
+    from airflow.models.backfill import ReprocessBehavior
+
+    return {"dag_id": dag_id,
+            "reverse": False,  # oldest first: each epoch restores from the one before
+            # Dates that already ran are run again, on the new lineage.
+            "reprocess_behavior": ReprocessBehavior.COMPLETED}
+
+
+def _midnight(d: date) -> datetime:
+    return datetime(d.year, d.month, d.day, tzinfo=UTC)
+
+
+def airflow_runnable(first: date, last: date, kwargs: dict[str, Any]) -> set[date]:
+    """The logical dates of ``first``..``last`` Airflow's dry run of the backfill would run
+    (409 when Airflow refuses the range itself)."""
     from airflow.models.backfill import _do_dry_run
     from airflow.utils.session import create_session
 
     try:
         with create_session() as session:
-            runnable = {info.logical_date.date()
-                        for info in _do_dry_run(session=session, **kwargs)}
+            return {info.logical_date.date() for info in _do_dry_run(
+                session=session, from_date=_midnight(first), to_date=_midnight(last),
+                **kwargs)}
     except Exception as exc:  # unknown DAG, non-periodic schedule, future dates, ...
         raise BackfillRequestError(f"Airflow refused the backfill: {exc}", 409) from None
-    days = [date.fromordinal(d) for d in range(first.toordinal(), last.toordinal() + 1)]
-    skipped = [d.isoformat() for d in days if d not in runnable]
-    if skipped:
-        raise BackfillRequestError(
-            f"cannot backfill {first}..{last}: Airflow would not run {', '.join(skipped)} "
-            "(a run of that date is still in flight, or it is not a scheduled date); wait "
-            "for it to finish or choose another range", 409)
 
 
 def _run_dates(backfill_id: int) -> tuple[str, ...]:

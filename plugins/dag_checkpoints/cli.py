@@ -2,8 +2,12 @@
 runs (it needs the metadata database); it reads checkpoint storage like the plugin does
 (CKPT_STORAGE, AWS_ENDPOINT_URL, CKPT_AWS_CONN_ID).
 
-    ckpt-airflow backfill --dag-id flights_daily --from-epoch 12 --start 2013-02-01 --end 2013-02-10
-    ckpt-airflow backfill --dag-id flights_daily --from-savepoint before-fix --start ... --end ...
+    ckpt-airflow backfill --dag-id flights_daily --from-epoch 12 \
+        --first-day 2013-02-01 --last-day 2013-02-10 [--dry-run] [--rewind]
+    ckpt-airflow backfill --dag-id flights_daily --from-savepoint before-fix --first-day ...
+
+Days are data days: the first and the last day of input the backfill replays (the run of
+logical date D + 1 consumes day D). ``--dry-run`` prints the preview and starts nothing.
 """
 
 from __future__ import annotations
@@ -14,7 +18,13 @@ import sys
 
 from checkpointing.errors import CheckpointError
 
-from .backfill import BackfillRequestError, start_backfill
+from .backfill import (
+    BackfillRequestError,
+    airflow_kwargs,
+    airflow_runnable,
+    preview_backfill,
+    start_backfill,
+)
 from .settings import CheckpointSettings
 
 
@@ -26,8 +36,13 @@ def _parser() -> argparse.ArgumentParser:
     origin = bf.add_mutually_exclusive_group(required=True)
     origin.add_argument("--from-epoch", type=int)
     origin.add_argument("--from-savepoint")
-    bf.add_argument("--start", required=True, help="first logical date, YYYY-MM-DD")
-    bf.add_argument("--end", required=True, help="last logical date, YYYY-MM-DD")
+    bf.add_argument("--first-day", required=True,
+                    help="first data day (day of input) to replay, YYYY-MM-DD")
+    bf.add_argument("--last-day", required=True, help="last data day to replay, YYYY-MM-DD")
+    bf.add_argument("--dry-run", action="store_true",
+                    help="print what the backfill would do, start nothing")
+    bf.add_argument("--rewind", action="store_true", help="allow publishing older data "
+                    "than is published now (a last day behind the published frontier)")
     bf.add_argument("--storage", help="checkpoint storage URI (default: $CKPT_STORAGE)")
     return ap
 
@@ -38,15 +53,21 @@ def main(argv: list[str] | None = None) -> int:
         settings = CheckpointSettings(pipeline_id=a.dag_id)
         if a.storage:
             settings = CheckpointSettings(pipeline_id=a.dag_id, storage=a.storage)
-        started = start_backfill(settings.coordinator(), a.dag_id, a.start, a.end,
-                                 from_epoch=a.from_epoch, from_savepoint=a.from_savepoint,
-                                 requested_by="ckpt-airflow")
+        coord = settings.coordinator()
+        origin = {"from_epoch": a.from_epoch, "from_savepoint": a.from_savepoint}
+        if a.dry_run:
+            result = preview_backfill(
+                coord, a.first_day, a.last_day, rewind=a.rewind, **origin,
+                runnable=lambda f, t: airflow_runnable(f, t, airflow_kwargs(a.dag_id)))
+        else:
+            result = start_backfill(coord, a.dag_id, a.first_day, a.last_day,
+                                    requested_by="ckpt-airflow", rewind=a.rewind, **origin)
     except (BackfillRequestError, CheckpointError, ValueError) as exc:
         print(f"ckpt-airflow: error: {exc}", file=sys.stderr)
         return 2
     # One line, last: Airflow may log to stdout before it.
-    print(json.dumps(started.to_json()))
-    return 0
+    print(json.dumps(result.to_json()))
+    return 1 if a.dry_run and result.conflicts else 0
 
 
 if __name__ == "__main__":

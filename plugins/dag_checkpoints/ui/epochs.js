@@ -258,13 +258,43 @@ document.getElementById("take-savepoint").addEventListener("click", async () => 
     await load();
   } catch (e) { say(`savepoint failed: ${e.message}`, true); }
 });
+function backfillBody(dryRun) {
+  const f = new FormData(document.getElementById("backfill-form"));
+  return JSON.stringify({from_epoch: selected, first_day: f.get("first_day"),
+    last_day: f.get("last_day"), rewind: f.get("rewind") === "on", dry_run: dryRun});
+}
+// The preview comes first: what runs, which data day each reads, what gets published.
+function describePreview(p) {
+  const now = p.published_now;
+  const lines = [
+    `origin: ${p.origin.from_savepoint ? "savepoint " + p.origin.from_savepoint : "epoch " + p.origin.epoch_id}` +
+      `, its input through ${p.origin.frontier ?? "(unknown)"}`,
+    ...p.runs.map((r) => `run ${r.logical_date} reads data day ${r.data_day}`),
+    `published now: ${now ? `epoch ${now.epoch_id} (${now.lineage}), input through ${now.frontier ?? "(unknown)"}, rows ` +
+      Object.entries(now.rows).map(([k, v]) => `${k}=${v}`).join(" ") : "nothing"}`,
+    `published after: input through ${p.published_after.frontier}${p.rewinds ? " (a rewind)" : ""}`,
+    ...p.notes.map((n) => `note: ${n}`),
+    ...p.conflicts.map((c) => `conflict: ${c}`),
+  ];
+  return lines.join("\n");
+}
+const submit = document.getElementById("backfill-submit");
+document.getElementById("backfill-form").addEventListener("input", () => { submit.disabled = true; });
+document.getElementById("backfill-preview").addEventListener("click", async () => {
+  const out = document.getElementById("backfill-preview-out");
+  try {
+    const p = await call(`${api}/backfills`, {method: "POST", body: backfillBody(true)});
+    out.textContent = describePreview(p);
+    submit.disabled = p.conflicts.length > 0;
+  } catch (e) { out.textContent = ""; say(`preview failed: ${e.message}`, true); }
+});
 document.getElementById("backfill-form").addEventListener("submit", async (ev) => {
   ev.preventDefault();
-  const f = new FormData(ev.target);
   try {
-    const r = await call(`${api}/backfills`, {method: "POST", body: JSON.stringify(
-      {from_epoch: selected, start: f.get("start"), end: f.get("end")})});
-    say(`backfill ${r.backfill_id} started: lineage ${r.lineage}, ${r.runs} run(s), from epoch ${selected}`);
+    const r = await call(`${api}/backfills`, {method: "POST", body: backfillBody(false)});
+    say(`backfill ${r.backfill_id} started: lineage ${r.lineage}, ${r.runs.length} run(s) for data days ` +
+      `${r.first_day}..${r.last_day}, from epoch ${selected}`);
+    submit.disabled = true;
   } catch (e) { say(`backfill failed: ${e.message}`, true); }
 });
 load().catch((e) => say(`cannot load epochs: ${e.message}`, true));

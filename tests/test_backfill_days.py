@@ -1,0 +1,91 @@
+"""Backfills are asked for in data days: the preview maps each day to the run that consumes
+it, states the origin's and the published frontier, refuses a start the origin already
+holds and a silent rewind, and names the days Airflow would skip (its dry run, injected
+here: the Airflow side runs under tests/test_airflow_standalone.py)."""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+
+from checkpointing import Coordinator, LocalStorage
+from checkpointing.savepoints import create_savepoint
+from plugins.dag_checkpoints.backfill import (
+    BackfillRequestError,
+    data_day_of,
+    frontier,
+    logical_date_for,
+    preview_backfill,
+)
+from tests.helpers import run_epoch
+
+
+@pytest.fixture
+def coord(tmp_path):
+    """Main ran the logical dates 2013-01-02..04 (data days 1-3); savepoint after day 1."""
+    c = Coordinator(LocalStorage(tmp_path / "ckpt"), "p")
+    for i, logical in enumerate(("2013-01-02", "2013-01-03", "2013-01-04")):
+        run_epoch(c, tmp=tmp_path, run_id=f"r{i}", payload=b"x" * (i + 1),
+                  data_interval={"start": logical, "end": logical})
+    create_savepoint(c, "after-day1", 1)
+    return c
+
+
+def test_days_map_to_runs_and_frontiers_are_stated(coord):
+    p = preview_backfill(coord, "2013-01-02", "2013-01-03", from_savepoint="after-day1")
+    assert [(r.logical_date, r.data_day) for r in p.runs] == [
+        ("2013-01-03", "2013-01-02"), ("2013-01-04", "2013-01-03")]
+    assert p.origin == {"from_savepoint": "after-day1", "epoch_id": 1, "lineage": "main",
+                        "frontier": "2013-01-01"}
+    assert p.published_now["frontier"] == "2013-01-03"
+    assert p.published_now["epoch_id"] == 3 and p.published_now["rows"] == {"gold": 1}
+    assert p.published_after["frontier"] == "2013-01-03"
+    assert (p.rewinds, p.conflicts, p.notes) == (False, (), ())
+    # The mapping is the one the runs' barriers record: an epoch of logical date D + 1
+    # has the frontier D.
+    for e in (1, 2, 3):
+        b = coord.barrier(e)
+        assert frontier(b) == data_day_of(date.fromisoformat(b.data_interval["end"])).isoformat()
+    assert logical_date_for(date(2013, 1, 2)) == date(2013, 1, 3)
+
+
+def test_no_silent_rewind(coord):
+    p = preview_backfill(coord, "2013-01-02", "2013-01-02", from_savepoint="after-day1")
+    assert p.rewinds and len(p.conflicts) == 1
+    assert "behind what is published (input through 2013-01-03)" in p.conflicts[0]
+    assert "rewind" in p.conflicts[0]
+    asked = preview_backfill(coord, "2013-01-02", "2013-01-02", from_savepoint="after-day1",
+                             rewind=True)
+    assert asked.rewinds and asked.conflicts == ()
+
+
+def test_days_the_origin_holds_are_refused_and_gaps_noted(coord):
+    p = preview_backfill(coord, "2013-01-01", "2013-01-03", from_epoch=1)
+    assert p.conflicts and "data day 2013-01-01 is already in the origin's state" in \
+        p.conflicts[0] and "start at 2013-01-02" in p.conflicts[0]
+    gap = preview_backfill(coord, "2013-01-03", "2013-01-03", from_epoch=1)
+    assert gap.conflicts == ()
+    assert gap.notes == ("the first run also consumes data days 2013-01-02..2013-01-02 "
+                         "(input after the origin's frontier that its state does not hold)",)
+
+
+def test_days_airflow_would_skip_are_named(coord):
+    def runnable(first: date, last: date) -> set[date]:
+        assert (first, last) == (date(2013, 1, 3), date(2013, 1, 4))
+        return {date(2013, 1, 3)}  # a run of 2013-01-04 is in flight
+
+    p = preview_backfill(coord, "2013-01-02", "2013-01-03", from_epoch=1, runnable=runnable)
+    assert p.conflicts == ("Airflow would not run 2013-01-04 (data day 2013-01-03): a run of "
+                           "that date is still in flight, or it is not a scheduled date",)
+
+
+def test_bad_requests_are_one_line(coord):
+    with pytest.raises(BackfillRequestError, match="last_day 2013-01-01 is before first_day"):
+        preview_backfill(coord, "2013-01-02", "2013-01-01", from_epoch=1)
+    with pytest.raises(BackfillRequestError, match="exactly one of"):
+        preview_backfill(coord, "2013-01-02", "2013-01-03")
+    with pytest.raises(BackfillRequestError, match="not a date"):
+        preview_backfill(coord, "Jan 2", "2013-01-03", from_epoch=1)
+    with pytest.raises(BackfillRequestError, match="epoch 9 of p is"):
+        preview_backfill(coord, "2013-01-02", "2013-01-03", from_epoch=9)
