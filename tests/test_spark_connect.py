@@ -146,3 +146,22 @@ def test_declarative_pipelines_peer_counts_each_flight_once(spark_connect):
     assert res["results_equal"] is True
     assert res["theirs_epoch_seconds"] > 0 and res["ours_epoch_seconds"] > 0
     assert isinstance(res["vs_declarative_pipelines_epoch_ratio"], float)
+
+
+def test_the_readme_server_commands_start_report_and_stop(tmp_path):
+    """`python -m spark_jobs.runtime.connect_server start|status|stop`, as the README shows
+    them: start returns once the server listens, status says so, stop ends it."""
+    port = str(free_port())
+    r = run(["spark_jobs.runtime.connect_server", "start", "--port", port], timeout=300)
+    try:
+        assert r.returncode == 0 and f"listening on sc://127.0.0.1:{port}" in r.stdout, \
+            r.stdout + r.stderr
+        s = run(["spark_jobs.runtime.connect_server", "status", "--port", port])
+        assert s.returncode == 0 and "running" in s.stdout, s.stdout
+        busy = run(["spark_jobs.runtime.connect_server", "start", "--port", port])
+        assert busy.returncode == 1 and f"port {port} is busy" in busy.stderr, busy.stderr
+    finally:
+        stop = run(["spark_jobs.runtime.connect_server", "stop", "--port", port])
+    assert stop.returncode == 0 and "stopped" in stop.stdout, stop.stdout + stop.stderr
+    s = run(["spark_jobs.runtime.connect_server", "status", "--port", port])
+    assert s.returncode == 1 and "not listening" in s.stdout
