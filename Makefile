@@ -12,7 +12,7 @@ install:
 demo: install
 	$(PY) scripts/demo.py $(ARGS)
 
-# The whole suite, two test modules at a time (most of a module's time is spent waiting on
+# The whole suite, three test modules at a time on 2 cores (most of a module's time is spent waiting on
 # Airflow, Spark and timeouts; modules share nothing but PostgreSQL's server, where each
 # has a database of its own). pytest exits 5 when it collects nothing; make treats any
 # non-zero exit as failure, so "no tests" never passes.
@@ -22,7 +22,7 @@ test: install
 	scripts/install_browser.sh
 	scripts/install_toxiproxy.sh
 	CKPT_TEST_PG_URL=$$(scripts/start_postgres.sh) $(PY) -m pytest -q -p no:cacheprovider \
-		-n 2 --dist loadfile --no-loadscope-reorder --durations=25
+		-n 3 --dist loadfile --no-loadscope-reorder --durations=25
 
 lint: install
 	.venv/bin/ruff check .
