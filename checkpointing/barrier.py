@@ -59,6 +59,15 @@ class Barrier:
     writer: dict[str, Any] = field(default_factory=dict)
     #: completed epochs begin skipped because their files failed verification (1.2)
     restore_fallback: tuple[dict[str, Any], ...] = ()
+    #: a backfill's last epoch that continues the main line when it completes (1.4)
+    promote: bool = False
+
+    @property
+    def input_until(self) -> str | None:
+        """The day (YYYY-MM-DD) before which the epoch's input stops: its data interval's
+        end; None without an interval."""
+        end = (self.data_interval or {}).get("end")
+        return str(end)[:10] if end else None
 
     def to_bytes(self) -> bytes:
         return encode(FORMAT, self.to_json())
@@ -82,6 +91,7 @@ class Barrier:
             "publish_on_complete": self.publish_on_complete,
             "writer": self.writer,
             "restore_fallback": list(self.restore_fallback),
+            "promote": self.promote,
         }
 
     @classmethod
@@ -101,6 +111,7 @@ class Barrier:
                 publish_on_complete=bool(doc.get("publish_on_complete", True)),
                 writer=doc.get("writer", {}),
                 restore_fallback=tuple(doc.get("restore_fallback") or ()),
+                promote=bool(doc.get("promote", False)),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise MalformedDocument(f"malformed barrier at {key}: {exc!r}") from None

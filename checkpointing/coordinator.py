@@ -30,6 +30,7 @@ from .errors import (
     MinPauseNotElapsed,
     NotFound,
     PreconditionFailed,
+    PromotingBackfillRunning,
     StaleAttempt,
     StorageError,
     TooManyConcurrentEpochs,
@@ -38,7 +39,14 @@ from .errors import (
 from .history import record_failure
 from .ids import validate_attempt, validate_epoch_id, validate_id
 from .layout import Layout
-from .lineages import MAIN, read_origin
+from .lineages import (
+    MAIN,
+    Promotion,
+    list_origins,
+    read_origin,
+    read_promotion,
+    record_promotion,
+)
 from .publish import publish
 from .registry import LineageState, OpenEpoch, Registry
 from .state_handle import OutputRef, StateHandle
@@ -178,14 +186,19 @@ class Coordinator:
         parent_savepoint: str | None = None,
         publish_on_complete: bool = True,
         allow_non_restored_state: bool = False,
+        promote: bool = False,
     ) -> Barrier:
         """Allocate the next epoch id and write its barrier (PROTOCOL 6.1).
 
         The parent defaults to the lineage's latest completed epoch. An explicit parent
         epoch or savepoint is checked against the plan: state of tasks the plan lacks is an
         error unless ``allow_non_restored_state`` (Flink's flag of the same name).
+        ``promote``: this backfill epoch continues the main line when it completes, if its
+        input reaches main's (PROTOCOL 6.5, 1.4).
         """
         validate_id(lineage, "lineage")
+        if promote and lineage == MAIN:
+            raise ValueError("only a backfill lineage's epoch can be promoted to main")
         if parent_epoch_id is _LATEST and parent_savepoint is None and lineage != MAIN:
             parent_epoch_id, parent_savepoint = self._origin_parent(lineage)
         if not plan:
@@ -214,6 +227,8 @@ class Coordinator:
         reg = self.recover()
         if self.expire_overdue():
             reg = self.registry()
+        if lineage == MAIN:
+            self._wait_for_promoting_backfill(reg)
         live = [o for o in reg.open if o.lineage == lineage and o.run_id != str(run_id)]
         if len(live) >= self.config.max_concurrent_epochs and self.expire_lost_runners(live):
             reg = self.registry()
@@ -268,7 +283,7 @@ class Coordinator:
             config=self.config, mode=self.config.mode, data_interval=data_interval,
             input_range=input_range, parent_epoch_id=parent_epoch_id,  # type: ignore[arg-type]
             parent_savepoint=parent_savepoint, publish_on_complete=publish_on_complete,
-            writer=writer_identity(), restore_fallback=tuple(fallback),
+            writer=writer_identity(), restore_fallback=tuple(fallback), promote=promote,
         )
         key = self.layout.barrier(epoch_id)
         try:
@@ -285,6 +300,24 @@ class Coordinator:
         log.info("pipeline %s: began epoch %d (run %s, lineage %s, parent %s)",
                  self.pipeline_id, epoch_id, run_id, lineage, parent_epoch_id)
         return barrier
+
+    def _wait_for_promoting_backfill(self, reg: Registry) -> None:
+        """(1.4) Refuse a main epoch while a backfill that asked to continue the main line
+        is running: it has no promotion record yet, and an open epoch or an epoch (or its
+        origin) started within ``timeout_seconds``. A backfill that died stops holding main
+        back one timeout after its last start."""
+        now = self.clock()
+        for origin in list_origins(self.storage, self.layout):
+            if not origin.promote or \
+                    read_promotion(self.storage, self.layout, origin.lineage) is not None:
+                continue
+            last = reg.lineage(origin.lineage).last_started_at or origin.created_at
+            open_ids = [o.epoch_id for o in reg.open if o.lineage == origin.lineage]
+            if open_ids or parse_iso(last) + self.config.timeout_seconds > now:
+                raise PromotingBackfillRunning(
+                    f"pipeline {self.pipeline_id!r}: backfill {origin.lineage} (runs "
+                    f"{origin.start}..{origin.end}) will continue the main line when it "
+                    "completes; main runs wait for it")
 
     def _index_run(self, barrier: Barrier) -> None:
         """Record that the barrier's run opened this epoch (PROTOCOL 5.14); an index entry
@@ -366,12 +399,22 @@ class Coordinator:
         from .verify import verify_handles
 
         meta = self.metadata(epoch_id)
-        if meta is None or not meta.completed or meta.lineage != lineage:
+        if meta is None or not meta.completed or not self._on_line(meta, lineage):
             return None
         try:
             return verify_handles(self.storage, epoch_id, self.completed_handles(epoch_id)).problems
         except (NotFound, MalformedDocument) as exc:  # an acknowledgement lost or damaged
             return [str(exc)]
+
+    def _on_line(self, meta: EpochMetadata, lineage: str) -> bool:
+        """Whether a completed epoch belongs to ``lineage``'s line of state: its own epochs,
+        and for main (1.4) a backfill's epoch that was promoted to continue it."""
+        if meta.lineage == lineage:
+            return True
+        if lineage != MAIN:
+            return False
+        rec = read_promotion(self.storage, self.layout, meta.lineage)
+        return rec is not None and rec.promoted and rec.epoch_id == meta.epoch_id
 
     def _origin_parent(self, lineage: str) -> tuple[int | None | object, str | None]:
         """The parent a backfill lineage starts from before it has completed epochs."""
@@ -639,15 +682,44 @@ class Coordinator:
             except CheckpointError as exc:  # retention writes it later; the abort stands
                 log.warning("pipeline %s: failure record of epoch %d not written: %s",
                             self.pipeline_id, meta.epoch_id, exc)
+        promoted = bool(meta.completed and barrier is not None and barrier.promote and
+                        self._promotion(meta, barrier))
 
         def apply(reg: Registry) -> tuple[Registry | None, None]:
-            if reg.open_entry(meta.epoch_id) is None:
-                st = reg.lineage(meta.lineage)
-                if not meta.completed or (st.latest_completed or 0) >= meta.epoch_id:
-                    return None, None  # applied already
-            return reg.with_decision(meta.epoch_id, meta.lineage, meta.completed), None
+            st, main = reg.lineage(meta.lineage), reg.lineage(MAIN)
+            decided = reg.open_entry(meta.epoch_id) is None and (
+                not meta.completed or (st.latest_completed or 0) >= meta.epoch_id)
+            moved = not promoted or (main.latest_completed or 0) >= meta.epoch_id
+            if decided and moved:
+                return None, None  # applied already
+            if not decided:
+                reg = reg.with_decision(meta.epoch_id, meta.lineage, meta.completed)
+            if not moved:  # the main line continues from this epoch (6.5, 1.4)
+                reg = reg.with_lineage(MAIN, replace(reg.lineage(MAIN),
+                                                     latest_completed=meta.epoch_id))
+            return reg, None
 
         self._update_registry(apply)
+
+    def _promotion(self, meta: EpochMetadata, barrier: Barrier) -> bool:
+        """Decide, once, whether a completed promoting epoch continues the main line: when
+        main's latest completed epoch is older and its input does not reach further."""
+        rec = read_promotion(self.storage, self.layout, meta.lineage)
+        if rec is None:
+            main = self.latest_completed(MAIN)
+            main_barrier = self._barrier_or_none(main) if main else None
+            main_until = main_barrier.input_until if main_barrier else None
+            ours = barrier.input_until
+            promoted = (main is None or main < meta.epoch_id) and (
+                main_until is None or (ours is not None and ours >= main_until))
+            rec = record_promotion(self.storage, self.layout, Promotion(
+                meta.lineage, meta.epoch_id, promoted, main, ours, main_until,
+                now_iso(self.clock())))
+            log.info("pipeline %s: backfill %s epoch %d %s", self.pipeline_id, meta.lineage,
+                     meta.epoch_id, f"continues the main line (superseding epoch {main})"
+                     if rec.promoted else f"not promoted: main (epoch {main}) has input "
+                     f"until {main_until}, the backfill until {ours}")
+        return rec.promoted and rec.epoch_id == meta.epoch_id
 
     def _publish(self, meta: EpochMetadata, barrier: Barrier) -> None:
         outputs: dict[str, OutputRef] = {}

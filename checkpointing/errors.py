@@ -69,6 +69,11 @@ class MinPauseNotElapsed(PolicyViolation):
         self.retry_after = retry_after
 
 
+class PromotingBackfillRunning(PolicyViolation):
+    """(1.4) A backfill that will continue the main line is running: main waits for it
+    rather than racing it (PROTOCOL 6.1)."""
+
+
 class FailureBudgetExhausted(PolicyViolation):
     """More consecutive epochs failed than tolerable_failed_epochs allows."""
 

@@ -109,6 +109,9 @@ class Layout:
     def lineage_origin(self, lineage: str) -> str:
         return f"{self.base}lineages/{validate_id(lineage, 'lineage')}/origin.json"
 
+    def lineage_promotion(self, lineage: str) -> str:
+        return f"{self.base}lineages/{validate_id(lineage, 'lineage')}/promotion.json"
+
     @property
     def savepoints_prefix(self) -> str:
         return f"{self.base}savepoints/"

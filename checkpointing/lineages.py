@@ -1,6 +1,7 @@
 """Lineages: a backfill from an epoch or a savepoint starts a new chain of epochs. Its
 origin record says where the chain starts and what it replays, so that every epoch of the
-chain can be traced back (PROTOCOL 5.11)."""
+chain can be traced back (PROTOCOL 5.11); its promotion record says whether its last epoch
+became the main line's (5.15)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from .layout import Layout
 from .storage import Storage
 
 FORMAT = "ckpt.lineage"
+PROMOTION_FORMAT = "ckpt.promotion"
 MAIN = "main"
 
 
@@ -35,6 +37,8 @@ class LineageOrigin:
     publish_at: str | None = None
     requested_by: str | None = None
     writer: dict[str, Any] = field(default_factory=dict)
+    #: (1.4) the lineage's last epoch continues the main line when it completes
+    promote: bool = False
 
     def __post_init__(self) -> None:
         validate_id(self.lineage, "lineage")
@@ -47,21 +51,22 @@ class LineageOrigin:
         return {"lineage": self.lineage, "from_epoch": self.from_epoch,
                 "from_savepoint": self.from_savepoint, "start": self.start, "end": self.end,
                 "created_at": self.created_at, "publish_at": self.publish_at,
-                "requested_by": self.requested_by}
+                "requested_by": self.requested_by, "promote": self.promote}
 
     @classmethod
     def from_bytes(cls, data: bytes, key: str) -> LineageOrigin:
         d = decode(data, FORMAT, key, ("lineage", "start", "end", "created_at"))
         return cls(d["lineage"], d.get("from_epoch"), d.get("from_savepoint"), d["start"],
                    d["end"], d["created_at"], d.get("publish_at"), d.get("requested_by"),
-                   d.get("writer") or {})
+                   d.get("writer") or {}, bool(d.get("promote", False)))
 
 
 def new_origin(lineage: str, start: str, end: str, clock: float, *,
                from_epoch: int | None = None, from_savepoint: str | None = None,
-               publish_at: str | None = None, requested_by: str | None = None) -> LineageOrigin:
+               publish_at: str | None = None, requested_by: str | None = None,
+               promote: bool = False) -> LineageOrigin:
     return LineageOrigin(lineage, from_epoch, from_savepoint, start, end, now_iso(clock),
-                         publish_at, requested_by)
+                         publish_at, requested_by, promote=promote)
 
 
 def record_origin(storage: Storage, layout: Layout, origin: LineageOrigin) -> None:
@@ -96,3 +101,50 @@ def list_origins(storage: Storage, layout: Layout) -> list[LineageOrigin]:
             data, _ = storage.read(info.key)
             out.append(LineageOrigin.from_bytes(data, storage.uri(info.key)))
     return out
+
+
+@dataclass(frozen=True)
+class Promotion:
+    """What happened when a promoting lineage's last epoch completed (PROTOCOL 5.15):
+    ``promoted`` when its input reached the main line's, which then continues from it;
+    ``superseded`` is main's latest completed epoch before (still there, restorable)."""
+
+    lineage: str
+    epoch_id: int
+    promoted: bool
+    superseded: int | None
+    input_until: str | None
+    main_input_until: str | None
+    decided_at: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"lineage": self.lineage, "epoch_id": self.epoch_id, "promoted": self.promoted,
+                "superseded": self.superseded, "input_until": self.input_until,
+                "main_input_until": self.main_input_until, "decided_at": self.decided_at}
+
+    @classmethod
+    def from_bytes(cls, data: bytes, key: str) -> Promotion:
+        d = decode(data, PROMOTION_FORMAT, key, ("lineage", "epoch_id", "promoted"))
+        return cls(d["lineage"], int(d["epoch_id"]), bool(d["promoted"]), d.get("superseded"),
+                   d.get("input_until"), d.get("main_input_until"), d.get("decided_at", ""))
+
+
+def record_promotion(storage: Storage, layout: Layout, promotion: Promotion) -> Promotion:
+    """Create the promotion record once; a record already there (another decider, or a
+    retried finish) wins and is returned."""
+    key = layout.lineage_promotion(promotion.lineage)
+    try:
+        storage.create(key, encode(PROMOTION_FORMAT,
+                                   {**promotion.to_json(), "writer": writer_identity()}))
+        return promotion
+    except PreconditionFailed:
+        data, _ = storage.read(key)
+        return Promotion.from_bytes(data, storage.uri(key))
+
+
+def read_promotion(storage: Storage, layout: Layout, lineage: str) -> Promotion | None:
+    if lineage == MAIN:
+        return None
+    key = layout.lineage_promotion(lineage)
+    data = storage.read_optional(key)
+    return None if data is None else Promotion.from_bytes(data, storage.uri(key))

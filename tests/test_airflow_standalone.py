@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from checkpointing import Coordinator, LocalStorage, read_manifest
-from checkpointing.lineages import read_origin
+from checkpointing.lineages import read_origin, read_promotion
 from plugins.dag_checkpoints.backfill import frontier
 from spark_jobs.flights.landing import land
 from tests import oracle
@@ -179,7 +179,19 @@ def test_backfill_from_an_epoch(af):
     data = LocalStorage(tmp / "data")
     oracle.assert_gold_matches_oracle(c, data, ["origin", "dest"], "gold_route_stats",
                                       until="2013-01-04")
-    assert c.latest_completed() == 2  # main is untouched
+    # It reached what main had published: promoted, main continues from its last epoch;
+    # main's own epoch 2 stays there, superseded.
+    promotion = read_promotion(c.storage, c.layout, lineage)
+    assert (promotion.promoted, promotion.superseded) == (True, 2)
+    assert c.latest_completed() == epochs[-1].epoch_id and c.metadata(2).completed
+    land(LocalStorage(tmp / "data"), [date(2013, 1, 4)], dims=False, seed=8)
+    run = sa.trigger(DAG, "2013-01-05T00:00:00Z")
+    assert sa.wait_run(DAG, run) == "success", sa.tail()
+    nxt = c.latest_completed()
+    assert c.barrier(nxt).lineage == "main" and c.barrier(nxt).parent_epoch_id == \
+        epochs[-1].epoch_id
+    oracle.assert_gold_matches_oracle(c, data, ["origin", "dest"], "gold_route_stats",
+                                      until="2013-01-05")
     # Published data now runs through 2013-01-03: ending a backfill before that is a
     # rewind, refused unless asked for.
     back = {"from_epoch": 1, "first_day": "2013-01-02", "last_day": "2013-01-02"}

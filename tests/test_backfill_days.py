@@ -41,7 +41,11 @@ def test_days_map_to_runs_and_frontiers_are_stated(coord):
     assert p.published_now["frontier"] == "2013-01-03"
     assert p.published_now["epoch_id"] == 3 and p.published_now["rows"] == {"gold": 1}
     assert p.published_after["frontier"] == "2013-01-03"
-    assert (p.rewinds, p.conflicts, p.notes) == (False, (), ())
+    assert p.published_after["promotes"] is True  # it reaches what is published
+    assert (p.rewinds, p.conflicts) == (False, ())
+    assert p.notes == ("it reaches what is published: when its last epoch completes, the "
+                       "main line continues from it (promotion) and main runs wait for it "
+                       "meanwhile",)
     # The mapping is the one the runs' barriers record: an epoch of logical date D + 1
     # has the frontier D.
     for e in (1, 2, 3):
@@ -58,6 +62,7 @@ def test_no_silent_rewind(coord):
     asked = preview_backfill(coord, "2013-01-02", "2013-01-02", from_savepoint="after-day1",
                              rewind=True)
     assert asked.rewinds and asked.conflicts == ()
+    assert asked.published_after["promotes"] is False  # a rewind stays a side chain
 
 
 def test_days_the_origin_holds_are_refused_and_gaps_noted(coord):
@@ -66,8 +71,8 @@ def test_days_the_origin_holds_are_refused_and_gaps_noted(coord):
         p.conflicts[0] and "start at 2013-01-02" in p.conflicts[0]
     gap = preview_backfill(coord, "2013-01-03", "2013-01-03", from_epoch=1)
     assert gap.conflicts == ()
-    assert gap.notes == ("the first run also consumes data days 2013-01-02..2013-01-02 "
-                         "(input after the origin's frontier that its state does not hold)",)
+    assert gap.notes[0] == ("the first run also consumes data days 2013-01-02..2013-01-02 "
+                            "(input after the origin's frontier that its state does not hold)")
 
 
 def test_days_airflow_would_skip_are_named(coord):

@@ -43,6 +43,7 @@ def layout_keys() -> dict[str, str]:
         "staging": lay.staging_prefix(7, "t1", 2) + "part-0.parquet",
         "shared": lay.shared(SHA), "savepoint": lay.savepoint("sp1"),
         "manifest": lay.manifest, "origin": lay.lineage_origin("backfill-1"),
+        "promotion": lay.lineage_promotion("backfill-1"),
         "run": lay.run_index_entry("main", "scheduled__2013-01-02T00:00:00+00:00", 7),
     }
     return {name: key.removeprefix(lay.base) for name, key in keys.items()}

@@ -30,7 +30,7 @@ from checkpointing.errors import (
     StorageError,
 )
 from checkpointing.ids import ID_PATTERN
-from checkpointing.lineages import list_origins
+from checkpointing.lineages import list_origins, read_promotion
 from checkpointing.stats import epoch_or_history_stats, list_epochs
 
 from .backfill import (
@@ -207,7 +207,11 @@ def get_lineages(dag_id: str = DagId) -> dict[str, Any]:
     coord = _coordinator(dag_id)
     try:
         manifest = read_manifest(coord.storage, coord.layout)
-        return {"lineages": [o.to_json() for o in list_origins(coord.storage, coord.layout)],
+        lineages = []
+        for o in list_origins(coord.storage, coord.layout):
+            rec = read_promotion(coord.storage, coord.layout, o.lineage)
+            lineages.append({**o.to_json(), "promotion": rec.to_json() if rec else None})
+        return {"lineages": lineages, "main_latest": coord.latest_completed(),
                 "published": None if manifest is None else
                 {"epoch_id": manifest.epoch_id, "lineage": manifest.lineage,
                  "published_at": manifest.published_at}}

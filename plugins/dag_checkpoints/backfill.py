@@ -59,7 +59,8 @@ class BackfillPreview:
     origin: dict[str, Any]  # from_epoch | from_savepoint, epoch_id, frontier
     runs: tuple[BackfillRun, ...]
     published_now: dict[str, Any] | None  # epoch_id, lineage, frontier, rows per output
-    published_after: dict[str, Any]  # frontier (the last day), lineage "(new)"
+    #: frontier (the last day) and whether the main line then continues from it
+    published_after: dict[str, Any]
     rewinds: bool
     #: why it cannot start as asked (refusals), and what the user should know (notes)
     conflicts: tuple[str, ...]
@@ -194,9 +195,13 @@ def preview_backfill(coord: Coordinator, first_day: str | date, last_day: str | 
                 "Airflow would not run " + ", ".join(
                     f"{r.logical_date} (data day {r.data_day})" for r in skipped)
                 + ": a run of that date is still in flight, or it is not a scheduled date")
+    promotes = not rewinds
+    if promotes:
+        notes.append("it reaches what is published: when its last epoch completes, the main "
+                     "line continues from it (promotion) and main runs wait for it meanwhile")
     return BackfillPreview(first.isoformat(), last.isoformat(), origin, runs, published,
-                           {"frontier": last.isoformat(), "lineage": "(the backfill's)"},
-                           rewinds, tuple(conflicts), tuple(notes))
+                           {"frontier": last.isoformat(), "lineage": "(the backfill's)",
+                            "promotes": promotes}, rewinds, tuple(conflicts), tuple(notes))
 
 
 def start_backfill(coord: Coordinator, dag_id: str, first_day: str | date,
@@ -224,7 +229,8 @@ def start_backfill(coord: Coordinator, dag_id: str, first_day: str | date,
     lineage = f"backfill-{stamp}-{secrets.token_hex(3)}"
     origin = new_origin(lineage, first.isoformat(), last.isoformat(), time.time(),
                         from_epoch=from_epoch, from_savepoint=from_savepoint,
-                        publish_at=last.isoformat(), requested_by=requested_by)
+                        publish_at=last.isoformat(), requested_by=requested_by,
+                        promote=preview.published_after["promotes"])
     record_origin(coord.storage, coord.layout, origin)
     try:
         backfill = _create_backfill(

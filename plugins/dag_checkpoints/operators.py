@@ -4,10 +4,16 @@ The jobs themselves are :class:`dag_checkpoints.spark.CheckpointedSparkOperator`
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowSkipException
+from airflow.sdk.exceptions import (
+    AirflowException,
+    AirflowFailException,
+    AirflowRescheduleException,
+    AirflowSkipException,
+)
 
 from checkpointing import TaskPlan, read_manifest, run_retention
 from checkpointing.errors import (
@@ -15,6 +21,7 @@ from checkpointing.errors import (
     EpochIncomplete,
     FailureBudgetExhausted,
     PolicyViolation,
+    PromotingBackfillRunning,
 )
 from checkpointing.lineages import MAIN, read_origin
 
@@ -40,6 +47,8 @@ class BeginEpochOperator(BaseOperator):
     """
 
     ui_color = "#b3e2cd"
+    #: how long a main run's begin waits before it looks again for a promoting backfill
+    WAIT_FOR_BACKFILL_SECONDS = 30
 
     def __init__(self, *, settings: CheckpointSettings, plan: dict[str, TaskPlan],
                  allow_non_restored_state: bool = False, **kwargs: Any):
@@ -50,7 +59,7 @@ class BeginEpochOperator(BaseOperator):
     def execute(self, context: Any) -> int:
         coord = self.settings.coordinator()
         run_id = context["dag_run"].run_id
-        lineage, publish = self._lineage(coord, context)
+        lineage, publish, promote = self._lineage(coord, context)
         existing = coord.open_epoch_for_run(run_id, lineage)
         if existing is not None:
             self.log.info("run %s continues its open epoch %d", run_id, existing.epoch_id)
@@ -60,8 +69,14 @@ class BeginEpochOperator(BaseOperator):
                                         publish_on_complete=publish,
                                         data_interval=_interval(context),
                                         allow_non_restored_state=self.allow_non_restored_state,
+                                        promote=promote,
                                         input_range={"logical_date": str(
                                             context.get("logical_date"))})
+        except PromotingBackfillRunning as exc:
+            # Wait for the backfill without spending a retry: this run continues from it.
+            self.log.info("%s; trying again in %ds", exc, self.WAIT_FOR_BACKFILL_SECONDS)
+            raise AirflowRescheduleException(datetime.now(UTC) + timedelta(
+                seconds=self.WAIT_FOR_BACKFILL_SECONDS)) from None
         except PolicyViolation as exc:
             raise AirflowException(f"cannot open an epoch now: {exc}") from None
         except CheckpointError as exc:
@@ -73,14 +88,15 @@ class BeginEpochOperator(BaseOperator):
         return barrier.epoch_id
 
     @staticmethod
-    def _lineage(coord: Any, context: Any) -> tuple[str, bool]:
-        """(lineage, publish on complete) of this run: ``main`` and publish, unless the run
-        belongs to a backfill from a checkpoint (``conf["checkpoint"]["lineage"]``), whose
-        epochs publish only at the backfill's last logical date."""
+    def _lineage(coord: Any, context: Any) -> tuple[str, bool, bool]:
+        """(lineage, publish on complete, promote) of this run: ``main``, publish, no
+        promotion, unless the run belongs to a backfill from a checkpoint
+        (``conf["checkpoint"]["lineage"]``), whose epochs publish only at the backfill's
+        last logical date, which also continues the main line if the backfill asked to."""
         conf = checkpoint_conf(getattr(context["dag_run"], "conf", None))
         lineage = str(conf.get("lineage") or MAIN)
         if lineage == MAIN:
-            return MAIN, True
+            return MAIN, True, False
         origin = read_origin(coord.storage, coord.layout, lineage)
         if origin is None:
             raise AirflowFailException(f"run conf names lineage {lineage!r}, which has no "
@@ -88,7 +104,8 @@ class BeginEpochOperator(BaseOperator):
                                        "backfill or the REST API")
         logical = context.get("logical_date")
         day = logical.date().isoformat() if logical is not None else None
-        return lineage, day == origin.publish_at
+        last = day == origin.publish_at
+        return lineage, last, last and origin.promote
 
 
 class CommitEpochOperator(BaseOperator):
