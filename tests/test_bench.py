@@ -66,7 +66,7 @@ def test_structured_streaming_at_a_scale_equals_ours_and_says_where_time_goes(tm
     from spark_jobs.runtime import spark_session
 
     spark = spark_session("test-bench-scale")
-    res = ss_at_scale(spark, tmp_path, 2, 3, 1)
+    res = ss_at_scale(spark, tmp_path, 2, 2, 1)  # one history day, one measured day
     assert res["results_equal"] is True
     assert res["ours_epoch_seconds"] > 0 and res["theirs_epoch_seconds"] > 0
     where = res["where_ms"]
