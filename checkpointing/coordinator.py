@@ -307,9 +307,9 @@ class Coordinator:
         origin) started within ``timeout_seconds``. A backfill that died stops holding main
         back one timeout after its last start."""
         now = self.clock()
-        for origin in list_origins(self.storage, self.layout):
-            if not origin.promote or \
-                    read_promotion(self.storage, self.layout, origin.lineage) is not None:
+        # One listing; only undecided origins are read (decided ones have a promotion record).
+        for origin in list_origins(self.storage, self.layout, undecided_only=True):
+            if not origin.promote:
                 continue
             last = reg.lineage(origin.lineage).last_started_at or origin.created_at
             open_ids = [o.epoch_id for o in reg.open if o.lineage == origin.lineage]

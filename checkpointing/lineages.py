@@ -84,22 +84,30 @@ def delete_origin(storage: Storage, layout: Layout, lineage: str) -> None:
     storage.delete(layout.lineage_origin(lineage))
 
 
+def _read_optional(storage: Storage, key: str, parse: Any) -> Any:
+    data = storage.read_optional(key)
+    return None if data is None else parse(data, storage.uri(key))
+
+
 def read_origin(storage: Storage, layout: Layout, lineage: str) -> LineageOrigin | None:
     """The origin of ``lineage`` (None for ``main`` or an unknown lineage)."""
     if lineage == MAIN:
         return None
-    key = layout.lineage_origin(lineage)
-    data = storage.read_optional(key)
-    return None if data is None else LineageOrigin.from_bytes(data, storage.uri(key))
+    return _read_optional(storage, layout.lineage_origin(lineage), LineageOrigin.from_bytes)
 
 
-def list_origins(storage: Storage, layout: Layout) -> list[LineageOrigin]:
-    """Every recorded lineage origin, oldest name first."""
+def list_origins(storage: Storage, layout: Layout,
+                 undecided_only: bool = False) -> list[LineageOrigin]:
+    """Every recorded lineage origin, oldest name first; with ``undecided_only``, only those
+    without a promotion record (one listing tells, no read of the others)."""
+    keys = [info.key for info in storage.list(f"{layout.base}lineages/")]
+    decided = {k.removesuffix("promotion.json") for k in keys if k.endswith("/promotion.json")}
     out = []
-    for info in storage.list(f"{layout.base}lineages/"):
-        if info.key.endswith("/origin.json"):
-            data, _ = storage.read(info.key)
-            out.append(LineageOrigin.from_bytes(data, storage.uri(info.key)))
+    for key in keys:
+        if key.endswith("/origin.json") and not (
+                undecided_only and key.removesuffix("origin.json") in decided):
+            data, _ = storage.read(key)
+            out.append(LineageOrigin.from_bytes(data, storage.uri(key)))
     return out
 
 
@@ -145,6 +153,4 @@ def record_promotion(storage: Storage, layout: Layout, promotion: Promotion) -> 
 def read_promotion(storage: Storage, layout: Layout, lineage: str) -> Promotion | None:
     if lineage == MAIN:
         return None
-    key = layout.lineage_promotion(lineage)
-    data = storage.read_optional(key)
-    return None if data is None else Promotion.from_bytes(data, storage.uri(key))
+    return _read_optional(storage, layout.lineage_promotion(lineage), Promotion.from_bytes)
