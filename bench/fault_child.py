@@ -5,7 +5,7 @@ runner does, with one fault armed at a named point. The point is reached by wrap
 functions in this process only; the job and library code are the production code.
 
     python bench/fault_child.py epoch --storage URI --data URI --run-id R --until DAY
-        [--attempt N] [--fault TASK:POINT:ACTION]
+        [--attempt N] [--fault TASK:POINT:ACTION] [--remote sc://HOST:PORT]
     python bench/fault_child.py complete --storage URI --epoch N --fault POINT:ACTION
 
 Points of a task: ``before_write`` (restored, nothing written), ``mid_write`` (Spark's
@@ -107,7 +107,7 @@ def run_epoch_cmd(a: argparse.Namespace) -> int:
         if point != "before_commit":
             arm_task_fault(task, point, action)
     spark = runtime.spark_session("fault-child", s3=a.storage.startswith("s3"),
-                                  endpoint_url=a.endpoint_url)
+                                  endpoint_url=a.endpoint_url, remote=a.remote)
     open_epoch = coord.open_epoch_for_run(a.run_id)
     start = (date.fromisoformat(a.until) - timedelta(days=1)).isoformat()
     epoch = open_epoch.epoch_id if open_epoch else coord.begin_epoch(
@@ -144,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     e.add_argument("--attempt", type=int, default=1)
     e.add_argument("--fault", help="TASK:POINT:ACTION")
     e.add_argument("--endpoint-url")
+    e.add_argument("--remote", help="a Spark Connect server (sc://host:port) instead of a "
+                   "local Spark in this process")
     c = sub.add_parser("complete")
     c.add_argument("--storage", required=True)
     c.add_argument("--epoch", type=int, required=True)

@@ -4,6 +4,7 @@ per fault kind with keys ``fault``, ``runs``, ``outcomes``, ``rows_lost``,
 ``rows_duplicated`` (and ``seconds``, ``notes``).
 
     python bench/faults.py [--soak] [--seeds N] [--only KIND ...] [--out PATH]
+                           [--remote sc://HOST:PORT]
 
 Every run ends by comparing the published gold tables with an independent pandas
 computation over the raw files (tests/oracle.py): ``rows_lost`` counts accepted flights
@@ -11,6 +12,11 @@ missing from the published enriched table plus flights missing from the route to
 ``rows_duplicated`` extra or repeated ones. A run whose published route statistics differ
 from the oracle in any value is an outcome ``WRONG``. Kills and freezes are real signals to
 real processes (bench/fault_child.py); storage faults go through a real toxiproxy.
+
+With ``--remote`` every epoch's Spark work runs on that Spark Connect server (the
+deployment's mode): a killed child is then a killed client, whose server-side session and
+queries outlive it as they would in production. Without it each process has its own
+local Spark.
 """
 
 from __future__ import annotations
@@ -152,11 +158,16 @@ def child(args: list[str], **kw: Any) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
+#: the Spark Connect server of --remote, or None for a local Spark in each process
+REMOTE: str | None = None
+
+
 def child_epoch(ws: Workspace, run_id: str, until: int, fault: str | None = None,
                 attempt: int = 1) -> subprocess.Popen:
     args = ["epoch", "--storage", ws.ckpt_uri, "--data", ws.data_uri, "--run-id", run_id,
             "--until", day(until), "--attempt", str(attempt)]
-    return child(args + (["--fault", fault] if fault else []))
+    return child(args + (["--fault", fault] if fault else []) +
+                 (["--remote", REMOTE] if REMOTE else []))
 
 
 def resume(ws: Workspace, spark, run_id: str, until: int, attempt: int) -> str:
@@ -541,7 +552,7 @@ def measure_clean_child(ctx: Context) -> float:
 
 
 def run_suite(kinds: list[str], seeds: int, tmp: Path) -> list[FaultResult]:
-    spark = spark_session("fault-suite")
+    spark = spark_session("fault-suite", remote=REMOTE)
     ctx = Context(spark, tmp, seeds)
     results = []
     try:
@@ -561,6 +572,7 @@ def run_suite(kinds: list[str], seeds: int, tmp: Path) -> list[FaultResult]:
             print_row(res)
     finally:
         ctx.close()
+        spark.stop()  # on a Connect server: releases this client's session
     return results
 
 
@@ -576,7 +588,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, help="seeds per fault (default 1, soak 5)")
     ap.add_argument("--only", nargs="*", choices=sorted(FAULTS), help="fault kinds to run")
     ap.add_argument("--out", type=Path, default=RESULTS / "faults.json")
+    ap.add_argument("--remote", help="run Spark on this Spark Connect server (sc://host:port)")
     a = ap.parse_args(argv)
+    global REMOTE
+    REMOTE = a.remote
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     seeds = a.seeds or (5 if a.soak else 1)
     kinds = a.only or list(FAULTS)

@@ -2,7 +2,9 @@
 outputs are asserted on, not log text.
 
 A run at logical date T consumes the raw files of the days before T (its data interval
-ends at T), so the run of 2013-01-02 processes 2013-01-01."""
+ends at T), so the run of 2013-01-02 processes 2013-01-01. The tasks run on the test
+process's Spark Connect server (the deployment's mode); the aircraft DAG's module runs its
+tasks in local mode and the cluster module in submit mode."""
 
 from __future__ import annotations
 
@@ -14,14 +16,15 @@ from checkpointing import Coordinator, LocalStorage, read_manifest
 from spark_jobs.flights.landing import land
 from tests import oracle
 from tests.airflow_env import airflow, airflow_env, migrate
+from tests.airflow_standalone import connect_env
 
 
 @pytest.fixture
-def af(tmp_path):
+def af(tmp_path, spark_connect):
     land(LocalStorage(tmp_path / "data"), [date(2013, 1, 1)], malformed_rate=0.01, seed=1)
     env = airflow_env(tmp_path / "airflow", CKPT_STORAGE=f"file://{tmp_path}/ckpt",
                       CKPT_DATA=f"file://{tmp_path}/data", FLIGHTS_RETRY_DELAY_SECONDS="1",
-                      FLIGHTS_RETRIES="1")
+                      FLIGHTS_RETRIES="1", **connect_env(spark_connect))
     migrate(env)
     return env, tmp_path
 
