@@ -31,6 +31,8 @@ settings = CheckpointSettings(
         tolerable_failed_epochs=int(os.environ.get("FLIGHTS_TOLERABLE_FAILED_EPOCHS", 0)),
         retained_epochs=int(os.environ.get("FLIGHTS_RETAINED_EPOCHS", 3)),
     ),
+    # A backfill's preview names the data days whose flights file has not landed.
+    daily_inputs=("raw/flights/{data_day}.csv",),
 )
 
 with DAG(

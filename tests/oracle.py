@@ -4,6 +4,7 @@ no Spark, no job code. Used to check the pipeline's published output."""
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 
 import pandas as pd
 
@@ -87,9 +88,13 @@ def raw_files(data: LocalStorage, until: str | None = None) -> dict[str, bytes]:
 
 
 def assert_gold_matches_oracle(c: Coordinator, data: LocalStorage, keys: list[str],
-                               output: str, until: str | None = None) -> None:
+                               output: str, until: str | None = None,
+                               prepare: Callable[[pd.DataFrame], pd.DataFrame] | None = None,
+                               ) -> None:
+    """The published ``output`` equals the statistics per ``keys`` of the accepted raw rows
+    (of days before ``until``), after ``prepare`` when a job normalises them first."""
     rows, _, _ = clean_flights(raw_files(data, until))
-    want = stats(rows, keys)
+    want = stats(prepare(rows) if prepare else rows, keys)
     got = published(c, output)[keys + METRIC_COLS].sort_values(keys).reset_index(drop=True)
     assert len(got) == len(want)
     pd.testing.assert_frame_equal(got, want, check_dtype=False, check_exact=False, rtol=1e-9)

@@ -36,9 +36,12 @@ def af(tmp_path_factory, spark_connect):
     tmp = tmp_path_factory.mktemp("standalone")
     land(LocalStorage(tmp / "data"), [date(2013, 1, 1), date(2013, 1, 2)],
          malformed_rate=0.01, seed=7)
+    # A DAG folder of its own: the backfill test deploys a fixed job by editing a DAG file.
+    shutil.copytree(ROOT / "dags", tmp / "dags", ignore=shutil.ignore_patterns("__pycache__"))
     sa = Standalone(tmp / "airflow", CKPT_STORAGE=f"file://{tmp}/ckpt",
                     CKPT_DATA=f"file://{tmp}/data", FLIGHTS_RETRIES="1",
-                    FLIGHTS_RETRY_DELAY_SECONDS="1", **connect_env(spark_connect))
+                    FLIGHTS_RETRY_DELAY_SECONDS="1", AIRFLOW__CORE__DAGS_FOLDER=str(tmp / "dags"),
+                    **connect_env(spark_connect))
     try:
         sa.start()
         yield sa, tmp
@@ -124,37 +127,99 @@ def test_triggered_runs_and_a_retry_that_restores(af):
     assert sa.get(f"{API}/epochs/99").status_code == 404
 
 
-def test_backfill_from_an_epoch(af):
+def lowercase_some_carriers(data: LocalStorage, day: date) -> None:
+    """The data quirk behind the bug: from data day 3 every third flight's carrier code
+    arrives in lower case."""
+    import io
+
+    import pandas as pd
+
+    key = f"raw/flights/{day.isoformat()}.csv"
+    raw = pd.read_csv(io.BytesIO(data.read(key)[0]), dtype=str, keep_default_na=False)
+    raw.loc[raw.index % 3 == 0, "carrier"] = raw["carrier"].str.lower()
+    data.write(key, raw.to_csv(index=False).encode())
+
+
+def upper_carriers(rows):  # the fixed job's rule, for the oracle
+    return rows.assign(carrier=rows["carrier"].str.upper())
+
+
+def wait_for_dag_source(sa: Standalone, text: str, timeout: float = 180) -> None:
+    """Until Airflow has parsed the edited DAG file (its latest version holds ``text``)."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        r = sa.get(f"/api/v2/dagSources/{DAG}")
+        if r.status_code == 200 and text in r.json().get("content", ""):
+            return
+        time.sleep(2)
+    raise AssertionError(f"the edited DAG was not parsed within {timeout}s\n{sa.tail()}")
+
+
+def test_backfill_of_a_fixed_job_from_a_savepoint(af):
+    """The reason to backfill from a checkpoint: a job has a bug from data day 3 on. Main
+    runs days 1-3 (the bug publishes wrong carrier statistics); the user fixes the job in
+    the DAG file and backfills days 3-4 from the savepoint taken after day 2; the backfill
+    is promoted at its end, the next scheduled run (day 5) continues from it, and the
+    published tables equal an independent computation of the fixed job over days 1-5."""
     sa, tmp = af
     c = coord(tmp)
-    land(LocalStorage(tmp / "data"), [date(2013, 1, 3)], dims=False, seed=8)
-    days = {"first_day": "2013-01-02", "last_day": "2013-01-03"}  # data days
-    want_runs = [{"logical_date": "2013-01-03", "data_day": "2013-01-02"},
-                 {"logical_date": "2013-01-04", "data_day": "2013-01-03"}]
-    # The preview first: it starts nothing.
-    p = sa.post(f"{API}/backfills", {"from_epoch": 1, **days, "dry_run": True})
+    data = LocalStorage(tmp / "data")
+    sp = sa.post(f"{API}/savepoints", {"name": "after-day2", "epoch_id": 2})
+    assert sp.status_code == 201, sp.text
+    land(data, [date(2013, 1, 3)], dims=False, seed=8)
+    lowercase_some_carriers(data, date(2013, 1, 3))
+    run3 = sa.trigger(DAG, "2013-01-04T00:00:00Z")
+    assert sa.wait_run(DAG, run3) == "success", sa.tail()
+    assert c.latest_completed() == 3
+    buggy = oracle.published(c, "gold_carrier_stats")
+    assert buggy["carrier"].str.islower().any()  # lower-case codes counted on their own
+    # The fix, deployed as users deploy: the DAG file now names the fixed job.
+    dag_file = tmp / "dags" / "flights_daily.py"
+    dag_file.write_text(dag_file.read_text().replace(
+        'job=f"{JOBS}.stats:carrier_stats"', 'job="tests.changed_jobs:carrier_stats"'))
+    wait_for_dag_source(sa, "tests.changed_jobs:carrier_stats")
+
+    days = {"first_day": "2013-01-03", "last_day": "2013-01-04"}  # data days
+    want_runs = [{"logical_date": "2013-01-04", "data_day": "2013-01-03"},
+                 {"logical_date": "2013-01-05", "data_day": "2013-01-04"}]
+    origin = {"from_savepoint": "after-day2"}
+    # Day 4 has not landed: the preview names it, and nothing can start.
+    missing = sa.post(f"{API}/backfills", {**origin, **days, "dry_run": True}).json()
+    assert missing["conflicts"] == ["input missing for raw/flights/2013-01-04.csv: land it "
+                                    "first, or shorten the range"], missing
+    assert missing["plan_change"] == {"added": [], "removed": [], "changed": []}
+    land(data, [date(2013, 1, 4)], dims=False, seed=8)
+    lowercase_some_carriers(data, date(2013, 1, 4))
+    p = sa.post(f"{API}/backfills", {**origin, **days, "dry_run": True})
     assert p.status_code == 200, p.text
     preview = p.json()
-    assert preview["runs"] == want_runs and preview["conflicts"] == []
-    assert preview["origin"]["frontier"] == "2013-01-01"
-    assert preview["published_now"]["frontier"] == "2013-01-02"
-    assert preview["published_after"]["frontier"] == "2013-01-03"
+    assert preview["runs"] == want_runs and preview["conflicts"] == [], preview
+    assert preview["origin"] == {"from_savepoint": "after-day2", "epoch_id": 2,
+                                 "lineage": "main", "frontier": "2013-01-02"}
+    assert preview["published_now"]["frontier"] == "2013-01-03"
+    assert preview["published_after"] == {"frontier": "2013-01-04",
+                                          "lineage": "(the backfill's)", "promotes": True}
     assert sa.get(f"/api/v2/dags/{DAG}/dagRuns",
                   params={"run_type": "backfill"}).json()["dag_runs"] == []
-    r = sa.post(f"{API}/backfills", {"from_epoch": 1, **days})
+    # Bad requests are refused with the reason, and record nothing.
+    assert sa.post(f"{API}/backfills", {"from_epoch": 77, "first_day": "2013-01-03",
+                                        "last_day": "2013-01-05"}).status_code == 400
+    assert sa.post(f"{API}/backfills", {**origin, "first_day": "2013-01-05",
+                                        "last_day": "2013-01-03"}).status_code == 400
+    held = sa.post(f"{API}/backfills", {**origin, "first_day": "2013-01-02",
+                                        "last_day": "2013-01-04"})
+    assert held.status_code == 409 and "already in the origin's state" in held.text
+    r = sa.post(f"{API}/backfills", {**origin, **days})
     assert r.status_code == 201, r.text
     bf = r.json()
     lineage = bf["lineage"]
     assert bf["runs"] == want_runs and (bf["first_day"], bf["last_day"]) == tuple(days.values())
-    assert read_origin(c.storage, c.layout, lineage).from_epoch == 1
-    # Bad requests are refused with the reason, and record nothing.
-    assert sa.post(f"{API}/backfills", {"from_epoch": 77, "first_day": "2013-01-03",
-                                        "last_day": "2013-01-05"}).status_code == 400
-    assert sa.post(f"{API}/backfills", {"from_epoch": 1, "first_day": "2013-01-05",
-                                        "last_day": "2013-01-03"}).status_code == 400
-    held = sa.post(f"{API}/backfills", {"from_epoch": 1, "first_day": "2013-01-01",
-                                        "last_day": "2013-01-03"})
-    assert held.status_code == 409 and "already in the origin's state" in held.text
+    assert read_origin(c.storage, c.layout, lineage).from_savepoint == "after-day2"
+    # The next scheduled run arrives while the backfill runs: it waits for it (its begin
+    # step is rescheduled, no retry spent), then continues from the backfill's last epoch.
+    land(data, [date(2013, 1, 5)], dims=False, seed=8)
+    lowercase_some_carriers(data, date(2013, 1, 5))
+    run = sa.trigger(DAG, "2013-01-06T00:00:00Z")
 
     deadline = time.time() + 900
     while time.time() < deadline:
@@ -169,32 +234,38 @@ def test_backfill_from_an_epoch(af):
     epochs = [e for e in (c.barrier(i) for i in c.epoch_ids()) if e.lineage == lineage]
     # Each epoch consumed the data day the preview said it would.
     assert [frontier(e) for e in epochs] == [r["data_day"] for r in preview["runs"]]
-    assert [e.parent_epoch_id for e in epochs] == [1, epochs[0].epoch_id]
+    assert [e.parent_epoch_id for e in epochs] == [2, epochs[0].epoch_id]
     assert [e.publish_on_complete for e in epochs] == [False, True]
     m = read_manifest(c.storage, c.layout)
     assert (m.epoch_id, m.lineage) == (epochs[-1].epoch_id, lineage)
-    # Published outputs switched over once, at the backfill's last epoch.
+    # Published outputs switched over once, at the backfill's last epoch, to the fixed
+    # job's results over days 1-4.
     assert [h["epoch_id"] for h in m.history if h["lineage"] == lineage] == [m.epoch_id]
-    # The chain from epoch 1 replayed 2013-01-02..03: equal to a clean computation.
-    data = LocalStorage(tmp / "data")
+    oracle.assert_gold_matches_oracle(c, data, ["carrier"], "gold_carrier_stats",
+                                      until="2013-01-05", prepare=upper_carriers)
     oracle.assert_gold_matches_oracle(c, data, ["origin", "dest"], "gold_route_stats",
-                                      until="2013-01-04")
-    # It reached what main had published: promoted, main continues from its last epoch;
-    # main's own epoch 2 stays there, superseded.
+                                      until="2013-01-05")
+    # It went past what main had published: promoted, main continues from its last epoch;
+    # main's own epoch 3 stays there, superseded.
     promotion = read_promotion(c.storage, c.layout, lineage)
-    assert (promotion.promoted, promotion.superseded) == (True, 2)
-    assert c.latest_completed() == epochs[-1].epoch_id and c.metadata(2).completed
-    land(LocalStorage(tmp / "data"), [date(2013, 1, 4)], dims=False, seed=8)
-    run = sa.trigger(DAG, "2013-01-05T00:00:00Z")
+    assert (promotion.promoted, promotion.superseded) == (True, 3)
+    assert c.latest_completed() == epochs[-1].epoch_id and c.metadata(3).completed
     assert sa.wait_run(DAG, run) == "success", sa.tail()
     nxt = c.latest_completed()
     assert c.barrier(nxt).lineage == "main" and c.barrier(nxt).parent_epoch_id == \
-        epochs[-1].epoch_id
+        epochs[-1].epoch_id and c.barrier(nxt).run_id == run
+    begin_log = sa.get(f"/api/v2/dags/{DAG}/dagRuns/{run}/taskInstances/checkpoint_begin/"
+                       "logs/1").text
+    assert "will continue the main line when it completes; main runs wait for it" in \
+        begin_log, begin_log[-3000:]
+    assert sa.task_tries(DAG, run)["checkpoint_begin"] == ("success", 1)
+    oracle.assert_gold_matches_oracle(c, data, ["carrier"], "gold_carrier_stats",
+                                      until="2013-01-06", prepare=upper_carriers)
     oracle.assert_gold_matches_oracle(c, data, ["origin", "dest"], "gold_route_stats",
-                                      until="2013-01-05")
-    # Published data now runs through 2013-01-03: ending a backfill before that is a
+                                      until="2013-01-06")
+    # Published data now runs through 2013-01-05: ending a backfill before that is a
     # rewind, refused unless asked for.
-    back = {"from_epoch": 1, "first_day": "2013-01-02", "last_day": "2013-01-02"}
+    back = {**origin, "first_day": "2013-01-03", "last_day": "2013-01-03"}
     refused = sa.post(f"{API}/backfills", back)
     assert refused.status_code == 409 and "behind what is published" in refused.text
     asked = sa.post(f"{API}/backfills", {**back, "rewind": True, "dry_run": True}).json()
@@ -215,13 +286,27 @@ def test_epochs_page_in_headless_chromium(af, tmp_path):
         env={"PATH": "/usr/bin:/bin:/usr/local/bin", "AIRFLOW_URL": sa.url, "DAG_ID": DAG,
              "USERNAME": "admin", "PASSWORD": "admin-pw", "SCREENSHOT": str(shot),
              "SCREENSHOT_DARK": str(shot.with_name("epochs-dark.png")),
-             "EPOCH_ID": str(expected[-1]["epoch_id"])})
+             "EPOCH_ID": str(expected[-1]["epoch_id"]), "PREVIEW_FROM": "after-day2",
+             "PREVIEW_FIRST": "2013-01-03", "PREVIEW_LAST": "2013-01-05",
+             "REWIND_LAST": "2013-01-03"})
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     seen = json.loads(r.stdout.strip().splitlines()[-1])
     assert seen["rows"] == len(expected)
     assert seen["task_rows"] == 6 and seen["chart_points"] == len(expected)
     assert seen["timeline_bars"] == 6  # the oldest epoch completed: every task acked
     assert seen["savepoint_message"].startswith("savepoint sp-")
+    # The lineage timeline: main and the backfill, its branch from the savepoint's epoch
+    # and its promotion back to main; a dot per listed epoch.
+    lineages = sa.get(f"{API}/lineages").json()["lineages"]
+    assert seen["lineages"] == {"rows": str(1 + len(lineages)), "branches": str(len(lineages)),
+                                "promotions": "1", "dots": str(len(expected))}, seen
+    # The form's preview lists the runs and must be conflict-free before Start is enabled;
+    # a rewind is a conflict and Start stays disabled.
+    assert "run 2013-01-06 reads data day 2013-01-05" in seen["preview"], seen["preview"]
+    assert "conflict:" not in seen["preview"]
+    assert seen["start"] == {"before_preview": False, "after_preview": True,
+                             "after_edit": False, "after_rewind_preview": False}, seen
+    assert "behind what is published" in seen["rewind_preview"]
     run_id = seen["trigger_message"].removeprefix("triggered run ")
     run = sa.get(f"/api/v2/dags/{DAG}/dagRuns/{run_id}")
     assert run.status_code == 200

@@ -18,7 +18,7 @@ from plugins.dag_checkpoints.backfill import (
     logical_date_for,
     preview_backfill,
 )
-from tests.helpers import run_epoch
+from tests.helpers import DIAMOND, run_epoch
 
 
 @pytest.fixture
@@ -94,3 +94,54 @@ def test_bad_requests_are_one_line(coord):
         preview_backfill(coord, "Jan 2", "2013-01-03", from_epoch=1)
     with pytest.raises(BackfillRequestError, match="epoch 9 of p is"):
         preview_backfill(coord, "2013-01-02", "2013-01-03", from_epoch=9)
+
+
+def test_plan_changes_since_the_origin_are_reported(coord):
+    """The deployed DAG (as Airflow serialized it) against the origin's plan: a new task is
+    a note (it starts empty), a removed task with state a conflict unless the DAG allows
+    non-restored state, as the first epoch's begin would decide."""
+    from dataclasses import replace
+
+    from checkpointing import TaskPlan
+    from plugins.dag_checkpoints.backfill import DeployedDag
+
+    plan = dict(DIAMOND)
+    same = preview_backfill(coord, "2013-01-02", "2013-01-03", from_savepoint="after-day1",
+                            deployed=DeployedDag(plan))
+    assert same.plan_change == {"added": [], "removed": [], "changed": []}
+    assert same.conflicts == ()
+    removed = sorted(plan)[0]
+    changed = {k: v for k, v in plan.items() if k != removed}
+    changed["new_task"] = TaskPlan(())
+    for t, tp in changed.items():  # edges to the removed task go with it
+        changed[t] = replace(tp, upstream=tuple(u for u in tp.upstream if u != removed))
+    p = preview_backfill(coord, "2013-01-02", "2013-01-03", from_savepoint="after-day1",
+                         deployed=DeployedDag(changed))
+    assert p.plan_change["added"] == ["new_task"] and p.plan_change["removed"] == [removed]
+    assert len(p.conflicts) == 1 and f"no longer has task(s) {removed}" in p.conflicts[0]
+    assert any("new_task are new since the origin" in n for n in p.notes)
+    allowed = preview_backfill(coord, "2013-01-02", "2013-01-03", from_epoch=1,
+                               deployed=DeployedDag(changed, allow_non_restored_state=True))
+    assert allowed.conflicts == () and any("dropped" in n for n in allowed.notes)
+    assert p.to_json()["plan_change"] == p.plan_change
+
+
+def test_missing_input_days_and_a_main_run_in_progress_are_conflicts(coord, tmp_path):
+    from plugins.dag_checkpoints.backfill import DeployedDag
+
+    data = LocalStorage(tmp_path / "data")
+    data.write("raw/2013-01-02.csv", b"a\n")
+    deployed = DeployedDag(dict(DIAMOND), ("raw/{data_day}.csv",), data)
+    p = preview_backfill(coord, "2013-01-02", "2013-01-03", from_savepoint="after-day1",
+                         deployed=deployed)
+    assert p.conflicts == ("input missing for raw/2013-01-03.csv: land it first, or "
+                           "shorten the range",)
+    data.write("raw/2013-01-03.csv", b"a\n")
+    assert preview_backfill(coord, "2013-01-02", "2013-01-03", from_savepoint="after-day1",
+                            deployed=deployed).conflicts == ()
+    # A main run holding an open epoch would publish while the backfill runs.
+    open_epoch = coord.begin_epoch(DIAMOND, "scheduled__2013-01-05").epoch_id
+    p = preview_backfill(coord, "2013-01-02", "2013-01-03", from_savepoint="after-day1")
+    assert len(p.conflicts) == 1
+    assert f"main run is in progress (epoch {open_epoch} of run scheduled__2013-01-05)" \
+        in p.conflicts[0]

@@ -35,9 +35,7 @@ from checkpointing.stats import epoch_or_history_stats, list_epochs
 
 from .backfill import (
     BackfillRequestError,
-    airflow_kwargs,
-    airflow_runnable,
-    preview_backfill,
+    airflow_preview,
     start_backfill,
 )
 from .settings import CheckpointSettings
@@ -228,9 +226,8 @@ def post_backfill(body: BackfillRequest, user: GetUserDep, response: Response,
     try:
         if body.dry_run:
             response.status_code = 200
-            return preview_backfill(
-                coord, body.first_day, body.last_day, rewind=body.rewind, **origin,
-                runnable=lambda f, t: airflow_runnable(f, t, airflow_kwargs(dag_id))).to_json()
+            return airflow_preview(coord, dag_id, body.first_day, body.last_day,
+                                   rewind=body.rewind, **origin).to_json()
         started = start_backfill(coord, dag_id, body.first_day, body.last_day,
                                  requested_by=user.get_name(), rewind=body.rewind, **origin)
     except BackfillRequestError as exc:

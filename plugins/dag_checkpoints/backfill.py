@@ -17,6 +17,7 @@ refused unless asked to rewind.
 
 from __future__ import annotations
 
+import json
 import secrets
 import time
 from collections.abc import Callable
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from checkpointing import Barrier, Coordinator, read_manifest, read_savepoint
+from checkpointing import Barrier, Coordinator, Storage, TaskPlan, read_manifest, read_savepoint
 from checkpointing.errors import CheckpointError
 from checkpointing.ids import validate_epoch_id, validate_id
 from checkpointing.lineages import LineageOrigin, delete_origin, new_origin, record_origin
@@ -65,12 +66,16 @@ class BackfillPreview:
     #: why it cannot start as asked (refusals), and what the user should know (notes)
     conflicts: tuple[str, ...]
     notes: tuple[str, ...]
+    #: the deployed plan against the origin's (added/removed/changed tasks); None when the
+    #: deployed DAG was not known
+    plan_change: dict[str, list[str]] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"first_day": self.first_day, "last_day": self.last_day, "origin": self.origin,
                 "runs": [r.to_json() for r in self.runs], "published_now": self.published_now,
                 "published_after": self.published_after, "rewinds": self.rewinds,
-                "conflicts": list(self.conflicts), "notes": list(self.notes)}
+                "conflicts": list(self.conflicts), "notes": list(self.notes),
+                "plan_change": self.plan_change}
 
 
 @dataclass(frozen=True)
@@ -139,6 +144,60 @@ def _origin(coord: Coordinator, from_epoch: int | None,
             "frontier": frontier(barrier)}, barrier
 
 
+@dataclass(frozen=True)
+class DeployedDag:
+    """What the DAG deployed now declares, as Airflow serialized it (the api-server never
+    parses DAG files): its epoch plan and the input each data day needs."""
+
+    plan: dict[str, TaskPlan]
+    #: keys under ``data`` with a ``{data_day}`` placeholder (CheckpointSettings.daily_inputs)
+    daily_inputs: tuple[str, ...] = ()
+    data: Storage | None = None
+    allow_non_restored_state: bool = False
+
+
+def deployed_dag(dag_id: str, open_data: Callable[[str], Storage] | None = None
+                 ) -> DeployedDag | None:
+    """The latest serialized version of ``dag_id``'s begin step (None for a DAG not
+    checkpointed or serialized before this field existed). ``open_data`` opens its data
+    root; without it (or without a data root) inputs are not checked."""
+    from airflow.models.serialized_dag import SerializedDagModel
+    from airflow.utils.session import create_session
+
+    from .spark import BEGIN_TASK_ID
+
+    with create_session() as session:
+        serdag = session.scalar(SerializedDagModel.latest_item_select_object(dag_id))
+        task = serdag.dag.task_dict.get(BEGIN_TASK_ID) if serdag is not None else None
+        raw = getattr(task, "checkpoint_plan", None)
+        inputs = json.loads(getattr(task, "checkpoint_inputs", None) or "{}")
+    if not isinstance(raw, str):
+        return None
+    raw = json.loads(raw)
+    plan = {t: TaskPlan(tuple(p.get("upstream") or ()), bool(p.get("publishes")))
+            for t, p in raw.items()}
+    data = open_data(inputs["data"]) if open_data and inputs.get("data") else None
+    return DeployedDag(plan, tuple(inputs.get("daily") or ()), data,
+                       bool(inputs.get("allow_non_restored_state")))
+
+
+def plan_change(origin: Barrier, deployed: dict[str, TaskPlan]) -> dict[str, list[str]]:
+    """How the deployed plan differs from the origin's (a completed epoch or a savepoint:
+    every task of its plan holds state): tasks added (they start empty), removed (their
+    state cannot be restored), and tasks whose upstream edges or publishing changed."""
+    before = origin.plan
+    return {"added": sorted(set(deployed) - set(before)),
+            "removed": sorted(set(before) - set(deployed)),
+            "changed": sorted(t for t in set(before) & set(deployed)
+                              if before[t] != deployed[t])}
+
+
+def missing_inputs(data: Storage, templates: tuple[str, ...], days: list[date]) -> list[str]:
+    """The input keys of ``days`` that are not in ``data``."""
+    keys = [t.format(data_day=d.isoformat()) for d in days for t in templates]
+    return [k for k in keys if not data.exists(k)]
+
+
 def _published(coord: Coordinator) -> dict[str, Any] | None:
     m = read_manifest(coord.storage, coord.layout)
     if m is None:
@@ -154,14 +213,16 @@ def _published(coord: Coordinator) -> dict[str, Any] | None:
 def preview_backfill(coord: Coordinator, first_day: str | date, last_day: str | date, *,
                      from_epoch: int | None = None, from_savepoint: str | None = None,
                      rewind: bool = False,
-                     runnable: Callable[[date, date], set[date]] | None = None
-                     ) -> BackfillPreview:
+                     runnable: Callable[[date, date], set[date]] | None = None,
+                     deployed: DeployedDag | None = None) -> BackfillPreview:
     """What a backfill of data days ``first_day``..``last_day`` would do. ``runnable``
-    answers which logical dates of a range Airflow would run (its own dry run)."""
+    answers which logical dates of a range Airflow would run (its own dry run);
+    ``deployed`` is the DAG as deployed now (plan changes since the origin, missing
+    input)."""
     first, last = _day(first_day, "first_day"), _day(last_day, "last_day")
     if last < first:
         raise BackfillRequestError(f"last_day {last} is before first_day {first}")
-    origin, _ = _origin(coord, from_epoch, from_savepoint)
+    origin, origin_barrier = _origin(coord, from_epoch, from_savepoint)
     days = [date.fromordinal(d) for d in range(first.toordinal(), last.toordinal() + 1)]
     runs = tuple(BackfillRun(logical_date_for(d).isoformat(), d.isoformat()) for d in days)
     conflicts: list[str] = []
@@ -195,13 +256,51 @@ def preview_backfill(coord: Coordinator, first_day: str | date, last_day: str | 
                 "Airflow would not run " + ", ".join(
                     f"{r.logical_date} (data day {r.data_day})" for r in skipped)
                 + ": a run of that date is still in flight, or it is not a scheduled date")
+    main_open = [o for o in coord.registry().open if o.lineage == "main"]
+    if main_open:
+        conflicts.append(
+            "a main run is in progress (" + ", ".join(
+                f"epoch {o.epoch_id} of run {o.run_id}" for o in main_open)
+            + "): it would publish while the backfill runs; wait for it to finish, or "
+            "abort its epoch")
+    change = None
+    if deployed is not None:
+        change = plan_change(origin_barrier, deployed.plan)
+        _plan_findings(change, deployed.allow_non_restored_state, conflicts, notes)
+        if deployed.data is not None and deployed.daily_inputs:
+            missing = missing_inputs(deployed.data, deployed.daily_inputs, days)
+            if missing:
+                conflicts.append("input missing for " + ", ".join(missing[:10])
+                                 + (f" and {len(missing) - 10} more" if len(missing) > 10
+                                    else "") + ": land it first, or shorten the range")
     promotes = not rewinds
     if promotes:
         notes.append("it reaches what is published: when its last epoch completes, the main "
                      "line continues from it (promotion) and main runs wait for it meanwhile")
     return BackfillPreview(first.isoformat(), last.isoformat(), origin, runs, published,
                            {"frontier": last.isoformat(), "lineage": "(the backfill's)",
-                            "promotes": promotes}, rewinds, tuple(conflicts), tuple(notes))
+                            "promotes": promotes}, rewinds, tuple(conflicts), tuple(notes),
+                           change)
+
+
+def _plan_findings(change: dict[str, list[str]], allow_non_restored: bool,
+                   conflicts: list[str], notes: list[str]) -> None:
+    """A removed task's state cannot be restored: the first epoch's begin would refuse it
+    (unless the DAG allows non-restored state), so the preview does now."""
+    if change["removed"]:
+        text = (f"the DAG no longer has task(s) {', '.join(change['removed'])}, whose state "
+                "the origin holds")
+        if allow_non_restored:
+            notes.append(text + ": their state is dropped (allow_non_restored_state)")
+        else:
+            conflicts.append(text + ": put them back, or allow non-restored state in "
+                             "checkpoint_dag to drop it")
+    if change["added"]:
+        notes.append(f"task(s) {', '.join(change['added'])} are new since the origin: they "
+                     "start from empty state")
+    if change["changed"]:
+        notes.append(f"task(s) {', '.join(change['changed'])} have other upstream tasks or "
+                     "outputs than at the origin")
 
 
 def start_backfill(coord: Coordinator, dag_id: str, first_day: str | date,
@@ -218,9 +317,8 @@ def start_backfill(coord: Coordinator, dag_id: str, first_day: str | date,
     from airflow.models.backfill import _create_backfill
 
     kwargs = airflow_kwargs(dag_id)
-    preview = preview_backfill(coord, first_day, last_day, from_epoch=from_epoch,
-                               from_savepoint=from_savepoint, rewind=rewind,
-                               runnable=lambda a, b: airflow_runnable(a, b, kwargs))
+    preview = airflow_preview(coord, dag_id, first_day, last_day, from_epoch=from_epoch,
+                              from_savepoint=from_savepoint, rewind=rewind)
     if preview.conflicts:
         raise BackfillRequestError("; ".join(preview.conflicts), 409)
     first = date.fromisoformat(preview.runs[0].logical_date)
@@ -244,6 +342,22 @@ def start_backfill(coord: Coordinator, dag_id: str, first_day: str | date,
     runs = tuple(BackfillRun(d, data_day_of(date.fromisoformat(d)).isoformat())
                  for d in _run_dates(backfill.id))
     return BackfillStarted(origin.lineage, backfill.id, origin, runs, preview)
+
+
+def airflow_preview(coord: Coordinator, dag_id: str, first_day: str | date,
+                    last_day: str | date, **origin: Any) -> BackfillPreview:
+    """The preview against Airflow's state: its own dry run of the dates, and the DAG as
+    deployed now (plan, daily inputs under its data root). Needs the metadata database."""
+    kwargs = airflow_kwargs(dag_id)
+
+    def open_data(uri: str) -> Storage:
+        from .settings import CheckpointSettings
+
+        return CheckpointSettings(pipeline_id=dag_id, data=uri).open_data_storage()
+
+    return preview_backfill(coord, first_day, last_day,
+                            runnable=lambda a, b: airflow_runnable(a, b, kwargs),
+                            deployed=deployed_dag(dag_id, open_data), **origin)
 
 
 def airflow_kwargs(dag_id: str) -> dict[str, Any]:

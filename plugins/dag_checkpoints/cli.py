@@ -20,9 +20,7 @@ from checkpointing.errors import CheckpointError
 
 from .backfill import (
     BackfillRequestError,
-    airflow_kwargs,
-    airflow_runnable,
-    preview_backfill,
+    airflow_preview,
     start_backfill,
 )
 from .settings import CheckpointSettings
@@ -56,9 +54,8 @@ def main(argv: list[str] | None = None) -> int:
         coord = settings.coordinator()
         origin = {"from_epoch": a.from_epoch, "from_savepoint": a.from_savepoint}
         if a.dry_run:
-            result = preview_backfill(
-                coord, a.first_day, a.last_day, rewind=a.rewind, **origin,
-                runnable=lambda f, t: airflow_runnable(f, t, airflow_kwargs(a.dag_id)))
+            result = airflow_preview(coord, a.dag_id, a.first_day, a.last_day,
+                                     rewind=a.rewind, **origin)
         else:
             result = start_backfill(coord, a.dag_id, a.first_day, a.last_day,
                                     requested_by="ckpt-airflow", rewind=a.rewind, **origin)

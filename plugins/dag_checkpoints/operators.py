@@ -4,6 +4,7 @@ The jobs themselves are :class:`dag_checkpoints.spark.CheckpointedSparkOperator`
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -55,6 +56,20 @@ class BeginEpochOperator(BaseOperator):
         super().__init__(**kwargs)
         self.settings, self.plan = settings, plan
         self.allow_non_restored_state = allow_non_restored_state
+        # Serialized with the DAG (get_serialized_fields): the api-server never parses DAG
+        # files, and previews a backfill against the plan and inputs deployed now. JSON
+        # text, since Airflow deserializes fields of its own only.
+        self.checkpoint_plan = json.dumps(
+            {t: {"upstream": list(p.upstream), "publishes": p.publishes}
+             for t, p in plan.items()}, sort_keys=True)
+        self.checkpoint_inputs = json.dumps(
+            {"data": settings.data, "daily": list(settings.daily_inputs),
+             "allow_non_restored_state": allow_non_restored_state}, sort_keys=True)
+
+    @classmethod
+    def get_serialized_fields(cls) -> frozenset[str]:
+        return frozenset(super().get_serialized_fields()
+                         | {"checkpoint_plan", "checkpoint_inputs"})
 
     def execute(self, context: Any) -> int:
         coord = self.settings.coordinator()

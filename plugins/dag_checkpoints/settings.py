@@ -49,11 +49,18 @@ class CheckpointSettings:
         if "=" in kv))
     spark_connect_conn_id: str = field(default_factory=lambda: os.environ.get(
         "CKPT_SPARK_CONNECT_CONN_ID", "spark_connect_default"))
+    #: what one data day of input is, as keys under ``data`` with a ``{data_day}``
+    #: (YYYY-MM-DD) placeholder, e.g. ``raw/flights/{data_day}.csv``: a backfill's preview
+    #: names the days whose input is missing
+    daily_inputs: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.storage != self.storage.strip():
             raise ValueError(f"pipeline {self.pipeline_id!r}: checkpoint storage "
                              f"{self.storage!r} has surrounding white space (CKPT_STORAGE)")
+        for template in self.daily_inputs:
+            if "{data_day}" not in template:
+                raise ValueError(f"daily input {template!r} has no {{data_day}} placeholder")
         if self.spark_mode not in SPARK_MODES:
             raise ValueError(f"spark_mode must be one of {', '.join(SPARK_MODES)}, "
                              f"not {self.spark_mode!r}")
@@ -65,6 +72,13 @@ class CheckpointSettings:
         if self.aws_conn_id and urlparse(self.storage).scheme in ("s3", "s3a"):
             return _storage_from_connection(self.storage, self.aws_conn_id, self.endpoint_url)
         return open_storage(self.storage, endpoint_url=self.endpoint_url)
+
+    def open_data_storage(self) -> Storage:
+        """The data root (``data``), opened as the checkpoint storage is."""
+        if not self.data.strip():
+            raise ValueError(f"pipeline {self.pipeline_id!r}: no data root configured "
+                             "(set CKPT_DATA or CheckpointSettings.data)")
+        return replace(self, storage=self.data).open_storage()
 
     def coordinator(self, **kwargs: Any) -> Coordinator:
         """A coordinator whose aborts are announced (alert record, log, notifiers) by the
@@ -85,7 +99,8 @@ class CheckpointSettings:
                 "config": self.config.to_json(), "spark_mode": self.spark_mode,
                 "spark_conn_id": self.spark_conn_id, "alerts": self.alerts.to_kwargs(),
                 "spark_conf": [list(kv) for kv in self.spark_conf],
-                "spark_connect_conn_id": self.spark_connect_conn_id}
+                "spark_connect_conn_id": self.spark_connect_conn_id,
+                "daily_inputs": list(self.daily_inputs)}
 
     @classmethod
     def from_kwargs(cls, d: dict[str, Any]) -> CheckpointSettings:
@@ -95,7 +110,8 @@ class CheckpointSettings:
                    d.get("spark_mode") or "local", d.get("spark_conn_id") or "spark_default",
                    AlertSettings.from_kwargs(d.get("alerts") or {}),
                    tuple(tuple(kv) for kv in d.get("spark_conf") or ()),
-                   d.get("spark_connect_conn_id") or "spark_connect_default")
+                   d.get("spark_connect_conn_id") or "spark_connect_default",
+                   tuple(d.get("daily_inputs") or ()))
 
 
 def _storage_from_connection(uri: str, conn_id: str, endpoint_url: str | None) -> Storage:

@@ -11,6 +11,8 @@ the buckets that changed; the gold table published is the state itself, by refer
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
@@ -76,21 +78,28 @@ def finish(df: DataFrame, keys: list[str]) -> DataFrame:
         F.pmod(F.hash(*keys), F.lit(BUCKETS)).cast("int").alias("bucket"))
 
 
-def make_stats_job(keys: list[str], output: str, name: str):
-    """A job keeping the aggregates per ``keys`` and publishing them as ``output``."""
+def make_stats_job(keys: list[str], output: str, name: str,
+                   prepare: Callable[[DataFrame], DataFrame] | None = None):
+    """A job keeping the aggregates per ``keys`` and publishing them as ``output``.
+
+    ``prepare`` transforms the source's bronze rows before they are aggregated (e.g. a key
+    normalised); it applies to every row the job reads from the source, so a changed
+    ``prepare`` takes effect from the epoch that first runs it (a backfill replays it)."""
     schema = state_schema(keys)
+    prep = prepare or (lambda df: df)
 
     def job(run: JobRun) -> JobResult:
         src = run.upstream[SOURCE]
-        added = run.read_parquet(run.files(src, "", outputs="delta_added"), BRONZE_SCHEMA)
-        retracted = run.read_parquet(run.files(src, "", outputs="delta_retracted"),
-                                     BRONZE_SCHEMA)
+        added = prep(run.read_parquet(run.files(src, "", outputs="delta_added"),
+                                      BRONZE_SCHEMA))
+        retracted = prep(run.read_parquet(run.files(src, "", outputs="delta_retracted"),
+                                          BRONZE_SCHEMA))
         prev = run.read_parquet(run.files(run.previous, "stats/"), schema)
         n_retracted = retracted.count()
         touched = added.select(*keys).unionByName(retracted.select(*keys)).distinct()
         prev_touched = prev.join(touched, keys, "left_semi")
         if n_retracted:
-            bronze = run.read_parquet(run.files(src, "bronze/"), BRONZE_SCHEMA)
+            bronze = prep(run.read_parquet(run.files(src, "bronze/"), BRONZE_SCHEMA))
             fresh = aggregate(bronze.join(touched, keys, "left_semi"), keys)
         else:
             fresh = merge(prev_touched.select(*keys, *[n for n, _ in METRICS]),

@@ -1,10 +1,12 @@
 // The Epochs page inside the Airflow UI, in Debian's headless chromium: sign in (the same
 // session cookie the Airflow UI uses), open the DAG's "Epochs" tab, check the table and the
-// charts, open an epoch, take a savepoint, and take a screenshot. Prints one JSON line.
+// charts and the lineage timeline, open an epoch, preview backfills from the form (one that
+// may start, one that would rewind), take a savepoint, and take a screenshot. Prints one
+// JSON line.
 import { chromium } from "playwright-core";
 
-const { AIRFLOW_URL, DAG_ID, USERNAME, PASSWORD, SCREENSHOT, SCREENSHOT_DARK, EPOCH_ID } =
-  process.env;
+const { AIRFLOW_URL, DAG_ID, USERNAME, PASSWORD, SCREENSHOT, SCREENSHOT_DARK, EPOCH_ID,
+  PREVIEW_FROM, PREVIEW_FIRST, PREVIEW_LAST, REWIND_LAST } = process.env;
 
 const browser = await chromium.launch({
   executablePath: "/usr/bin/chromium", args: ["--headless", "--no-sandbox"],
@@ -36,6 +38,28 @@ try {
   const chartPoints = Number(await frame.locator("#chart-duration").getAttribute("data-points"));
   const timelineBars = Number(await frame.locator("#timeline").getAttribute("data-bars"));
 
+  const lineages = await frame.locator("#lineages").evaluate((svg) => ({ ...svg.dataset }));
+
+  // The backfill form: a preview from a savepoint enables Start; a last day behind what is
+  // published is a rewind, shown as a conflict, and Start stays disabled.
+  const form = frame.locator("#backfill-form");
+  const out = frame.locator("#backfill-preview-out");
+  const submit = frame.locator("#backfill-submit");
+  await form.locator("select[name=from_savepoint]").selectOption(PREVIEW_FROM);
+  await form.locator("input[name=first_day]").fill(PREVIEW_FIRST);
+  await form.locator("input[name=last_day]").fill(PREVIEW_LAST);
+  const disabledBefore = await submit.isDisabled();
+  await frame.locator("#backfill-preview").click();
+  await out.filter({ hasText: /reads data day/ }).waitFor({ timeout: 30000 });
+  const preview = (await out.textContent()).trim();
+  const startEnabled = await submit.isEnabled();
+  await form.locator("input[name=last_day]").fill(REWIND_LAST);
+  const disabledOnEdit = await submit.isDisabled();
+  await frame.locator("#backfill-preview").click();
+  await out.filter({ hasText: /conflict:/ }).waitFor({ timeout: 30000 });
+  const rewindPreview = (await out.textContent()).trim();
+  const startAfterRewind = await submit.isEnabled();
+
   // Take a savepoint of the selected epoch from the page.
   await frame.locator("#take-savepoint").click();
   const message = frame.locator("#message");
@@ -62,7 +86,10 @@ try {
 
   console.log(JSON.stringify({ rows: rowCount, task_rows: taskRows, chart_points: chartPoints,
     savepoint_message: savepointMessage, trigger_message: triggerMessage,
-    trigger_date: triggerDate, theme, background, timeline_bars: timelineBars }));
+    trigger_date: triggerDate, theme, background, timeline_bars: timelineBars, lineages,
+    preview, rewind_preview: rewindPreview,
+    start: { before_preview: !disabledBefore, after_preview: startEnabled,
+      after_edit: !disabledOnEdit, after_rewind_preview: startAfterRewind } }));
 } finally {
   await browser.close();
 }

@@ -164,6 +164,85 @@ function timeline(tasks) {
   svg.dataset.bars = String(tasks.filter((t) => t.ack_delay_ms != null).length);
 }
 
+// Lineages as branches on one axis of epoch ids: a row per lineage (main first, then each
+// backfill as it was requested), a dot per epoch, a curve from a backfill's origin (an
+// epoch, or a savepoint's epoch) to its first epoch and, once promoted, a dashed one from
+// its last epoch back to the main line, which continues from there.
+function lineageTimeline(list, lin, sps) {
+  const svg = document.getElementById("lineages");
+  svg.replaceChildren();
+  const names = ["main", ...lin.lineages.map((l) => l.lineage)];
+  for (const e of list) if (!names.includes(e.lineage)) names.push(e.lineage);
+  const rowH = 26, left = 200, w = 860, top = 8, bottom = 20;
+  const h = top + bottom + rowH * names.length;
+  svg.setAttribute("viewBox", `0 0 ${w} ${h}`);
+  svg.style.height = `${h}px`;
+  const ids = list.map((e) => e.epoch_id);
+  const lo = Math.min(...ids, 1), hi = Math.max(...ids, lo + 1);
+  const x = (id) => left + 10 + (w - left - 30) * (id - lo) / (hi - lo);
+  const y = (name) => top + rowH * names.indexOf(name) + rowH / 2;
+  svgEl(svg, "line", {x1: left, y1: h - bottom, x2: w - 10, y2: h - bottom, class: "axis"});
+  const every = Math.ceil((hi - lo + 1) / 12);
+  for (let id = lo; id <= hi; id += every) {
+    svgEl(svg, "text", {x: x(id), y: h - 5, class: "tick", "text-anchor": "middle"}, id);
+  }
+  const byId = Object.fromEntries(list.map((e) => [e.epoch_id, e]));
+  const spEpoch = Object.fromEntries(sps.savepoints.map((sp) => [sp.name, sp.epoch_id]));
+  const origins = Object.fromEntries(lin.lineages.map((l) => [l.lineage, l]));
+  let branches = 0, promotions = 0;
+  for (const name of names) {
+    const mine = list.filter((e) => e.lineage === name).sort((a, b) => a.epoch_id - b.epoch_id);
+    const o = origins[name];
+    const label = svgEl(svg, "text", {x: left - 8, y: y(name) + 4, class: "tick", "text-anchor": "end"}, name);
+    if (o) {
+      hover(label, `${name}: data days ${o.start ? dataDay(o.start) : "?"}..${o.end ? dataDay(o.end) : "?"} from ` +
+        `${o.from_savepoint ? "savepoint " + o.from_savepoint : "epoch " + o.from_epoch}` +
+        `${o.requested_by ? ", requested by " + o.requested_by : ""}`);
+    }
+    if (mine.length > 1) {
+      svgEl(svg, "line", {x1: x(mine[0].epoch_id), y1: y(name), x2: x(mine[mine.length - 1].epoch_id),
+        y2: y(name), class: "chain"});
+    }
+    const originId = o ? (o.from_epoch ?? spEpoch[o.from_savepoint]) : null;
+    if (o && mine.length && originId != null) {
+      const from = byId[originId]?.lineage ?? "main";
+      const x0 = x(originId), y0 = y(from), x1 = x(mine[0].epoch_id), y1 = y(name);
+      const path = svgEl(svg, "path", {class: "branch",
+        d: `M${x0},${y0} C${(x0 + x1) / 2},${y0} ${(x0 + x1) / 2},${y1} ${x1},${y1}`});
+      hover(path, `${name} starts from ${o.from_savepoint ? `savepoint ${o.from_savepoint} (epoch ${originId})` : `epoch ${originId}`}`);
+      branches++;
+    }
+    const p = o?.promotion;
+    if (p && p.promoted) {
+      const next = list.filter((e) => e.lineage === "main" && e.parent_epoch_id === p.epoch_id)
+        .sort((a, b) => a.epoch_id - b.epoch_id)[0];
+      const x0 = x(p.epoch_id), y0 = y(name), x1 = next ? x(next.epoch_id) : x0 + 14, y1 = y("main");
+      const path = svgEl(svg, "path", {class: "promotion",
+        d: `M${x0},${y0} C${(x0 + x1) / 2},${y0} ${(x0 + x1) / 2},${y1} ${x1},${y1}`});
+      hover(path, `promoted at epoch ${p.epoch_id}: the main line continues from it` +
+        `${p.superseded != null ? `; main's epoch ${p.superseded} superseded (kept)` : ""}` +
+        `${p.input_until ? `; input through ${dataDay(p.input_until)}` : ""}`);
+      promotions++;
+    }
+    for (const e of mine) {
+      const dot = svgEl(svg, "circle", {cx: x(e.epoch_id), cy: y(name), r: 5, class: e.status});
+      dot.dataset.epochId = e.epoch_id;
+      hover(dot, `epoch ${e.epoch_id} · ${e.status}${e.reason ? ` (${e.reason})` : ""} · ${name}` +
+        `${e.logical_date ? ` · data day ${dataDay(e.logical_date)}` : ""}` +
+        `${e.parent_epoch_id != null ? ` · restored from ${e.parent_epoch_id}` : ""}`);
+      dot.addEventListener("click", () => showEpoch(e.epoch_id));
+    }
+  }
+  Object.assign(svg.dataset, {rows: String(names.length), branches: String(branches),
+    promotions: String(promotions), dots: String(list.length)});
+}
+// The data day a logical date's run reads: the day before it.
+function dataDay(logical) {
+  const d = new Date(`${String(logical).slice(0, 10)}T00:00:00Z`);
+  d.setUTCDate(d.getUTCDate() - 1);
+  return d.toISOString().slice(0, 10);
+}
+
 async function load() {
   const [list, sps, lin] = await Promise.all([
     call(`${api}/epochs?limit=200`), call(`${api}/savepoints`), call(`${api}/lineages`)]);
@@ -199,6 +278,12 @@ async function load() {
   chart("chart-size", history.map((e) => ({id: e.epoch_id, reason: e.reason,
     y: e.source === "epoch" ? e.state_bytes / 1024 : null, status: e.status,
     label: size(e.state_bytes)})), "KiB");
+  lineageTimeline(epochs, lin, sps);
+  const from = document.querySelector("#backfill-form select[name=from_savepoint]");
+  const chosen = from.value;
+  from.replaceChildren(new Option("this epoch", ""), ...sps.savepoints.map((sp) =>
+    new Option(`savepoint ${sp.name} (epoch ${sp.epoch_id})`, sp.name)));
+  from.value = chosen;
   if (selected != null) await showEpoch(selected);
 }
 
@@ -260,7 +345,8 @@ document.getElementById("take-savepoint").addEventListener("click", async () => 
 });
 function backfillBody(dryRun) {
   const f = new FormData(document.getElementById("backfill-form"));
-  return JSON.stringify({from_epoch: selected, first_day: f.get("first_day"),
+  const sp = f.get("from_savepoint");
+  return JSON.stringify({...(sp ? {from_savepoint: sp} : {from_epoch: selected}), first_day: f.get("first_day"),
     last_day: f.get("last_day"), rewind: f.get("rewind") === "on", dry_run: dryRun});
 }
 // The preview comes first: what runs, which data day each reads, what gets published.
@@ -293,7 +379,7 @@ document.getElementById("backfill-form").addEventListener("submit", async (ev) =
   try {
     const r = await call(`${api}/backfills`, {method: "POST", body: backfillBody(false)});
     say(`backfill ${r.backfill_id} started: lineage ${r.lineage}, ${r.runs.length} run(s) for data days ` +
-      `${r.first_day}..${r.last_day}, from epoch ${selected}`);
+      `${r.first_day}..${r.last_day}, from ${r.origin.from_savepoint ? "savepoint " + r.origin.from_savepoint : "epoch " + selected}`);
     submit.disabled = true;
   } catch (e) { say(`backfill failed: ${e.message}`, true); }
 });
