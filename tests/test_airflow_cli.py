@@ -27,6 +27,11 @@ def af(tmp_path):
     env = airflow_env(tmp_path / "airflow", CKPT_STORAGE=f"file://{tmp_path}/ckpt",
                       CKPT_DATA=f"file://{tmp_path}/data")
     migrate(env)
+    # The input of the days the tests backfill has landed (the preview checks the DAG's
+    # daily_inputs); no job reads it here.
+    data = LocalStorage(tmp_path / "data")
+    for day in range(1, 9):
+        data.write(f"raw/flights/2013-01-{day:02d}.csv", b"year,month,day\n")
     r = airflow(env, "dags", "reserialize")
     assert r.returncode == 0, r.stderr[-2000:]
     # One completed epoch of the flights plan, written through the library.
