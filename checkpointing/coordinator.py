@@ -50,9 +50,7 @@ from .lineages import (
 from .publish import publish
 from .registry import LineageState, OpenEpoch, Registry
 from .state_handle import OutputRef, StateHandle
-from .stats import epoch_stats
 from .storage import Storage
-from .summary import write_summary
 
 log = logging.getLogger("checkpointing.coordinator")
 
@@ -605,7 +603,6 @@ class Coordinator:
         if ours:
             log.info("pipeline %s: completed epoch %d", self.pipeline_id, epoch_id)
             self._finish(meta, barrier)
-            self._summarise(epoch_id)
         return meta
 
     def _finish_if_interrupted(self, meta: EpochMetadata) -> None:
@@ -663,23 +660,12 @@ class Coordinator:
             log.warning("pipeline %s: aborted epoch %d (%s): %s; missing tasks: %s",
                         self.pipeline_id, epoch_id, reason, detail, missing or "none")
             self._finish(meta, barrier)
-            if barrier is not None:
-                self._summarise(epoch_id)
             if self.on_abort is not None:
                 try:
                     self.on_abort(meta, barrier)
                 except Exception:  # an alert channel failing must not undo the abort
                     log.exception("abort listener failed for epoch %d", epoch_id)
         return meta, ours
-
-    def _summarise(self, epoch_id: int) -> None:
-        """(1.5) Store the decided epoch's statistics once (PROTOCOL 5.7): listing epochs
-        then reads one document per epoch. Best effort: a reader computes what is missing."""
-        try:
-            write_summary(self.storage, self.layout, epoch_stats(self, epoch_id, True))
-        except CheckpointError as exc:
-            log.warning("pipeline %s: summary of epoch %d not written: %s", self.pipeline_id,
-                        epoch_id, exc)
 
     def _open_lineage(self, epoch_id: int) -> str:
         entry = self.registry().open_entry(epoch_id)

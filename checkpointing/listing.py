@@ -1,7 +1,7 @@
 """Listing epochs for the CLI, the REST API and the Epochs page: newest first, paged.
 
 A decided epoch's row comes from this process's cache, else from its summary (5.7), else
-from its documents (and then its summary is written, so the next reader pays one read); a
+from its documents (and then its summary is written, so every later reader pays one read); a
 failed epoch whose files retention deleted comes from its failure record (5.12). Only
 pending epochs are read in full every time. A page of 50 rows of a year of daily epochs
 costs the listings and one registry read once the rows are cached.
@@ -40,7 +40,7 @@ def epoch_row(coordinator, epoch_id: int, per_task: bool, has_files: bool,  # no
     if st is None:
         st = any_epoch_stats(coordinator, epoch_id, per_task)
         if st.source == "epoch" and _decided(st) and per_task:
-            write_summary(storage, layout, st)  # for the next reader, as the decider would
+            write_summary(storage, layout, st)  # for every later reader (5.7)
     if _decided(st) and (complete or st.source == "history"):
         cache.put(storage, layout, st, "epoch" if has_files else "history")
     return st

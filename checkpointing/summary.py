@@ -1,12 +1,12 @@
-"""The epoch summary (PROTOCOL 5.7, 1.5): a decided epoch's statistics, written once.
+"""The epoch summary (PROTOCOL 5.7): a decided epoch's statistics, written once.
 
 A decided epoch never changes, so what its statistics need (barrier, ``_metadata``, a
-listing and every effective acknowledgement: 3 + tasks requests) is read once, by the
-decider right after its decision, and stored as one small document. Listing epochs then
-costs one read per decided epoch instead of 3 + tasks, and nothing for an epoch this process
-has already read (:class:`SummaryCache`). The summary is derived data: a reader that finds
-none (a 1.4 decider, a decider that died before writing it) or a malformed one computes the
-statistics from the epoch's documents, and writes the missing summary itself.
+listing and every effective acknowledgement: 3 + tasks requests) is read once, by the first
+reader that lists it after its decision, and stored as one small document. Listing epochs
+then costs one read per decided epoch instead of 3 + tasks, and nothing for an epoch this
+process has already read (:class:`SummaryCache`). The decider does not write it: completion
+keeps costing the same whatever the number of tasks. The summary is derived data: a reader
+that finds it malformed computes the statistics from the epoch's documents.
 """
 
 from __future__ import annotations

@@ -113,6 +113,7 @@ def test_savepoint_epoch_is_kept_whole_and_listing_survives_damage(storage, tmp_
     r = ckpt(storage, "epochs", "--json")
     assert r.returncode == 0, r.stderr
     assert [x["epoch"] for x in json.loads(r.stdout)] == [e3, e1]
+    list_epochs(c, per_task=True)  # as the page's listing: writes the summaries
 
     storage.delete(c.layout.barrier(e1))  # damage by hand
     c2 = Coordinator(storage, "p")

@@ -1,6 +1,6 @@
-"""The epoch summary (PROTOCOL 5.7): written once by the decider, equal to the statistics
-computed from the epoch's documents, read instead of them by listings, ignored when
-malformed, rewritten by a reader when missing, deleted with its epoch."""
+"""The epoch summary (PROTOCOL 5.7): written once by the first listing after the decision
+(never by the decider), equal to the statistics computed from the epoch's documents, read
+instead of them by later listings, ignored when malformed, deleted with its epoch."""
 
 from __future__ import annotations
 
@@ -12,15 +12,20 @@ from checkpointing.summary import SummaryCache, read_summary
 from tests.helpers import DIAMOND, run_epoch
 
 
-def test_decider_writes_the_summary_and_listing_reads_it(storage, tmp_path):
+def test_first_listing_writes_the_summary_and_later_ones_read_it(storage, tmp_path):
     c = Coordinator(storage, "p")
     run_epoch(c, tmp=tmp_path, run_id="r1")
     run_epoch(c, tmp=tmp_path, run_id="r2")
     aborted = c.begin_epoch(DIAMOND, "r3").epoch_id
     c.abort(aborted, "cancelled", "by hand")
+    pending = c.begin_epoch(DIAMOND, "r4").epoch_id
+    assert all(read_summary(storage, c.layout, e) is None for e in (1, 2, aborted))
+    list_epochs(c, per_task=False, cache=SummaryCache())  # the CLI's: no per-task figures
+    assert all(read_summary(storage, c.layout, e) is None for e in (1, 2, aborted))
+    list_epochs(c, per_task=True, cache=SummaryCache())
     for e in (1, 2, aborted):
         assert read_summary(storage, c.layout, e) == epoch_stats(c, e, True)
-    pending = c.begin_epoch(DIAMOND, "r4").epoch_id
+    assert read_summary(storage, c.layout, pending) is None
     cache = SummaryCache()
     storage.stats.reset()
     rows = list_epochs(c, per_task=True, cache=cache).rows
@@ -60,6 +65,7 @@ def test_retention_deletes_the_summary_with_its_epoch(storage, tmp_path):
     c = Coordinator(storage, "p")
     for i in range(4):
         run_epoch(c, tmp=tmp_path, run_id=f"r{i}", payload=bytes([i + 1]))
+    list_epochs(c, per_task=True, cache=SummaryCache())
     report = run_retention(c)
     assert report.deleted_epochs
     for e in report.deleted_epochs:
