@@ -3,7 +3,10 @@
 - per epoch, for 10 and 1,000 tasks, against the S3-compatible server started on
   127.0.0.1 (MinIO, else moto): coordinator wall time (begin + complete) and storage
   requests, split into the coordinator's own requests and each task's register + ack path;
-- the latest-completed lookup's request count after 100 and after 10,000 epochs.
+- the latest-completed lookup's request count after 100 and after 10,000 epochs;
+- the storage requests of one Epochs-page refresh with a year of daily epochs (365), as
+  its three REST routes read storage: the first listing ever (no epoch summaries yet:
+  protocol 1.4's cost on every refresh), a fresh api-server, and a refresh.
 
 Usage: python bench/coordinator_bench.py [--quick] [--history N]
 """
@@ -84,6 +87,57 @@ def lookup_cost(history: int) -> dict:
                 f"latest_lookup_requests_at_{history}": checkpoints[history]}
 
 
+def page_refresh_requests(c: Coordinator, cache) -> int:  # noqa: ANN001
+    """Storage requests of one refresh of the Epochs page: what its three routes read
+    (plugins/dag_checkpoints/api.py: epochs, savepoints, lineages), one page of 50 rows."""
+    from checkpointing import list_savepoints, read_manifest
+    from checkpointing.lineages import list_origins, read_promotion
+    from checkpointing.listing import list_epochs
+
+    c.storage.stats.reset()
+    list_epochs(c, limit=50, per_task=True, cache=cache)  # GET .../epochs
+    c.latest_completed()
+    list_savepoints(c.storage, c.layout)  # GET .../savepoints
+    read_manifest(c.storage, c.layout)  # GET .../lineages
+    for o in list_origins(c.storage, c.layout):
+        read_promotion(c.storage, c.layout, o.lineage)
+    c.latest_completed()
+    return c.storage.stats.total
+
+
+def page_refresh_cost(epochs: int = 365) -> dict:
+    """A year of daily epochs of a six-task plan (each task acknowledged with a file), on
+    local storage (requests are counted, not timed)."""
+    from checkpointing import SnapshotWriter, plan_from_edges
+    from checkpointing.summary import SummaryCache
+
+    plan = plan_from_edges({"a": [], "b": [], "c": ["a", "b"], "d": ["a"], "e": ["a"],
+                            "f": ["a", "c", "d", "e"]}, {"c", "d", "e"})
+    with tempfile.TemporaryDirectory() as d:
+        storage = LocalStorage(Path(d) / "ckpt")
+        c = Coordinator(storage, "daily")
+        (Path(d) / "part").write_bytes(b"x" * 64)
+        t0 = time.perf_counter()
+        for i in range(1, epochs + 1):
+            b = c.begin_epoch(plan, f"scheduled__{i}")
+            for task in plan:
+                c.register_attempt(b.epoch_id, task, 1)
+                w = SnapshotWriter(storage, c.layout, b.epoch_id, task, 1, shared=False)
+                w.add_file("part-0", Path(d) / "part")
+                c.acknowledge(b.epoch_id, task, 1, w.handle())
+            c.complete(b.epoch_id)
+        build = time.perf_counter() - t0
+        # The first listing ever reads every row's documents (1.4's cost on every refresh)
+        # and writes the summaries; a fresh server reads those; a refresh reads listings.
+        without = page_refresh_requests(c, SummaryCache())
+        cache = SummaryCache()
+        cold = page_refresh_requests(c, cache)
+        warm = page_refresh_requests(c, cache)
+        return {"epochs": epochs, "tasks": len(plan), "rows_per_page": 50,
+                "build_seconds": round(build, 1), "requests_cold": cold,
+                "requests_warm": warm, "requests_cold_without_summaries": without}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true", help="fewer repeats, 1,000-epoch history")
@@ -106,6 +160,7 @@ def main() -> None:
     finally:
         server.stop()
     results["latest_lookup"] = lookup_cost(history)
+    results["epochs_page_refresh"] = page_refresh_cost(365)
     print(json.dumps(results, indent=2))
 
 

@@ -125,7 +125,14 @@ def recovery(spark, work: Path, data_uri: str, d: int, repeats: int,
         assert meta.completed
         if bytes_info is None:
             bytes_info = snapshot_bytes(coord, hist_id, eid)
+    # A normal daily epoch on top of D days of state (epoch_growth_360_over_30): the same
+    # next day, on lineages of their own, from the history epoch.
+    normal_s = [run_plan(coord, spark, data_uri, EDGES, PLAN, f"normal-{d + 1}-{r}", d + 2,
+                         lineage=f"normal{r}", parent_epoch_id=hist_id)[1]
+                for r in range(repeats)]
     return {"days": d, "recompute_seconds": round(recompute_s, 2),
+            "normal_epoch_seconds": round(statistics.median(normal_s), 3),
+            "normal_epoch_seconds_all": [round(x, 3) for x in normal_s],
             "recompute_seconds_all": [round(x, 2) for x in recompute_all],
             "restore_seconds": round(statistics.median(restore_s), 3),
             "restore_seconds_all": [round(x, 3) for x in restore_s],
@@ -421,10 +428,11 @@ def main(argv: list[str] | None = None) -> int:
 
             sdp = measure(3, a.scale)
     sys.path.insert(0, str(ROOT / "bench"))
-    from coordinator_bench import lookup_cost
+    from coordinator_bench import lookup_cost, page_refresh_cost
 
     t_lookup = time.perf_counter()
     lookup = lookup_cost(100 if a.quick else 10_000)
+    page = page_refresh_cost(30 if a.quick else 365)
     phases["latest_lookup"] = round(time.perf_counter() - t_lookup, 1)
     first = rec[ds[0]]
     result: dict[str, Any] = {
@@ -433,6 +441,9 @@ def main(argv: list[str] | None = None) -> int:
         "recovery_growth_360_over_30": (round(rec[360]["restore_seconds"] /
                                               rec[30]["restore_seconds"], 2)
                                         if 360 in rec else None),
+        "epoch_growth_360_over_30": (round(rec[360]["normal_epoch_seconds"] /
+                                           rec[30]["normal_epoch_seconds"], 2)
+                                     if 360 in rec else None),
         "checkpoint_overhead_ratio": round(over["on_seconds"] / over["off_seconds"], 3),
         "incremental_bytes_ratio": round(first["bytes"]["written"] /
                                          max(first["bytes"]["changed_state"], 1), 2),
@@ -452,11 +463,13 @@ def main(argv: list[str] | None = None) -> int:
         "structured_streaming_results_equal": all(x["results_equal"]
                                                   for x in scales.values()),
         "latest_lookup_requests_10000": lookup.get("latest_lookup_requests_at_10000"),
+        "epochs_page_requests_365": None if a.quick else page["requests_warm"],
         "details": {"recovery": rec, "structured_streaming": ss, "overhead": over,
                     "declarative_pipelines": sdp,
                     "structured_streaming_scales": {str(k): v for k, v in scales.items()
                                                     if k != 1},
-                    "latest_lookup": lookup, "phase_seconds": phases},
+                    "latest_lookup": lookup, "epochs_page_refresh": page,
+                    "phase_seconds": phases},
         "quick": a.quick, "scale": a.scale, "repeats": repeats,
         "seconds": round(time.perf_counter() - t_all, 1), "machine": machine(),
     }

@@ -18,9 +18,10 @@ from .coordinator import Coordinator
 from .errors import CheckpointError
 from .history import history_ids
 from .ids import validate_epoch_id
+from .listing import list_epochs
 from .retention import run_retention
 from .savepoints import create_savepoint, delete_savepoint, list_savepoints
-from .stats import epoch_or_history_stats, list_epochs
+from .stats import epoch_or_history_stats
 from .storage import open_storage
 from .verify import verify_epoch
 

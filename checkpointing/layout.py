@@ -39,6 +39,10 @@ class Layout:
     def epoch_prefix(self, epoch_id: int) -> str:
         return f"{self.epochs_prefix}{epoch_dir_name(epoch_id)}/"
 
+    def epoch_summary(self, epoch_id: int) -> str:
+        """A decided epoch's statistics, written once (PROTOCOL 5.7, 1.5)."""
+        return f"{self.epoch_prefix(epoch_id)}_summary.json"
+
     def barrier(self, epoch_id: int) -> str:
         return f"{self.epoch_prefix(epoch_id)}barrier.json"
 

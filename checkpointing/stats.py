@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from .attempts import scan_epoch_tasks
 from .documents import parse_iso
 from .errors import EpochNotFound, MalformedDocument
-from .history import FailureRecord, history_ids, read_failure
+from .history import FailureRecord, read_failure
 
 
 @dataclass
@@ -59,6 +59,15 @@ class EpochStats:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> EpochStats:
+        """The inverse of :meth:`to_json` (unknown fields of a newer writer are ignored)."""
+        known = {f.name for f in fields(cls)} - {"tasks"}
+        task_fields = {f.name for f in fields(TaskStats)}
+        return cls(**{k: v for k, v in d.items() if k in known},
+                   tasks=[TaskStats(**{k: v for k, v in t.items() if k in task_fields})
+                          for t in d.get("tasks") or ()])
 
 
 def epoch_stats(coordinator, epoch_id: int, per_task: bool = True) -> EpochStats:  # noqa: ANN001
@@ -165,33 +174,3 @@ def epoch_or_history_stats(coordinator, epoch_id: int,  # noqa: ANN001
         if rec is None:
             raise
         return failure_stats(rec)
-
-
-@dataclass
-class EpochListing:
-    """A page of epochs, newest first; ``total`` counts every epoch that matches."""
-
-    rows: list[EpochStats]
-    total: int
-
-
-def list_epochs(coordinator, limit: int = 50, lineage: str | None = None,  # noqa: ANN001
-                per_task: bool = False) -> EpochListing:
-    """Epochs that still have files and failed epochs kept in the history, newest first.
-    An epoch with damaged documents is listed as ``damaged``, never dropped or fatal."""
-    ids = sorted(set(coordinator.epoch_ids())
-                 | set(history_ids(coordinator.storage, coordinator.layout)), reverse=True)
-    opening = {o.epoch_id: o for o in coordinator.registry().open}
-
-    def row(epoch_id: int) -> EpochStats:
-        st = any_epoch_stats(coordinator, epoch_id, per_task)
-        entry = opening.get(epoch_id)
-        if st.source == "damaged" and entry is not None:  # its barrier is being written
-            st.status, st.lineage, st.run_id = "pending", entry.lineage, entry.run_id or ""
-            st.created_at, st.detail = entry.created_at, "opening: no barrier yet"
-        return st
-
-    if lineage is None:
-        return EpochListing([row(e) for e in ids[:limit]], len(ids))
-    matching = [st for st in (row(e) for e in ids) if st.lineage == lineage]
-    return EpochListing(matching[:limit], len(matching))

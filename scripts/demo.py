@@ -275,7 +275,7 @@ def trigger_days(session, url: str, days: list[date]) -> list[str]:
 
 def progress(coord, session, url: str, runs: list[str]) -> str:
     """A table of the epochs and a bar of the runs finished."""
-    from checkpointing.stats import list_epochs
+    from checkpointing.listing import list_epochs
 
     rows = []
     for st in reversed(list_epochs(coord, limit=10).rows):  # damage shown, never fatal

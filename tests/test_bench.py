@@ -21,7 +21,8 @@ KEYS = {"recovery_speedup_d30", "recovery_speedup_d90", "recovery_speedup_d180",
         "latest_lookup_requests_10000", "vs_structured_streaming_epoch_ratio_scale1",
         "vs_structured_streaming_epoch_ratio_scale10",
         "vs_structured_streaming_epoch_ratio_scale100", "vs_declarative_pipelines_epoch_ratio",
-        "declarative_pipelines_results_equal", "details", "quick", "scale", "repeats",
+        "declarative_pipelines_results_equal", "epoch_growth_360_over_30",
+        "epochs_page_requests_365", "details", "quick", "scale", "repeats",
         "seconds",
         "machine"}
 
@@ -43,6 +44,11 @@ def test_quick_bench_writes_the_documented_keys(tmp_path):
         assert isinstance(res[k], float) and res[k] > 0, k
     # not measured in quick mode
     assert res["recovery_speedup_d360"] is None
+    assert res["epoch_growth_360_over_30"] is None and res["epochs_page_requests_365"] is None
+    assert res["details"]["recovery"]["30"]["normal_epoch_seconds"] > 0
+    # The page's refresh: a fresh server reads a summary per row, a refresh reads listings.
+    page = res["details"]["epochs_page_refresh"]
+    assert page["requests_warm"] < page["requests_cold"] < page["requests_cold_without_summaries"]
     for k in ("vs_structured_streaming_epoch_ratio_scale10",
               "vs_structured_streaming_epoch_ratio_scale100",
               "vs_declarative_pipelines_epoch_ratio", "declarative_pipelines_results_equal"):

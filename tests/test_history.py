@@ -20,7 +20,8 @@ from checkpointing import (
 )
 from checkpointing.alerts import EpochAlert, read_alert, record_alert
 from checkpointing.history import history_ids, read_failure
-from checkpointing.stats import list_epochs
+from checkpointing.listing import list_epochs
+from checkpointing.summary import SummaryCache
 from tests.helpers import DIAMOND, ack_task, run_epoch
 
 CKPT = [sys.executable, "-m", "checkpointing.cli"]
@@ -112,14 +113,26 @@ def test_savepoint_epoch_is_kept_whole_and_listing_survives_damage(storage, tmp_
     r = ckpt(storage, "epochs", "--json")
     assert r.returncode == 0, r.stderr
     assert [x["epoch"] for x in json.loads(r.stdout)] == [e3, e1]
+    list_epochs(c, per_task=True)  # as the page's listing: writes the summaries
 
     storage.delete(c.layout.barrier(e1))  # damage by hand
     c2 = Coordinator(storage, "p")
+    # The listing serves decided epochs from their summaries (PROTOCOL 5.7): it still
+    # lists e1; showing e1 reads its documents and names the damage.
+    r = ckpt(storage, "epochs", "--json")
+    assert r.returncode == 0, r.stderr
+    assert [(x["epoch"], x["status"]) for x in json.loads(r.stdout)] == [
+        (e3, "completed"), (e1, "completed")]
+    shown = ckpt(storage, "show", str(e1))
+    assert shown.returncode == 2 and "barrier" in shown.stderr, shown.stderr
+    # Without a summary (an epoch decided by a 1.4 writer) the row is computed from the
+    # documents: listed as damaged, never dropped or fatal.
+    storage.delete(c.layout.epoch_summary(e1))
     r = ckpt(storage, "epochs", "--json")
     assert r.returncode == 0, r.stderr
     assert [(x["epoch"], x["status"]) for x in json.loads(r.stdout)] == [
         (e3, "completed"), (e1, "damaged")]
-    listing = list_epochs(c2)
+    listing = list_epochs(c2, cache=SummaryCache())
     assert listing.total == 2 and "no barrier" in listing.rows[1].detail
 
 

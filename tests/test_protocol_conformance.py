@@ -43,7 +43,7 @@ def layout_keys() -> dict[str, str]:
         "staging": lay.staging_prefix(7, "t1", 2) + "part-0.parquet",
         "shared": lay.shared(SHA), "savepoint": lay.savepoint("sp1"),
         "manifest": lay.manifest, "origin": lay.lineage_origin("backfill-1"),
-        "promotion": lay.lineage_promotion("backfill-1"),
+        "promotion": lay.lineage_promotion("backfill-1"), "summary": lay.epoch_summary(7),
         "run": lay.run_index_entry("main", "scheduled__2013-01-02T00:00:00+00:00", 7),
     }
     return {name: key.removeprefix(lay.base) for name, key in keys.items()}
@@ -63,3 +63,17 @@ def test_every_layout_key_is_in_the_spec_tree_and_back():
 def test_spec_and_code_agree_on_the_version():
     head = SPEC.read_text().split("\n", 4)[2]
     assert f"**{PROTOCOL_VERSION}**" in head, head
+
+
+def test_the_epoch_summary_fields_are_the_specs():
+    """5.7 lists the summary's fields: every field of the statistics the code writes."""
+    from dataclasses import fields
+
+    from checkpointing.stats import EpochStats, TaskStats
+
+    text = SPEC.read_text()
+    section = text[text.index("### 5.7"):text.index("### 5.8")]
+    listed = set(re.findall(r"[a-z_]+", section[section.index("`stats`"):
+                                                section.index("A listing serves")]))
+    assert {f.name for f in fields(EpochStats)} <= listed
+    assert {f.name for f in fields(TaskStats)} <= listed

@@ -31,7 +31,8 @@ from checkpointing.errors import (
 )
 from checkpointing.ids import ID_PATTERN
 from checkpointing.lineages import list_origins, read_promotion
-from checkpointing.stats import epoch_or_history_stats, list_epochs
+from checkpointing.listing import list_epochs
+from checkpointing.stats import epoch_or_history_stats
 
 from .backfill import (
     BackfillRequestError,
@@ -125,19 +126,23 @@ WRITE = [Depends(requires_access_dag("PUT")), Depends(_dag_exists)]
 
 @app.get("/api/dags/{dag_id}/epochs", dependencies=READ, summary="Epochs, newest first")
 def get_epochs(dag_id: str = DagId, limit: int = Query(50, ge=1, le=500),
+               offset: int = Query(0, ge=0, le=10**10),
                lineage: str | None = Query(None, pattern=ID_PATTERN)) -> dict[str, Any]:
     """Epochs with files and failed epochs kept in the failure history (``source``:
-    ``epoch``, ``history`` or ``damaged``); ``total`` counts every epoch that matches."""
+    ``epoch``, ``history`` or ``damaged``), newest first, ``offset`` rows skipped;
+    ``total`` counts every epoch that matches. Decided epochs come from their summaries
+    (PROTOCOL 5.7) and this server's cache of them."""
     coord = _coordinator(dag_id)
     try:
-        listing = list_epochs(coord, limit=limit, lineage=lineage, per_task=True)
+        listing = list_epochs(coord, limit=limit, lineage=lineage, per_task=True,
+                              offset=offset)
         rows = []
         for st in listing.rows:
             row = st.to_json()
             row.pop("tasks")
             rows.append(row)
         return {"dag_id": dag_id, "latest_completed": coord.latest_completed(),
-                "epochs": rows, "total": listing.total}
+                "epochs": rows, "total": listing.total, "offset": offset, "limit": limit}
     except CheckpointError as exc:
         raise _storage_errors(exc) from None
 

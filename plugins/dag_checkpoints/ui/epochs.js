@@ -5,6 +5,9 @@ const dagId = document.body.dataset.dagId;
 const api = `/ckpt/api/dags/${encodeURIComponent(dagId)}`;
 let epochs = [];
 let selected = null;
+// One page of the table (the charts and the lineage timeline show the same rows).
+const PAGE = 50;
+let offset = 0;
 
 function say(text, isError = false) {
   const m = document.getElementById("message");
@@ -245,8 +248,12 @@ function dataDay(logical) {
 
 async function load() {
   const [list, sps, lin] = await Promise.all([
-    call(`${api}/epochs?limit=200`), call(`${api}/savepoints`), call(`${api}/lineages`)]);
+    call(`${api}/epochs?limit=${PAGE}&offset=${offset}`), call(`${api}/savepoints`), call(`${api}/lineages`)]);
   epochs = list.epochs;
+  document.getElementById("page-info").textContent = list.total
+    ? `epochs ${offset + 1}-${offset + epochs.length} of ${list.total}, newest first` : "";
+  document.getElementById("newer").disabled = offset === 0;
+  document.getElementById("older").disabled = offset + epochs.length >= list.total;
   document.getElementById("latest").textContent = list.latest_completed ?? "none";
   document.getElementById("savepoints").textContent = sps.savepoints.map((s) => s.name).join(", ") || "none";
   const pub = lin.published;
@@ -274,7 +281,7 @@ async function load() {
     y: e.duration_ms == null ? null : e.duration_ms / 1000, status: e.status,
     label: secs(e.duration_ms)})), "s");
   const dateInput = document.getElementById("trigger-date");
-  if (!dateInput.dataset.touched) dateInput.value = nextLogicalDate();
+  if (!dateInput.dataset.touched && offset === 0) dateInput.value = nextLogicalDate();
   chart("chart-size", history.map((e) => ({id: e.epoch_id, reason: e.reason,
     y: e.source === "epoch" ? e.state_bytes / 1024 : null, status: e.status,
     label: size(e.state_bytes)})), "KiB");
@@ -324,6 +331,14 @@ document.getElementById("trigger-date").addEventListener("change", (ev) => {
   ev.target.dataset.touched = "1";
 });
 document.getElementById("refresh").addEventListener("click", () => load().catch((e) => say(e.message, true)));
+document.getElementById("newer").addEventListener("click", () => {
+  offset = Math.max(0, offset - PAGE);
+  load().catch((e) => say(e.message, true));
+});
+document.getElementById("older").addEventListener("click", () => {
+  offset += PAGE;
+  load().catch((e) => say(e.message, true));
+});
 document.getElementById("trigger-run").addEventListener("click", async () => {
   try {
     const day = document.getElementById("trigger-date").value;
