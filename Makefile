@@ -33,7 +33,8 @@ bench: install
 	$(PY) bench/pipeline_bench.py $(ARGS)
 	$(PY) bench/airflow_bench.py $(filter --quick,$(ARGS))
 
-# The fault-injection matrix (bench/results/faults.json); `make soak` repeats it over 5 seeds.
+# The fault-injection matrix (bench/results/faults.json); `make soak` repeats it over 5 seeds
+# (bench/results/soak.json, next to the one-seed results).
 faults: install
 	scripts/install_minio.sh
 	scripts/install_spark_s3.sh
@@ -41,7 +42,7 @@ faults: install
 	$(PY) bench/faults.py $(ARGS)
 
 soak: install
-	$(MAKE) faults ARGS="--soak $(ARGS)"
+	$(MAKE) faults ARGS="--soak --out bench/results/soak.json $(ARGS)"
 
 bench-coordinator: install
 	$(PY) bench/coordinator_bench.py
