@@ -22,7 +22,7 @@ import threading
 from typing import Any
 
 from .documents import decode, encode, now_iso, writer_identity
-from .errors import CheckpointError, NotFound
+from .errors import CheckpointError, MalformedDocument, NotFound
 
 log = logging.getLogger("checkpointing.lease")
 FORMAT = "ckpt.lease"
@@ -72,8 +72,16 @@ def lease_expired(coordinator: Any, epoch_id: int) -> bool:
     key = coordinator.layout.lease(epoch_id)
     try:
         info = coordinator.storage.head(key)
-        ttl = float(decode(coordinator.storage.read(key)[0], FORMAT, coordinator.storage.uri(key),
-                           ("ttl_seconds",))["ttl_seconds"])
+        ttl = lease_ttl(coordinator.storage.read(key)[0], coordinator.storage.uri(key))
     except NotFound:
         return False
     return info.last_modified + ttl < coordinator.clock()
+
+
+def lease_ttl(data: bytes, key: str) -> float:
+    """The lease's length in seconds; MalformedDocument (naming ``key``) without one."""
+    try:
+        return float(decode(data, FORMAT, key, ("ttl_seconds",))["ttl_seconds"])
+    except (TypeError, ValueError):
+        raise MalformedDocument(f"malformed lease at {key}: ttl_seconds is not a number") \
+            from None

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .documents import decode, encode, now_iso, writer_identity
-from .errors import CheckpointError, PreconditionFailed
+from .errors import CheckpointError, MalformedDocument, PreconditionFailed
 from .ids import validate_id
 from .layout import Layout
 from .storage import Storage
@@ -56,9 +56,12 @@ class LineageOrigin:
     @classmethod
     def from_bytes(cls, data: bytes, key: str) -> LineageOrigin:
         d = decode(data, FORMAT, key, ("lineage", "start", "end", "created_at"))
-        return cls(d["lineage"], d.get("from_epoch"), d.get("from_savepoint"), d["start"],
-                   d["end"], d["created_at"], d.get("publish_at"), d.get("requested_by"),
-                   d.get("writer") or {}, bool(d.get("promote", False)))
+        try:
+            return cls(d["lineage"], d.get("from_epoch"), d.get("from_savepoint"), d["start"],
+                       d["end"], d["created_at"], d.get("publish_at"), d.get("requested_by"),
+                       d.get("writer") or {}, bool(d.get("promote", False)))
+        except ValueError as exc:  # an invalid name, neither or both origins
+            raise MalformedDocument(f"malformed lineage origin at {key}: {exc}") from None
 
 
 def new_origin(lineage: str, start: str, end: str, clock: float, *,

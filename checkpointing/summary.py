@@ -49,12 +49,20 @@ def read_summary(storage: Storage, layout: Layout, epoch_id: int) -> EpochStats 
     if data is None:
         return None
     try:
-        doc = decode(data, SUMMARY_FORMAT, storage.uri(key), ("stats",))
-        stats = EpochStats.from_json(doc["stats"])
-    except (MalformedDocument, TypeError, AttributeError) as exc:
+        stats = decode_summary(data, storage.uri(key))
+    except MalformedDocument as exc:
         log.warning("ignoring the summary of epoch %d: %s", epoch_id, exc)
         return None
     return stats if stats.epoch_id == epoch_id else None
+
+
+def decode_summary(data: bytes, key: str) -> EpochStats:
+    """Parse a summary document; MalformedDocument (naming ``key``) when it is not one."""
+    doc = decode(data, SUMMARY_FORMAT, key, ("stats",))
+    try:
+        return EpochStats.from_json(doc["stats"])
+    except (TypeError, AttributeError) as exc:
+        raise MalformedDocument(f"malformed summary at {key}: {exc!r}") from None
 
 
 class SummaryCache:
