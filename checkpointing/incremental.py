@@ -47,6 +47,8 @@ class SnapshotWriter:
     _outputs: dict[str, OutputRef] = field(default_factory=dict)
     bytes_written: int = 0
     bytes_referenced: int = 0
+    #: stored files whose sha256 came from the store's own checksum, not a download
+    hashed_by_store: int = 0
     _started: float = field(default_factory=time.monotonic)
 
     def __post_init__(self) -> None:
@@ -75,10 +77,7 @@ class SnapshotWriter:
         this attempt's prefix: hashed by streaming it back; if it equals a file of the
         previous snapshot, that one is referenced and this copy deleted."""
         _check_name(name)
-        with tempfile.TemporaryDirectory(prefix="ckpt-hash-") as tmp:
-            local = os.path.join(tmp, "f")
-            self.storage.download_file(key, local)
-            digest, size = sha256_file(local)
+        digest, size = self._stored_digest(key)
         prev = self._previous_by_digest.get((digest, size))
         if prev is not None:
             self.storage.delete(key)
@@ -90,19 +89,27 @@ class SnapshotWriter:
         self._files[name] = ref
         return ref
 
+    def _stored_digest(self, key: str) -> tuple[str, int]:
+        """(sha256, size) of a file a distributed writer stored: the store's own checksum
+        when it recorded one at upload (one HEAD), else by streaming the file back."""
+        known = self.storage.stored_sha256(key)
+        if known is not None:
+            self.hashed_by_store += 1
+            return known
+        with tempfile.TemporaryDirectory(prefix="ckpt-hash-") as tmp:
+            local = os.path.join(tmp, "f")
+            self.storage.download_file(key, local)
+            return sha256_file(local)
+
     def stage_stored_output(self, output: str, keys: list[str], rows: int | None = None,
                             meta: dict[str, Any] | None = None) -> OutputRef:
         """Declare files already written under this attempt's staging prefix as an output."""
         refs = []
-        with tempfile.TemporaryDirectory(prefix="ckpt-hash-") as tmp:
-            for key in keys:
-                local = os.path.join(tmp, "f")
-                self.storage.download_file(key, local)
-                digest, size = sha256_file(local)
-                os.unlink(local)
-                self.bytes_written += size
-                refs.append(FileRef(key.rsplit("/", 1)[-1], self.storage.uri(key), size,
-                                    digest, False))
+        for key in keys:
+            digest, size = self._stored_digest(key)
+            self.bytes_written += size
+            refs.append(FileRef(key.rsplit("/", 1)[-1], self.storage.uri(key), size,
+                                digest, False))
         out = OutputRef(tuple(refs), rows, dict(meta or {}))
         self._outputs[output] = out
         return out

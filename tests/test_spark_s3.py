@@ -14,6 +14,7 @@ import pandas as pd
 
 from checkpointing import Coordinator, read_manifest
 from checkpointing.storage.s3 import S3Storage
+from checkpointing.verify import verify_epoch
 from spark_jobs.flights.landing import land
 from tests import oracle
 from tests.s3server import ACCESS_KEY, SECRET_KEY
@@ -49,6 +50,13 @@ def test_epoch_end_to_end_on_s3a(s3_server, s3_bucket):
     got = got.sort_values("carrier").reset_index(drop=True)
     assert got["flights"].tolist() == want["flights"].tolist()
     assert got["dep_delay_sum"].sum() == want["dep_delay_sum"].sum()
+    # The executors' files were hashed by S3 at upload (s3a's SHA-256 checksums), not
+    # downloaded to the driver; every recorded sha256 is the file's, read back here.
+    handles = c.completed_handles(1)
+    assert sum(h.metrics.get("files_hashed_by_store", 0) for h in handles.values()) > 0
+    report = verify_epoch(c, 1)
+    assert report.ok and report.files_checked == sum(len(h.all_files()) for h in
+                                                     handles.values()), report.problems
 
     # A second day: the first days' bronze partitions are referenced, not rewritten.
     land(data, [date(2013, 1, 3)], dims=False)

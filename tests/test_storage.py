@@ -138,3 +138,26 @@ def test_requests_are_counted(storage):
     list(storage.list(""))
     snap = storage.stats.snapshot()
     assert snap.get("PUT") == 1 and snap.get("GET") == 1 and snap.get("LIST") == 1
+
+
+def test_stored_sha256_is_the_stores_checksum_or_none(s3_server, s3_bucket, tmp_path):
+    """An object uploaded with a SHA-256 checksum (as s3a writes with
+    fs.s3a.create.checksum.algorithm=SHA256) gives its sha256 by one HEAD; others give
+    None, and the snapshot then hashes the file itself; both record the true sha256."""
+    import hashlib
+
+    from checkpointing import SnapshotWriter
+    from checkpointing.layout import Layout
+    from checkpointing.storage.s3 import S3Storage
+
+    st = S3Storage(s3_bucket, "root", endpoint_url=s3_server.endpoint)
+    client = s3_server.client()
+    data = bytes(range(256)) * 40
+    client.put_object(Bucket=s3_bucket, Key="root/with", Body=data, ChecksumAlgorithm="SHA256")
+    client.put_object(Bucket=s3_bucket, Key="root/crc", Body=data, ChecksumAlgorithm="CRC32")
+    want = hashlib.sha256(data).hexdigest()
+    assert st.stored_sha256("with") == (want, len(data))
+    assert st.stored_sha256("crc") is None
+    w = SnapshotWriter(st, Layout("p"), 1, "t", 1)
+    assert [w.add_stored(n, n).sha256 for n in ("with", "crc")] == [want, want]
+    assert w.hashed_by_store == 1

@@ -120,6 +120,12 @@ class Storage(ABC):
         except NotFound:
             return False
 
+    def stored_sha256(self, key: str) -> tuple[str, int] | None:
+        """(sha256 hex, size) of the object as the store itself recorded it when the object
+        was written (S3's full-object SHA-256 checksum), or None when the store has none:
+        the caller then reads the object to hash it."""
+        return None
+
     def describe(self) -> str:
         """A credential-free description for logs and errors."""
         return self.uri("")

@@ -8,6 +8,8 @@ write that landed, so the object is re-read: if it holds our bytes the write is 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -133,6 +135,23 @@ class S3Storage(Storage):
         resp = self._call(key, self.client.head_object)
         etag = self._complete(key, resp, "ETag", "ContentLength", "LastModified")
         return ObjectInfo(key, resp["ContentLength"], etag, resp["LastModified"].timestamp())
+
+    def stored_sha256(self, key: str) -> tuple[str, int] | None:
+        """The SHA-256 checksum S3 verified and stored when the object was uploaded with one
+        (``x-amz-checksum-sha256``: s3a writes it with
+        ``fs.s3a.create.checksum.algorithm=SHA256``), read by one HeadObject instead of
+        downloading the object. None without one, or for a multipart upload's checksum of
+        its parts' checksums (not the object's SHA-256)."""
+        resp = self._call(key, self.client.head_object, ChecksumMode="ENABLED")
+        value, size = resp.get("ChecksumSHA256"), resp.get("ContentLength")
+        if not value or size is None or "-" in value or \
+                resp.get("ChecksumType", "FULL_OBJECT") != "FULL_OBJECT":
+            return None
+        try:
+            digest = base64.b64decode(value, validate=True)
+        except (ValueError, binascii.Error):
+            return None
+        return (digest.hex(), int(size)) if len(digest) == 32 else None
 
     # -- writes ----------------------------------------------------------------------
     def create(self, key: str, data: bytes) -> str:

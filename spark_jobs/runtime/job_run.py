@@ -207,7 +207,8 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
         run_ms = (time.monotonic() - t1) * 1000  # includes writing the state files
         handle = writer.handle(
             offsets=result.offsets, row_counts=result.row_counts,
-            metrics={**result.metrics, "bytes_referenced": writer.bytes_referenced},
+            metrics={**result.metrics, "bytes_referenced": writer.bytes_referenced,
+                     "files_hashed_by_store": writer.hashed_by_store},
             timings={"started_at": started_at, "restore_ms": round(restore_ms, 1),
                      "run_ms": round(run_ms, 1)},
             restored_from={"epoch_id": previous.epoch_id if previous else None},

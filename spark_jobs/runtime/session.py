@@ -36,7 +36,10 @@ def s3a_conf(endpoint_url: str | None) -> dict[str, str]:
     profile, instance role): nothing secret is put in the Spark configuration."""
     conf = {"spark.hadoop.fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
             "spark.hadoop.fs.s3a.endpoint.region": os.environ.get("AWS_DEFAULT_REGION",
-                                                                  "us-east-1")}
+                                                                  "us-east-1"),
+            # S3 verifies and stores each file's SHA-256 at upload: a snapshot reads it with
+            # one HEAD instead of downloading the file to the driver to hash it.
+            "spark.hadoop.fs.s3a.create.checksum.algorithm": "SHA256"}
     if endpoint_url:
         conf.update({"spark.hadoop.fs.s3a.endpoint": endpoint_url,
                      "spark.hadoop.fs.s3a.path.style.access": "true",
