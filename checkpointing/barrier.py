@@ -22,6 +22,17 @@ class TaskPlan:
     publishes: bool = False
 
 
+def plan_to_json(plan: dict[str, TaskPlan]) -> dict[str, dict[str, Any]]:
+    """A plan as the barrier writes it (PROTOCOL 5.2)."""
+    return {t: {"upstream": list(p.upstream), "publishes": p.publishes} for t, p in plan.items()}
+
+
+def plan_from_json(doc: dict[str, Any]) -> dict[str, TaskPlan]:
+    """The inverse of :func:`plan_to_json` (absent fields take their defaults)."""
+    return {t: TaskPlan(tuple(p.get("upstream") or ()), bool(p.get("publishes", False)))
+            for t, p in doc.items()}
+
+
 def plan_from_edges(tasks: dict[str, list[str] | tuple[str, ...]],
                     publishes: set[str] | frozenset[str] = frozenset()) -> dict[str, TaskPlan]:
     """Build a plan from ``{task: [upstream tasks]}``, checking ids and edges."""
@@ -78,8 +89,7 @@ class Barrier:
             "epoch_id": self.epoch_id,
             "run_id": self.run_id,
             "lineage": self.lineage,
-            "plan": {t: {"upstream": list(p.upstream), "publishes": p.publishes}
-                     for t, p in self.plan.items()},
+            "plan": plan_to_json(self.plan),
             "created_at": self.created_at,
             "deadline": self.deadline,
             "config": self.config.to_json(),
@@ -97,8 +107,7 @@ class Barrier:
     @classmethod
     def from_json(cls, doc: dict[str, Any], key: str = "barrier") -> Barrier:
         try:
-            plan = {t: TaskPlan(tuple(p.get("upstream", ())), bool(p.get("publishes", False)))
-                    for t, p in doc["plan"].items()}
+            plan = plan_from_json(doc["plan"])
             return cls(
                 pipeline_id=doc["pipeline_id"], epoch_id=int(doc["epoch_id"]),
                 run_id=doc["run_id"], lineage=doc["lineage"], plan=plan,

@@ -26,6 +26,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from checkpointing import Barrier, Coordinator, Storage, TaskPlan, read_manifest, read_savepoint
+from checkpointing.barrier import plan_from_json
 from checkpointing.errors import CheckpointError
 from checkpointing.ids import validate_epoch_id, validate_id
 from checkpointing.lineages import LineageOrigin, delete_origin, new_origin, record_origin
@@ -173,9 +174,7 @@ def deployed_dag(dag_id: str, open_data: Callable[[str], Storage] | None = None
         inputs = json.loads(getattr(task, "checkpoint_inputs", None) or "{}")
     if not isinstance(raw, str):
         return None
-    raw = json.loads(raw)
-    plan = {t: TaskPlan(tuple(p.get("upstream") or ()), bool(p.get("publishes")))
-            for t, p in raw.items()}
+    plan = plan_from_json(json.loads(raw))
     data = open_data(inputs["data"]) if open_data and inputs.get("data") else None
     return DeployedDag(plan, tuple(inputs.get("daily") or ()), data,
                        bool(inputs.get("allow_non_restored_state")))

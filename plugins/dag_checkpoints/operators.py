@@ -17,6 +17,7 @@ from airflow.sdk.exceptions import (
 )
 
 from checkpointing import TaskPlan, read_manifest, run_retention
+from checkpointing.barrier import plan_to_json
 from checkpointing.errors import (
     CheckpointError,
     EpochIncomplete,
@@ -59,9 +60,7 @@ class BeginEpochOperator(BaseOperator):
         # Serialized with the DAG (get_serialized_fields): the api-server never parses DAG
         # files, and previews a backfill against the plan and inputs deployed now. JSON
         # text, since Airflow deserializes fields of its own only.
-        self.checkpoint_plan = json.dumps(
-            {t: {"upstream": list(p.upstream), "publishes": p.publishes}
-             for t, p in plan.items()}, sort_keys=True)
+        self.checkpoint_plan = json.dumps(plan_to_json(plan), sort_keys=True)
         self.checkpoint_inputs = json.dumps(
             {"data": settings.data, "daily": list(settings.daily_inputs),
              "allow_non_restored_state": allow_non_restored_state}, sort_keys=True)
