@@ -39,7 +39,7 @@ faults: install
 	scripts/install_minio.sh
 	scripts/install_spark_s3.sh
 	scripts/install_toxiproxy.sh
-	$(PY) bench/faults.py $(ARGS)
+	$(PY) bench/faults.py --remote auto $(ARGS)
 
 soak: install
 	$(MAKE) faults ARGS="--soak --out bench/results/soak.json $(ARGS)"

@@ -588,11 +588,35 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seeds", type=int, help="seeds per fault (default 1, soak 5)")
     ap.add_argument("--only", nargs="*", choices=sorted(FAULTS), help="fault kinds to run")
     ap.add_argument("--out", type=Path, default=RESULTS / "faults.json")
-    ap.add_argument("--remote", help="run Spark on this Spark Connect server (sc://host:port)")
+    ap.add_argument("--remote", help="run Spark on this Spark Connect server (sc://host:port), "
+                    "or 'auto': start one for the run (as the test suite does)")
     a = ap.parse_args(argv)
     global REMOTE
-    REMOTE = a.remote
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    server = _own_connect_server() if a.remote == "auto" else None
+    REMOTE = server.url if server else a.remote
+    try:
+        return _run(a)
+    finally:
+        if server:
+            server.stop()
+
+
+def _own_connect_server():
+    """A Spark Connect server for this run, with the S3 server's credentials (a deployment
+    gives its server a role; clients never send credentials)."""
+    from spark_jobs.runtime.connect_server import ConnectServer
+    from tests.airflow_standalone import free_port
+    from tests.s3server import ACCESS_KEY, SECRET_KEY
+
+    os.environ.setdefault("AWS_ACCESS_KEY_ID", ACCESS_KEY)
+    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+    return ConnectServer(port=free_port(), driver_memory="1500m", extra_env={
+        "AWS_ACCESS_KEY_ID": os.environ["AWS_ACCESS_KEY_ID"],
+        "AWS_SECRET_ACCESS_KEY": os.environ["AWS_SECRET_ACCESS_KEY"]}).start()
+
+
+def _run(a: argparse.Namespace) -> int:
     seeds = a.seeds or (5 if a.soak else 1)
     kinds = a.only or list(FAULTS)
     tmp = Path(tempfile.mkdtemp(prefix="ckpt-faults-"))
