@@ -1,0 +1,75 @@
+"""The deployment topology for real: scripts/cluster.py brings up the compose file's services
+as processes (PostgreSQL, Redis, MinIO, Spark master + worker + Connect server, Airflow's
+api-server, scheduler, dag-processor, triggerer and two Celery workers under
+CeleryExecutor); three daily epochs of flights_daily run through it, a Celery worker is
+SIGKILLed mid-task in the second; the published tables equal the pandas oracle, and `down`
+leaves no process behind. The full drills are `make drills` (bench/drills.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.drills import DRILL_ENV, VICTIM_TASK, Drills
+from scripts.cluster import down, up
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+
+
+def _processes_mentioning(home: Path) -> list[str]:
+    found = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if str(home) in cmd:
+                found.append(f"{d.name}: {cmd[:200]}")
+    return found
+
+
+def celery_results(cluster) -> dict[str, int]:
+    """Task results per status in Celery's database result backend (PostgreSQL)."""
+    import sqlalchemy as sa
+
+    engine = sa.create_engine(cluster.airflow_env()["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
+    try:
+        with engine.connect() as conn:
+            return dict(conn.execute(sa.text(
+                "select status, count(*) from celery_taskmeta group by status")).all())
+    finally:
+        engine.dispose()
+
+
+def test_three_epochs_through_celery_with_a_worker_killed(tmp_path):
+    home = tmp_path / "cluster"
+    cluster = up(home, free_ports=True, extra_env=DRILL_ENV, log=lambda *a, **k: None)
+    try:
+        d = Drills(cluster)
+        first = d.clean_epoch()
+        # The tasks went through Celery: each has a result in the backend's table.
+        tis = d.af.task_instances(first)
+        assert celery_results(cluster).get("SUCCESS", 0) >= len(tis)
+
+        res = d.worker_kill()
+        (outcome,) = res.outcomes
+        killed = outcome.split("killed:")[1].split("->")[0]
+        retried_on = outcome.split("retried_on:")[1].split(":")[0]
+        assert killed.startswith("airflow-worker-") and retried_on.startswith("airflow-worker-")
+        assert killed != retried_on, outcome
+        assert "restored_from={'epoch_id': 1}" in outcome, outcome
+        assert outcome.endswith("->success:ok"), (outcome, res.notes)
+        assert res.rows_lost == res.rows_duplicated == 0
+
+        last = d.clean_epoch()
+        assert d.af.task_instances(last)[VICTIM_TASK]["try_number"] == 1
+        assert d.coord.latest_completed() == 3
+        verdict, lost, dup = d.check()  # days 1-3 against the pandas oracle
+        assert (verdict, lost, dup) == ("ok", 0, 0)
+        assert d.published_until.isoformat() == "2013-01-04"
+    finally:
+        left = down(home, log=lambda *a, **k: None)
+    assert left == []
+    assert _processes_mentioning(home) == []
