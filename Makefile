@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: install demo test lint bench bench-coordinator bench-airflow faults soak
+.PHONY: install demo test lint bench bench-coordinator bench-airflow faults soak drills
 
 install:
 	scripts/bootstrap.sh
@@ -50,3 +50,11 @@ bench-coordinator: install
 # One flights_daily DAG run under `airflow standalone`, tasks on local Spark vs Spark Connect.
 bench-airflow: install
 	$(PY) bench/airflow_bench.py $(ARGS)
+
+# The compose deployment as processes (scripts/cluster.sh up|down|status), broken five ways:
+# a Celery worker, the scheduler, MinIO and the Spark worker killed mid-epoch, and a backfill
+# from a savepoint; each checked against the oracle (bench/results/drills.json).
+drills: install
+	scripts/install_minio.sh
+	scripts/install_spark_s3.sh
+	$(PY) bench/drills.py $(ARGS)
