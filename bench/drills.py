@@ -311,10 +311,19 @@ class Drills:
         res = FaultResult("spark_worker_kill")
         run_id, logical = self.trigger_next()
         self.victim_running(run_id, after=8)
+        log = Path(self.cluster.services["spark-master"].log)
+        offset = log.stat().st_size
         self.cluster.kill("spark-worker", signal.SIGKILL)
         time.sleep(5)
         self.cluster.start("spark-worker")
         state = self.finish(run_id, logical)
+        with open(log, errors="replace") as f:
+            f.seek(offset)
+            lines = f.readlines()
+        lost = sum("Telling app of lost executor" in line for line in lines)
+        new = sum("Launching executor" in line for line in lines)
+        res.notes.append(f"Spark master after the kill: {lost} executor(s) lost, {new} launched "
+                         "on the restarted worker")
         self.record(res, run_id, state, "spark_worker_killed->restarted")
         return res
 
@@ -367,7 +376,8 @@ class Drills:
         res.notes.append(f"backfill {bf['backfill_id']} days {first}..{last} from savepoint "
                          f"{sp.name} (epoch {origin}); main was at epoch {latest}; "
                          f"published seen: {seen}")
-        self.record(res, runs[0]["dag_run_id"] if runs else "-", "+".join(states) or "none",
+        state = "success" if states and set(states) == {"success"} else "+".join(states)
+        self.record(res, runs[0]["dag_run_id"] if runs else "-", state or "none",
                     f"backfill:{len(ours)}_epochs:switched_once_at_end={switched_once}")
         return res
 
