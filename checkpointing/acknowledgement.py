@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .documents import decode, encode
-from .errors import MalformedDocument
+from .codec import Codec
 from .state_handle import StateHandle
 
 FORMAT = "ckpt.ack"
@@ -22,17 +21,23 @@ class Acknowledgement:
     state_handle: StateHandle
     writer: dict[str, Any] = field(default_factory=dict)
 
+    def to_json(self) -> dict[str, Any]:
+        return {"task_id": self.task_id, "attempt": self.attempt, "acked_at": self.acked_at,
+                "state_handle": self.state_handle.to_json(), "writer": self.writer}
+
     def to_bytes(self) -> bytes:
-        return encode(FORMAT, {"task_id": self.task_id, "attempt": self.attempt,
-                               "acked_at": self.acked_at,
-                               "state_handle": self.state_handle.to_json(),
-                               "writer": self.writer})
+        return CODEC.encode(self.to_json())
 
     @classmethod
     def from_bytes(cls, data: bytes, key: str) -> Acknowledgement:
-        doc = decode(data, FORMAT, key, ("task_id", "attempt", "acked_at", "state_handle"))
-        try:
-            return cls(doc["task_id"], int(doc["attempt"]), doc["acked_at"],
-                       StateHandle.from_json(doc["state_handle"], key), doc.get("writer", {}))
-        except (TypeError, ValueError) as exc:
-            raise MalformedDocument(f"malformed acknowledgement at {key}: {exc!r}") from None
+        return CODEC.decode(data, key)
+
+
+def _build(d: dict[str, Any], key: str) -> Acknowledgement:
+    return Acknowledgement(d["task_id"], int(d["attempt"]), d["acked_at"],
+                           StateHandle.from_json(d["state_handle"], key), d.get("writer", {}))
+
+
+#: Also the codec of the acknowledgements a savepoint embeds.
+CODEC = Codec(FORMAT, "acknowledgement", ("task_id", "attempt", "acked_at", "state_handle"),
+              _build)

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .barrier import Barrier
-from .documents import decode, encode, writer_identity
+from .codec import Codec
+from .documents import writer_identity
 from .epoch_metadata import EpochMetadata
 from .errors import PreconditionFailed
 from .layout import Layout
@@ -60,11 +61,17 @@ class EpochAlert:
 
     @classmethod
     def from_bytes(cls, data: bytes, key: str) -> EpochAlert:
-        d = decode(data, FORMAT, key, ("pipeline_id", "epoch_id", "lineage", "reason",
-                                      "missing_tasks", "decided_at"))
-        return cls(d["pipeline_id"], int(d["epoch_id"]), d["lineage"], d["reason"],
-                   d.get("detail", ""), tuple(d["missing_tasks"]), d["decided_at"],
-                   d.get("run_id"), d.get("deadline"), d.get("writer") or {})
+        return CODEC.decode(data, key)
+
+
+def _build(d: dict[str, Any], key: str) -> EpochAlert:
+    return EpochAlert(d["pipeline_id"], int(d["epoch_id"]), d["lineage"], d["reason"],
+                      d.get("detail", ""), tuple(d["missing_tasks"]), d["decided_at"],
+                      d.get("run_id"), d.get("deadline"), d.get("writer") or {})
+
+
+CODEC = Codec(FORMAT, "alert record", ("pipeline_id", "epoch_id", "lineage", "reason",
+                                       "missing_tasks", "decided_at"), _build)
 
 
 def record_alert(storage: Storage, layout: Layout, alert: EpochAlert) -> bool:
@@ -72,7 +79,7 @@ def record_alert(storage: Storage, layout: Layout, alert: EpochAlert) -> bool:
     False when another process already had (stay quiet)."""
     body = {**alert.to_json(), "writer": writer_identity()}
     try:
-        storage.create(layout.alert(alert.epoch_id), encode(FORMAT, body))
+        storage.create(layout.alert(alert.epoch_id), CODEC.encode(body))
     except PreconditionFailed:
         return False
     return True

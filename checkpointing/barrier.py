@@ -6,9 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .codec import Codec
 from .config import CheckpointConfig
-from .documents import decode, encode
-from .errors import MalformedDocument
 from .ids import validate_id
 
 FORMAT = "ckpt.barrier"
@@ -81,7 +80,7 @@ class Barrier:
         return str(end)[:10] if end else None
 
     def to_bytes(self) -> bytes:
-        return encode(FORMAT, self.to_json())
+        return CODEC.encode(self.to_json())
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -106,25 +105,30 @@ class Barrier:
 
     @classmethod
     def from_json(cls, doc: dict[str, Any], key: str = "barrier") -> Barrier:
-        try:
-            plan = plan_from_json(doc["plan"])
-            return cls(
-                pipeline_id=doc["pipeline_id"], epoch_id=int(doc["epoch_id"]),
-                run_id=doc["run_id"], lineage=doc["lineage"], plan=plan,
-                created_at=doc["created_at"], deadline=doc["deadline"],
-                config=CheckpointConfig.from_json(doc.get("config", {})),
-                mode=doc.get("mode", "exactly_once"),
-                data_interval=doc.get("data_interval"), input_range=doc.get("input_range"),
-                parent_epoch_id=doc.get("parent_epoch_id"),
-                parent_savepoint=doc.get("parent_savepoint"),
-                publish_on_complete=bool(doc.get("publish_on_complete", True)),
-                writer=doc.get("writer", {}),
-                restore_fallback=tuple(doc.get("restore_fallback") or ()),
-                promote=bool(doc.get("promote", False)),
-            )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise MalformedDocument(f"malformed barrier at {key}: {exc!r}") from None
+        return CODEC.parse(doc, key)
 
     @classmethod
     def from_bytes(cls, data: bytes, key: str) -> Barrier:
-        return cls.from_json(decode(data, FORMAT, key, ("pipeline_id", "epoch_id", "plan")), key)
+        return CODEC.decode(data, key)
+
+
+def _build(doc: dict[str, Any], key: str) -> Barrier:
+    return Barrier(
+        pipeline_id=doc["pipeline_id"], epoch_id=int(doc["epoch_id"]),
+        run_id=doc["run_id"], lineage=doc["lineage"], plan=plan_from_json(doc["plan"]),
+        created_at=doc["created_at"], deadline=doc["deadline"],
+        config=CheckpointConfig.from_json(doc.get("config", {})),
+        mode=doc.get("mode", "exactly_once"),
+        data_interval=doc.get("data_interval"), input_range=doc.get("input_range"),
+        parent_epoch_id=doc.get("parent_epoch_id"),
+        parent_savepoint=doc.get("parent_savepoint"),
+        publish_on_complete=bool(doc.get("publish_on_complete", True)),
+        writer=doc.get("writer", {}),
+        restore_fallback=tuple(doc.get("restore_fallback") or ()),
+        promote=bool(doc.get("promote", False)),
+    )
+
+
+#: Also the codec of the barrier a savepoint embeds.
+CODEC = Codec(FORMAT, "barrier", ("pipeline_id", "epoch_id", "run_id", "lineage", "plan",
+                                  "created_at", "deadline"), _build)

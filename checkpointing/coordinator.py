@@ -18,7 +18,7 @@ from .attempts import TaskAttempts, scan_epoch_tasks, scan_task
 from .barrier import Barrier, TaskPlan
 from .cas import cas_update
 from .config import CheckpointConfig
-from .documents import encode, now_iso, parse_iso, writer_identity
+from .documents import now_iso, parse_iso, writer_identity
 from .epoch_metadata import ABORT_REASONS, AckRef, EpochMetadata
 from .errors import (
     CheckpointError,
@@ -47,6 +47,7 @@ from .lineages import (
     read_promotion,
     record_promotion,
 )
+from .markers import ATTEMPT_START, DECLINE, RUN_INDEX
 from .publish import publish
 from .registry import LineageState, OpenEpoch, Registry
 from .state_handle import OutputRef, StateHandle
@@ -326,7 +327,7 @@ class Coordinator:
         body = {"run_id": barrier.run_id, "epoch_id": barrier.epoch_id,
                 "lineage": barrier.lineage}
         try:
-            self.storage.create(key, encode("ckpt.run", body))
+            self.storage.create(key, RUN_INDEX.encode(body))
         except PreconditionFailed:
             pass
         except StorageError as exc:
@@ -492,7 +493,7 @@ class Coordinator:
             try:
                 self.storage.create(self.layout.attempt_object(epoch_id, task_id, attempt,
                                                                "start"),
-                                    encode("ckpt.attempt", body))
+                                    ATTEMPT_START.encode(body))
             except PreconditionFailed:
                 pass  # the same attempt registered twice: idempotent
         return AttemptStart(epoch_id, task_id, attempt)
@@ -534,7 +535,7 @@ class Coordinator:
                 "declined_at": now_iso(self.clock()), "writer": writer_identity()}
         try:
             self.storage.create(self.layout.attempt_object(epoch_id, task_id, attempt, "decline"),
-                                encode("ckpt.decline", body))
+                                DECLINE.encode(body))
         except PreconditionFailed:
             pass
         return self.abort(epoch_id, "declined", f"task {task_id} declined: {reason}",

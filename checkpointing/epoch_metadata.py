@@ -6,8 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .documents import decode, encode
-from .errors import MalformedDocument
+from .codec import Codec
 
 FORMAT = "ckpt.epoch-metadata"
 
@@ -56,20 +55,23 @@ class EpochMetadata:
         else:
             body.update(reason=self.reason, detail=self.detail,
                         missing_tasks=list(self.missing_tasks), declined_by=self.declined_by)
-        return encode(FORMAT, body)
+        return CODEC.encode(body)
 
     @classmethod
     def from_bytes(cls, data: bytes, key: str) -> EpochMetadata:
-        doc = decode(data, FORMAT, key, ("epoch_id", "status", "decided_at"))
-        try:
-            status = doc["status"]
-            if status not in ("completed", "aborted"):
-                raise ValueError(f"unknown status {status!r}")
-            acks = {t: AckRef(int(a["attempt"]), a["key"], a["acked_at"])
-                    for t, a in (doc.get("acks") or {}).items()}
-            return cls(int(doc["epoch_id"]), doc.get("lineage", "main"), status,
-                       doc["decided_at"], acks, doc.get("reason"), doc.get("detail"),
-                       tuple(doc.get("missing_tasks") or ()), doc.get("declined_by"),
-                       doc.get("writer", {}))
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise MalformedDocument(f"malformed epoch metadata at {key}: {exc!r}") from None
+        return CODEC.decode(data, key)
+
+
+def _build(doc: dict[str, Any], key: str) -> EpochMetadata:
+    status = doc["status"]
+    if status not in ("completed", "aborted"):
+        raise ValueError(f"unknown status {status!r}")
+    acks = {t: AckRef(int(a["attempt"]), a["key"], a["acked_at"])
+            for t, a in (doc.get("acks") or {}).items()}
+    return EpochMetadata(int(doc["epoch_id"]), doc.get("lineage", "main"), status,
+                         doc["decided_at"], acks, doc.get("reason"), doc.get("detail"),
+                         tuple(doc.get("missing_tasks") or ()), doc.get("declined_by"),
+                         doc.get("writer", {}))
+
+
+CODEC = Codec(FORMAT, "epoch metadata", ("epoch_id", "status", "decided_at"), _build)

@@ -15,9 +15,10 @@ from typing import Any
 
 from .attempts import TaskAttempts, scan_epoch_tasks
 from .barrier import Barrier
-from .documents import decode, encode, writer_identity
+from .codec import Codec
+from .documents import writer_identity
 from .epoch_metadata import EpochMetadata
-from .errors import MalformedDocument, PreconditionFailed
+from .errors import PreconditionFailed
 from .layout import Layout
 from .storage import Storage
 
@@ -81,19 +82,22 @@ class FailureRecord:
 
     @classmethod
     def from_bytes(cls, data: bytes, key: str) -> FailureRecord:
-        d = decode(data, FORMAT, key, ("epoch_id", "lineage", "reason", "decided_at", "tasks"))
-        try:
-            tasks = {t: TaskOutcome(str(o["status"]), int(o["attempts"]),
-                                    None if o.get("acked_attempt") is None
-                                    else int(o["acked_attempt"]))
-                     for t, o in d["tasks"].items()}
-            return cls(int(d["epoch_id"]), d.get("run_id"), d["lineage"], d["reason"],
-                       d.get("detail") or "", tuple(d.get("missing_tasks") or ()),
-                       d.get("declined_by"), d.get("created_at"), d.get("deadline"),
-                       d["decided_at"], d.get("parent_epoch_id"), d.get("data_interval"),
-                       tasks)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise MalformedDocument(f"malformed failure record at {key}: {exc!r}") from None
+        return CODEC.decode(data, key)
+
+
+def _build(d: dict[str, Any], key: str) -> FailureRecord:
+    tasks = {t: TaskOutcome(str(o["status"]), int(o["attempts"]),
+                            None if o.get("acked_attempt") is None else int(o["acked_attempt"]))
+             for t, o in d["tasks"].items()}
+    return FailureRecord(int(d["epoch_id"]), d.get("run_id"), d["lineage"], d["reason"],
+                         d.get("detail") or "", tuple(d.get("missing_tasks") or ()),
+                         d.get("declined_by"), d.get("created_at"), d.get("deadline"),
+                         d["decided_at"], d.get("parent_epoch_id"), d.get("data_interval"),
+                         tasks)
+
+
+CODEC = Codec(FORMAT, "failure record", ("epoch_id", "lineage", "reason", "decided_at", "tasks"),
+              _build)
 
 
 def record_failure(storage: Storage, layout: Layout, meta: EpochMetadata,
@@ -106,7 +110,7 @@ def record_failure(storage: Storage, layout: Layout, meta: EpochMetadata,
         return False
     rec = FailureRecord.build(meta, barrier, scan_epoch_tasks(storage, layout, meta.epoch_id))
     try:
-        storage.create(key, encode(FORMAT, {**rec.to_json(), "writer": writer_identity()}))
+        storage.create(key, CODEC.encode({**rec.to_json(), "writer": writer_identity()}))
     except PreconditionFailed:
         return False
     return True

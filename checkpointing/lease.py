@@ -21,11 +21,14 @@ import socket
 import threading
 from typing import Any
 
-from .documents import decode, encode, now_iso, writer_identity
-from .errors import CheckpointError, MalformedDocument, NotFound
+from .codec import Codec
+from .documents import now_iso, writer_identity
+from .errors import CheckpointError, NotFound
 
 log = logging.getLogger("checkpointing.lease")
 FORMAT = "ckpt.lease"
+#: A lease's reader needs only its length (its age is the object's last-modified time).
+CODEC = Codec(FORMAT, "lease", ("ttl_seconds",), lambda d, key: float(d["ttl_seconds"]))
 
 
 class RunnerLease:
@@ -44,7 +47,7 @@ class RunnerLease:
         body = {"epoch_id": self.epoch_id, "holder": self.holder, "ttl_seconds": self.ttl,
                 "renewed_at": now_iso(self.coordinator.clock()), "writer": writer_identity()}
         self.coordinator.storage.write(self.coordinator.layout.lease(self.epoch_id),
-                                       encode(FORMAT, body))
+                                       CODEC.encode(body))
 
     def _loop(self) -> None:
         while not self._stop.wait(self.ttl / 3):
@@ -80,8 +83,4 @@ def lease_expired(coordinator: Any, epoch_id: int) -> bool:
 
 def lease_ttl(data: bytes, key: str) -> float:
     """The lease's length in seconds; MalformedDocument (naming ``key``) without one."""
-    try:
-        return float(decode(data, FORMAT, key, ("ttl_seconds",))["ttl_seconds"])
-    except (TypeError, ValueError):
-        raise MalformedDocument(f"malformed lease at {key}: ttl_seconds is not a number") \
-            from None
+    return CODEC.decode(data, key)

@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .documents import decode, encode, now_iso, writer_identity
-from .errors import CheckpointError, MalformedDocument, PreconditionFailed
+from .codec import Codec
+from .documents import now_iso, writer_identity
+from .errors import CheckpointError, PreconditionFailed
 from .ids import validate_id
 from .layout import Layout
 from .storage import Storage
@@ -55,13 +56,18 @@ class LineageOrigin:
 
     @classmethod
     def from_bytes(cls, data: bytes, key: str) -> LineageOrigin:
-        d = decode(data, FORMAT, key, ("lineage", "start", "end", "created_at"))
-        try:
-            return cls(d["lineage"], d.get("from_epoch"), d.get("from_savepoint"), d["start"],
-                       d["end"], d["created_at"], d.get("publish_at"), d.get("requested_by"),
-                       d.get("writer") or {}, bool(d.get("promote", False)))
-        except ValueError as exc:  # an invalid name, neither or both origins
-            raise MalformedDocument(f"malformed lineage origin at {key}: {exc}") from None
+        return ORIGIN_CODEC.decode(data, key)
+
+
+def _build_origin(d: dict[str, Any], key: str) -> LineageOrigin:
+    # ValueError from the dataclass: an invalid name, neither or both origins
+    return LineageOrigin(d["lineage"], d.get("from_epoch"), d.get("from_savepoint"), d["start"],
+                         d["end"], d["created_at"], d.get("publish_at"), d.get("requested_by"),
+                         d.get("writer") or {}, bool(d.get("promote", False)))
+
+
+ORIGIN_CODEC = Codec(FORMAT, "lineage origin", ("lineage", "start", "end", "created_at"),
+                     _build_origin)
 
 
 def new_origin(lineage: str, start: str, end: str, clock: float, *,
@@ -76,7 +82,7 @@ def record_origin(storage: Storage, layout: Layout, origin: LineageOrigin) -> No
     """Create the lineage's origin record; a taken name raises :class:`LineageExists`."""
     try:
         storage.create(layout.lineage_origin(origin.lineage),
-                       encode(FORMAT, {**origin.to_json(), "writer": writer_identity()}))
+                       ORIGIN_CODEC.encode({**origin.to_json(), "writer": writer_identity()}))
     except PreconditionFailed:
         raise LineageExists(f"lineage {origin.lineage!r} already exists") from None
 
@@ -135,9 +141,16 @@ class Promotion:
 
     @classmethod
     def from_bytes(cls, data: bytes, key: str) -> Promotion:
-        d = decode(data, PROMOTION_FORMAT, key, ("lineage", "epoch_id", "promoted"))
-        return cls(d["lineage"], int(d["epoch_id"]), bool(d["promoted"]), d.get("superseded"),
-                   d.get("input_until"), d.get("main_input_until"), d.get("decided_at", ""))
+        return PROMOTION_CODEC.decode(data, key)
+
+
+def _build_promotion(d: dict[str, Any], key: str) -> Promotion:
+    return Promotion(d["lineage"], int(d["epoch_id"]), bool(d["promoted"]), d.get("superseded"),
+                     d.get("input_until"), d.get("main_input_until"), d.get("decided_at", ""))
+
+
+PROMOTION_CODEC = Codec(PROMOTION_FORMAT, "promotion record", ("lineage", "epoch_id", "promoted"),
+                        _build_promotion)
 
 
 def record_promotion(storage: Storage, layout: Layout, promotion: Promotion) -> Promotion:
@@ -145,8 +158,8 @@ def record_promotion(storage: Storage, layout: Layout, promotion: Promotion) -> 
     retried finish) wins and is returned."""
     key = layout.lineage_promotion(promotion.lineage)
     try:
-        storage.create(key, encode(PROMOTION_FORMAT,
-                                   {**promotion.to_json(), "writer": writer_identity()}))
+        storage.create(key, PROMOTION_CODEC.encode({**promotion.to_json(),
+                                                    "writer": writer_identity()}))
         return promotion
     except PreconditionFailed:
         data, _ = storage.read(key)

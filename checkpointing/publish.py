@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .cas import cas_update
-from .documents import decode, encode, now_iso, writer_identity
-from .errors import MalformedDocument
+from .codec import Codec
+from .documents import now_iso, writer_identity
 from .layout import Layout
 from .state_handle import FileRef, OutputRef
 from .storage import Storage
@@ -48,7 +48,7 @@ class Manifest:
     history: tuple[dict[str, Any], ...] = ()
 
     def to_bytes(self) -> bytes:
-        return encode(FORMAT, {
+        return CODEC.encode({
             "epoch_id": self.epoch_id, "lineage": self.lineage,
             "published_at": self.published_at,
             "outputs": {k: v.to_json() for k, v in self.outputs.items()},
@@ -57,20 +57,21 @@ class Manifest:
 
     @classmethod
     def from_bytes(cls, data: bytes, key: str) -> Manifest:
-        doc = decode(data, FORMAT, key, ("epoch_id", "lineage", "outputs"))
-        try:
-            outputs = {
-                k: PublishedOutput(tuple(FileRef.from_json(f) for f in v["files"]),
-                                   v.get("rows"), dict(v.get("meta") or {}), int(v["epoch_id"]))
-                for k, v in doc["outputs"].items()
-            }
-            return cls(int(doc["epoch_id"]), doc["lineage"], doc.get("published_at", ""),
-                       outputs, tuple(doc.get("history") or ()))
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise MalformedDocument(f"malformed manifest at {key}: {exc!r}") from None
+        return CODEC.decode(data, key)
 
     def files(self) -> list[FileRef]:
         return [f for o in self.outputs.values() for f in o.files]
+
+
+def _build(doc: dict[str, Any], key: str) -> Manifest:
+    outputs = {k: PublishedOutput(tuple(FileRef.from_json(f) for f in v["files"]),
+                                  v.get("rows"), dict(v.get("meta") or {}), int(v["epoch_id"]))
+               for k, v in doc["outputs"].items()}
+    return Manifest(int(doc["epoch_id"]), doc["lineage"], doc.get("published_at", ""),
+                    outputs, tuple(doc.get("history") or ()))
+
+
+CODEC = Codec(FORMAT, "manifest", ("epoch_id", "lineage", "outputs"), _build)
 
 
 def read_manifest(storage: Storage, layout: Layout) -> Manifest | None:

@@ -7,8 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from .documents import decode, encode
-from .errors import MalformedDocument
+from .codec import Codec
 
 FORMAT = "ckpt.registry"
 
@@ -60,7 +59,7 @@ class Registry:
         return reg.with_lineage(lineage, st)
 
     def to_bytes(self, writer: dict[str, Any], updated_at: str) -> bytes:
-        return encode(FORMAT, {
+        return CODEC.encode({
             "last_epoch_id": self.last_epoch_id,
             "open": [{"epoch_id": o.epoch_id, "lineage": o.lineage,
                       "created_at": o.created_at, "deadline": o.deadline,
@@ -75,16 +74,19 @@ class Registry:
 
     @classmethod
     def from_bytes(cls, data: bytes, key: str) -> Registry:
-        doc = decode(data, FORMAT, key, ("last_epoch_id", "open", "lineages"))
-        try:
-            return cls(
-                int(doc["last_epoch_id"]),
-                tuple(OpenEpoch(int(o["epoch_id"]), o["lineage"], o["created_at"], o["deadline"],
-                                o.get("run_id"))
-                      for o in doc["open"]),
-                {n: LineageState(s.get("latest_completed"), int(s.get("consecutive_failed", 0)),
-                                 s.get("last_started_at"))
-                 for n, s in doc["lineages"].items()},
-            )
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
-            raise MalformedDocument(f"malformed registry at {key}: {exc!r}") from None
+        return CODEC.decode(data, key)
+
+
+def _build(doc: dict[str, Any], key: str) -> Registry:
+    return Registry(
+        int(doc["last_epoch_id"]),
+        tuple(OpenEpoch(int(o["epoch_id"]), o["lineage"], o["created_at"], o["deadline"],
+                        o.get("run_id"))
+              for o in doc["open"]),
+        {n: LineageState(s.get("latest_completed"), int(s.get("consecutive_failed", 0)),
+                         s.get("last_started_at"))
+         for n, s in doc["lineages"].items()},
+    )
+
+
+CODEC = Codec(FORMAT, "registry", ("last_epoch_id", "open", "lineages"), _build)

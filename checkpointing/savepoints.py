@@ -6,12 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from .acknowledgement import CODEC as ACK_CODEC
 from .acknowledgement import Acknowledgement
+from .barrier import CODEC as BARRIER_CODEC
 from .barrier import Barrier
-from .documents import decode, encode, now_iso, writer_identity
+from .codec import Codec
+from .documents import now_iso, writer_identity
 from .errors import (
     CheckpointError,
-    MalformedDocument,
     NotFound,
     PreconditionFailed,
     SavepointExists,
@@ -38,9 +40,14 @@ class Savepoint:
         return {t: a.state_handle for t, a in self.acks.items()}
 
 
-def _ack_json(ack: Acknowledgement) -> dict[str, Any]:
-    return {"task_id": ack.task_id, "attempt": ack.attempt, "acked_at": ack.acked_at,
-            "state_handle": ack.state_handle.to_json(), "writer": ack.writer}
+def _build(d: dict[str, Any], key: str) -> Savepoint:
+    # The embedded barrier and acknowledgements are read by their own documents' codecs.
+    acks = {t: ACK_CODEC.parse(a, key) for t, a in d["acks"].items()}
+    return Savepoint(d["name"], int(d["epoch_id"]), d.get("lineage", "main"),
+                     d.get("created_at", ""), BARRIER_CODEC.parse(d["barrier"], key), acks)
+
+
+CODEC = Codec(FORMAT, "savepoint", ("name", "epoch_id", "barrier", "acks"), _build)
 
 
 def create_savepoint(coordinator: Any, name: str, epoch_id: int | None = None) -> Savepoint:
@@ -59,10 +66,10 @@ def create_savepoint(coordinator: Any, name: str, epoch_id: int | None = None) -
     acks = {t: coordinator.read_ack(ref.key) for t, ref in meta.acks.items()}
     created = now_iso(coordinator.clock())
     body = {"name": name, "epoch_id": epoch_id, "lineage": meta.lineage, "created_at": created,
-            "barrier": barrier.to_json(), "acks": {t: _ack_json(a) for t, a in acks.items()},
+            "barrier": barrier.to_json(), "acks": {t: a.to_json() for t, a in acks.items()},
             "writer": writer_identity()}
     try:
-        storage.create(layout.savepoint(name), encode(FORMAT, body))
+        storage.create(layout.savepoint(name), CODEC.encode(body))
     except PreconditionFailed:
         raise SavepointExists(f"savepoint {name!r} exists already") from None
     return Savepoint(name, epoch_id, meta.lineage, created, barrier, acks)
@@ -74,17 +81,7 @@ def read_savepoint(storage: Storage, layout: Layout, name: str) -> Savepoint:
         data, _ = storage.read(key)
     except NotFound:
         raise SavepointNotFound(f"savepoint {name!r} does not exist") from None
-    where = storage.uri(key)
-    doc = decode(data, FORMAT, where, ("name", "epoch_id", "barrier", "acks"))
-    try:
-        acks = {t: Acknowledgement(a["task_id"], int(a["attempt"]), a["acked_at"],
-                                   StateHandle.from_json(a["state_handle"], where),
-                                   a.get("writer", {}))
-                for t, a in doc["acks"].items()}
-        return Savepoint(doc["name"], int(doc["epoch_id"]), doc.get("lineage", "main"),
-                         doc.get("created_at", ""), Barrier.from_json(doc["barrier"], where), acks)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise MalformedDocument(f"malformed savepoint at {where}: {exc!r}") from None
+    return CODEC.decode(data, storage.uri(key))
 
 
 def list_savepoints(storage: Storage, layout: Layout) -> list[Savepoint]:

@@ -15,7 +15,7 @@ import logging
 import threading
 from collections import OrderedDict
 
-from .documents import decode, encode
+from .codec import Codec
 from .errors import CheckpointError, MalformedDocument, PreconditionFailed
 from .layout import Layout
 from .stats import EpochStats
@@ -23,6 +23,8 @@ from .storage import Storage
 
 log = logging.getLogger(__name__)
 SUMMARY_FORMAT = "ckpt.epoch-summary"
+CODEC = Codec(SUMMARY_FORMAT, "summary", ("stats",),
+              lambda d, key: EpochStats.from_json(d["stats"]))
 
 
 def write_summary(storage: Storage, layout: Layout, stats: EpochStats) -> bool:
@@ -33,7 +35,7 @@ def write_summary(storage: Storage, layout: Layout, stats: EpochStats) -> bool:
                          "decided epoch's own statistics are summarised")
     try:
         storage.create(layout.epoch_summary(stats.epoch_id),
-                       encode(SUMMARY_FORMAT, {"stats": stats.to_json()}))
+                       CODEC.encode({"stats": stats.to_json()}))
         return True
     except PreconditionFailed:
         return False
@@ -58,11 +60,7 @@ def read_summary(storage: Storage, layout: Layout, epoch_id: int) -> EpochStats 
 
 def decode_summary(data: bytes, key: str) -> EpochStats:
     """Parse a summary document; MalformedDocument (naming ``key``) when it is not one."""
-    doc = decode(data, SUMMARY_FORMAT, key, ("stats",))
-    try:
-        return EpochStats.from_json(doc["stats"])
-    except (TypeError, AttributeError) as exc:
-        raise MalformedDocument(f"malformed summary at {key}: {exc!r}") from None
+    return CODEC.decode(data, key)
 
 
 class SummaryCache:

@@ -233,3 +233,37 @@ def test_every_reader_refuses_a_document_without_a_required_field(tmp_path):
                     decode_doc(without)
             else:
                 decode_doc(without)  # optional (or the unset one of a pair): a default
+
+
+def test_one_codec_per_document_and_errors_name_the_document(tmp_path):
+    """Every document of section 5 is read and written by exactly one Codec (the savepoint
+    embeds the barrier's and the acknowledgement's); a field of the wrong shape is a
+    one-line MalformedDocument naming the document and its key."""
+    import importlib
+    import pkgutil
+
+    import checkpointing
+    from checkpointing.codec import Codec
+    from checkpointing.errors import MalformedDocument
+
+    codecs: dict[str, list[Codec]] = {}
+    for mod in pkgutil.iter_modules(checkpointing.__path__):
+        m = importlib.import_module(f"checkpointing.{mod.name}")
+        for value in vars(m).values():
+            if isinstance(value, Codec) and value not in codecs.get(value.format, []):
+                codecs.setdefault(value.format, []).append(value)
+    assert set(codecs) == set(spec_documents())
+    assert all(len(c) == 1 for c in codecs.values()), codecs
+    written, spec = written_documents(tmp_path), spec_documents()
+    for fmt, (codec,) in codecs.items():
+        table = spec[fmt]["tables"][0]
+        assert set(codec.required) == {f for f, req in table.items() if req == "yes"}, fmt
+        doc = max(written[fmt], key=len)
+        codec.decode(json.dumps(doc).encode(), "k")
+        bad = {**doc, codec.required[0]: {"not": "this"}}
+        try:
+            codec.decode(json.dumps(bad).encode(), "s3://b/k")
+        except MalformedDocument as exc:
+            assert str(exc).startswith(f"malformed {codec.name} at s3://b/k") or \
+                "s3://b/k" in str(exc), exc
+            assert "\n" not in str(exc)
