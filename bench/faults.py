@@ -606,12 +606,11 @@ def _own_connect_server():
     """A Spark Connect server for this run, with the S3 server's credentials (a deployment
     gives its server a role; clients never send credentials)."""
     from spark_jobs.runtime.connect_server import ConnectServer
-    from tests.airflow_standalone import free_port
     from tests.s3server import ACCESS_KEY, SECRET_KEY
 
     os.environ.setdefault("AWS_ACCESS_KEY_ID", ACCESS_KEY)
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
-    return ConnectServer(port=free_port(), driver_memory="1500m", extra_env={
+    return ConnectServer(port=0, driver_memory="1500m", extra_env={
         "AWS_ACCESS_KEY_ID": os.environ["AWS_ACCESS_KEY_ID"],
         "AWS_SECRET_ACCESS_KEY": os.environ["AWS_SECRET_ACCESS_KEY"]}).start()
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import glob
+import hashlib
 import json
 import os
 import pwd
@@ -33,6 +34,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from dataclasses import asdict, dataclass, field
@@ -356,9 +358,9 @@ def build(compose: dict, home: Path, ports: Ports,
 
     svcs = compose["services"]
     # PostgreSQL: Debian's server on a data directory of the cluster's own.
-    pg = _pg_bin()
-    add("postgres", [str(pg / "postgres"), "-D", str(home / "postgres" / "data"),
-                     "-p", str(ports.of("postgres", "db")), "-k", str(home / "postgres"),
+    pg, pg_dir = _pg_bin(), _pg_dir(home)
+    add("postgres", [str(pg / "postgres"), "-D", str(pg_dir / "data"),
+                     "-p", str(ports.of("postgres", "db")), "-k", str(pg_dir),
                      "-c", "listen_addresses=127.0.0.1"], base,
         ports.of("postgres", "db"), user=_pg_user())
     add("redis", ["redis-server", "--bind", "127.0.0.1", "--port",
@@ -445,6 +447,18 @@ def _pg_bin() -> Path:
     return Path(found[-1]).parent
 
 
+def _pg_dir(home: Path) -> Path:
+    """PostgreSQL's directory (data and socket): in the home when the postgres user can
+    reach it, else (a home under a private directory, as pytest's) one of /tmp named after
+    the home, so that `up` after `down` finds its database again."""
+    home = home.resolve()
+    if _pg_user() is None or all(p.stat().st_mode & 0o001 for p in
+                                 [h for h in (home, *home.parents) if h.exists()]):
+        return home / "postgres"
+    digest = hashlib.sha1(str(home).encode()).hexdigest()[:12]  # noqa: S324
+    return Path(tempfile.gettempdir()) / f"ckpt-cluster-pg-{digest}"
+
+
 def _pg_user() -> str | None:
     return "postgres" if os.geteuid() == 0 else None
 
@@ -460,13 +474,14 @@ def _minio() -> str:
 def init_postgres(c: Cluster, compose: dict) -> None:
     """initdb (once) and, after the server is up, the role and database of the compose file."""
     pg = _pg_bin()
-    data = c.home / "postgres" / "data"
+    pg_dir = _pg_dir(c.home)
+    data = pg_dir / "data"
     user = _pg_user()
     kw = {"user": user, "group": pwd.getpwnam(user).pw_gid} if user else {}
     if not (data / "PG_VERSION").exists():
         data.mkdir(parents=True, exist_ok=True)
         if user:
-            for p in (c.home / "postgres", data):
+            for p in (pg_dir, data):
                 shutil.chown(p, user, user)
         r = subprocess.run([str(pg / "initdb"), "-D", str(data), "-U", "postgres",  # noqa: S603
                             "--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8"],
@@ -483,7 +498,7 @@ def create_pg_role(c: Cluster, compose: dict) -> None:
             raise ClusterError(f"{what} may hold letters, digits, '_', '.', '-' only")
 
     def psql(sql: str) -> str:
-        r = subprocess.run(["psql", "-h", str(c.home / "postgres"),  # noqa: S603, S607
+        r = subprocess.run(["psql", "-h", str(_pg_dir(c.home)),  # noqa: S603, S607
                             "-p", str(c.ports.of("postgres", "db")), "-U", "postgres", "-qtA",
                             "-d", "postgres", "-c", sql], capture_output=True, text=True)
         if r.returncode != 0:

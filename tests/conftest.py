@@ -28,9 +28,8 @@ def spark_connect(tmp_path_factory):
     """One Spark Connect server per test process (each xdist worker has its own), the S3
     server's credentials in its environment, as a deployment gives its server a role."""
     from spark_jobs.runtime.connect_server import ConnectServer
-    from tests.airflow_standalone import free_port
 
-    server = ConnectServer(port=free_port(), driver_memory="1500m",
+    server = ConnectServer(port=0, driver_memory="1500m",  # a free port, race-proof
                            log_path=tmp_path_factory.mktemp("connect") / "server.log",
                            extra_env={"AWS_ACCESS_KEY_ID": ACCESS_KEY,
                                       "AWS_SECRET_ACCESS_KEY": SECRET_KEY})

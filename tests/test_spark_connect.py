@@ -165,3 +165,31 @@ def test_the_readme_server_commands_start_report_and_stop(tmp_path):
     assert stop.returncode == 0 and "stopped" in stop.stdout, stop.stdout + stop.stderr
     s = run(["spark_jobs.runtime.connect_server", "status", "--port", port])
     assert s.returncode == 1 and "not listening" in s.stdout
+
+
+def test_a_port_taken_before_the_server_binds_it_is_not_mistaken_for_the_server():
+    """`port=0` takes a free port; when another process listens there before the JVM
+    binds it (what made a whole xdist worker's tests fail once: the launcher saw the port
+    listening and took the squatter for its server), the launcher notices the port is not
+    its server's and starts again on another."""
+    import socket
+
+    import spark_jobs.runtime.connect_server as cs
+
+    with socket.socket() as squat:
+        squat.bind(("127.0.0.1", 0))
+        squat.listen()
+        taken = squat.getsockname()[1]
+        ports = iter([taken])
+        real = cs._free_port
+        cs._free_port = lambda host: next(ports, None) or real(host)
+        try:
+            server = cs.ConnectServer(port=0, driver_memory="512m").start()
+        finally:
+            cs._free_port = real
+        try:
+            assert server.port != taken
+            assert cs._owns_port(server.proc.pid, server.port)
+            assert not cs._owns_port(server.proc.pid, taken)
+        finally:
+            server.stop()

@@ -95,8 +95,21 @@ class ConnectServer:
                 **self.extra_env}
 
     def start(self, timeout: float = 180.0) -> ConnectServer:
-        """Start the server and wait until it accepts connections."""
-        if _listening(self.host, self.port):
+        """Start the server and wait until it accepts connections. ``port=0`` picks a free
+        port, and another one if a different process takes it before the JVM binds it
+        (a free port is only free until someone binds it: busy test machines race)."""
+        auto = self.port == 0
+        for _ in range(3 if auto else 1):
+            if auto:
+                self.port = _free_port(self.host)
+            if self._launch(timeout, refuse_busy=not auto):
+                return self
+        raise RuntimeError(f"Spark Connect server could not bind a port on {self.host}: "
+                           f"{_tail(self.log_path)}")
+
+    def _launch(self, timeout: float, refuse_busy: bool) -> bool:
+        """Run the server; True once it listens, False when its port was taken first."""
+        if refuse_busy and _listening(self.host, self.port):
             raise RuntimeError(f"port {self.port} is busy on {self.host}: a Spark Connect "
                                "server (or something else) already listens there")
         log_path = self.log_path or RUN_DIR / f"spark-connect-{self.port}.log"
@@ -109,10 +122,14 @@ class ConnectServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
+                if "Failed to bind" in _tail(log_path, 20_000):
+                    return False
                 raise RuntimeError(f"Spark Connect server exited ({self.proc.returncode}): "
                                    f"{_tail(log_path)}")
-            if _listening(self.host, self.port):
-                return self
+            # Listening is not enough: the port must be this server's, not a process that
+            # took it in the meantime (the server then dies of a BindException).
+            if _listening(self.host, self.port) and _owns_port(self.proc.pid, self.port):
+                return True
             time.sleep(0.5)
         self.stop()
         raise RuntimeError(f"Spark Connect server not listening on {self.url} within "
@@ -134,9 +151,43 @@ def _listening(host: str, port: int) -> bool:
         return False
 
 
-def _tail(path: Path, n: int = 2000) -> str:
+def _free_port(host: str) -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def _owns_port(pid: int, port: int) -> bool:
+    """Whether process ``pid`` holds the socket listening on ``port`` (Linux: the socket's
+    inode in /proc/net/tcp among the process's descriptors). True where /proc cannot say."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            f = line.split()
+            if f[3] == "0A" and int(f[1].rsplit(":", 1)[1], 16) == port:  # 0A: LISTEN
+                inodes.add(f"socket:[{f[9]}]")
+    if not inodes:
+        return not Path("/proc/net/tcp").exists()
     try:
-        return path.read_text(errors="replace")[-n:]
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return True  # another user's process: cannot look, trust the listener
+    for fd in fds:
+        try:
+            if os.readlink(fd) in inodes:
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _tail(path: Path | None, n: int = 2000) -> str:
+    try:
+        return Path(path).read_text(errors="replace")[-n:]
     except OSError:
         return ""
 
