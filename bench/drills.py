@@ -431,7 +431,7 @@ def run_drills(names: list[str], home: Path) -> tuple[list[FaultResult], list[in
                   f"dup={res.rows_duplicated} {res.seconds:5.0f}s {dict(res.outcomes)}",
                   flush=True)
     finally:
-        left = down(home)
+        left = down(home, volumes=True)
     return results, left, up_s
 
 

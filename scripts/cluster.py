@@ -66,6 +66,8 @@ ONE_OFF = ("minio-init", "airflow-init")
 ORDER = ("postgres", "redis", "minio", "minio-init", "spark-master", "spark-worker",
          "spark-connect", "airflow-init", "airflow-apiserver", "airflow-scheduler",
          "airflow-dag-processor", "airflow-triggerer", "airflow-worker")
+#: Directories of the home holding data (compose's volumes); `down --volumes` deletes them.
+DATA_DIRS = ("postgres", "redis", "minio", "spark-work", "airflow")
 #: SIGTERM for all but PostgreSQL, whose SIGTERM waits for every client to leave.
 STOP_SIGNAL = {"postgres": signal.SIGINT}
 
@@ -324,7 +326,7 @@ class Cluster:
         self.save()
 
     def leftover(self) -> list[int]:
-        """Processes still running from any process group this cluster started."""
+        """Processes still running from the process groups of the running services."""
         groups = {s.pid for s in self.services.values() if s.pid}
         return [pid for pid, pgid in _process_groups() if pgid in groups]
 
@@ -543,7 +545,7 @@ def up(home: Path = DEFAULT_HOME, free_ports: bool = False, timeout: float = 600
         if running:
             raise ClusterError(f"a cluster from {home} is running ({', '.join(running)}): "
                                "`down` first")
-    for d in ("logs", "redis", "minio", "spark-work", "airflow", "postgres"):
+    for d in ("logs", *DATA_DIRS):
         (home / d).mkdir(parents=True, exist_ok=True)
     compose = load_compose()
     c = build(compose, home, Ports.allocate(compose, free_ports), extra_env)
@@ -599,16 +601,22 @@ def celery_workers(c: Cluster) -> list[str]:
         return []
 
 
-def down(home: Path = DEFAULT_HOME, log=print) -> list[int]:
-    """Stop what `up` started, in reverse order; the pids of anything left behind."""
+def down(home: Path = DEFAULT_HOME, log=print, volumes: bool = False) -> list[int]:
+    """Stop what `up` started, in reverse order; the pids of anything left behind.
+    ``volumes`` also deletes the data (PostgreSQL, MinIO, Redis, Airflow's home), as
+    ``docker compose down -v`` deletes the volumes; logs stay."""
     c = Cluster.load(home.resolve())
+    groups = {s.pid for s in c.services.values() if s.pid}  # before stop() forgets them
     for name in reversed(list(c.services)):
         if c.services[name].pid and c.alive(name):
             log(f"stopping {name}", flush=True)
         c.stop(name)
-    left = c.leftover()
+    left = [pid for pid, pgid in _process_groups() if pgid in groups]
     for pid in left:
         log(f"still running after down: pid {pid}", flush=True)
+    if volumes and not left:
+        for d in (_pg_dir(c.home), *(c.home / n for n in DATA_DIRS)):
+            shutil.rmtree(d, ignore_errors=True)
     return left
 
 
@@ -724,13 +732,15 @@ def main(argv: list[str] | None = None) -> int:
                     help="any free ports instead of the compose file's")
     ap.add_argument("--signal", default="KILL", help="for kill: KILL, TERM, ...")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--volumes", action="store_true",
+                    help="for down: delete the data too (as `docker compose down -v`)")
     ap.add_argument("--timeout", type=float, default=600)
     a = ap.parse_args(argv)
     try:
         if a.action == "up":
             up(a.home, a.free_ports, a.timeout)
         elif a.action == "down":
-            return 1 if down(a.home) else 0
+            return 1 if down(a.home, volumes=a.volumes) else 0
         elif a.action == "status":
             rows = status(a.home)
             if a.json:

@@ -3,5 +3,6 @@
 #   scripts/cluster.sh up|down|status|kill SERVICE|start SERVICE [--free-ports] [--home DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ -x .venv/bin/python ] || scripts/bootstrap.sh
+# The venv with requirements.txt (Airflow's celery extra among them); cheap when current.
+scripts/bootstrap.sh
 exec .venv/bin/python scripts/cluster.py "$@"

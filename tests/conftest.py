@@ -12,9 +12,9 @@ from tests.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server
 #: Modules that take minutes (measured with --durations), started first so that no long one
 #: is left running alone at the end when `make test` runs three modules at a time (with
 #: --no-loadscope-reorder: xdist would otherwise start the modules with the most tests).
-LONGEST_FIRST = ("test_airflow_standalone.py", "test_airflow_timeout.py", "test_faults.py",
-                 "test_spark_cluster.py", "test_bench.py", "test_faults_data.py",
-                 "test_topology.py", "test_airflow_dags.py", "test_airflow_postgres.py",
+LONGEST_FIRST = ("test_topology.py", "test_airflow_standalone.py", "test_airflow_timeout.py",
+                 "test_faults.py", "test_spark_cluster.py", "test_bench.py",
+                 "test_faults_data.py", "test_airflow_dags.py", "test_airflow_postgres.py",
                  "test_demo.py", "test_spark_connect.py")
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 
@@ -129,3 +130,26 @@ def test_down_stops_only_its_own_process_groups(tmp_path):
 def test_cluster_sh_wraps_the_python_script():
     sh = ROOT / "scripts" / "cluster.sh"
     assert "scripts/cluster.py" in sh.read_text() and sh.stat().st_mode & 0o111
+
+
+def test_down_stops_a_service_with_its_children_and_deletes_volumes(tmp_path):
+    """A service's whole process group goes (a container's children die with it), and
+    `down --volumes` deletes the data directories."""
+
+    from scripts.cluster import Cluster, Service, _process_groups, down
+
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "minio").mkdir()
+    svc = Service("redis", ["sh", "-c", "sleep 300 & sleep 300; wait"], {"PATH": "/usr/bin:/bin"},
+                  str(tmp_path / "logs" / "redis.log"))
+    c = Cluster(tmp_path, Ports({}), {"redis": svc})
+    c.save()
+    c.start("redis", timeout=10)
+    group = c.services["redis"].pid
+    deadline = time.monotonic() + 10
+    while len([p for p, g in _process_groups() if g == group]) < 3:  # sh and its sleeps
+        assert time.monotonic() < deadline, "the service's children did not start"
+        time.sleep(0.05)
+    assert down(tmp_path, log=lambda *a, **k: None, volumes=True) == []
+    assert [p for p, g in _process_groups() if g == group] == []
+    assert not (tmp_path / "minio").exists() and (tmp_path / "logs").exists()

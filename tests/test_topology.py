@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from bench.drills import DRILL_ENV, VICTIM_TASK, Drills
-from scripts.cluster import down, up
+from scripts.cluster import _pg_dir, down, up
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
@@ -70,6 +70,7 @@ def test_three_epochs_through_celery_with_a_worker_killed(tmp_path):
         assert (verdict, lost, dup) == ("ok", 0, 0)
         assert d.published_until.isoformat() == "2013-01-04"
     finally:
-        left = down(home, log=lambda *a, **k: None)
+        left = down(home, log=lambda *a, **k: None, volumes=True)
     assert left == []
     assert _processes_mentioning(home) == []
+    assert not _pg_dir(home).exists() and not (home / "minio").exists()  # down --volumes
