@@ -9,18 +9,19 @@ from checkpointing.storage import LocalStorage
 from checkpointing.storage.s3 import S3Storage
 from tests.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server
 
-#: Modules that take minutes (measured with --durations), started first so that no long one
-#: is left running alone at the end when `make test` runs three modules at a time (with
-#: --no-loadscope-reorder: xdist would otherwise start the modules with the most tests).
-LONGEST_FIRST = ("test_topology.py", "test_airflow_standalone.py", "test_airflow_timeout.py",
-                 "test_faults.py", "test_spark_cluster.py", "test_bench.py",
-                 "test_faults_data.py", "test_airflow_dags.py", "test_airflow_postgres.py",
-                 "test_demo.py", "test_spark_connect.py")
-
 
 def pytest_collection_modifyitems(items):
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: module order kept
+    """Modules in the order tests/schedule.py finds best for xdist's load-file scheduler
+    (`make test` passes --no-loadscope-reorder, or xdist would start the modules with the
+    most tests first): no long module left running alone at the end."""
+    from collections import Counter
+
+    from tests.schedule import balanced_order
+
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    rank = {m: i for i, m in enumerate(
+        balanced_order(dict(Counter(item.path.name for item in items)), workers))}
+    items.sort(key=lambda item: rank[item.path.name])  # stable: order within a module kept
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,84 @@
+"""The order `make test` hands modules to xdist (``-n 4 --dist loadfile
+--no-loadscope-reorder``), chosen by simulating xdist's scheduler.
+
+Longest-first alone is not enough: xdist's load-file scheduler gives a worker its next
+module while it still runs the current one (it tops a worker up whenever two tests or
+fewer are pending on it), so a module queued behind a ten-minute one waits, while the other
+workers run dry. The simulation models exactly that rule, starts from longest-first and
+moves modules while the simulated end of the last worker gets earlier.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+#: Seconds of each slow module under `make test` (setup + calls, the CI run's --durations
+#: on a clean clone, 2 cores, three workers of 2026-11-23). Other modules count DEFAULT_SECONDS.
+MODULE_SECONDS = {
+    "test_topology.py": 540, "test_airflow_standalone.py": 580,
+    "test_airflow_timeout.py": 420, "test_spark_cluster.py": 410, "test_faults_data.py": 404,
+    "test_faults.py": 392, "test_bench.py": 390, "test_spark_jobs.py": 240,
+    "test_aircraft_dag.py": 200, "test_spark_s3.py": 175, "test_spark_connect.py": 140,
+    "test_demo.py": 130, "test_airflow_dags.py": 125, "test_airflow_postgres.py": 95,
+    "test_readme_commands.py": 90, "test_airflow_cli.py": 60,
+}
+DEFAULT_SECONDS = 10.0
+#: xdist's LoadScopeScheduling._reschedule: a worker is given another module when this many
+#: of its tests or fewer are still pending.
+TOP_UP_AT = 2
+
+
+@dataclass
+class _Worker:
+    pending: list[float]  # seconds of each test not finished, running one first
+    clock: float = 0.0
+
+
+def makespan(order: list[str], tests: dict[str, int], workers: int) -> float:
+    """The simulated time at which the last worker finishes, modules handed out in
+    ``order`` by xdist's rule."""
+    queue = list(order)
+    ws = [_Worker([]) for _ in range(workers)]
+
+    def give(w: _Worker) -> None:
+        if queue:
+            m = queue.pop(0)
+            n = max(tests.get(m, 1), 1)
+            w.pending += [MODULE_SECONDS.get(m, DEFAULT_SECONDS) / n] * n
+
+    for w in ws:  # schedule(): one module each, then one top-up each
+        give(w)
+    for w in ws:
+        if len(w.pending) <= TOP_UP_AT:
+            give(w)
+    while any(w.pending for w in ws):
+        w = min((w for w in ws if w.pending), key=lambda w: w.clock + w.pending[0])
+        w.clock += w.pending.pop(0)
+        if len(w.pending) <= TOP_UP_AT:  # mark_test_complete -> _reschedule
+            give(w)
+    return max(w.clock for w in ws)
+
+
+def balanced_order(tests: dict[str, int], workers: int) -> list[str]:
+    """Module names in the order to collect them: longest first, then each move of one
+    module to another place kept while it shortens the simulated makespan."""
+    order = sorted(tests, key=lambda m: (-MODULE_SECONDS.get(m, DEFAULT_SECONDS), m))
+    if workers < 2:
+        return order
+    best = makespan(order, tests, workers)
+    improved = True
+    while improved:
+        improved = False
+        for i in range(len(order)):
+            for j in range(len(order)):
+                if i == j:
+                    continue
+                cand = order[:i] + order[i + 1:]
+                cand.insert(j, order[i])
+                span = makespan(cand, tests, workers)
+                if span < best - 1e-6:
+                    order, best, improved = cand, span, True
+                    break
+            if improved:
+                break
+    return order
