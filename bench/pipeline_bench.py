@@ -319,7 +319,8 @@ def ss_at_scale(spark, work: Path, scale: int, start: int, epochs: int) -> dict[
     coord = Coordinator(LocalStorage(wdir / "ckpt"), "flights_stats")
     ss = structured_streaming(spark, wdir, data, start, epochs, coord, f"file://{wdir}/data")
     last = epoch_stats(coord, epochs + 1)  # the last daily epoch (1 is the history)
-    tasks = {t.task_id: {"restore_ms": t.restore_ms, "run_ms": t.run_ms} for t in last.tasks}
+    tasks = {t.task_id: {"restore_ms": t.restore_ms, "run_ms": t.run_ms,
+                         "sync_ms": t.sync_ms, "async_ms": t.async_ms} for t in last.tasks}
     in_tasks = sum((t["restore_ms"] or 0) + (t["run_ms"] or 0) for t in tasks.values())
     ss["where_ms"] = {"epoch": last.duration_ms, "tasks": tasks,
                       "outside_tasks": round((last.duration_ms or 0) - in_tasks, 1)}

@@ -397,15 +397,34 @@ class Coordinator:
         """Why a completed epoch of ``lineage`` cannot be restored ([] when it can); None
         when ``epoch_id`` is not a completed epoch of that lineage. A malformed or
         newer-version ``_metadata`` is not a reason to fall back: it is refused (raised)."""
-        from .verify import verify_handles
-
         meta = self.metadata(epoch_id)
         if meta is None or not meta.completed or not self._on_line(meta, lineage):
             return None
         try:
-            return verify_handles(self.storage, epoch_id, self.completed_handles(epoch_id)).problems
+            return self._verify_for_restore(epoch_id).problems
         except (NotFound, MalformedDocument) as exc:  # an acknowledgement lost or damaged
             return [str(exc)]
+
+    def _verify_for_restore(self, epoch_id: int):  # noqa: ANN202 (VerifyReport)
+        """Verify a completed epoch's files against the newest verification record (5.16)
+        of the epoch itself or of its parent: files unchanged since are checked by size and
+        etag, the others hashed; a clean verification is recorded for the next begin."""
+        from .verify import read_record, verify_handles, write_record
+
+        record = read_record(self.storage, self.layout, epoch_id)
+        if record is None:
+            parent = self.barrier(epoch_id).parent_epoch_id
+            if parent is not None:
+                record = read_record(self.storage, self.layout, parent)
+        report = verify_handles(self.storage, epoch_id, self.completed_handles(epoch_id),
+                                known=record.files if record else None)
+        log.info("pipeline %s: epoch %d verified for restore: %d file(s) hashed (%d bytes), "
+                 "%d unchanged since %s", self.pipeline_id, epoch_id, report.files_checked,
+                 report.bytes_checked, report.files_unchanged,
+                 f"epoch {record.epoch_id}'s record" if record else "no record")
+        if report.ok and (record is None or record.epoch_id != epoch_id):
+            write_record(self.storage, self.layout, report, self.clock())
+        return report
 
     def _on_line(self, meta: EpochMetadata, lineage: str) -> bool:
         """Whether a completed epoch belongs to ``lineage``'s line of state: its own epochs,

@@ -8,6 +8,7 @@ written per epoch therefore follow the change, not the total state.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import tempfile
@@ -32,6 +33,21 @@ def sha256_file(path: str | os.PathLike[str]) -> tuple[str, int]:
     return h.hexdigest(), size
 
 
+def _persisting(method):
+    """Count the time of a writer method that makes files durable into ``persist_ms``
+    (not nested: add_directory calls add_file)."""
+
+    @functools.wraps(method)
+    def timed(self, *args, **kwargs):
+        t0 = time.monotonic()
+        try:
+            return method(self, *args, **kwargs)
+        finally:
+            self.persist_ms += (time.monotonic() - t0) * 1000
+
+    return timed
+
+
 @dataclass
 class SnapshotWriter:
     """Builds one task attempt's state handle, uploading only what changed."""
@@ -49,12 +65,15 @@ class SnapshotWriter:
     bytes_referenced: int = 0
     #: stored files whose sha256 came from the store's own checksum, not a download
     hashed_by_store: int = 0
-    _started: float = field(default_factory=time.monotonic)
+    #: milliseconds spent making files durable (hashing, uploading, asking the store for
+    #: checksums): the ``async_ms`` of the handle's timings, Flink's asynchronous part
+    persist_ms: float = 0.0
 
     def __post_init__(self) -> None:
         self._previous_by_digest = {(f.sha256, f.size): f
                                     for f in (self.previous.files if self.previous else ())}
 
+    @_persisting
     def add_file(self, name: str, path: str | os.PathLike[str]) -> FileRef:
         """Add a local file under logical ``name``; upload it only if it changed."""
         _check_name(name)
@@ -72,6 +91,7 @@ class SnapshotWriter:
         self._files[name] = ref
         return ref
 
+    @_persisting
     def add_stored(self, name: str, key: str) -> FileRef:
         """Add a file a distributed writer (Spark executors) already put in storage under
         this attempt's prefix: hashed by streaming it back; if it equals a file of the
@@ -101,6 +121,7 @@ class SnapshotWriter:
             self.storage.download_file(key, local)
             return sha256_file(local)
 
+    @_persisting
     def stage_stored_output(self, output: str, keys: list[str], rows: int | None = None,
                             meta: dict[str, Any] | None = None) -> OutputRef:
         """Declare files already written under this attempt's staging prefix as an output."""
@@ -141,6 +162,7 @@ class SnapshotWriter:
         self._outputs[output] = out
         return out
 
+    @_persisting
     def stage_output(self, output: str, paths: list[str | os.PathLike[str]],
                      rows: int | None = None, meta: dict[str, Any] | None = None,
                      names: list[str] | None = None) -> OutputRef:
@@ -168,7 +190,7 @@ class SnapshotWriter:
         """The state handle for the acknowledgement. ``extra`` fills the other fields
         (offsets, row_counts, metrics, timings, restored_from, delivery)."""
         timings = dict(extra.pop("timings", {}) or {})
-        timings.setdefault("async_ms", round((time.monotonic() - self._started) * 1000, 3))
+        timings.setdefault("async_ms", round(self.persist_ms, 3))
         return StateHandle(
             task_id=self.task_id, epoch_id=self.epoch_id, attempt=self.attempt,
             files=tuple(self._files[n] for n in sorted(self._files)),

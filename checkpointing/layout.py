@@ -46,6 +46,10 @@ class Layout:
     def barrier(self, epoch_id: int) -> str:
         return f"{self.epoch_prefix(epoch_id)}barrier.json"
 
+    def verified(self, epoch_id: int) -> str:
+        """What a restore verified of a completed epoch's files (PROTOCOL 5.16, 1.6)."""
+        return f"{self.epoch_prefix(epoch_id)}_verified.json"
+
     def metadata(self, epoch_id: int) -> str:
         return f"{self.epoch_prefix(epoch_id)}_metadata"
 

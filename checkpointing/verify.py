@@ -1,48 +1,147 @@
-"""Verification of an epoch's files without restoring it."""
+"""Verification of an epoch's files without restoring it, and the verification record
+that makes the check before every restore follow the change, not the state's size.
+
+The record (PROTOCOL 5.16, 1.6) says, for each file of a completed epoch, the size, sha256
+and the store's etag seen when a restore verified it. An object's etag is derived from
+its bytes, and a rewrite changes it, so a file found again with the recorded size and etag
+is the file that was hashed: one HEAD instead of a download. Only the files an epoch added
+since the record are downloaded and hashed.
+"""
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from .errors import CheckpointError, IntegrityError
-from .incremental import _download_verified
+from .codec import Codec
+from .documents import now_iso, writer_identity
+from .errors import (
+    CheckpointError,
+    IntegrityError,
+    MalformedDocument,
+    NotFound,
+    PreconditionFailed,
+    UnsupportedVersion,
+)
+from .incremental import _download_verified, _key_of
+from .layout import Layout
 from .state_handle import FileRef, StateHandle
 from .storage import Storage
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
 class VerifyReport:
-    """Files checked and the problems found, one line each."""
+    """Files checked and the problems found, one line each. ``files_checked`` were
+    downloaded and hashed; ``files_unchanged`` matched a verification record by size and
+    etag (one HEAD each)."""
 
     epoch_id: int
     files_checked: int = 0
     bytes_checked: int = 0
+    files_unchanged: int = 0
     problems: list[str] = field(default_factory=list)
+    #: {uri: VerifiedFile} of every file that verified, for the record
+    verified: dict[str, VerifiedFile] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
         return not self.problems
 
 
-def verify_handles(storage: Storage, epoch_id: int,
-                   handles: dict[str, StateHandle]) -> VerifyReport:
-    """Check existence, size and sha256 of every state and output file of ``handles``."""
+@dataclass(frozen=True)
+class VerifiedFile:
+    """A file as a verification saw it: its bytes' size and sha256, the store's etag."""
+
+    size: int
+    sha256: str
+    etag: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"size": self.size, "sha256": self.sha256, "etag": self.etag}
+
+
+@dataclass(frozen=True)
+class VerificationRecord:
+    """``epochs/<epoch>/_verified.json``: the files of a completed epoch a restore
+    verified, by URI."""
+
+    epoch_id: int
+    verified_at: str
+    files: dict[str, VerifiedFile]
+
+
+def _build_record(d: dict[str, Any], key: str) -> VerificationRecord:
+    files = {str(uri): VerifiedFile(int(f["size"]), str(f["sha256"]), str(f["etag"]))
+             for uri, f in d["files"].items()}
+    return VerificationRecord(int(d["epoch_id"]), str(d["verified_at"]), files)
+
+
+RECORD = Codec("ckpt.verified", "verification record", ("epoch_id", "verified_at", "files"),
+               _build_record)
+
+
+def read_record(storage: Storage, layout: Layout, epoch_id: int) -> VerificationRecord | None:
+    """An epoch's verification record; None when it has none, or an unreadable one (derived
+    data: the files are then hashed, and the bad record is left as it is, logged)."""
+    key = layout.verified(epoch_id)
+    try:
+        data, _ = storage.read(key)
+        return RECORD.decode(data, storage.uri(key))
+    except NotFound:
+        return None
+    except (MalformedDocument, UnsupportedVersion) as exc:
+        log.warning("ignoring %s: every file it covers is hashed again", exc)
+        return None
+
+
+def write_record(storage: Storage, layout: Layout, report: VerifyReport, at: float) -> bool:
+    """Store what a clean verification saw, create-once; False when a record exists."""
+    if not report.ok:
+        raise ValueError(f"epoch {report.epoch_id} did not verify: nothing to record")
+    body = {"epoch_id": report.epoch_id, "verified_at": now_iso(at),
+            "files": {uri: f.to_json() for uri, f in sorted(report.verified.items())},
+            "writer": writer_identity()}
+    try:
+        storage.create(layout.verified(report.epoch_id), RECORD.encode(body))
+        return True
+    except PreconditionFailed:
+        return False
+
+
+def verify_handles(storage: Storage, epoch_id: int, handles: dict[str, StateHandle],
+                   known: dict[str, VerifiedFile] | None = None) -> VerifyReport:
+    """Check existence, size and sha256 of every state and output file of ``handles``.
+    A file in ``known`` (a verification record's files) whose size and etag are unchanged
+    is checked by one HEAD; every other file is downloaded and hashed."""
     report = VerifyReport(epoch_id)
     with tempfile.TemporaryDirectory(prefix="ckpt-verify-") as tmp:
         for task, handle in sorted(handles.items()):
             for ref in handle.all_files():
-                _verify_one(storage, task, ref, Path(tmp) / "f", report)
+                if ref.uri not in report.verified:
+                    _verify_one(storage, task, ref, Path(tmp) / "f", report, known or {})
     return report
 
 
 def _verify_one(storage: Storage, task: str, ref: FileRef, target: Path,
-                report: VerifyReport) -> None:
+                report: VerifyReport, known: dict[str, VerifiedFile]) -> None:
     try:
-        _download_verified(storage, ref, target)
-        report.files_checked += 1
-        report.bytes_checked += ref.size
+        try:
+            info = storage.head(_key_of(storage, ref))
+        except NotFound:
+            raise IntegrityError(f"state file {ref.name!r} is missing: {ref.uri}") from None
+        seen = VerifiedFile(ref.size, ref.sha256, info.etag)
+        if known.get(ref.uri) == seen and info.size == ref.size:
+            report.files_unchanged += 1
+        else:
+            _download_verified(storage, ref, target)
+            report.files_checked += 1
+            report.bytes_checked += ref.size
+        report.verified[ref.uri] = seen
     except (IntegrityError, CheckpointError) as exc:
         report.problems.append(f"task {task}: {exc}")
     finally:
@@ -50,5 +149,5 @@ def _verify_one(storage: Storage, task: str, ref: FileRef, target: Path,
 
 
 def verify_epoch(coordinator, epoch_id: int) -> VerifyReport:  # noqa: ANN001
-    """Verify every file a completed epoch references."""
+    """Verify every file a completed epoch references, hashing each (``ckpt verify``)."""
     return verify_handles(coordinator.storage, epoch_id, coordinator.completed_handles(epoch_id))

@@ -78,3 +78,7 @@ def test_structured_streaming_at_a_scale_equals_ours_and_says_where_time_goes(tm
     where = res["where_ms"]
     assert set(where["tasks"]) == {"ingest_flights", "route_stats", "carrier_stats"}
     assert where["epoch"] > 0 and all(t["run_ms"] > 0 for t in where["tasks"].values())
+    # Within a task's run: Spark writing the snapshot (sync), then making it durable (async).
+    for t in where["tasks"].values():
+        assert t["sync_ms"] > 0 and t["async_ms"] > 0, t
+        assert t["sync_ms"] + t["async_ms"] <= t["run_ms"] * 1.01 + 1, t

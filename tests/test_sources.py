@@ -4,7 +4,7 @@ data interval."""
 from __future__ import annotations
 
 from checkpointing import LocalStorage
-from spark_jobs.flights.sources import changed_files
+from spark_jobs.flights.sources import HEADER_BYTES, changed_files, split_unreadable
 
 
 def _put(st: LocalStorage, key: str, body: bytes = b"a,b\n1,2\n") -> None:
@@ -37,3 +37,22 @@ def test_unbounded_and_undated_files(tmp_path):
     cur, _, _ = changed_files(st, "raw/dims/", {})
     assert sorted(cur) == ["raw/dims/2099-01-01.csv", "raw/dims/airlines.csv"]
 
+
+
+def test_headers_are_checked_from_the_first_bytes_only(tmp_path):
+    st = LocalStorage(tmp_path)
+    ok = "a,b\n" + "é,1\n" * 10_000  # a two-byte character cut at HEADER_BYTES
+    _put(st, "raw/ok.csv", ok.encode())
+    _put(st, "raw/other.csv", b"x,y\n1,2\n")
+    _put(st, "raw/binary.csv", b"\xff\xfe\x00a,b\n")
+    _put(st, "raw/empty.csv", b"")
+    _put(st, "raw/long.csv", b"a" * (HEADER_BYTES + 10) + b"\n")
+    reads = []
+    real = st.read_start
+    st.read_start = lambda key, n: (reads.append(n), real(key, n))[1]
+    keys = ["raw/ok.csv", "raw/other.csv", "raw/binary.csv", "raw/empty.csv", "raw/long.csv"]
+    readable, unreadable = split_unreadable(st, keys, ["a", "b"])
+    assert readable == ["raw/ok.csv"]
+    assert dict(unreadable) == {"raw/other.csv": "bad_header", "raw/binary.csv": "not_utf8",
+                                "raw/empty.csv": "bad_header", "raw/long.csv": "bad_header"}
+    assert reads == [HEADER_BYTES] * len(keys)

@@ -202,6 +202,46 @@ def test_corrupt_latest_epoch_falls_back_to_an_older_one(storage, tmp_path):
     assert b5.parent_epoch_id is None and len(b5.restore_fallback) == 3
 
 
+def test_restore_verification_hashes_only_what_changed_since_its_record(storage, tmp_path,
+                                                                       monkeypatch):
+    """Each epoch adds one state file to the ones before; the check before each restore
+    hashes the one new file and checks the others by size and etag against the parent's
+    verification record (5.16). A recorded file rewritten with other bytes of the same size
+    is still caught: its etag changed."""
+    import checkpointing.verify as verify
+
+    hashed: list[str] = []
+    real = verify._download_verified
+    monkeypatch.setattr(verify, "_download_verified",
+                        lambda st, ref, target: (hashed.append(ref.name), real(st, ref, target)))
+    c = Coordinator(storage, "p", config=CheckpointConfig(retained_epochs=10))
+    parts: dict[str, bytes] = {}
+    first_file = None
+    for i in range(5):
+        hashed.clear()
+        b = c.begin_epoch(ONE, f"r{i}")
+        assert b.parent_epoch_id == (i or None) and not b.restore_fallback
+        assert len(hashed) == (1 if i else 0), (i, hashed)  # the parent's one new file
+        if i >= 2:
+            record = verify.read_record(storage, c.layout, i)
+            assert record is not None and len(record.files) == i
+        parts[f"s{i}"] = f"state-{i}".encode()
+        w, ack = _snapshot(c, b.epoch_id, parts, tmp_path,
+                           previous=c.restore_handle(b.epoch_id, "t"))
+        assert w.bytes_written == len(parts[f"s{i}"])  # incremental: one new file
+        first_file = first_file or ack.state_handle.files[0]
+        c.complete(b.epoch_id)
+    # s0, referenced by every epoch, rewritten in place with as many bytes.
+    storage.write(storage.key_for_uri(first_file.uri), b"STATE-0")
+    hashed.clear()
+    b6 = c.begin_epoch(ONE, "r6")
+    assert b6.parent_epoch_id is None
+    assert [f["epoch_id"] for f in b6.restore_fallback] == [5, 4, 3, 2, 1]
+    assert all("corrupt" in f["problems"][0] for f in b6.restore_fallback)
+    # An epoch that fails verification gets no record.
+    assert verify.read_record(storage, c.layout, 5) is None
+
+
 def test_verify_restore_off_keeps_the_latest_parent(storage, tmp_path):
     c = Coordinator(storage, "p", config=CheckpointConfig(verify_restore=False))
     b = c.begin_epoch(ONE, "r1")

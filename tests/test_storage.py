@@ -43,6 +43,16 @@ def test_read_missing_raises_not_found(storage):
         storage.head("nope/x")
 
 
+def test_read_start_reads_only_the_first_bytes(storage):
+    storage.write("big.csv", b"header\n" + b"x" * 100_000)
+    storage.write("empty.csv", b"")
+    assert storage.read_start("big.csv", 7) == b"header\n"
+    assert storage.read_start("big.csv", 200_000) == storage.read("big.csv")[0]
+    assert storage.read_start("empty.csv", 4096) == b""
+    with pytest.raises(NotFound):
+        storage.read_start("missing.csv", 10)
+
+
 def test_list_is_sorted_and_prefix_exact(storage):
     for k in ["e/0002/b", "e/0001/a", "e/0001/c", "e/00010/x", "f/zzz"]:
         storage.write(k, k.encode())

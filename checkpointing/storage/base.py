@@ -57,6 +57,11 @@ class Storage(ABC):
     def read(self, key: str) -> tuple[bytes, str]:
         """Return (bytes, etag); raise NotFound."""
 
+    def read_start(self, key: str, nbytes: int) -> bytes:
+        """The object's first ``nbytes`` bytes (fewer when it is shorter), without reading
+        the rest where the store can (a ranged GET); raise NotFound."""
+        return self.read(key)[0][:nbytes]
+
     @abstractmethod
     def head(self, key: str) -> ObjectInfo:
         """Return the object's metadata; raise NotFound."""

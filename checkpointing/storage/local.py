@@ -78,6 +78,14 @@ class LocalStorage(Storage):
             raise NotFound(f"not found: {self.uri(key)} is a directory") from None
         return data, _etag(data)
 
+    def read_start(self, key: str, nbytes: int) -> bytes:
+        self.stats.add("GET")
+        try:
+            with self._path(key).open("rb") as f:
+                return f.read(nbytes)
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            raise NotFound(f"not found: {self.uri(key)}") from None
+
     def head(self, key: str) -> ObjectInfo:
         self.stats.add("HEAD")
         path = self._path(key)

@@ -121,6 +121,20 @@ class S3Storage(Storage):
                                f"({len(data)} of {resp['ContentLength']} bytes)")
         return data, etag
 
+    def read_start(self, key: str, nbytes: int) -> bytes:
+        if nbytes <= 0:
+            return b""
+        try:
+            resp = self.client.get_object(Bucket=self.bucket, Key=self._k(key),
+                                          Range=f"bytes=0-{nbytes - 1}")
+            return resp["Body"].read()
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") == "InvalidRange":
+                return b""  # an empty object has no byte 0
+            raise self._error(exc, key) from None
+        except BotoCoreError as exc:
+            raise self._error(exc, key) from None
+
     def _complete(self, key: str, resp: dict[str, Any], *fields: str) -> str:
         """The response's ETag, after checking that it carries ``fields``: a connection cut
         inside the headers can leave botocore a response without them, which must be

@@ -34,6 +34,10 @@ def _file_day(key: str) -> str:
     return stem if len(stem) == 10 and stem[4] == "-" and stem[7] == "-" else ""
 
 
+#: Bytes read from the start of a raw file to check its header.
+HEADER_BYTES = 4096
+
+
 def split_unreadable(storage: Storage, keys: list[str],
                      columns: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
     """Keys whose header matches ``columns``, and (key, reason) of the others: binary,
@@ -41,9 +45,10 @@ def split_unreadable(storage: Storage, keys: list[str],
     readable, unreadable = [], []
     expected = ",".join(columns)
     for key in keys:
-        data, _ = storage.read(key)
+        start = storage.read_start(key, HEADER_BYTES)  # a ranged read: files may be large
+        line = start.split(b"\n", 1)[0]  # a header longer than HEADER_BYTES is not ours
         try:
-            head = data[:4096].decode("utf-8").splitlines()[0].strip() if data else ""
+            head = line.decode("utf-8").strip()
         except UnicodeDecodeError:
             unreadable.append((key, "not_utf8"))
             continue

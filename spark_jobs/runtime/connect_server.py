@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .session import JARS_DIR, LOG4J_CONF, s3a_conf
+from .session import JARS_DIR, LOCAL_CONF, LOG4J_CONF, s3a_conf
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 RUN_DIR = Path(__file__).resolve().parents[2] / ".tools" / "run"
@@ -69,7 +69,7 @@ class ConnectServer:
                 "spark.driver.extraJavaOptions":
                     f"-Dlog4j.configurationFile={LOG4J_CONF} -Dlog4j2.level=WARN"}
         if self.master.startswith("local"):
-            conf["spark.sql.shuffle.partitions"] = "4"  # a laptop's; a cluster's stand
+            conf.update(LOCAL_CONF)  # a laptop's; a cluster's settings stand
         jars = sorted(JARS_DIR.glob("*.jar"))
         if jars:
             conf.update(s3a_conf(self.s3_endpoint))

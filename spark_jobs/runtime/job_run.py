@@ -12,6 +12,7 @@ A job that finds its epoch's data unacceptable raises :class:`DeclineEpoch`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import tempfile
@@ -27,7 +28,7 @@ from checkpointing.state_handle import FileRef
 from checkpointing.storage import LocalStorage, Storage, open_storage
 
 from .connect import SparkConnectError, is_connect, unsupported_feature
-from .session import spark_uri
+from .session import OUTPUT_FILES_CONF, spark_uri
 
 log = logging.getLogger("spark_jobs.runtime")
 
@@ -61,6 +62,10 @@ class JobRun:
     upstream: dict[str, StateHandle]
     writer: SnapshotWriter
     scratch: Path
+    #: milliseconds Spark spent writing the snapshot's state and staged outputs: the
+    #: ``sync_ms`` of the handle's timings (the job waits for it, as Flink's synchronous
+    #: part); making them durable afterwards is the writer's ``async_ms``
+    snapshot_write_ms: float = 0.0
 
     # ------------------------------------------------------------------ reading
     @property
@@ -120,9 +125,11 @@ class JobRun:
             from pyspark.sql import functions as F
 
             df = df.withColumn(_PART, F.col(partition_col).cast("string"))
-            df.write.mode("overwrite").partitionBy(_PART).parquet(path)
+            with self._snapshot_write():
+                df.write.mode("overwrite").partitionBy(_PART).parquet(path)
         else:
-            df.write.mode("overwrite").parquet(path)
+            with self._snapshot_write():
+                df.write.mode("overwrite").parquet(path)
         if prefix is None:
             return self.writer.add_directory(path, prefix=f"{name}/")
         return [self.writer.add_stored(f"{name}/{k[len(prefix):]}", k)
@@ -131,12 +138,24 @@ class JobRun:
     def write_output(self, df: Any, output: str, rows: int | None = None) -> None:
         """Stage ``df`` as output ``output`` (published only when the epoch completes)."""
         path, prefix = self._target(f"out-{output}", "staging")
-        df.coalesce(1).write.mode("overwrite").parquet(path)
+        files = self.spark.conf.get(OUTPUT_FILES_CONF, None)
+        if files:
+            df = df.coalesce(int(files))
+        with self._snapshot_write():
+            df.write.mode("overwrite").parquet(path)
         if prefix is None:
             parts = sorted(p for p in Path(path).iterdir() if p.suffix == ".parquet")
             self.writer.stage_output(output, parts, rows=rows)
         else:
             self.writer.stage_stored_output(output, self._stored(prefix), rows=rows)
+
+    @contextlib.contextmanager
+    def _snapshot_write(self):
+        t0 = time.monotonic()
+        try:
+            yield
+        finally:
+            self.snapshot_write_ms += (time.monotonic() - t0) * 1000
 
     def stage_empty(self, output: str) -> None:
         """Stage ``output`` with no rows and no files, without a Spark job (downstream
@@ -210,7 +229,7 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
             metrics={**result.metrics, "bytes_referenced": writer.bytes_referenced,
                      "files_hashed_by_store": writer.hashed_by_store},
             timings={"started_at": started_at, "restore_ms": round(restore_ms, 1),
-                     "run_ms": round(run_ms, 1)},
+                     "run_ms": round(run_ms, 1), "sync_ms": round(run.snapshot_write_ms, 1)},
             restored_from={"epoch_id": previous.epoch_id if previous else None},
             delivery=coordinator.barrier(epoch_id).mode,
         )

@@ -27,6 +27,11 @@ def spark_uri(uri: str) -> str:
 SESSION_CONF = {"spark.sql.session.timeZone": "UTC",
                 "spark.sql.sources.partitionColumnTypeInference.enabled": "false"}
 
+#: Files per staged output, set only on the laptop-sized local sessions the runtime makes
+#: (tiny outputs in one file); on a cluster Spark writes a file per partition, in parallel.
+OUTPUT_FILES_CONF = "spark.ckpt.outputFiles"
+LOCAL_CONF = {"spark.sql.shuffle.partitions": "4", OUTPUT_FILES_CONF: "1"}
+
 JARS_DIR = Path(__file__).resolve().parents[2] / ".tools" / "jars"
 LOG4J_CONF = Path(__file__).resolve().parent / "log4j2.properties"
 
@@ -71,9 +76,10 @@ def spark_session(app: str, master: str | None = None, *, s3: bool = False,
         b = b.config(k, v)
     if not submitted and (master is None or master.startswith("local")):
         # A laptop-sized local session: the cluster's own settings stand everywhere else.
-        b = (b.master(master or "local[2]")
-             .config("spark.sql.shuffle.partitions", "4")
-             .config("spark.ui.enabled", "false")
+        b = b.master(master or "local[2]")
+        for k, v in LOCAL_CONF.items():
+            b = b.config(k, v)
+        b = (b.config("spark.ui.enabled", "false")
              .config("spark.ui.showConsoleProgress", "false"))
     elif master:
         b = b.master(master)
