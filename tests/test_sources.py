@@ -3,8 +3,11 @@ data interval."""
 
 from __future__ import annotations
 
+import os
+from datetime import date, timedelta
+
 from checkpointing import LocalStorage
-from spark_jobs.flights.sources import HEADER_BYTES, changed_files, split_unreadable
+from spark_jobs.flights.sources import HEADER_BYTES, new_input, split_unreadable
 
 
 def _put(st: LocalStorage, key: str, body: bytes = b"a,b\n1,2\n") -> None:
@@ -15,28 +18,65 @@ def test_bound_holds_back_later_days_but_not_late_files(tmp_path):
     st = LocalStorage(tmp_path)
     for day in ("2013-01-01", "2013-01-02", "2013-01-03"):
         _put(st, f"raw/flights/{day}.csv")
-    cur, new, replaced = changed_files(st, "raw/flights/", {}, until="2013-01-02")
-    assert sorted(cur) == new == ["raw/flights/2013-01-01.csv"] and replaced == []
+    first = new_input(st, "raw/flights/", None, until="2013-01-02")
+    assert sorted(first.offsets["files"]) == first.new == ["raw/flights/2013-01-01.csv"]
+    assert first.replaced == first.late == []
     # The next epoch, bounded one day later, sees only its own day ...
-    cur2, new2, _ = changed_files(st, "raw/flights/", cur, until="2013-01-03")
-    assert new2 == ["raw/flights/2013-01-02.csv"]
+    second = new_input(st, "raw/flights/", first.offsets, until="2013-01-03")
+    assert second.new == ["raw/flights/2013-01-02.csv"] and second.late == []
     # ... and a late file for a past day, and a corrected past file.
     _put(st, "raw/flights/2012-12-31.csv")
     _put(st, "raw/flights/2013-01-01.csv", b"a,b\n1,3\n")
-    _, new3, replaced3 = changed_files(st, "raw/flights/", cur2, until="2013-01-03")
-    assert new3 == ["raw/flights/2012-12-31.csv", "raw/flights/2013-01-01.csv"]
-    assert replaced3 == ["raw/flights/2013-01-01.csv"]
+    third = new_input(st, "raw/flights/", second.offsets, until="2013-01-03")
+    assert third.new == ["raw/flights/2012-12-31.csv", "raw/flights/2013-01-01.csv"]
+    assert third.replaced == ["raw/flights/2013-01-01.csv"]
+    assert third.late == ["raw/flights/2012-12-31.csv"]
+    # Offsets of earlier versions ({"files": every file}) are read as they were.
+    old = new_input(st, "raw/flights/", {"files": first.offsets["files"]}, until="2013-01-03")
+    assert old.new == ["raw/flights/2012-12-31.csv", "raw/flights/2013-01-01.csv",
+                       "raw/flights/2013-01-02.csv"]
+    assert old.replaced == ["raw/flights/2013-01-01.csv"]
+
+
+def _land(st: LocalStorage, day: str, mtime: float, body: bytes = b"a,b\n1,2\n") -> None:
+    key = f"raw/flights/{day}.csv"
+    _put(st, key, body)
+    os.utime(st.root / key, (mtime, mtime))
+
+
+def test_offsets_keep_a_window_of_files_not_the_history(tmp_path):
+    """A year of daily files, one landed per day: the offsets hold the files of the last
+    week (as Spark's file source keeps its seen files), every file is consumed exactly once,
+    and a file rewritten after it left the window comes back as a late file (its old rows
+    are then retracted by the job)."""
+    st = LocalStorage(tmp_path)
+    t0, day_s = 1_700_000_000.0, 86400.0
+    offsets, consumed, sizes = None, [], []
+    for i in range(365):
+        day = (date(2013, 1, 1) + timedelta(days=i)).isoformat()
+        _land(st, day, t0 + i * day_s)
+        found = new_input(st, "raw/flights/", offsets, until=None)
+        assert found.new == [f"raw/flights/{day}.csv"] and not found.replaced, (day, found)
+        consumed += found.new
+        offsets = found.offsets
+        sizes.append(len(offsets["files"]))
+    assert len(consumed) == len(set(consumed)) == 365
+    assert max(sizes) == 8 and sizes[-1] == 8  # 7 days back from the newest, inclusive
+    # Rewritten now, long after it aged out: new again, and named a late file.
+    _land(st, "2013-01-05", t0 + 365 * day_s, b"a,b\n9,9\n")
+    again = new_input(st, "raw/flights/", offsets)
+    assert again.new == again.late == ["raw/flights/2013-01-05.csv"]
+    assert again.replaced == []
 
 
 def test_unbounded_and_undated_files(tmp_path):
     st = LocalStorage(tmp_path)
     _put(st, "raw/dims/airlines.csv")
     _put(st, "raw/dims/2099-01-01.csv")
-    cur, _, _ = changed_files(st, "raw/dims/", {}, until="2013-01-02")
-    assert list(cur) == ["raw/dims/airlines.csv"]
-    cur, _, _ = changed_files(st, "raw/dims/", {})
-    assert sorted(cur) == ["raw/dims/2099-01-01.csv", "raw/dims/airlines.csv"]
-
+    found = new_input(st, "raw/dims/", None, until="2013-01-02")
+    assert list(found.offsets["files"]) == ["raw/dims/airlines.csv"]
+    found = new_input(st, "raw/dims/", None)
+    assert sorted(found.offsets["files"]) == ["raw/dims/2099-01-01.csv", "raw/dims/airlines.csv"]
 
 
 def test_headers_are_checked_from_the_first_bytes_only(tmp_path):

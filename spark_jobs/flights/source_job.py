@@ -2,7 +2,8 @@
 
 Offsets are the raw files consumed, with their content identity (etag or md5), kept in the
 state, not the logical date: a late file for a past day is picked up, and a replaced file is
-detected, its old rows retracted and its new rows ingested. Rows are parsed with an explicit
+detected, its old rows retracted and its new rows ingested. They list a window of recent
+files (:func:`~.sources.new_input`), not the whole history. Rows are parsed with an explicit
 schema; malformed ones go to the ``quarantine`` output with a reason and are counted; an
 unreadable file is quarantined whole. Rows whose natural key the state has already seen are
 dropped as duplicates.
@@ -21,7 +22,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..runtime import JobResult, JobRun, named_job, partition_value, spark_uri
-from .sources import changed_files, quarantine_schema, split_unreadable
+from .sources import new_input, quarantine_schema, split_unreadable
 
 
 @dataclass(frozen=True)
@@ -100,9 +101,12 @@ def make_source_job(spec: SourceSpec, name: str, module: str):
     schema = spec.bronze_schema
 
     def job(run: JobRun) -> JobResult:
-        prev_offsets = (run.previous.offsets or {}).get("files", {}) if run.previous else {}
-        current, new_keys, replaced = changed_files(run.data, spec.prefix, prev_offsets,
-                                                    run.input_until)
+        found = new_input(run.data, spec.prefix, run.previous.offsets if run.previous else None,
+                          run.input_until)
+        new_keys, replaced = found.new, found.replaced
+        # A late file's rows are retracted where the state has them (none, unless it is a
+        # file rewritten after it left the offsets' window): in its own days' partitions.
+        superseded = replaced + found.late
         readable, unreadable = split_unreadable(run.data, new_keys, spec.columns)
 
         good, quarantine = parse(read_raw(run, readable, spec), spec)
@@ -116,8 +120,8 @@ def make_source_job(spec: SourceSpec, name: str, module: str):
         if not replaced and spec.key_holds_date:
             prev_refs = [f for f in prev_refs if partition_value(f.name) in per_day]
         bronze_prev = run.read_parquet(prev_refs, schema)
-        in_replaced = F.col("source_file").isin(replaced)
-        kept_prev = bronze_prev.where(~in_replaced) if replaced else bronze_prev
+        in_replaced = F.col("source_file").isin(superseded)
+        kept_prev = bronze_prev.where(~in_replaced) if superseded else bronze_prev
         added = good.join(kept_prev.select(*spec.natural_key), spec.natural_key, "left_anti")
         added = added.select(*schema.fieldNames()).cache()
         added_per_day = {r.row_date: r["count"]
@@ -125,7 +129,7 @@ def make_source_job(spec: SourceSpec, name: str, module: str):
         n_added = sum(added_per_day.values())
         touched = set(added_per_day)
         n_retracted = 0
-        if replaced:
+        if superseded:
             retracted = bronze_prev.where(in_replaced).cache()
             retracted_per_day = {r.row_date: r["count"]
                                  for r in retracted.groupBy("row_date").count().collect()}
@@ -154,12 +158,13 @@ def make_source_job(spec: SourceSpec, name: str, module: str):
             run.stage_empty("delta_retracted")  # no Spark job for nothing
         run.write_output(quarantine, "quarantine", rows=n_bad_rows + len(unreadable))
         return JobResult(
-            offsets={"files": current},
+            offsets=found.offsets,
             row_counts={"rows_read": n_good + n_bad_rows, "rows_added": n_added,
                         "rows_quarantined": n_bad_rows, "duplicates_dropped": n_good - n_added,
                         "rows_retracted": n_retracted, "state_rows": state_rows,
                         "files_new": len(new_keys),
-                        "files_replaced": len(replaced), "files_unreadable": len(unreadable)},
+                        "files_replaced": len(replaced), "files_late": len(found.late),
+                        "files_unreadable": len(unreadable)},
             metrics={"partitions_rewritten": sorted(touched),
                      "unreadable_files": [k for k, _ in unreadable]},
         )
