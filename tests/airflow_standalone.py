@@ -35,8 +35,9 @@ def connect_env(server: Any) -> dict[str, str]:
 
 
 class Standalone:
-    def __init__(self, home: Path, **env: str):
+    def __init__(self, home: Path, command: tuple[str, ...] = ("standalone",), **env: str):
         self.home = home
+        self.command = command  # ("api-server",): Airflow's REST API alone
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         home.mkdir(parents=True, exist_ok=True)
@@ -67,7 +68,7 @@ class Standalone:
     # ------------------------------------------------------------------ lifecycle
     def start(self, timeout: float = 240) -> Standalone:
         self.log = open(self.home / "standalone.log", "w")  # noqa: SIM115
-        self.proc = subprocess.Popen([AIRFLOW, "standalone"], env=self.env, cwd=ROOT,
+        self.proc = subprocess.Popen([AIRFLOW, *self.command], env=self.env, cwd=ROOT,
                                      stdout=self.log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
         deadline = time.time() + timeout
@@ -117,6 +118,9 @@ class Standalone:
             **kw: Any) -> requests.Response:
         return requests.get(f"{self.url}{path}", headers={**self._headers(user), **(headers or {})},
                             timeout=30, **kw)
+
+    def put(self, path: str, user: str | None = "admin") -> requests.Response:
+        return requests.put(f"{self.url}{path}", headers=self._headers(user), timeout=60)
 
     def post(self, path: str, body: Any, user: str | None = "admin") -> requests.Response:
         return requests.post(f"{self.url}{path}", json=body, headers=self._headers(user),

@@ -34,6 +34,7 @@ from checkpointing.lineages import list_origins, read_promotion
 from checkpointing.listing import list_epochs
 from checkpointing.stats import epoch_or_history_stats
 
+from .airflow_api import AirflowApi
 from .backfill import (
     BackfillRequestError,
     airflow_preview,
@@ -224,22 +225,37 @@ def get_lineages(dag_id: str = DagId) -> dict[str, Any]:
 
 @app.post("/api/dags/{dag_id}/backfills", dependencies=WRITE, status_code=201,
           summary="Backfill data days starting from an epoch or a savepoint (or preview it)")
-def post_backfill(body: BackfillRequest, user: GetUserDep, response: Response,
-                  dag_id: str = DagId) -> dict[str, Any]:
+def post_backfill(body: BackfillRequest, user: GetUserDep, request: Request,
+                  response: Response, dag_id: str = DagId) -> dict[str, Any]:
     coord = _coordinator(dag_id)
+    api = _airflow_api(request)
     origin = {"from_epoch": body.from_epoch, "from_savepoint": body.from_savepoint}
     try:
         if body.dry_run:
             response.status_code = 200
-            return airflow_preview(coord, dag_id, body.first_day, body.last_day,
+            return airflow_preview(coord, api, dag_id, body.first_day, body.last_day,
                                    rewind=body.rewind, **origin).to_json()
-        started = start_backfill(coord, dag_id, body.first_day, body.last_day,
+        started = start_backfill(coord, api, dag_id, body.first_day, body.last_day,
                                  requested_by=user.get_name(), rewind=body.rewind, **origin)
     except BackfillRequestError as exc:
         raise HTTPException(exc.status, str(exc)) from None
     except CheckpointError as exc:
         raise _storage_errors(exc) from None
     return started.to_json()
+
+
+def _airflow_api(request: Request) -> AirflowApi:
+    """Airflow's REST API of this api-server, called with the caller's own token (header,
+    or the UI's cookie), so that Airflow checks the caller's rights on the backfill."""
+    from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
+    from airflow.configuration import conf
+
+    base = conf.get("api", "base_url", fallback=None) or \
+        f"{request.url.scheme}://{request.url.netloc}"
+    auth = request.headers.get("authorization")
+    if not auth and (cookie := request.cookies.get(COOKIE_NAME_JWT_TOKEN)):
+        auth = f"Bearer {cookie}"
+    return AirflowApi(base, {"Authorization": auth} if auth else {})
 
 
 def _asset(name: str) -> str:

@@ -31,6 +31,8 @@ from checkpointing.errors import CheckpointError
 from checkpointing.ids import validate_epoch_id, validate_id
 from checkpointing.lineages import LineageOrigin, delete_origin, new_origin, record_origin
 
+from .airflow_api import AirflowApi, AirflowApiError
+
 
 class BackfillRequestError(ValueError):
     """The request cannot start a backfill: ``status`` 400 for a bad request (range, unknown
@@ -302,21 +304,18 @@ def _plan_findings(change: dict[str, list[str]], allow_non_restored: bool,
                      "outputs than at the origin")
 
 
-def start_backfill(coord: Coordinator, dag_id: str, first_day: str | date,
+def start_backfill(coord: Coordinator, api: AirflowApi, dag_id: str, first_day: str | date,
                    last_day: str | date, *, from_epoch: int | None = None,
                    from_savepoint: str | None = None, requested_by: str | None = None,
                    rewind: bool = False) -> BackfillStarted:
     """Preview, refuse (409) on any conflict, then record the lineage's origin and create
-    the backfill with Airflow's machinery (needs the metadata database: call from the
-    api-server or a CLI on the scheduler's host, as ``airflow backfill create`` does).
+    the backfill through Airflow's REST API (``api``, with the caller's token: Airflow
+    checks that user's right to backfill the DAG).
 
     Every day of the range must be runnable: a day Airflow would skip (a run of it still
     in flight) refuses the whole backfill, naming it, because a skipped last day would
     leave the lineage unpublished. A refused backfill writes nothing."""
-    from airflow.models.backfill import _create_backfill
-
-    kwargs = airflow_kwargs(dag_id)
-    preview = airflow_preview(coord, dag_id, first_day, last_day, from_epoch=from_epoch,
+    preview = airflow_preview(coord, api, dag_id, first_day, last_day, from_epoch=from_epoch,
                               from_savepoint=from_savepoint, rewind=rewind)
     if preview.conflicts:
         raise BackfillRequestError("; ".join(preview.conflicts), 409)
@@ -330,72 +329,40 @@ def start_backfill(coord: Coordinator, dag_id: str, first_day: str | date,
                         promote=preview.published_after["promotes"])
     record_origin(coord.storage, coord.layout, origin)
     try:
-        backfill = _create_backfill(
-            max_active_runs=1, triggering_user_name=requested_by,
-            from_date=_midnight(first), to_date=_midnight(last),
-            dag_run_conf={"checkpoint": {"lineage": origin.lineage}},  # see runconf.py
-            **kwargs)
-    except Exception as exc:  # Airflow's own refusals: another backfill running, no runs
+        backfill_id = api.create_backfill(dag_id, first, last,
+                                          {"checkpoint": {"lineage": origin.lineage}})
+    except AirflowApiError as exc:  # Airflow's own refusals: another backfill running, ...
         delete_origin(coord.storage, coord.layout, origin.lineage)
-        raise BackfillRequestError(f"Airflow refused the backfill: {exc}", 409) from None
-    runs = tuple(BackfillRun(d, data_day_of(date.fromisoformat(d)).isoformat())
-                 for d in _run_dates(backfill.id))
-    return BackfillStarted(origin.lineage, backfill.id, origin, runs, preview)
+        raise BackfillRequestError(f"Airflow refused the backfill: {exc}",
+                                   _status(exc)) from None
+    # The runs are the dry run's: every day of the range, none skipped (checked above).
+    return BackfillStarted(origin.lineage, backfill_id, origin, preview.runs, preview)
 
 
-def airflow_preview(coord: Coordinator, dag_id: str, first_day: str | date,
+def _status(exc: AirflowApiError) -> int:
+    """Airflow's refusal as this API answers it: its auth errors and unavailability as
+    they are, any other refusal of the range as a conflict."""
+    return exc.status if exc.status in (401, 403, 503) else 409
+
+
+def airflow_preview(coord: Coordinator, api: AirflowApi, dag_id: str, first_day: str | date,
                     last_day: str | date, **origin: Any) -> BackfillPreview:
-    """The preview against Airflow's state: its own dry run of the dates, and the DAG as
-    deployed now (plan, daily inputs under its data root). Needs the metadata database."""
-    kwargs = airflow_kwargs(dag_id)
+    """The preview against Airflow's state: its own dry run of the dates (REST), and the
+    DAG as deployed now (plan, daily inputs under its data root)."""
 
     def open_data(uri: str) -> Storage:
         from .settings import CheckpointSettings
 
         return CheckpointSettings(pipeline_id=dag_id, data=uri).open_data_storage()
 
-    return preview_backfill(coord, first_day, last_day,
-                            runnable=lambda a, b: airflow_runnable(a, b, kwargs),
+    def runnable(first: date, last: date) -> set[date]:
+        try:
+            return set(api.backfill_dry_run(dag_id, first, last))
+        except AirflowApiError as exc:  # unknown DAG, non-periodic schedule, future dates
+            raise BackfillRequestError(f"Airflow refused the backfill: {exc}",
+                                       _status(exc)) from None
+
+    return preview_backfill(coord, first_day, last_day, runnable=runnable,
                             deployed=deployed_dag(dag_id, open_data), **origin)
 
 
-def airflow_kwargs(dag_id: str) -> dict[str, Any]:
-    """How this module asks Airflow's backfill machinery, for the dry run and the real one."""
-    from airflow.models.backfill import ReprocessBehavior
-
-    return {"dag_id": dag_id,
-            "reverse": False,  # oldest first: each epoch restores from the one before
-            # Dates that already ran are run again, on the new lineage.
-            "reprocess_behavior": ReprocessBehavior.COMPLETED}
-
-
-def _midnight(d: date) -> datetime:
-    return datetime(d.year, d.month, d.day, tzinfo=UTC)
-
-
-def airflow_runnable(first: date, last: date, kwargs: dict[str, Any]) -> set[date]:
-    """The logical dates of ``first``..``last`` Airflow's dry run of the backfill would run
-    (409 when Airflow refuses the range itself)."""
-    from airflow.models.backfill import _do_dry_run
-    from airflow.utils.session import create_session
-
-    try:
-        with create_session() as session:
-            return {info.logical_date.date() for info in _do_dry_run(
-                session=session, from_date=_midnight(first), to_date=_midnight(last),
-                **kwargs)}
-    except Exception as exc:  # unknown DAG, non-periodic schedule, future dates, ...
-        raise BackfillRequestError(f"Airflow refused the backfill: {exc}", 409) from None
-
-
-def _run_dates(backfill_id: int) -> tuple[str, ...]:
-    """Logical dates of the runs Airflow created or re-queued for the backfill."""
-    from airflow.models.backfill import BackfillDagRun
-    from airflow.utils.session import create_session
-    from sqlalchemy import select
-
-    with create_session() as session:
-        rows = session.scalars(select(BackfillDagRun.logical_date).where(
-            BackfillDagRun.backfill_id == backfill_id,
-            BackfillDagRun.dag_run_id.is_not(None)).order_by(BackfillDagRun.logical_date))
-        return tuple(d.date().isoformat() for d in rows)

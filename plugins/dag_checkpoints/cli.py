@@ -1,6 +1,7 @@
-"""``ckpt-airflow``: the Airflow side's command line. Run it where ``airflow backfill create``
-runs (it needs the metadata database); it reads checkpoint storage like the plugin does
-(CKPT_STORAGE, AWS_ENDPOINT_URL, CKPT_AWS_CONN_ID).
+"""``ckpt-airflow``: the command line of the plugin's backfill API. It runs anywhere the
+api-server is reachable, as ``airflowctl`` does: the api-server does the work (it reads
+checkpoint storage and asks Airflow's own REST API, with your token, to create the
+backfill), so the command needs neither the metadata database nor storage credentials.
 
     ckpt-airflow backfill --dag-id flights_daily --from-epoch 12 \
         --first-day 2013-02-01 --last-day 2013-02-10 [--dry-run] [--rewind]
@@ -8,22 +9,21 @@ runs (it needs the metadata database); it reads checkpoint storage like the plug
 
 Days are data days: the first and the last day of input the backfill replays (the run of
 logical date D + 1 consumes day D). ``--dry-run`` prints the preview and starts nothing.
+
+The api-server: ``--api-url``, else ``$AIRFLOW_API_URL``, else Airflow's ``[api] base_url``.
+Credentials: a token in ``$AIRFLOW_API_TOKEN``, or ``--username`` with the password in
+``$AIRFLOW_API_PASSWORD`` (exchanged for a token at ``/auth/token``; never a flag, so that
+it stays out of shell history and process listings).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
-from checkpointing.errors import CheckpointError
-
-from .backfill import (
-    BackfillRequestError,
-    airflow_preview,
-    start_backfill,
-)
-from .settings import CheckpointSettings
+from .airflow_api import AirflowApi, AirflowApiError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -41,30 +41,55 @@ def _parser() -> argparse.ArgumentParser:
                     help="print what the backfill would do, start nothing")
     bf.add_argument("--rewind", action="store_true", help="allow publishing older data "
                     "than is published now (a last day behind the published frontier)")
-    bf.add_argument("--storage", help="checkpoint storage URI (default: $CKPT_STORAGE)")
+    bf.add_argument("--api-url", help="the api-server (default: $AIRFLOW_API_URL, else "
+                    "Airflow's [api] base_url)")
+    bf.add_argument("--username", help="sign in as this user (password from "
+                    "$AIRFLOW_API_PASSWORD) instead of $AIRFLOW_API_TOKEN")
     return ap
+
+
+def _api_url(flag: str | None) -> str:
+    url = flag or os.environ.get("AIRFLOW_API_URL")
+    if not url:
+        from airflow.configuration import conf
+
+        url = conf.get("api", "base_url", fallback=None)
+    if not url:
+        raise ValueError("no api-server: pass --api-url or set AIRFLOW_API_URL")
+    return url.rstrip("/")
+
+
+def _token(url: str, username: str | None) -> str:
+    if username:
+        password = os.environ.get("AIRFLOW_API_PASSWORD")
+        if password is None:
+            raise ValueError("--username needs the password in $AIRFLOW_API_PASSWORD")
+        body = AirflowApi(url).call("POST", "/auth/token",
+                                    {"username": username, "password": password})
+        return body["access_token"]
+    token = os.environ.get("AIRFLOW_API_TOKEN")
+    if not token:
+        raise ValueError("no credentials: set AIRFLOW_API_TOKEN, or pass --username with "
+                         "the password in AIRFLOW_API_PASSWORD")
+    return token
 
 
 def main(argv: list[str] | None = None) -> int:
     a = _parser().parse_args(argv)
+    body = {"first_day": a.first_day, "last_day": a.last_day, "dry_run": a.dry_run,
+            "rewind": a.rewind}
+    body.update({"from_epoch": a.from_epoch} if a.from_epoch is not None
+                else {"from_savepoint": a.from_savepoint})
     try:
-        settings = CheckpointSettings(pipeline_id=a.dag_id)
-        if a.storage:
-            settings = CheckpointSettings(pipeline_id=a.dag_id, storage=a.storage)
-        coord = settings.coordinator()
-        origin = {"from_epoch": a.from_epoch, "from_savepoint": a.from_savepoint}
-        if a.dry_run:
-            result = airflow_preview(coord, a.dag_id, a.first_day, a.last_day,
-                                     rewind=a.rewind, **origin)
-        else:
-            result = start_backfill(coord, a.dag_id, a.first_day, a.last_day,
-                                    requested_by="ckpt-airflow", rewind=a.rewind, **origin)
-    except (BackfillRequestError, CheckpointError, ValueError) as exc:
+        url = _api_url(a.api_url)
+        api = AirflowApi(url, {"Authorization": f"Bearer {_token(url, a.username)}"},
+                         timeout=300)
+        result = api.call("POST", f"/ckpt/api/dags/{a.dag_id}/backfills", body)
+    except (AirflowApiError, ValueError) as exc:
         print(f"ckpt-airflow: error: {exc}", file=sys.stderr)
         return 2
-    # One line, last: Airflow may log to stdout before it.
-    print(json.dumps(result.to_json()))
-    return 1 if a.dry_run and result.conflicts else 0
+    print(json.dumps(result))
+    return 1 if a.dry_run and result.get("conflicts") else 0
 
 
 if __name__ == "__main__":
