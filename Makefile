@@ -22,7 +22,7 @@ test: install
 	scripts/install_browser.sh
 	scripts/install_toxiproxy.sh
 	CKPT_TEST_PG_URL=$$(scripts/start_postgres.sh) $(PY) -m pytest -q -p no:cacheprovider \
-		-n 4 --dist loadfile --no-loadscope-reorder --durations=25
+		-n 3 --dist loadfile --no-loadscope-reorder --durations=25
 
 lint: install
 	.venv/bin/ruff check .

@@ -9,6 +9,13 @@ from checkpointing.storage import LocalStorage
 from checkpointing.storage.s3 import S3Storage
 from tests.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server
 
+# Every Spark JVM the tests start (local sessions, Connect servers, spark-submit drivers and
+# executors) reads the suite's spark-defaults.conf; the standalone daemons take the same
+# JVM options from SPARK_DAEMON_JAVA_OPTS. Why: tests/spark_conf/spark-defaults.conf.
+_SPARK_CONF_DIR = os.path.join(os.path.dirname(__file__), "spark_conf")
+os.environ.setdefault("SPARK_CONF_DIR", _SPARK_CONF_DIR)
+os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+
 
 def pytest_collection_modifyitems(items):
     """Modules in the order tests/schedule.py finds best for xdist's load-file scheduler

@@ -1,4 +1,4 @@
-"""The order `make test` hands modules to xdist (``-n 4 --dist loadfile
+"""The order `make test` hands modules to xdist (``-n 3 --dist loadfile
 --no-loadscope-reorder``), chosen by simulating xdist's scheduler.
 
 Longest-first alone is not enough: xdist's load-file scheduler gives a worker its next
@@ -20,7 +20,7 @@ MODULE_SECONDS = {
     "test_faults.py": 392, "test_bench.py": 390, "test_spark_jobs.py": 240,
     "test_aircraft_dag.py": 200, "test_spark_s3.py": 175, "test_spark_connect.py": 140,
     "test_demo.py": 130, "test_airflow_dags.py": 125, "test_airflow_postgres.py": 95,
-    "test_readme_commands.py": 90, "test_airflow_cli.py": 60,
+    "test_readme_commands.py": 90, "test_airflow_cli.py": 150,
 }
 DEFAULT_SECONDS = 10.0
 #: xdist's LoadScopeScheduling._reschedule: a worker is given another module when this many

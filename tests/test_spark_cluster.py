@@ -15,9 +15,10 @@ from spark_jobs.runtime.package import build_jobs_zip
 from tests.spark_cluster import SPARK_HOME, start_cluster
 
 
-@pytest.fixture
-def cluster(tmp_path):
-    c = start_cluster(tmp_path)
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """One master and worker for the module: a cluster outlives the applications on it."""
+    c = start_cluster(tmp_path_factory.mktemp("cluster"))
     yield c
     c.stop()
 
@@ -63,6 +64,7 @@ def test_dag_in_submit_mode_runs_every_job_on_the_cluster(cluster, tmp_path):
     """flights_daily under `airflow dags test` with CKPT_SPARK_MODE=submit: every job goes
     through SparkSubmitOperator to the master named by the Airflow connection."""
     import json
+    from collections import Counter
     from datetime import date
 
     from checkpointing import read_manifest
@@ -79,10 +81,12 @@ def test_dag_in_submit_mode_runs_every_job_on_the_cluster(cluster, tmp_path):
         AIRFLOW_CONN_SPARK_CLUSTER=json.dumps({"conn_type": "spark",
                                                "host": cluster.master_url}))
     migrate(env)
+    before = Counter(a["name"] for a in cluster.state()["completedapps"])
     r = airflow(env, "dags", "test", "flights_daily", "2013-01-02")
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     c = Coordinator(LocalStorage(tmp_path / "ckpt"), "flights_daily")
     assert c.latest_completed() == 1 and read_manifest(c.storage, c.layout).epoch_id == 1
-    apps = {a["name"] for a in cluster.state()["completedapps"]}
-    assert apps >= {f"flights_daily.{j}" for j in PLAN}, apps
+    # This run's applications: the cluster is shared with the module's other test.
+    apps = Counter(a["name"] for a in cluster.state()["completedapps"]) - before
+    assert set(apps) >= {f"flights_daily.{j}" for j in PLAN}, apps
     oracle.assert_gold_matches_oracle(c, data, ["carrier"], "gold_carrier_stats")
