@@ -5,8 +5,8 @@ two ``@task.checkpointed_spark`` functions, wired with ``>>``; ``checkpoint_dag`
 epoch's plan from them and adds the begin, timeout and commit steps.
 
 - ``tail_delta`` reads the raw flight files of the run's data interval that no earlier epoch
-  consumed (its offsets list the files consumed so far) and writes this epoch's flights,
-  distance and air time per tail number;
+  consumed (its offsets: the runtime's ``new_input``, a week's window of seen files) and
+  writes this epoch's flights, distance and air time per tail number;
 - ``utilisation`` restores the running totals of the previous epoch, adds the delta, joins
   the aircraft register (``raw/dims/planes.csv``) and publishes ``gold_aircraft_utilisation``.
 
@@ -23,7 +23,7 @@ from airflow.sdk import dag, task
 from dag_checkpoints import CheckpointSettings, checkpoint_dag
 
 from checkpointing import CheckpointConfig
-from spark_jobs.runtime import JobResult, JobRun, spark_uri
+from spark_jobs.runtime import JobResult, JobRun, new_input, spark_uri
 
 RAW = "raw/flights/"
 DELTA_SCHEMA = "tailnum string, flights long, distance double, air_time double"
@@ -42,11 +42,14 @@ def tail_delta(run: JobRun) -> JobResult:
     """This epoch's flights per tail number, from raw files not consumed before."""
     from pyspark.sql import functions as F
 
-    consumed = set((run.previous.offsets or {}).get("files", [])) if run.previous else set()
-    until = run.input_until  # the run's data interval end: files of days before it
-    new = sorted(o.key for o in run.data.list(RAW) if o.key.endswith(".csv")
-                 and o.key not in consumed
-                 and (until is None or o.key.rsplit("/", 1)[-1][:10] < until))
+    # Files landed since the previous epoch's offsets (a week's window of seen files, as
+    # Spark's file source keeps), up to the run's data interval end. This job only adds, so
+    # a file rewritten while in the window is not read again; a late file (named for a past
+    # day) is read, as is one rewritten after it left the window (flights' source job
+    # retracts the old rows of those instead: spark_jobs/flights/source_job.py).
+    found = new_input(run.data, RAW, run.previous.offsets if run.previous else None,
+                      until=run.input_until)
+    new = [k for k in found.new if k not in found.replaced]
     if new:
         flights = (run.spark.read.option("header", True).option("mode", "DROPMALFORMED")
                    .schema("year int, month int, day int, dep_time double, "
@@ -64,7 +67,7 @@ def tail_delta(run: JobRun) -> JobResult:
     else:
         delta = run.spark.createDataFrame([], DELTA_SCHEMA)
     refs = run.write_state(delta.coalesce(1), "delta")
-    return JobResult(offsets={"files": sorted(consumed | set(new))},
+    return JobResult(offsets=found.offsets,
                      row_counts={"files_new": len(new), "tails": delta.count()},
                      metrics={"delta_files": len(refs)})
 

@@ -7,7 +7,8 @@ import os
 from datetime import date, timedelta
 
 from checkpointing import LocalStorage
-from spark_jobs.flights.sources import HEADER_BYTES, new_input, split_unreadable
+from spark_jobs.flights.sources import HEADER_BYTES, split_unreadable
+from spark_jobs.runtime import new_input
 
 
 def _put(st: LocalStorage, key: str, body: bytes = b"a,b\n1,2\n") -> None:
@@ -96,3 +97,22 @@ def test_headers_are_checked_from_the_first_bytes_only(tmp_path):
     assert dict(unreadable) == {"raw/other.csv": "bad_header", "raw/binary.csv": "not_utf8",
                                 "raw/empty.csv": "bad_header", "raw/long.csv": "bad_header"}
     assert reads == [HEADER_BYTES] * len(keys)
+
+
+def test_key_only_offsets_and_other_suffixes(tmp_path):
+    """Offsets that list keys only (the aircraft example's before the runtime had a file
+    source) count those files as consumed whatever their content; other suffixes work."""
+    st = LocalStorage(tmp_path)
+    for day in ("2013-01-01", "2013-01-02"):
+        _put(st, f"raw/flights/{day}.csv")
+    _put(st, "raw/flights/2013-01-01.csv", b"a,b\n5,5\n")  # rewritten: unknown to a key list
+    found = new_input(st, "raw/flights/", {"files": ["raw/flights/2013-01-01.csv"]})
+    assert found.new == ["raw/flights/2013-01-02.csv"] and found.replaced == found.late == []
+    assert sorted(found.offsets["files"]) == ["raw/flights/2013-01-01.csv",
+                                              "raw/flights/2013-01-02.csv"]
+    assert all(found.offsets["files"].values())  # etags recorded from now on
+    _put(st, "raw/events/2013-01-01.json", b"{}")
+    _put(st, "raw/events/2013-01-02.json", b"{}")
+    _put(st, "raw/events/notes.txt", b"x")
+    found = new_input(st, "raw/events/", None, until="2013-01-02", suffix=".json")
+    assert found.new == ["raw/events/2013-01-01.json"]

@@ -3,10 +3,10 @@
 Offsets are the raw files consumed, with their content identity (etag or md5), kept in the
 state, not the logical date: a late file for a past day is picked up, and a replaced file is
 detected, its old rows retracted and its new rows ingested. They list a window of recent
-files (:func:`~.sources.new_input`), not the whole history. Rows are parsed with an explicit
-schema; malformed ones go to the ``quarantine`` output with a reason and are counted; an
-unreadable file is quarantined whole. Rows whose natural key the state has already seen are
-dropped as duplicates.
+files (the runtime's :func:`~spark_jobs.runtime.new_input`), not the whole history. Rows
+are parsed with an explicit schema; malformed ones go to the ``quarantine`` output with a
+reason and are counted; an unreadable file is quarantined whole. Rows whose natural key the
+state has already seen are dropped as duplicates.
 
 State (``bronze/part=<date>/``): every accepted row, partitioned by date, so a snapshot
 rewrites only the dates that changed. Outputs for downstream tasks of the same epoch:
@@ -22,7 +22,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..runtime import JobResult, JobRun, named_job, partition_value, spark_uri
-from .sources import new_input, quarantine_schema, split_unreadable
+from ..runtime.file_source import new_input
+from .sources import quarantine_schema, split_unreadable
 
 
 @dataclass(frozen=True)

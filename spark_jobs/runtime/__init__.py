@@ -13,6 +13,7 @@ spark-submit (:func:`main` in an application file, or ``spark_jobs/runtime/submi
 from .commit import commit
 from .connect import SparkConnectError, connect_session, is_connect
 from .entry import EXIT_DECLINED, main
+from .file_source import NewInput, new_input
 from .job_run import (
     ConnectUnsupported,
     DeclineEpoch,
@@ -29,6 +30,6 @@ from .session import s3a_conf, spark_session, spark_uri
 
 __all__ = ["EXIT_DECLINED", "ConnectUnsupported", "DeclineEpoch", "SparkConnectError",
            "connect_session", "is_connect", "Job", "JobReferenceError", "JobResult", "JobRun",
-           "build_jobs_zip", "commit", "job_reference", "main", "named_job", "partition_value",
-           "read_published",
-           "resolve_job", "run_task", "s3a_conf", "spark_session", "spark_uri"]
+           "NewInput", "build_jobs_zip", "commit", "job_reference", "main", "named_job",
+           "new_input", "partition_value", "read_published", "resolve_job", "run_task",
+           "s3a_conf", "spark_session", "spark_uri"]
