@@ -22,6 +22,7 @@ local Spark.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import io
 import json
 import os
@@ -591,6 +592,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--remote", help="run Spark on this Spark Connect server (sc://host:port), "
                     "or 'auto': start one for the run (as the test suite does)")
     a = ap.parse_args(argv)
+    faulthandler.enable()  # SIGABRT from a caller that gave up prints where every thread is
     global REMOTE
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     server = _own_connect_server() if a.remote == "auto" else None

@@ -20,6 +20,7 @@ import shutil
 import subprocess
 import threading
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -89,15 +90,20 @@ class Toxiproxy:
 
     def toxic_on(self, name: str) -> None:
         kind, attrs, stream = TOXICS[name]
-        self._call("POST", "/proxies/s3/toxics", {"name": name, "type": kind,
-                                                  "stream": stream, "toxicity": 1.0,
-                                                  "attributes": attrs})
+        try:
+            self._call("POST", "/proxies/s3/toxics", {"name": name, "type": kind,
+                                                      "stream": stream, "toxicity": 1.0,
+                                                      "attributes": attrs})
+        except urllib.error.HTTPError as exc:
+            if exc.code != 409:  # 409: already on (an earlier call landed late)
+                raise
 
     def toxic_off(self, name: str) -> None:
         try:
             self._call("DELETE", f"/proxies/s3/toxics/{name}")
-        except OSError:
-            pass  # not on
+        except urllib.error.HTTPError as exc:
+            if exc.code != 404:  # 404: not on
+                raise
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -109,13 +115,23 @@ class Toxiproxy:
 
 def _flapper(proxy: Toxiproxy, toxic: str, rng: random.Random,
              stop: threading.Event) -> None:
-    """Switch ``toxic`` on and off at random intervals until ``stop``; it starts on."""
-    proxy.toxic_on(toxic)
-    on = True
-    while not stop.wait(rng.uniform(0.5, 2.5) if on else rng.uniform(0.3, 1.5)):
-        (proxy.toxic_off if on else proxy.toxic_on)(toxic)
-        on = not on
-    proxy.toxic_off(toxic)
+    """Switch ``toxic`` on and off at random intervals until ``stop``; it starts on. A
+    control call that fails (toxiproxy's API can stall while connections drain) is tried
+    again at the next switch instead of ending the thread with the toxic left on."""
+    on = False
+    while True:
+        try:
+            (proxy.toxic_off if on else proxy.toxic_on)(toxic)
+            on = not on
+        except OSError:
+            pass
+        if stop.wait(rng.uniform(0.5, 2.5) if on else rng.uniform(0.3, 1.5)):
+            break
+    for _ in range(5):  # the drain that follows must run on a clean proxy
+        try:
+            return proxy.toxic_off(toxic)
+        except OSError:
+            time.sleep(1)
 
 
 def _read_json_output(storage, handle, output: str) -> list[int]:  # noqa: ANN001

@@ -5,21 +5,35 @@ deployment's mode), and checks the rows of bench/results/faults.json's shape."""
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from bench.faults import BROKEN
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def run_matrix(kinds: set[str], server, tmp: Path) -> tuple[list[dict], str]:  # noqa: ANN001
-    """The rows of ``kinds``; asserts each kept exactly-once and was really injected."""
+def run_matrix(kinds: set[str], server, tmp: Path,  # noqa: ANN001
+               timeout: float = 1380) -> tuple[list[dict], str]:
+    """The rows of ``kinds``; asserts each kept exactly-once and was really injected. A
+    matrix still running after ``timeout`` seconds (below the tests' own limit, so that
+    the report is ours) fails with the rows it finished and every thread's stack."""
     out = tmp / "faults.json"
-    r = subprocess.run([sys.executable, str(ROOT / "bench/faults.py"), "--out", str(out),
-                        "--remote", server.url, "--only", *sorted(kinds)],
-                       capture_output=True, text=True, timeout=3000, cwd=ROOT)
+    proc = subprocess.Popen([sys.executable, str(ROOT / "bench/faults.py"), "--out", str(out),
+                             "--remote", server.url, "--only", *sorted(kinds)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)  # bench/faults.py dumps every thread's stack on it
+        stdout, stderr = proc.communicate()
+        pytest.fail(f"the fault matrix hung for {timeout:.0f} s; finished rows:\n{stdout}\n"
+                    f"where each thread was:\n{stderr[-6000:]}")
+    r = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     table = "\n".join(line for line in r.stdout.splitlines() if "runs=" in line)
     assert out.exists(), (r.stdout[-2000:] + r.stderr[-3000:])
     res = json.loads(out.read_text())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 
 import pytest
@@ -116,6 +117,39 @@ def test_unreachable_endpoint_is_named():
                   max_attempts=1, connect_timeout=1)
     with pytest.raises(StorageError, match=r"cannot reach S3 endpoint http://127.0.0.1:9"):
         s.read("x")
+
+
+@pytest.mark.timeout(120)  # without the fix this spins forever inside botocore
+def test_a_connection_cut_after_100_continue_fails_the_write_instead_of_hanging(monkeypatch):
+    """A proxy that answers ``100 Continue`` and closes (toxiproxy's limit_data did) made
+    botocore loop forever waiting for the interim response's blank line; every PUT now
+    sends its body at once and the cut is an ordinary, retried, named failure."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    listener = socket.create_server(("127.0.0.1", 0))
+    port, requests = listener.getsockname()[1], []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return  # closed by the test
+            with conn:
+                requests.append(conn.recv(65536))
+                conn.sendall(b"HTTP/1.1 100 Continue\r\n")
+
+    threading.Thread(target=serve, daemon=True).start()
+    s = S3Storage("bucket", "p", endpoint_url=f"http://127.0.0.1:{port}", max_attempts=2,
+                  connect_timeout=2, read_timeout=2)
+    try:
+        with pytest.raises(StorageError, match=f"S3 endpoint http://127.0.0.1:{port} dropped the "
+                           "request for s3://bucket/p/doc"):
+            s.create("doc", b"{}")
+    finally:
+        listener.close()
+    assert len(requests) > 1, requests  # retried: each try reached the proxy
+    assert all(b"expect:" not in r.lower() for r in requests), requests[0][:400]
 
 
 def test_missing_bucket_is_named(s3_server):

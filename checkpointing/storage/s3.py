@@ -20,6 +20,7 @@ from botocore.config import Config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
+    HTTPClientError,
     NoCredentialsError,
 )
 from botocore.exceptions import (
@@ -30,6 +31,22 @@ from ..errors import NotFound, PreconditionFailed, StorageError
 from .base import ObjectInfo, Storage
 
 _CONFLICT_RETRIES = 5  # 409 ConditionalRequestConflict: a concurrent conditional write
+
+
+def _no_expect_continue(request: Any = None, **_: Any) -> None:
+    """Send every PUT's body at once instead of waiting for ``100 Continue``.
+
+    botocore's wait for ``100 Continue`` reads the interim response's headers in a loop that
+    never ends when the connection closes after the status line (``_consume_headers``: it
+    waits for a blank line, and ``readline`` at EOF returns ``b""`` forever): one proxy or
+    load balancer dropping the connection there spins a task at 100% CPU, with no timeout
+    and no retry. The fault suite hit it through toxiproxy's ``limit_data``. The header is not
+    signed (SigV4 leaves ``Expect`` out), and what it saves, a body sent to a server that
+    refuses it, is small for a checkpoint's documents and files (one PUT is at most the
+    64 MiB multipart threshold).
+    """
+    if request is not None:
+        request.headers.pop("Expect", None)
 
 
 class S3Storage(Storage):
@@ -65,6 +82,7 @@ class S3Storage(Storage):
         self.client = client
         # Count every HTTP request actually sent, retries included.
         self.client.meta.events.register("before-send.s3", self._count)
+        self.client.meta.events.register("before-send.s3", _no_expect_continue)
         self._transfer = TransferConfig(multipart_threshold=64 * 1024 * 1024, use_threads=False)
 
     def _count(self, request: Any = None, **_: Any) -> None:
@@ -97,6 +115,9 @@ class S3Storage(Storage):
             return StorageError(f"no AWS credentials found for {where}")
         if isinstance(exc, BotoConnectionError):
             return StorageError(f"cannot reach S3 endpoint {self._endpoint()} for {where}")
+        if isinstance(exc, HTTPClientError):  # reached, then cut or timed out
+            return StorageError(f"S3 endpoint {self._endpoint()} dropped the request for "
+                                f"{where} ({type(exc).__name__})")
         return StorageError(f"S3 failure at {where}: {type(exc).__name__}")
 
     def _endpoint(self) -> str:
