@@ -35,11 +35,13 @@ def connect_env(server: Any) -> dict[str, str]:
 
 
 class Standalone:
-    def __init__(self, home: Path, command: tuple[str, ...] = ("standalone",), **env: str):
+    def __init__(self, home: Path, command: tuple[str, ...] = ("standalone",), prefix: str = "",
+                 **env: str):
         self.home = home
         self.command = command  # ("api-server",): Airflow's REST API alone
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
+        # prefix: a path in [api] base_url (Airflow behind a proxy at https://host/airflow)
+        self.url = f"http://127.0.0.1:{self.port}{prefix}"
         home.mkdir(parents=True, exist_ok=True)
         pw_file = home / "passwords.json"
         pw_file.write_text(json.dumps(PASSWORDS))

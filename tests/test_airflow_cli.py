@@ -29,10 +29,12 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def af(tmp_path_factory):
     """One api-server for the module; each test backfills its own days, and every backfill
-    is cancelled after its test (Airflow runs one backfill of a DAG at a time)."""
+    is cancelled after its test (Airflow runs one backfill of a DAG at a time). Its
+    base_url has a path, as behind a proxy: the command line and the plugin's own call of
+    Airflow's API both keep it."""
     tmp = tmp_path_factory.mktemp("cli")
-    server = Standalone(tmp / "airflow", ("api-server",), CKPT_STORAGE=f"file://{tmp}/ckpt",
-                        CKPT_DATA=f"file://{tmp}/data")
+    server = Standalone(tmp / "airflow", ("api-server",), prefix="/airflow",
+                        CKPT_STORAGE=f"file://{tmp}/ckpt", CKPT_DATA=f"file://{tmp}/data")
     migrate(server.env)
     # The input of the days the tests backfill has landed (the preview checks the DAG's
     # daily_inputs); no job reads it here.

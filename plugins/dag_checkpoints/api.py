@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from importlib import resources
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from airflow.api_fastapi.common.db.common import SessionDep
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag
@@ -246,21 +247,20 @@ def post_backfill(body: BackfillRequest, user: GetUserDep, request: Request,
 
 def _airflow_api(request: Request) -> AirflowApi:
     """Airflow's REST API of this api-server, called with the caller's own token (header,
-    or the UI's cookie), so that Airflow checks the caller's rights on the backfill.
-    (A base_url with a path prefix is not supported here yet: the loopback goes to the
-    server's root.)"""
+    or the UI's cookie), so that Airflow checks the caller's rights on the backfill."""
     from airflow.api_fastapi.auth.managers.base_auth_manager import COOKIE_NAME_JWT_TOKEN
     from airflow.configuration import conf
 
+    configured = conf.get("api", "base_url", fallback=None) or ""
     # The address this connection reached the server on: always this api-server, also
-    # behind a proxy or a container's port mapping, where base_url is the outside's.
+    # behind a proxy or a container's port mapping, where base_url is the outside's. The
+    # server serves its API under base_url's path (its root_path), so the loopback keeps it.
     server = request.scope.get("server")
     if server and server[1]:
         host = f"[{server[0]}]" if ":" in server[0] else server[0]
-        base = f"{request.url.scheme}://{host}:{server[1]}"
+        base = f"{request.url.scheme}://{host}:{server[1]}{urlsplit(configured).path}"
     else:
-        base = conf.get("api", "base_url", fallback=None) or \
-            f"{request.url.scheme}://{request.url.netloc}"
+        base = configured or f"{request.url.scheme}://{request.url.netloc}"
     auth = request.headers.get("authorization")
     if not auth and (cookie := request.cookies.get(COOKIE_NAME_JWT_TOKEN)):
         auth = f"Bearer {cookie}"
