@@ -12,9 +12,9 @@ install:
 demo: install
 	$(PY) scripts/demo.py $(ARGS)
 
-# The whole suite, three test modules at a time on 2 cores (most of a module's time is spent waiting on
-# Airflow, Spark and timeouts; modules share nothing but PostgreSQL's server, where each
-# has a database of its own). pytest exits 5 when it collects nothing; make treats any
+# The whole suite, three test modules at a time on 2 cores (the cores are saturated: a fourth
+# worker made it slower; the order is tests/schedule.py's; modules share nothing but
+# PostgreSQL's server, where each has a database of its own). pytest exits 5 when it collects nothing; make treats any
 # non-zero exit as failure, so "no tests" never passes.
 test: install
 	scripts/install_minio.sh
