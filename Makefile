@@ -14,8 +14,8 @@ demo: install
 
 # The whole suite, three test modules at a time on 2 cores (the cores are saturated: a fourth
 # worker made it slower; the order is tests/schedule.py's; modules share nothing but
-# PostgreSQL's server, where each has a database of its own). pytest exits 5 when it collects nothing; make treats any
-# non-zero exit as failure, so "no tests" never passes.
+# PostgreSQL's server, where each has a database of its own). pytest exits 5 when it
+# collects nothing; make treats any non-zero exit as failure, so "no tests" never passes.
 test: install
 	scripts/install_minio.sh
 	scripts/install_spark_s3.sh

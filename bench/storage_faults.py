@@ -129,7 +129,8 @@ def _flapper(proxy: Toxiproxy, toxic: str, rng: random.Random,
             break
     for _ in range(5):  # the drain that follows must run on a clean proxy
         try:
-            return proxy.toxic_off(toxic)
+            proxy.toxic_off(toxic)
+            break
         except OSError:
             time.sleep(1)
 

@@ -33,9 +33,8 @@ def run_matrix(kinds: set[str], server, tmp: Path,  # noqa: ANN001
         stdout, stderr = proc.communicate()
         pytest.fail(f"the fault matrix hung for {timeout:.0f} s; finished rows:\n{stdout}\n"
                     f"where each thread was:\n{stderr[-6000:]}")
-    r = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
-    table = "\n".join(line for line in r.stdout.splitlines() if "runs=" in line)
-    assert out.exists(), (r.stdout[-2000:] + r.stderr[-3000:])
+    table = "\n".join(line for line in stdout.splitlines() if "runs=" in line)
+    assert out.exists(), (stdout[-2000:] + stderr[-3000:])
     res = json.loads(out.read_text())
     assert {row["fault"] for row in res} == kinds, table
     for row in res:
@@ -43,7 +42,7 @@ def run_matrix(kinds: set[str], server, tmp: Path,  # noqa: ANN001
         assert row["runs"] == sum(row["outcomes"].values()) > 0, row
         assert (row["rows_lost"], row["rows_duplicated"]) == (0, 0), row
         assert not [o for o in row["outcomes"] if any(b in o for b in BROKEN)], row
-    assert r.returncode == 0, (table + r.stdout[-2000:] + r.stderr[-3000:])
+    assert proc.returncode == 0, (table + stdout[-2000:] + stderr[-3000:])
     return res, table
 
 
