@@ -42,8 +42,10 @@ def _parser() -> argparse.ArgumentParser:
     s = sub.add_parser("show", help="one epoch with per-task statistics")
     s.add_argument("epoch")
     s.add_argument("--json", action="store_true")
-    v = sub.add_parser("verify", help="check every file of a completed epoch")
+    v = sub.add_parser("verify", help="check every file of a completed epoch (--all: of "
+                       "every retained completed epoch)")
     v.add_argument("epoch", nargs="?", help="default: the latest completed")
+    v.add_argument("--all", action="store_true", help="every completed epoch still retained")
     v.add_argument("--json", action="store_true")
     lt = sub.add_parser("latest", help="the latest completed epoch")
     lt.add_argument("--lineage", default="main")
@@ -142,20 +144,28 @@ def run(argv: list[str]) -> int:
             print(_table(rows, ["task", "status", "attempt", "ack_after_s", "state", "written",
                                 "async_ms"]), file=out)
     elif args.command == "verify":
-        epoch = validate_epoch_id(args.epoch) if args.epoch else coord.latest_completed()
-        if epoch is None:
-            raise CheckpointError("no completed epoch to verify")
-        rep = verify_epoch(coord, epoch)
-        if args.json:
-            json.dump({"epoch_id": epoch, "ok": rep.ok, "files_checked": rep.files_checked,
-                       "bytes_checked": rep.bytes_checked, "problems": rep.problems}, out)
-            out.write("\n")
+        if args.all and args.epoch:
+            raise CheckpointError("give an epoch or --all, not both")
+        if args.all:
+            epochs = [e for e in coord.epoch_ids()
+                      if (m := coord.metadata(e)) is not None and m.completed]
         else:
+            one = validate_epoch_id(args.epoch) if args.epoch else coord.latest_completed()
+            epochs = [] if one is None else [one]
+        if not epochs:
+            raise CheckpointError("no completed epoch to verify")
+        reports = [(e, verify_epoch(coord, e)) for e in epochs]
+        for epoch, rep in reports:
+            if args.json:
+                json.dump({"epoch_id": epoch, "ok": rep.ok, "files_checked": rep.files_checked,
+                           "bytes_checked": rep.bytes_checked, "problems": rep.problems}, out)
+                out.write("\n")
+                continue
             for p in rep.problems:
                 print(f"PROBLEM {p}", file=out)
             print(f"epoch {epoch}: {'OK' if rep.ok else 'FAILED'}, {rep.files_checked} files, "
                   f"{_fmt_bytes(rep.bytes_checked)} verified", file=out)
-        return 0 if rep.ok else 1
+        return 0 if all(rep.ok for _, rep in reports) else 1
     elif args.command == "latest":
         latest = coord.latest_completed(args.lineage)
         if args.json:

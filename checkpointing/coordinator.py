@@ -18,8 +18,9 @@ from .attempts import TaskAttempts, scan_epoch_tasks, scan_task
 from .barrier import Barrier, TaskPlan
 from .cas import cas_update
 from .config import CheckpointConfig
+from .decision import Decision
 from .documents import now_iso, parse_iso, writer_identity
-from .epoch_metadata import ABORT_REASONS, AckRef, EpochMetadata
+from .epoch_metadata import ABORT_REASONS, AckRef, EpochMetadata, counts_as_failure
 from .errors import (
     CheckpointError,
     EpochAlreadyDecided,
@@ -29,6 +30,7 @@ from .errors import (
     MalformedDocument,
     MinPauseNotElapsed,
     NotFound,
+    PipelineOwnedElsewhere,
     PreconditionFailed,
     PromotingBackfillRunning,
     StaleAttempt,
@@ -36,7 +38,7 @@ from .errors import (
     TooManyConcurrentEpochs,
     UnknownTask,
 )
-from .history import record_failure
+from .history import read_failure, record_failure
 from .ids import validate_attempt, validate_epoch_id, validate_id
 from .layout import Layout
 from .lineages import (
@@ -143,9 +145,10 @@ class Coordinator:
             try:
                 data, _ = self.storage.read(key)
             except NotFound:
+                # No storage path in the message: it reaches API answers and task logs.
                 raise EpochNotFound(
                     f"epoch {epoch_id} of pipeline {self.pipeline_id!r} does not exist "
-                    f"(no barrier at {self._uri(key)})") from None
+                    "(it has no barrier)") from None
             self._barriers[epoch_id] = Barrier.from_bytes(data, self._uri(key))
         return self._barriers[epoch_id]
 
@@ -170,6 +173,41 @@ class Coordinator:
         self._decided[epoch_id] = meta
         return meta
 
+    def decision(self, epoch_id: int) -> Decision | None:
+        """How the epoch ended, read from what survives retention (PROTOCOL 6.10): its
+        ``_metadata``, else its failure record, else the registry; None while it is pending.
+        Raises :class:`EpochNotFound` for an id never allocated."""
+        epoch_id = validate_epoch_id(epoch_id)
+        meta = self.metadata(epoch_id)
+        if meta is not None:
+            return Decision.of_metadata(meta)
+        # Retention deletes the barrier before _metadata: a barrier still there after
+        # _metadata was absent means the epoch was pending when _metadata was read.
+        if self.storage.exists(self.layout.barrier(epoch_id)):
+            return None
+        rec = read_failure(self.storage, self.layout, epoch_id)
+        if rec is not None:
+            return Decision.of_failure(rec)
+        reg = self.registry()
+        if reg.decided(epoch_id):
+            return Decision.forgotten(epoch_id)
+        if reg.open_entry(epoch_id) is not None:
+            return None  # allocated, its barrier not written yet (or never: a burned id)
+        raise EpochNotFound(f"epoch {epoch_id} of pipeline {self.pipeline_id!r} does not "
+                            "exist")
+
+    def _decided_metadata(self, epoch_id: int) -> EpochMetadata | None:
+        """The decision as ``_metadata`` (from the failure record once retention deleted
+        it), None while pending; EpochAlreadyDecided when only the registry remembers the
+        epoch, so that nothing writes a second decision into a deleted epoch."""
+        decision = self.decision(epoch_id)
+        if decision is None:
+            return None
+        meta = decision.as_metadata()
+        if meta is None:
+            raise EpochAlreadyDecided(decision.describe())
+        return meta
+
     def read_ack(self, key: str) -> Acknowledgement:
         data, _ = self.storage.read(key)
         return Acknowledgement.from_bytes(data, self._uri(key))
@@ -188,6 +226,7 @@ class Coordinator:
         publish_on_complete: bool = True,
         allow_non_restored_state: bool = False,
         promote: bool = False,
+        owner: str | None = None,
     ) -> Barrier:
         """Allocate the next epoch id and write its barrier (PROTOCOL 6.1).
 
@@ -195,7 +234,8 @@ class Coordinator:
         epoch or savepoint is checked against the plan: state of tasks the plan lacks is an
         error unless ``allow_non_restored_state`` (Flink's flag of the same name).
         ``promote``: this backfill epoch continues the main line when it completes, if its
-        input reaches main's (PROTOCOL 6.5, 1.4).
+        input reaches main's (PROTOCOL 6.5, 1.4). ``owner``: the DAG opening the epoch; the
+        first begin records it, and a begin of another owner is refused (1.7).
         """
         validate_id(lineage, "lineage")
         if promote and lineage == MAIN:
@@ -226,6 +266,7 @@ class Coordinator:
                                 allow_non_restored_state)
 
         reg = self.recover()
+        self._check_owner(reg, owner)  # before anything is expired, verified or written
         if self.expire_overdue():
             reg = self.registry()
         if lineage == MAIN:
@@ -249,6 +290,7 @@ class Coordinator:
         burned = self._own_burned_entry(reg, str(run_id), lineage)
 
         def allocate(reg: Registry) -> tuple[Registry, int]:
+            self._check_owner(reg, owner)
             st = reg.lineage(lineage)
             live = [o for o in reg.open if o.lineage == lineage]
             if len(live) >= self.config.max_concurrent_epochs:
@@ -265,7 +307,8 @@ class Coordinator:
                         f"{self.config.min_pause_seconds}", retry_after=wait)
             new_id = reg.last_epoch_id + 1
             entry = OpenEpoch(new_id, lineage, created, deadline, str(run_id))
-            reg = replace(reg, last_epoch_id=new_id, open=(*reg.open, entry))
+            reg = replace(reg, last_epoch_id=new_id, open=(*reg.open, entry),
+                          owner=reg.owner or owner)
             reg = reg.with_lineage(lineage, replace(st, last_started_at=created))
             return reg, new_id
 
@@ -301,6 +344,13 @@ class Coordinator:
         log.info("pipeline %s: began epoch %d (run %s, lineage %s, parent %s)",
                  self.pipeline_id, epoch_id, run_id, lineage, parent_epoch_id)
         return barrier
+
+    def _check_owner(self, reg: Registry, owner: str | None) -> None:
+        if owner is not None and reg.owner is not None and reg.owner != owner:
+            raise PipelineOwnedElsewhere(
+                f"pipeline {self.pipeline_id!r} on this storage is checkpointed by DAG "
+                f"{reg.owner!r}; DAG {owner!r} needs a pipeline id of its own "
+                "(CheckpointSettings.pipeline_id) or other storage")
 
     def _wait_for_promoting_backfill(self, reg: Registry) -> None:
         """(1.4) Refuse a main epoch while a backfill that asked to continue the main line
@@ -470,19 +520,23 @@ class Coordinator:
     def _check_task(self, epoch_id: int, task_id: str, attempt: int) -> Barrier:
         validate_id(task_id, "task id")
         validate_attempt(attempt)
-        barrier = self.barrier(epoch_id)
+        try:
+            barrier = self.barrier(epoch_id)
+        except EpochNotFound:  # deleted by retention once decided: say so, write nothing
+            self._refuse_if_decided(epoch_id, task_id)
+            raise
         if task_id not in barrier.plan:
             raise UnknownTask(f"task {task_id!r} is not in the plan of epoch {epoch_id} "
                               f"(plan: {sorted(barrier.plan)})")
         return barrier
 
     def _refuse_if_decided(self, epoch_id: int, task_id: str) -> None:
-        meta = self.metadata(epoch_id)
-        if meta is not None:
-            raise EpochAlreadyDecided(
-                f"epoch {epoch_id} is already {meta.status}"
-                + (f" ({meta.reason}: {meta.detail})" if meta.reason else "")
-                + f"; task {task_id!r} cannot change it")
+        """Refuse a write of ``task_id`` into a decided epoch, even one whose files
+        retention deleted (its barrier may still be cached here: it is checked afresh)."""
+        decision = self.decision(epoch_id)
+        if decision is not None:
+            raise EpochAlreadyDecided(f"{decision.describe()}; task {task_id!r} cannot "
+                                      "change it")
 
     @staticmethod
     def _refuse_if_stale(ta: TaskAttempts, epoch_id: int, attempt: int) -> None:
@@ -548,6 +602,7 @@ class Coordinator:
         """A task refuses the epoch (bad data, validation): the epoch is aborted."""
         epoch_id = validate_epoch_id(epoch_id)
         self._check_task(epoch_id, task_id, attempt)
+        self._refuse_if_decided(epoch_id, task_id)
         ta = scan_task(self.storage, self.layout, epoch_id, task_id)
         self._refuse_if_stale(ta, epoch_id, attempt)
         body = {"task_id": task_id, "attempt": attempt, "reason": reason,
@@ -604,7 +659,7 @@ class Coordinator:
         If the epoch is already decided, returns the decision (completed or aborted).
         """
         epoch_id = validate_epoch_id(epoch_id)
-        existing = self.metadata(epoch_id)
+        existing = self._decided_metadata(epoch_id)
         if existing is not None:
             self._finish_if_interrupted(existing)
             return existing
@@ -665,7 +720,7 @@ class Coordinator:
         epoch_id = validate_epoch_id(epoch_id)
         if reason not in ABORT_REASONS:
             raise ValueError(f"abort reason must be one of {ABORT_REASONS}, not {reason!r}")
-        existing = self.metadata(epoch_id)
+        existing = self._decided_metadata(epoch_id)
         if existing is not None:
             return existing, False
         barrier = self._barrier_or_none(epoch_id)
@@ -713,7 +768,8 @@ class Coordinator:
             if decided and moved:
                 return None, None  # applied already
             if not decided:
-                reg = reg.with_decision(meta.epoch_id, meta.lineage, meta.completed)
+                reg = reg.with_decision(meta.epoch_id, meta.lineage, meta.completed,
+                                        counts=counts_as_failure(meta.reason))
             if not moved:  # the main line continues from this epoch (6.5, 1.4)
                 reg = reg.with_lineage(MAIN, replace(reg.lineage(MAIN),
                                                      latest_completed=meta.epoch_id))
@@ -881,19 +937,18 @@ class Coordinator:
         return sorted(i for i in ids if i)
 
     def status(self, epoch_id: int) -> str:
-        """``completed``, ``aborted``, ``pending`` or ``unknown`` (no barrier)."""
-        meta = self.metadata(epoch_id)
-        if meta is not None:
-            return meta.status
+        """``completed``, ``aborted``, ``decided`` (deleted, its outcome no longer kept),
+        ``pending`` or ``unknown`` (never allocated)."""
         try:
-            self.barrier(epoch_id)
-        except (EpochNotFound, MalformedDocument):
+            decision = self.decision(epoch_id)
+        except EpochNotFound:
             return "unknown"
-        return "pending"
+        return "pending" if decision is None else decision.status
 
     def check_failure_budget(self, lineage: str = "main") -> None:
         """Raise :class:`FailureBudgetExhausted` when more consecutive epochs of the lineage
-        failed than ``tolerable_failed_epochs`` (PROTOCOL 6.1): the caller fails its run."""
+        failed than ``tolerable_failed_epochs`` (PROTOCOL 6.1): the caller fails its run.
+        Only failures count (``FAILURE_REASONS``): cancellations do not (6.5)."""
         st: LineageState = self.registry().lineage(lineage)
         if st.consecutive_failed > self.config.tolerable_failed_epochs:
             raise FailureBudgetExhausted(

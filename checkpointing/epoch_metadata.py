@@ -14,6 +14,16 @@ AbortReason = Literal["timeout", "declined", "validation_failed", "superseded", 
                       "runner_lost"]
 ABORT_REASONS = ("timeout", "declined", "validation_failed", "superseded", "cancelled",
                  "runner_lost")
+#: The reasons that spend the failure budget (``tolerable_failed_epochs``), as Flink's
+#: CheckpointFailureManager counts declined, expired and failed checkpoints but not
+#: cancellations: an operator's abort, an epoch superseded by another and a lost runner
+#: (a job failover, which Airflow's retries handle) neither count nor reset the count.
+FAILURE_REASONS = ("timeout", "declined", "validation_failed")
+
+
+def counts_as_failure(reason: str | None) -> bool:
+    """Whether an abort with ``reason`` spends the failure budget (PROTOCOL 6.5)."""
+    return reason in FAILURE_REASONS
 
 
 @dataclass(frozen=True)

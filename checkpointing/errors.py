@@ -88,3 +88,7 @@ class SavepointExists(CheckpointError):
 
 class SavepointNotFound(CheckpointError):
     """No savepoint with that name."""
+
+
+class PipelineOwnedElsewhere(CheckpointError):
+    """Another DAG already checkpoints this pipeline id on this storage (1.7)."""

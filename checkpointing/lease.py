@@ -10,7 +10,12 @@ alive but slow keeps renewing and is never aborted this way. Epochs driven by Ai
 no lease: Airflow detects its own dead workers, and their watchdog enforces the timeout.
 
 Fencing does the rest: a frozen driver that wakes up after its epoch was aborted has its
-acknowledgement refused (the epoch is decided).
+acknowledgement refused (the epoch is decided). The renewal itself stops once the epoch is
+decided, and writes nothing then: a lease renewed after the abort would recreate
+``lease.json`` in an epoch that retention deleted.
+
+A lease's age is measured by the clock that dated it: storage's (the ``Date`` of the same
+answer that carries its last-modified time), never this host's against the server's.
 """
 
 from __future__ import annotations
@@ -42,12 +47,24 @@ class RunnerLease:
         self.ttl = coordinator.config.lease_seconds
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        #: set once the epoch is found decided: the lease is no longer renewed
+        self.decided: Any = None
 
-    def renew(self) -> None:
+    def renew(self) -> bool:
+        """Renew the lease unless the epoch is decided (then write nothing, stop renewing
+        and keep the decision in ``decided``); True when renewed."""
+        decision = self.coordinator.decision(self.epoch_id)
+        if decision is not None:
+            self.decided = decision
+            self._stop.set()
+            log.info("epoch %d: %s; its lease is no longer renewed", self.epoch_id,
+                     decision.describe())
+            return False
         body = {"epoch_id": self.epoch_id, "holder": self.holder, "ttl_seconds": self.ttl,
                 "renewed_at": now_iso(self.coordinator.clock()), "writer": writer_identity()}
         self.coordinator.storage.write(self.coordinator.layout.lease(self.epoch_id),
                                        CODEC.encode(body))
+        return True
 
     def _loop(self) -> None:
         while not self._stop.wait(self.ttl / 3):
@@ -78,7 +95,11 @@ def lease_expired(coordinator: Any, epoch_id: int) -> bool:
         ttl = lease_ttl(coordinator.storage.read(key)[0], coordinator.storage.uri(key))
     except NotFound:
         return False
-    return info.last_modified + ttl < coordinator.clock()
+    # The store dated the object: age it by the store's clock when it answered (S3's Date
+    # header), so that a host whose clock is off neither expires a live runner's lease
+    # nor keeps a dead one's.
+    now = info.server_time if info.server_time is not None else coordinator.clock()
+    return info.last_modified + ttl < now
 
 
 def lease_ttl(data: bytes, key: str) -> float:

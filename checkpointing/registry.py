@@ -37,6 +37,9 @@ class Registry:
     last_epoch_id: int = 0
     open: tuple[OpenEpoch, ...] = ()
     lineages: dict[str, LineageState] = field(default_factory=dict)
+    #: (1.7) the DAG (or other driver) whose epochs these are, set by its first begin:
+    #: another DAG configured with the same pipeline id on the same storage is refused
+    owner: str | None = None
 
     def lineage(self, name: str) -> LineageState:
         return self.lineages.get(name, LineageState())
@@ -47,16 +50,23 @@ class Registry:
     def with_lineage(self, name: str, state: LineageState) -> Registry:
         return replace(self, lineages={**self.lineages, name: state})
 
-    def with_decision(self, epoch_id: int, lineage: str, completed: bool) -> Registry:
-        """The registry after applying an epoch's decision (PROTOCOL 6.5, step 2)."""
+    def with_decision(self, epoch_id: int, lineage: str, completed: bool,
+                      counts: bool = True) -> Registry:
+        """The registry after applying an epoch's decision (PROTOCOL 6.5, step 2).
+        ``counts``: an abort that spends the failure budget (not a cancellation)."""
         reg = replace(self, open=tuple(o for o in self.open if o.epoch_id != epoch_id))
         st = reg.lineage(lineage)
         if completed:
             latest = max(st.latest_completed or 0, epoch_id)
             st = replace(st, latest_completed=latest, consecutive_failed=0)
-        else:
+        elif counts:
             st = replace(st, consecutive_failed=st.consecutive_failed + 1)
         return reg.with_lineage(lineage, st)
+
+    def decided(self, epoch_id: int) -> bool:
+        """Whether ``epoch_id`` was allocated and is no longer open: every such id was
+        decided (a burned id is open until it expires, and expiry decides it)."""
+        return 0 < epoch_id <= self.last_epoch_id and self.open_entry(epoch_id) is None
 
     def to_bytes(self, writer: dict[str, Any], updated_at: str) -> bytes:
         return CODEC.encode({
@@ -69,6 +79,7 @@ class Registry:
                              "consecutive_failed": s.consecutive_failed,
                              "last_started_at": s.last_started_at}
                          for n, s in self.lineages.items()},
+            **({"owner": self.owner} if self.owner is not None else {}),
             "updated_at": updated_at, "writer": writer,
         })
 
@@ -86,6 +97,7 @@ def _build(doc: dict[str, Any], key: str) -> Registry:
         {n: LineageState(s.get("latest_completed"), int(s.get("consecutive_failed", 0)),
                          s.get("last_started_at"))
          for n, s in doc["lineages"].items()},
+        doc.get("owner"),
     )
 
 

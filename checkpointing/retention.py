@@ -4,16 +4,18 @@ epoch, a savepoint or the published manifest still references (PROTOCOL 6.9)."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 
 from .attempts import scan_epoch_tasks
 from .documents import parse_iso
-from .errors import CheckpointError, MalformedDocument
+from .errors import CheckpointError, EpochNotFound, MalformedDocument
 from .history import prune_history, record_failure
 from .lineages import list_origins
 from .publish import read_manifest
 from .savepoints import list_savepoints
 
+log = logging.getLogger("checkpointing.retention")
 _CLOCK_SKEW_S = 60.0  # shared files younger than the oldest open epoch minus this are kept
 
 
@@ -44,7 +46,7 @@ def run_retention(coordinator, dry_run: bool = False) -> RetentionReport:  # noq
             report.skipped.append(str(exc))
             status[e] = "unreadable"
             continue
-        status[e] = meta.status if meta else "pending"
+        status[e] = meta.status if meta else _undocumented_status(coordinator, e)
         lineage[e] = meta.lineage if meta else ""
 
     keep = {e for e in epochs if status[e] in ("pending", "unreadable") or e in open_ids}
@@ -58,8 +60,10 @@ def run_retention(coordinator, dry_run: bool = False) -> RetentionReport:  # noq
         if status.get(e) == "pending":
             try:
                 parent = coordinator.barrier(e).parent_epoch_id
-            except Exception:  # noqa: BLE001 - a pending epoch without a barrier
+            except EpochNotFound:  # allocated, its barrier not written (yet): no parent
                 parent = None
+            # Any other error (storage unreachable, a malformed barrier) propagates: this
+            # run cannot tell which parent the epoch restores from, so it deletes nothing.
             if parent:
                 keep.add(parent)
 
@@ -104,6 +108,9 @@ def run_retention(coordinator, dry_run: bool = False) -> RetentionReport:  # noq
     report.kept_epochs = sorted(k for k in keep if k in status)
 
     for e, objs in doomed.items():
+        if status.get(e) == "orphan":
+            log.warning("pipeline %s: deleting %d object(s) written into epoch %d after "
+                        "it was decided and deleted", coordinator.pipeline_id, len(objs), e)
         if not dry_run and status.get(e) == "aborted":
             _keep_failure_record(coordinator, e, objs)
         # Documents last, _metadata very last: a crash mid-way leaves a decided epoch.
@@ -132,6 +139,17 @@ def run_retention(coordinator, dry_run: bool = False) -> RetentionReport:  # noq
         coordinator._decided.pop(e, None)
         coordinator._barriers.pop(e, None)
     return report
+
+
+def _undocumented_status(coordinator, epoch_id: int) -> str:  # noqa: ANN001
+    """The status of an epoch directory without ``_metadata``: ``pending``, or ``orphan``
+    when the epoch was decided and deleted before (objects a late writer left there,
+    which nothing references: PROTOCOL 6.10)."""
+    try:
+        decision = coordinator.decision(epoch_id)
+    except EpochNotFound:  # not allocated by the registry: never delete what we don't know
+        return "pending"
+    return "pending" if decision is None else "orphan"
 
 
 def _keep_failure_record(coordinator, epoch_id: int, objs: list) -> None:  # noqa: ANN001

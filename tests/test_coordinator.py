@@ -120,7 +120,7 @@ def test_ack_after_decision_is_refused(storage, tmp_path):
     c = Coordinator(storage, "p")
     b = c.begin_epoch(DIAMOND, "r")
     c.abort(b.epoch_id, "cancelled", "user cancelled the run")
-    with pytest.raises(EpochAlreadyDecided, match="already aborted"):
+    with pytest.raises(EpochAlreadyDecided, match="was aborted"):
         ack_task(c, b.epoch_id, "src_a", tmp=tmp_path)
 
 

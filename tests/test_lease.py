@@ -55,7 +55,7 @@ def test_lease_frees_the_lineage_only_when_the_driver_is_gone(tmp_path):
         driver.send_signal(signal.SIGCONT)
         go.write_text("go")
         out, err = driver.communicate(timeout=60)
-        assert out.startswith(f"REFUSED epoch {epoch} is already aborted (runner_lost"), \
+        assert out.startswith(f"REFUSED epoch {epoch} was aborted (runner_lost"), \
             out + err
         assert c.metadata(epoch).reason == "runner_lost"
     finally:

@@ -17,6 +17,9 @@ class ObjectInfo:
     size: int
     etag: str
     last_modified: float
+    #: the storage server's clock when it answered (its ``Date`` header), to age the object
+    #: by the clock that dated it; None where the store's clock is this host's
+    server_time: float | None = None
 
 
 class RequestStats:

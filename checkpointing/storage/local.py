@@ -14,7 +14,7 @@ import hashlib
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import quote, unquote, urlparse
 
@@ -101,10 +101,9 @@ class LocalStorage(Storage):
     def create(self, key: str, data: bytes) -> str:
         self.stats.add("PUT")
         path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self._tmp(data)
         try:
-            os.link(tmp, path)
+            _into_dir(path, lambda: os.link(tmp, path))
         except FileExistsError:
             raise PreconditionFailed(f"already exists: {self.uri(key)}") from None
         finally:
@@ -128,18 +127,25 @@ class LocalStorage(Storage):
     def write(self, key: str, data: bytes) -> str:
         self.stats.add("PUT")
         path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(self._tmp(data), path)
+        tmp = self._tmp(data)
+        try:
+            _into_dir(path, lambda: os.replace(tmp, path))
+        except BaseException:
+            _unlink_quietly(tmp)
+            raise
         return _etag(data)
 
     def upload_file(self, key: str, path: str) -> ObjectInfo:
         self.stats.add("PUT")
         dest = self._path(key)
-        dest.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=self.root / _TMP_DIR)
         os.close(fd)
-        shutil.copyfile(path, tmp)
-        os.replace(tmp, dest)
+        try:
+            shutil.copyfile(path, tmp)
+            _into_dir(dest, lambda: os.replace(tmp, dest))
+        except BaseException:  # a failed copy (source gone, disk full) leaves no temp file
+            _unlink_quietly(tmp)
+            raise
         st = dest.stat()
         return ObjectInfo(key, st.st_size, _file_etag(dest), st.st_mtime)
 
@@ -250,3 +256,27 @@ class _FileLock:
     def __exit__(self, *exc: object) -> None:
         fcntl.flock(self.fd, fcntl.LOCK_UN)
         os.close(self.fd)
+
+
+def _into_dir(path: Path, place: Callable[[], object], tries: int = 20) -> None:
+    """Create ``path``'s directory and run ``place`` (a link or rename into it).
+
+    ``delete`` prunes directories it empties, so a concurrent delete in the same directory
+    (``shared/<hh>/``, an epoch's task directory) can remove it between our ``mkdir`` and
+    the link: that shows as FileNotFoundError, and creating the directory again is the fix.
+    """
+    for attempt in range(tries):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            place()
+            return
+        except FileNotFoundError:
+            if attempt == tries - 1:
+                raise
+
+
+def _unlink_quietly(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import email.utils
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -169,7 +170,8 @@ class S3Storage(Storage):
     def head(self, key: str) -> ObjectInfo:
         resp = self._call(key, self.client.head_object)
         etag = self._complete(key, resp, "ETag", "ContentLength", "LastModified")
-        return ObjectInfo(key, resp["ContentLength"], etag, resp["LastModified"].timestamp())
+        return ObjectInfo(key, resp["ContentLength"], etag, resp["LastModified"].timestamp(),
+                          _server_time(resp))
 
     def stored_sha256(self, key: str) -> tuple[str, int] | None:
         """The SHA-256 checksum S3 verified and stored when the object was uploaded with one
@@ -272,3 +274,14 @@ class S3Storage(Storage):
     def key_for_uri(self, uri: str) -> str | None:
         root = f"s3://{self.bucket}/{self.prefix}"
         return uri[len(root):] if uri.startswith(root) else None
+
+
+def _server_time(resp: dict) -> float | None:
+    """The server's clock from the response's ``Date`` header (RFC 7231, 1 s resolution)."""
+    date = resp.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+    if not date:
+        return None
+    try:
+        return email.utils.parsedate_to_datetime(date).timestamp()
+    except (TypeError, ValueError):
+        return None

@@ -3,8 +3,10 @@ backfill from an epoch, and the Epochs page. Every route depends on Airflow's au
 manager: no or a bad token gives 401/403, and rights are those on the DAG (reading needs
 GET on the DAG, actions need PUT/POST), so a plugin route is never an open door.
 
-The pipeline id of a DAG is its dag id; storage comes from the api-server's environment
-(``CKPT_STORAGE``, ``AWS_ENDPOINT_URL``, ``CKPT_AWS_CONN_ID``).
+Each DAG's checkpoint settings (storage, pipeline id, policies) come from the DAG itself,
+as Airflow serialized its begin step (:mod:`.deployed`), not from the api-server's
+environment. Answers never carry a storage path; request bodies with unknown fields are
+refused (422); what does not exist is a 404.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_da
 from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
-from pydantic import BaseModel, Field, StrictInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 from checkpointing import create_savepoint, list_savepoints, read_manifest
 from checkpointing.alerts import read_alert
@@ -28,6 +30,7 @@ from checkpointing.errors import (
     InvalidId,
     MalformedDocument,
     SavepointExists,
+    SavepointNotFound,
     StorageError,
 )
 from checkpointing.ids import ID_PATTERN
@@ -35,12 +38,13 @@ from checkpointing.lineages import list_origins, read_promotion
 from checkpointing.listing import list_epochs
 from checkpointing.stats import epoch_or_history_stats
 
-from .airflow_api import AirflowApi
+from .airflow_api import AirflowApi, AirflowApiError
 from .backfill import (
     BackfillRequestError,
     airflow_preview,
     start_backfill,
 )
+from .deployed import deployed_settings
 from .settings import CheckpointSettings
 
 DagId = Path(pattern=ID_PATTERN, max_length=200, description="DAG id (= pipeline id)")
@@ -68,17 +72,27 @@ async def _bounded_validation_error(_: Request, exc: RequestValidationError) -> 
     return JSONResponse({"detail": errors, "errors_total": len(exc.errors())}, status_code=422)
 
 
-class SavepointRequest(BaseModel):
+class _Body(BaseModel):
+    """Request bodies refuse fields they do not know: a misspelt option is an error (422),
+    never silently ignored."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class SavepointRequest(_Body):
     name: str = Field(pattern=ID_PATTERN, max_length=200)
     epoch_id: StrictInt | None = Field(default=None, ge=1, le=10**10 - 1,
                                        description="default: latest of main")
 
 
-class AbortRequest(BaseModel):
+class AbortRequest(_Body):
     reason: str = Field(min_length=1, max_length=300, description="recorded in _metadata")
+    fail_run: bool = Field(default=True, description="also mark the epoch's DAG run failed "
+                           "(through Airflow's API, with your rights), which stops its "
+                           "running tasks and lets the next queued run start")
 
 
-class BackfillRequest(BaseModel):
+class BackfillRequest(_Body):
     from_epoch: StrictInt | None = Field(default=None, ge=1, le=10**10 - 1)
     from_savepoint: str | None = Field(default=None, pattern=ID_PATTERN, max_length=200)
     first_day: str = Field(pattern=r"^\d{4}-\d{2}-\d{2}$",
@@ -96,21 +110,54 @@ class BackfillRequest(BaseModel):
         return self
 
 
+def _settings(dag_id: str) -> CheckpointSettings:
+    """The DAG's own checkpoint settings, as deployed (404 for a DAG without checkpoints)."""
+    settings = deployed_settings(dag_id)
+    if settings is None:
+        raise HTTPException(404, f"DAG {dag_id!r} is not checkpointed (it has no "
+                                 "checkpoint_begin step)")
+    return settings
+
+
 def _coordinator(dag_id: str):
+    settings = _settings(dag_id)
     try:
-        return CheckpointSettings(pipeline_id=dag_id).coordinator()
+        coord = settings.coordinator()
+        owner = coord.registry().owner
     except (ValueError, InvalidId) as exc:
-        raise HTTPException(400, str(exc)) from None
+        raise HTTPException(400, _redact(str(exc), settings.storage)) from None
+    except CheckpointError as exc:
+        raise HTTPException(503, "checkpoint storage: "
+                                 + _redact(str(exc), settings.storage)) from None
+    if owner is not None and owner != dag_id:
+        raise HTTPException(409, f"pipeline {coord.pipeline_id!r} of DAG {dag_id!r} is "
+                                 f"checkpointed by DAG {owner!r} on the same storage")
+    return coord
 
 
-def _storage_errors(exc: Exception) -> HTTPException:
-    if isinstance(exc, EpochNotFound):
-        return HTTPException(404, str(exc))
+def _redact(text: str, root: str) -> str:
+    """No storage path in an answer: the storage root becomes ``<storage>``, so a message
+    still names the document (``<storage>/p/epochs/...``) without where it lives."""
+    root = root.rstrip("/")
+    if root:
+        text = text.replace(root, "<storage>")
+        if root.startswith("file://"):
+            text = text.replace(root[len("file://"):], "<storage>")
+    return text
+
+
+def _storage_errors(exc: Exception, coord: Any = None) -> HTTPException:
+    msg = str(exc)
+    if coord is not None:
+        msg = _redact(_redact(msg, coord.storage.uri("")), str(getattr(coord.storage,
+                                                                       "root", "")))
+    if isinstance(exc, (EpochNotFound, SavepointNotFound)):
+        return HTTPException(404, msg)
     if isinstance(exc, MalformedDocument):
-        return HTTPException(409, str(exc))
+        return HTTPException(409, msg)
     if isinstance(exc, StorageError):
-        return HTTPException(503, f"checkpoint storage: {exc}")
-    return HTTPException(400, str(exc))
+        return HTTPException(503, f"checkpoint storage: {msg}")
+    return HTTPException(400, msg)
 
 
 def _dag_exists(session: SessionDep, dag_id: str = DagId) -> None:
@@ -146,7 +193,7 @@ def get_epochs(dag_id: str = DagId, limit: int = Query(50, ge=1, le=500),
         return {"dag_id": dag_id, "latest_completed": coord.latest_completed(),
                 "epochs": rows, "total": listing.total, "offset": offset, "limit": limit}
     except CheckpointError as exc:
-        raise _storage_errors(exc) from None
+        raise _storage_errors(exc, coord) from None
 
 
 @app.get("/api/dags/{dag_id}/epochs/{epoch_id}", dependencies=READ,
@@ -161,25 +208,51 @@ def get_epoch(dag_id: str = DagId, epoch_id: int = EpochId) -> dict[str, Any]:
         st["barrier"] = coord.barrier(epoch_id).to_json() if stats.source == "epoch" else None
         return st
     except CheckpointError as exc:
-        raise _storage_errors(exc) from None
+        raise _storage_errors(exc, coord) from None
 
 
 @app.post("/api/dags/{dag_id}/epochs/{epoch_id}/abort", dependencies=WRITE,
-          summary="Abort a pending epoch (one whose runner is gone)")
-def post_abort(body: AbortRequest, user: GetUserDep, dag_id: str = DagId,
+          summary="Abort a pending epoch and (by default) fail its DAG run")
+def post_abort(body: AbortRequest, user: GetUserDep, request: Request, dag_id: str = DagId,
                epoch_id: int = EpochId) -> dict[str, Any]:
+    """Abort the epoch (reason ``cancelled``: it does not spend the failure budget); with
+    ``fail_run`` (default) also mark its DAG run failed through Airflow's own API with the
+    caller's token, so that its running tasks stop and the next queued run starts now
+    instead of when the epoch's watchdog or the tasks notice."""
     coord = _coordinator(dag_id)
     try:
         status = coord.status(epoch_id)
+        if status == "unknown":
+            raise HTTPException(404, f"epoch {epoch_id} of DAG {dag_id!r} does not exist")
         if status != "pending":
             raise HTTPException(409, f"epoch {epoch_id} is {status}; only a pending epoch "
                                      "can be aborted")
+        try:
+            barrier = coord.barrier(epoch_id)
+        except EpochNotFound:  # an id allocated by a try that died before its barrier
+            barrier = None
         meta = coord.abort(epoch_id, "cancelled",
                            f"aborted by {user.get_name()}: {body.reason}")
     except CheckpointError as exc:
-        raise _storage_errors(exc) from None
+        raise _storage_errors(exc, coord) from None
+    run = {"run_id": barrier.run_id if barrier else None, "state": None}
+    if body.fail_run and barrier is not None and meta.status == "aborted":
+        run["state"] = _fail_run(_airflow_api(request), dag_id, barrier.run_id)
     return {"epoch_id": epoch_id, "status": meta.status, "reason": meta.reason,
-            "detail": meta.detail, "missing_tasks": list(meta.missing_tasks)}
+            "detail": meta.detail, "missing_tasks": list(meta.missing_tasks), "dag_run": run}
+
+
+def _fail_run(api: AirflowApi, dag_id: str, run_id: str) -> str:
+    """Mark the run failed (Airflow kills its running tasks and skips the rest); the run's
+    state afterwards, or why Airflow refused."""
+    from urllib.parse import quote
+
+    try:
+        out = api.call("PATCH", f"/api/v2/dags/{quote(dag_id)}/dagRuns/{quote(run_id, safe='')}",
+                       {"state": "failed"})
+    except AirflowApiError as exc:
+        return f"not changed: {exc}"
+    return str(out.get("state"))
 
 
 @app.get("/api/dags/{dag_id}/savepoints", dependencies=READ, summary="Savepoints")
@@ -190,7 +263,7 @@ def get_savepoints(dag_id: str = DagId) -> dict[str, Any]:
                                 "created_at": s.created_at}
                                for s in list_savepoints(coord.storage, coord.layout)]}
     except CheckpointError as exc:
-        raise _storage_errors(exc) from None
+        raise _storage_errors(exc, coord) from None
 
 
 @app.post("/api/dags/{dag_id}/savepoints", dependencies=WRITE, status_code=201,
@@ -198,11 +271,13 @@ def get_savepoints(dag_id: str = DagId) -> dict[str, Any]:
 def post_savepoint(body: SavepointRequest, dag_id: str = DagId) -> dict[str, Any]:
     coord = _coordinator(dag_id)
     try:
+        if body.epoch_id is not None and coord.status(body.epoch_id) == "unknown":
+            raise HTTPException(404, f"epoch {body.epoch_id} of DAG {dag_id!r} does not exist")
         sp = create_savepoint(coord, body.name, body.epoch_id)
     except SavepointExists as exc:
         raise HTTPException(409, str(exc)) from None
     except CheckpointError as exc:
-        raise _storage_errors(exc) from None
+        raise _storage_errors(exc, coord) from None
     return {"name": sp.name, "epoch_id": sp.epoch_id, "lineage": sp.lineage,
             "created_at": sp.created_at}
 
@@ -221,7 +296,7 @@ def get_lineages(dag_id: str = DagId) -> dict[str, Any]:
                 {"epoch_id": manifest.epoch_id, "lineage": manifest.lineage,
                  "published_at": manifest.published_at}}
     except CheckpointError as exc:
-        raise _storage_errors(exc) from None
+        raise _storage_errors(exc, coord) from None
 
 
 @app.post("/api/dags/{dag_id}/backfills", dependencies=WRITE, status_code=201,
@@ -241,7 +316,7 @@ def post_backfill(body: BackfillRequest, user: GetUserDep, request: Request,
     except BackfillRequestError as exc:
         raise HTTPException(exc.status, str(exc)) from None
     except CheckpointError as exc:
-        raise _storage_errors(exc) from None
+        raise _storage_errors(exc, coord) from None
     return started.to_json()
 
 

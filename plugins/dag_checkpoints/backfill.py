@@ -21,7 +21,7 @@ import json
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
@@ -32,6 +32,18 @@ from checkpointing.ids import validate_epoch_id, validate_id
 from checkpointing.lineages import LineageOrigin, delete_origin, new_origin, record_origin
 
 from .airflow_api import AirflowApi, AirflowApiError
+
+#: The most runs one backfill may ask for (a year of daily runs): a preview lists every
+#: run, and Airflow creates them all at once; split longer ranges.
+MAX_BACKFILL_RUNS = 366
+#: How many items a conflict names before it summarises the rest as a count.
+_NAMED = 5
+
+
+def _summarise(items: list[str], n: int = _NAMED) -> str:
+    """``a, b, c and 12 more``: a conflict stays one short line however long the range."""
+    head = ", ".join(items[:n])
+    return head + (f" and {len(items) - n} more" if len(items) > n else "")
 
 
 class BackfillRequestError(ValueError):
@@ -157,6 +169,9 @@ class DeployedDag:
     daily_inputs: tuple[str, ...] = ()
     data: Storage | None = None
     allow_non_restored_state: bool = False
+    #: the DAG's own bounds: no run exists before its start date or after its end date
+    start_date: date | None = None
+    end_date: date | None = None
 
 
 def deployed_dag(dag_id: str, open_data: Callable[[str], Storage] | None = None
@@ -164,22 +179,17 @@ def deployed_dag(dag_id: str, open_data: Callable[[str], Storage] | None = None
     """The latest serialized version of ``dag_id``'s begin step (None for a DAG not
     checkpointed or serialized before this field existed). ``open_data`` opens its data
     root; without it (or without a data root) inputs are not checked."""
-    from airflow.models.serialized_dag import SerializedDagModel
-    from airflow.utils.session import create_session
+    from .deployed import deployed_begin
 
-    from .spark import BEGIN_TASK_ID
-
-    with create_session() as session:
-        serdag = session.scalar(SerializedDagModel.latest_item_select_object(dag_id))
-        task = serdag.dag.task_dict.get(BEGIN_TASK_ID) if serdag is not None else None
-        raw = getattr(task, "checkpoint_plan", None)
-        inputs = json.loads(getattr(task, "checkpoint_inputs", None) or "{}")
-    if not isinstance(raw, str):
+    begin = deployed_begin(dag_id)
+    if begin is None or begin.plan_json is None:
         return None
-    plan = plan_from_json(json.loads(raw))
+    inputs = begin.inputs
+    plan = plan_from_json(json.loads(begin.plan_json))
     data = open_data(inputs["data"]) if open_data and inputs.get("data") else None
     return DeployedDag(plan, tuple(inputs.get("daily") or ()), data,
-                       bool(inputs.get("allow_non_restored_state")))
+                       bool(inputs.get("allow_non_restored_state")),
+                       begin.start_date, begin.end_date)
 
 
 def plan_change(origin: Barrier, deployed: dict[str, TaskPlan]) -> dict[str, list[str]]:
@@ -223,6 +233,7 @@ def preview_backfill(coord: Coordinator, first_day: str | date, last_day: str | 
     first, last = _day(first_day, "first_day"), _day(last_day, "last_day")
     if last < first:
         raise BackfillRequestError(f"last_day {last} is before first_day {first}")
+    _check_bounds(first, last, deployed)
     origin, origin_barrier = _origin(coord, from_epoch, from_savepoint)
     days = [date.fromordinal(d) for d in range(first.toordinal(), last.toordinal() + 1)]
     runs = tuple(BackfillRun(logical_date_for(d).isoformat(), d.isoformat()) for d in days)
@@ -254,8 +265,8 @@ def preview_backfill(coord: Coordinator, first_day: str | date, last_day: str | 
         skipped = [r for r in runs if date.fromisoformat(r.logical_date) not in ok]
         if skipped:
             conflicts.append(
-                "Airflow would not run " + ", ".join(
-                    f"{r.logical_date} (data day {r.data_day})" for r in skipped)
+                f"Airflow would not run {len(skipped)} of the {len(runs)} runs: " + _summarise(
+                    [f"{r.logical_date} (data day {r.data_day})" for r in skipped])
                 + ": a run of that date is still in flight, or it is not a scheduled date")
     main_open = [o for o in coord.registry().open if o.lineage == "main"]
     if main_open:
@@ -271,9 +282,8 @@ def preview_backfill(coord: Coordinator, first_day: str | date, last_day: str | 
         if deployed.data is not None and deployed.daily_inputs:
             missing = missing_inputs(deployed.data, deployed.daily_inputs, days)
             if missing:
-                conflicts.append("input missing for " + ", ".join(missing[:10])
-                                 + (f" and {len(missing) - 10} more" if len(missing) > 10
-                                    else "") + ": land it first, or shorten the range")
+                conflicts.append(f"input missing for {_summarise(missing)}: land it first, "
+                                 "or shorten the range")
     promotes = not rewinds
     if promotes:
         notes.append("it reaches what is published: when its last epoch completes, the main "
@@ -282,6 +292,27 @@ def preview_backfill(coord: Coordinator, first_day: str | date, last_day: str | 
                            {"frontier": last.isoformat(), "lineage": "(the backfill's)",
                             "promotes": promotes}, rewinds, tuple(conflicts), tuple(notes),
                            change)
+
+
+def _check_bounds(first: date, last: date, deployed: DeployedDag | None) -> None:
+    """Refuse (400) a range longer than MAX_BACKFILL_RUNS or outside the DAG's own start
+    and end dates, before anything costly (Airflow's dry run, input checks) runs."""
+    runs = last.toordinal() - first.toordinal() + 1
+    if runs > MAX_BACKFILL_RUNS:
+        raise BackfillRequestError(f"{first}..{last} is {runs} runs; a backfill is at most "
+                                   f"{MAX_BACKFILL_RUNS}: split the range")
+    if deployed is None:
+        return
+    if deployed.start_date and logical_date_for(first) < deployed.start_date:
+        raise BackfillRequestError(
+            f"data day {first} runs at {logical_date_for(first)}, before the DAG's start "
+            f"date {deployed.start_date}: the first data day it can replay is "
+            f"{data_day_of(deployed.start_date)}")
+    if deployed.end_date and logical_date_for(last) > deployed.end_date:
+        raise BackfillRequestError(
+            f"data day {last} runs at {logical_date_for(last)}, after the DAG's end date "
+            f"{deployed.end_date}: the last data day it can replay is "
+            f"{data_day_of(deployed.end_date)}")
 
 
 def _plan_findings(change: dict[str, list[str]], allow_non_restored: bool,
@@ -351,9 +382,11 @@ def airflow_preview(coord: Coordinator, api: AirflowApi, dag_id: str, first_day:
     DAG as deployed now (plan, daily inputs under its data root)."""
 
     def open_data(uri: str) -> Storage:
+        from .deployed import deployed_settings
         from .settings import CheckpointSettings
 
-        return CheckpointSettings(pipeline_id=dag_id, data=uri).open_data_storage()
+        settings = deployed_settings(dag_id) or CheckpointSettings(pipeline_id=dag_id)
+        return replace(settings, data=uri).open_data_storage()
 
     def runnable(first: date, last: date) -> set[date]:
         try:

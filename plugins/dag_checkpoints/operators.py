@@ -21,6 +21,7 @@ from checkpointing.barrier import plan_to_json
 from checkpointing.errors import (
     CheckpointError,
     EpochIncomplete,
+    EpochNotFound,
     FailureBudgetExhausted,
     PolicyViolation,
     PromotingBackfillRunning,
@@ -64,11 +65,15 @@ class BeginEpochOperator(BaseOperator):
         self.checkpoint_inputs = json.dumps(
             {"data": settings.data, "daily": list(settings.daily_inputs),
              "allow_non_restored_state": allow_non_restored_state}, sort_keys=True)
+        # The DAG's own settings (storage, pipeline id, policies, alerts; connection ids,
+        # no secrets), so that the plugin's routes act on this DAG's storage, whatever
+        # the api-server's environment says.
+        self.checkpoint_settings = json.dumps(settings.to_kwargs(), sort_keys=True)
 
     @classmethod
     def get_serialized_fields(cls) -> frozenset[str]:
         return frozenset(super().get_serialized_fields()
-                         | {"checkpoint_plan", "checkpoint_inputs"})
+                         | {"checkpoint_plan", "checkpoint_inputs", "checkpoint_settings"})
 
     def execute(self, context: Any) -> int:
         coord = self.settings.coordinator()
@@ -83,7 +88,7 @@ class BeginEpochOperator(BaseOperator):
                                         publish_on_complete=publish,
                                         data_interval=_interval(context),
                                         allow_non_restored_state=self.allow_non_restored_state,
-                                        promote=promote,
+                                        promote=promote, owner=context["dag_run"].dag_id,
                                         input_range={"logical_date": str(
                                             context.get("logical_date"))})
         except PromotingBackfillRunning as exc:
@@ -163,13 +168,16 @@ class CommitEpochOperator(BaseOperator):
             self._emit_asset_events(context, coord)
             self.log.info("epoch %d completed and published", meta.epoch_id)
             return meta.epoch_id
-        barrier = coord.barrier(int(epoch))
+        try:
+            barrier = coord.barrier(int(epoch))
+        except EpochNotFound:  # aborted and deleted by retention before this try ran
+            barrier = None
         # Announced before retention runs, so that the alert is in the history with the
         # failure record (the coordinator's abort hook usually did it already: once only).
         announce(coord, meta, barrier, self.settings.alerts, context)
         self._retain(coord)
         try:
-            coord.check_failure_budget(barrier.lineage)
+            coord.check_failure_budget(meta.lineage)
         except FailureBudgetExhausted as exc:
             raise AirflowFailException(f"epoch {meta.epoch_id} aborted ({meta.reason}: "
                                        f"{meta.detail}); checkpoint failure budget "

@@ -49,6 +49,23 @@ def derive_plan(tasks: list[Any]) -> dict[str, TaskPlan]:
     return plan
 
 
+#: (storage, pipeline id) -> the DAG that claimed it in this process
+_CLAIMS: dict[tuple[str, str], str] = {}
+
+
+def _claim_pipeline(dag_id: str, settings: CheckpointSettings) -> None:
+    """Refuse, when the DAG is defined, a pipeline id another DAG of this process already
+    uses on the same storage (two DAGs of one file, a copied DAG that kept its settings).
+    DAGs parsed by other processes are refused by their first begin step, which finds the
+    pipeline's owner in the registry."""
+    key = (settings.storage.rstrip("/"), settings.pipeline_id)
+    other = _CLAIMS.setdefault(key, dag_id)
+    if other != dag_id:
+        raise ValueError(f"DAG {dag_id!r}: pipeline id {settings.pipeline_id!r} is already "
+                         f"used by DAG {other!r} on the same checkpoint storage; give "
+                         "CheckpointSettings(pipeline_id=...) a value of its own")
+
+
 @dataclass(frozen=True)
 class CheckpointSteps:
     """What :func:`checkpoint_dag` added, and the plan it derived."""
@@ -67,6 +84,7 @@ def checkpoint_dag(dag: Any, settings: CheckpointSettings, *,
     :param allow_non_restored_state: begin even when the parent epoch holds state of a task
         the DAG no longer has (that state is dropped), as Flink's flag of the same name.
     """
+    _claim_pipeline(dag.dag_id, settings)
     jobs = [t for t in dag.tasks if is_checkpointed(t)]
     if not jobs:
         raise ValueError(f"DAG {dag.dag_id!r} has no checkpointed task: use "
@@ -80,7 +98,8 @@ def checkpoint_dag(dag: Any, settings: CheckpointSettings, *,
     commit = CommitEpochOperator(task_id=COMMIT_TASK_ID, settings=settings, dag=dag,
                                  outlets=published_assets(settings, jobs))
     watchdog = EpochTimeoutOperator(task_id=TIMEOUT_TASK_ID, settings=settings,
-                                    begin_task_id=BEGIN_TASK_ID, dag=dag)
+                                    begin_task_id=BEGIN_TASK_ID, commit_task_id=COMMIT_TASK_ID,
+                                    dag=dag)
     begin >> watchdog  # beside the jobs, not before the commit: it waits for its decision
     for t in jobs:
         if not any(plan[t.task_id].upstream):

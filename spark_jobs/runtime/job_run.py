@@ -24,6 +24,7 @@ from typing import Any
 
 from checkpointing import Acknowledgement, Coordinator, SnapshotWriter, StateHandle
 from checkpointing.documents import now_iso
+from checkpointing.errors import EpochAlreadyDecided
 from checkpointing.state_handle import FileRef
 from checkpointing.storage import LocalStorage, Storage, open_storage
 
@@ -181,6 +182,31 @@ class JobRun:
 _PART = "part"
 
 
+def _restored_from(coordinator: Coordinator, epoch_id: int,
+                   previous: StateHandle | None) -> str:
+    """What a task restores, for its log: a retry's first question is "from where?"."""
+    barrier = coordinator.barrier(epoch_id)
+    if previous is None:
+        source = (f"savepoint {barrier.parent_savepoint!r}" if barrier.parent_savepoint else
+                  f"epoch {barrier.parent_epoch_id}" if barrier.parent_epoch_id else None)
+        return ("starts from empty state (no parent epoch)" if source is None else
+                f"starts from empty state ({source} holds no state of this task)")
+    files = previous.all_files()
+    size = sum(f.size for f in files)
+    via = f" (savepoint {barrier.parent_savepoint!r})" if barrier.parent_savepoint else ""
+    return (f"restores from epoch {previous.epoch_id}{via}: attempt {previous.attempt}, "
+            f"{len(files)} file(s), {size} bytes")
+
+
+def _delete_attempt_files(coordinator: Coordinator, epoch_id: int, task_id: str,
+                          attempt: int) -> None:
+    layout, storage = coordinator.layout, coordinator.storage
+    for prefix in (layout.state_prefix(epoch_id, task_id, attempt),
+                   layout.staging_prefix(epoch_id, task_id, attempt)):
+        for obj in list(storage.list(prefix)):
+            storage.delete(obj.key)
+
+
 def partition_value(name: str) -> str | None:
     """The partition value in a state file's logical name (``bronze/part=<v>/...``)."""
     for seg in name.split("/"):
@@ -205,6 +231,8 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
     previous = coordinator.restore_handle(epoch_id, task_id)
     upstream = coordinator.upstream_handles(epoch_id, task_id)
     restore_ms = (time.monotonic() - t0) * 1000
+    log.info("task %s attempt %d of epoch %d %s", task_id, attempt, epoch_id,
+             _restored_from(coordinator, epoch_id, previous))
     scratch = Path(tempfile.mkdtemp(prefix=f"ckpt-{task_id}-e{epoch_id}-a{attempt}-"))
     writer = SnapshotWriter(coordinator.storage, coordinator.layout, epoch_id, task_id, attempt,
                             previous=previous)
@@ -233,7 +261,13 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
             restored_from={"epoch_id": previous.epoch_id if previous else None},
             delivery=coordinator.barrier(epoch_id).mode,
         )
-        return coordinator.acknowledge(epoch_id, task_id, attempt, handle)
+        try:
+            return coordinator.acknowledge(epoch_id, task_id, attempt, handle)
+        except EpochAlreadyDecided:
+            # Decided while the job ran (an operator's abort, a timeout): what the attempt
+            # wrote under the epoch is nobody's; leave nothing behind (PROTOCOL 6.10).
+            _delete_attempt_files(coordinator, epoch_id, task_id, attempt)
+            raise
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         # Jobs cache DataFrames for the length of one task. Spark matches cached data by
