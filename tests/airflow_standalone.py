@@ -36,8 +36,9 @@ def connect_env(server: Any) -> dict[str, str]:
 
 class Standalone:
     def __init__(self, home: Path, command: tuple[str, ...] = ("standalone",), prefix: str = "",
-                 **env: str):
+                 ready_dag: str = "flights_daily", **env: str):
         self.home = home
+        self.ready_dag = ready_dag  # start() waits until the api-server knows this DAG
         self.command = command  # ("api-server",): Airflow's REST API alone
         self.port = free_port()
         # prefix: a path in [api] base_url (Airflow behind a proxy at https://host/airflow)
@@ -81,7 +82,7 @@ class Standalone:
                 raise RuntimeError(f"airflow standalone cannot start a component: {self.tail()}")
             try:
                 if requests.get(f"{self.url}/api/v2/monitor/health", timeout=2).ok:
-                    r = self.get("/api/v2/dags/flights_daily", "admin")
+                    r = self.get(f"/api/v2/dags/{self.ready_dag}", "admin")
                     if r.status_code == 200:
                         return self
             except requests.RequestException:

@@ -1,0 +1,45 @@
+"""Jobs for the failure-path tests under `airflow standalone`: a running count whose
+attempt can be held at a gate (a file under the data root) while the test aborts its epoch,
+marks it failed or lets it go, and a job that declines an epoch when told to."""
+
+from __future__ import annotations
+
+import time
+
+from pyspark.sql import types as T
+
+from spark_jobs.runtime import DeclineEpoch, JobResult, JobRun
+
+SCHEMA = T.StructType([T.StructField("epoch", T.LongType()), T.StructField("n", T.LongType())])
+GATE_SECONDS = 240
+
+
+def _flag(run: JobRun, name: str) -> bool:
+    return run.data is not None and run.data.exists(f"control/{name}")
+
+
+def gated_count(run: JobRun) -> JobResult:
+    """Adds 10 rows per epoch to its state, then, while the test holds the gate
+    (``control/hold``), waits until its epoch's gate opens (``control/open-<epoch>``)."""
+    if _flag(run, "decline"):
+        raise DeclineEpoch(f"control file says epoch {run.epoch_id} has bad data")
+    old = run.read_parquet(run.files(run.previous, "counts/"), SCHEMA)
+    new = run.spark.range(10).selectExpr(f"CAST({run.epoch_id} AS BIGINT) AS epoch",
+                                         "id AS n")
+    state = old.unionByName(new)
+    run.write_state(state, "counts")
+    run.write_output(state.groupBy().count().withColumnRenamed("count", "rows"), "counts")
+    if _flag(run, "hold") and not _flag(run, f"open-{run.epoch_id}"):
+        run.data.write(f"control/held-{run.epoch_id}", b"")  # the test waits for this
+        deadline = time.time() + GATE_SECONDS
+        while not _flag(run, f"open-{run.epoch_id}") and time.time() < deadline:
+            time.sleep(0.5)
+    return JobResult(row_counts={"counts": state.count()})
+
+
+def total(run: JobRun) -> JobResult:
+    """Reads its upstream's staged output of this epoch (aligned barrier)."""
+    refs = run.files(run.upstream["count"], "", outputs="counts")
+    rows = run.read_parquet(refs, T.StructType([T.StructField("rows", T.LongType())]))
+    run.write_output(rows, "total")
+    return JobResult(row_counts={"total": rows.count()})

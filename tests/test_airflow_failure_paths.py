@@ -1,0 +1,242 @@
+"""Failure paths under a real `airflow standalone` (LocalExecutor, SQLite, tasks on the test
+process's Spark Connect server): every one ends its DAG run within seconds of the epoch's
+decision, and nothing is written into a decided epoch.
+
+- an epoch aborted through the REST API while a task runs: the run ends failed, the next
+  queued run starts and completes (an operator's abort does not spend the failure budget,
+  ``tolerable_failed_epochs=0``);
+- a running task marked failed by an operator, and an epoch declined by its task: the run
+  ends failed soon after the commit step's abort;
+- a task that acknowledges after its epoch was aborted *and deleted by retention* fails
+  with "epoch N was aborted (...)" and writes nothing under the deleted epoch;
+- two DAGs with their own pipeline ids and storage roots, served by one api-server: each
+  one's page data, savepoint and backfill preview act on its own storage; answers carry no
+  storage path; unknown fields are refused; a backfill range is bounded.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+import requests
+
+from checkpointing import Coordinator, LocalStorage, run_retention
+from checkpointing.history import read_failure
+from tests.airflow_env import ROOT
+from tests.airflow_standalone import Standalone, connect_env
+
+pytestmark = pytest.mark.slow
+A, B = "ckpt_fp_a", "ckpt_fp_b"
+PIPELINE = {A: "failure_paths_a", B: "failure_paths_b"}
+#: the issue's bound: a run whose epoch was decided ends within this many seconds
+END_WITHIN_S = 30
+
+
+@pytest.fixture(scope="module")
+def af(tmp_path_factory, spark_connect):
+    tmp = tmp_path_factory.mktemp("failure-paths")
+    dags = tmp / "dags"
+    dags.mkdir()
+    (dags / "two_pipelines.py").write_text(
+        (ROOT / "tests/dags_failure_paths/two_pipelines.py").read_text())
+    sa = Standalone(
+        tmp / "airflow", ready_dag=B,
+        AIRFLOW__CORE__DAGS_FOLDER=str(dags),
+        # The environment's storage stays empty: each DAG names its own.
+        CKPT_STORAGE=f"file://{tmp}/env-ckpt", CKPT_DATA=f"file://{tmp}/data",
+        CKPT_FP_STORAGE_A=f"file://{tmp}/ckpt-a", CKPT_FP_STORAGE_B=f"file://{tmp}/ckpt-b",
+        **connect_env(spark_connect),
+    )
+    (tmp / "data/control").mkdir(parents=True)
+    try:
+        sa.start()
+        yield sa, tmp
+    finally:
+        sa.stop()
+
+
+# ------------------------------------------------------------------ helpers
+def _coord(tmp: Path, dag: str) -> Coordinator:
+    return Coordinator(LocalStorage(tmp / f"ckpt-{dag[-1]}"), PIPELINE[dag])
+
+
+def _control(tmp: Path, name: str, on: bool = True) -> None:
+    path = tmp / "data/control" / name
+    if on:
+        path.write_bytes(b"")
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _wait(pred, timeout: float, what: str, sa: Standalone):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        value = pred()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"{what} not within {timeout}s\n{sa.tail()}")
+
+
+def _epoch_of(sa: Standalone, tmp: Path, dag: str, run: str) -> int:
+    """The epoch the run's begin step opened (the run index in storage)."""
+    c = _coord(tmp, dag)
+    return _wait(lambda: (c.epochs_of_run(run) or [None])[-1], 300, f"the epoch of {run}", sa)
+
+
+def _held(sa: Standalone, tmp: Path, epoch: int) -> None:
+    _wait(lambda: (tmp / f"data/control/held-{epoch}").exists(), 300,
+          f"epoch {epoch}'s task at its gate", sa)
+
+
+def _ended_at(sa: Standalone, dag: str, run: str) -> float:
+    r = sa.get(f"/api/v2/dags/{dag}/dagRuns/{run}")
+    return _ts(r.json()["end_date"])
+
+
+def _ts(value: str) -> float:
+    return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+
+
+def _hold_run(sa: Standalone, tmp: Path, dag: str, day: str) -> tuple[str, int]:
+    """Trigger a run whose first task stops at its gate; (run id, epoch id)."""
+    _control(tmp, "hold")
+    run = sa.trigger(dag, f"{day}T00:00:00Z")
+    epoch = _epoch_of(sa, tmp, dag, run)
+    _held(sa, tmp, epoch)
+    _control(tmp, "hold", on=False)  # later runs pass the gate
+    return run, epoch
+
+
+def _log(sa: Standalone, dag: str, run: str, task: str) -> str:
+    r = sa.get(f"/api/v2/dags/{dag}/dagRuns/{run}/taskInstances/{task}/logs/1",
+               params={"full_content": "true"}, headers={"Accept": "application/json"})
+    return json.dumps(r.json())
+
+
+# ------------------------------------------------------------------ tests
+def test_rest_abort_ends_the_run_and_the_queued_run_completes(af):
+    sa, tmp = af
+    run1, epoch = _hold_run(sa, tmp, A, "2024-01-02")
+    run2 = sa.trigger(A, "2024-01-03T00:00:00Z")  # queued behind run1 (max_active_runs=1)
+    assert sa.run_state(A, run2) == "queued"
+    r = sa.post(f"/ckpt/api/dags/{A}/epochs/{epoch}/abort", {"reason": "wrong input"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["status"] == "aborted" and body["reason"] == "cancelled", body
+    assert body["dag_run"] == {"run_id": run1, "state": "failed"}, body
+    decided = _ts(read_failure(_coord(tmp, A).storage, _coord(tmp, A).layout, epoch)
+                  .decided_at)
+    assert sa.wait_run(A, run1, timeout=120) == "failed"
+    assert _ended_at(sa, A, run1) - decided <= END_WITHIN_S
+    # The queued run starts now, and an operator's abort did not spend the failure budget
+    # (tolerable_failed_epochs=0): it completes.
+    assert sa.wait_run(A, run2, timeout=300) == "success", sa.tail()
+    c = _coord(tmp, A)
+    assert c.registry().lineage("main").consecutive_failed == 0
+    assert c.latest_completed() == _epoch_of(sa, tmp, A, run2)
+
+
+def test_task_marked_failed_ends_the_run(af):
+    sa, tmp = af
+    run, epoch = _hold_run(sa, tmp, A, "2024-01-04")
+    r = requests.patch(f"{sa.url}/api/v2/dags/{A}/dagRuns/{run}/taskInstances/count",
+                       json={"new_state": "failed"}, headers=sa._headers("admin"), timeout=60)
+    assert r.status_code == 200, r.text
+    assert sa.wait_run(A, run, timeout=180) == "failed"
+    c = _coord(tmp, A)
+    rec = _wait(lambda: read_failure(c.storage, c.layout, epoch), 60, "failure record", sa)
+    assert rec.reason == "declined" and rec.declined_by == "count", rec
+    assert _ended_at(sa, A, run) - _ts(rec.decided_at) <= END_WITHIN_S
+
+
+def test_declined_epoch_ends_the_run(af):
+    sa, tmp = af
+    _control(tmp, "decline")
+    try:
+        run = sa.trigger(A, "2024-01-05T00:00:00Z")
+        epoch = _epoch_of(sa, tmp, A, run)
+        assert sa.wait_run(A, run, timeout=300) == "failed"
+    finally:
+        _control(tmp, "decline", on=False)
+    c = _coord(tmp, A)
+    rec = read_failure(c.storage, c.layout, epoch)
+    assert rec is not None and rec.reason == "declined" and rec.declined_by == "count", rec
+    assert "bad data" in rec.detail
+    assert _ended_at(sa, A, run) - _ts(rec.decided_at) <= END_WITHIN_S
+    assert "declined epoch" in _log(sa, A, run, "count")
+
+
+def test_ack_after_abort_and_retention_is_refused_and_writes_nothing(af):
+    sa, tmp = af
+    run, epoch = _hold_run(sa, tmp, A, "2024-01-06")
+    r = sa.post(f"/ckpt/api/dags/{A}/epochs/{epoch}/abort",
+                {"reason": "late ack drill", "fail_run": False})
+    assert r.status_code == 200 and r.json()["dag_run"]["state"] is None, r.text
+    c = _coord(tmp, A)
+    report = run_retention(c)  # as a commit step of another run would
+    assert epoch in report.deleted_epochs
+    epoch_dir = tmp / "ckpt-a" / PIPELINE[A] / "epochs" / f"{epoch:010d}"
+    assert not epoch_dir.exists()
+    _control(tmp, f"open-{epoch}")  # the held task goes on and acknowledges
+    seen: set[str] = set()
+    deadline = time.time() + 300
+    while sa.run_state(A, run) not in ("success", "failed") and time.time() < deadline:
+        if epoch_dir.exists():
+            seen.update(str(p.relative_to(epoch_dir)) for p in epoch_dir.rglob("*"))
+        time.sleep(0.2)
+    assert sa.run_state(A, run) == "failed"
+    assert not seen, f"written into deleted epoch {epoch}: {sorted(seen)}"
+    assert not epoch_dir.exists()
+    tries = sa.task_tries(A, run)
+    assert tries["count"][0] == "failed", tries
+    assert f"epoch {epoch} was aborted (cancelled" in _log(sa, A, run, "count")
+
+
+def test_two_dags_each_on_its_own_storage(af):
+    sa, tmp = af
+    run = sa.trigger(B, "2024-01-02T00:00:00Z")
+    assert sa.wait_run(B, run, timeout=300) == "success", sa.tail()
+    epoch_b = _epoch_of(sa, tmp, B, run)
+    listing = sa.get(f"/ckpt/api/dags/{B}/epochs").json()
+    assert [e["epoch_id"] for e in listing["epochs"]] == [epoch_b], listing
+    assert listing["epochs"][0]["status"] == "completed"
+    ids_a = {e["epoch_id"] for e in sa.get(f"/ckpt/api/dags/{A}/epochs").json()["epochs"]}
+    assert len(ids_a) >= 3  # A's failures and completions, from A's storage
+    assert not (tmp / "env-ckpt").exists() or not any((tmp / "env-ckpt").rglob("*"))
+    assert not (tmp / "ckpt-a" / PIPELINE[B]).exists()
+    assert not (tmp / "ckpt-b" / PIPELINE[A]).exists()
+
+    r = sa.post(f"/ckpt/api/dags/{B}/savepoints", {"name": "sp1", "epoch_id": epoch_b})
+    assert r.status_code == 201, r.text
+    assert (tmp / "ckpt-b" / PIPELINE[B] / "savepoints/sp1.json").exists()
+    preview = sa.post(f"/ckpt/api/dags/{B}/backfills",
+                      {"from_savepoint": "sp1", "first_day": "2024-01-02",
+                       "last_day": "2024-01-03", "dry_run": True})
+    assert preview.status_code == 200, preview.text
+    assert preview.json()["origin"]["epoch_id"] == epoch_b
+
+    # The API, probed as an attacker would.
+    for path, body, status in [
+        (f"/ckpt/api/dags/{B}/epochs/999999/abort", {"reason": "x"}, 404),
+        (f"/ckpt/api/dags/{B}/savepoints", {"name": "sp2", "epoch_id": 999999}, 404),
+        (f"/ckpt/api/dags/{B}/epochs/{epoch_b}/abort", {"reason": "x", "force": True}, 422),
+        (f"/ckpt/api/dags/{B}/backfills", {"from_epoch": epoch_b, "first_day": "2024-01-03",
+                                          "last_day": "2040-01-04", "dry_run": True}, 400),
+        (f"/ckpt/api/dags/{B}/backfills", {"from_epoch": epoch_b, "first_day": "2024-12-20",
+                                          "last_day": "2025-01-04", "dry_run": True}, 400),
+    ]:
+        t0 = time.monotonic()
+        r = sa.post(path, body)
+        assert r.status_code == status, (path, body, r.status_code, r.text)
+        assert str(tmp) not in r.text and "file://" not in r.text, r.text
+        assert len(r.text) < 2000 and time.monotonic() - t0 < 10, r.text
+    r = sa.get(f"/ckpt/api/dags/{B}/epochs/999999")
+    assert r.status_code == 404 and str(tmp) not in r.text, r.text
+    assert "end date" in sa.post(f"/ckpt/api/dags/{B}/backfills", {
+        "from_epoch": epoch_b, "first_day": "2024-12-20", "last_day": "2025-01-04",
+        "dry_run": True}).json()["detail"]
