@@ -266,7 +266,14 @@ def _into_dir(path: Path, place: Callable[[], object], tries: int = 20) -> None:
     the link: that shows as FileNotFoundError, and creating the directory again is the fix.
     """
     for attempt in range(tries):
-        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            # pathlib's mkdir(exist_ok=True) itself raises when a concurrent delete
+            # removes the directory between its mkdir and its is_dir check: retried too.
+            os.makedirs(path.parent, exist_ok=True)
+        except (FileExistsError, FileNotFoundError):
+            if attempt == tries - 1:
+                raise
+            continue
         try:
             place()
             return
