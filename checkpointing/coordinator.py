@@ -174,7 +174,7 @@ class Coordinator:
         return meta
 
     def decision(self, epoch_id: int) -> Decision | None:
-        """How the epoch ended, read from what survives retention (PROTOCOL 6.10): its
+        """How the epoch ended, read from what survives retention (PROTOCOL 6.11): its
         ``_metadata``, else its failure record, else the registry; None while it is pending.
         Raises :class:`EpochNotFound` for an id never allocated."""
         epoch_id = validate_epoch_id(epoch_id)

@@ -1,5 +1,5 @@
 """An epoch's decision as every reader sees it, for as long as anything can ask (PROTOCOL
-6.10): the ``_metadata`` document while the epoch's files exist, then the failure record
+6.11): the ``_metadata`` document while the epoch's files exist, then the failure record
 that outlives an aborted epoch, then the registry, which knows every id it allocated.
 
 Retention deletes decided epochs; without this a deleted epoch read as "pending" (no

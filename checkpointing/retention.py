@@ -144,7 +144,7 @@ def run_retention(coordinator, dry_run: bool = False) -> RetentionReport:  # noq
 def _undocumented_status(coordinator, epoch_id: int) -> str:  # noqa: ANN001
     """The status of an epoch directory without ``_metadata``: ``pending``, or ``orphan``
     when the epoch was decided and deleted before (objects a late writer left there,
-    which nothing references: PROTOCOL 6.10)."""
+    which nothing references: PROTOCOL 6.11)."""
     try:
         decision = coordinator.decision(epoch_id)
     except EpochNotFound:  # not allocated by the registry: never delete what we don't know

@@ -135,7 +135,7 @@ def written_documents(tmp_path: Path) -> dict[str, list[dict]]:
     c = Coordinator(st, "p", CheckpointConfig(lease_seconds=30))
     plan = plan_from_edges({"ingest": [], "stats": ["ingest"]}, {"stats"})
     day = {"start": "2013-01-02T00:00:00+00:00", "end": "2013-01-02T00:00:00+00:00"}
-    b = c.begin_epoch(plan, "scheduled__2013-01-02", data_interval=day,
+    b = c.begin_epoch(plan, "scheduled__2013-01-02", data_interval=day, owner="flights_daily",
                       input_range={"logical_date": "2013-01-02"})
     with RunnerLease(c, b.epoch_id):
         ack_task(c, b.epoch_id, "ingest", files={"bronze": b"abc"}, tmp=tmp_path)

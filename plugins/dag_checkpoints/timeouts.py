@@ -72,7 +72,7 @@ class EpochDeadlineTrigger(BaseTrigger):
     Storage is read every ``poll_seconds`` (the deadline's twentieth, at most 30 s), and at
     once when Airflow says the run's commit step finished: the decision is usually made
     there, so a run ends about a second after its commit step instead of a storage poll
-    later (PROTOCOL 6.10). A decided epoch ends the watchdog from here, without resuming
+    later (PROTOCOL 6.11). A decided epoch ends the watchdog from here, without resuming
     on a worker (success, or skipped/failed for an aborted epoch as the failure budget
     says); only a passed deadline resumes on a worker, which aborts and alerts.
     Storage calls run in a worker thread of the event loop's default executor, one short

@@ -265,7 +265,7 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
             return coordinator.acknowledge(epoch_id, task_id, attempt, handle)
         except EpochAlreadyDecided:
             # Decided while the job ran (an operator's abort, a timeout): what the attempt
-            # wrote under the epoch is nobody's; leave nothing behind (PROTOCOL 6.10).
+            # wrote under the epoch is nobody's; leave nothing behind (PROTOCOL 6.11).
             _delete_attempt_files(coordinator, epoch_id, task_id, attempt)
             raise
     finally:
