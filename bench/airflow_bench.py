@@ -4,7 +4,9 @@ For each mode (``local``: every task starts a Spark of its own; ``connect``: eve
 a client of one Spark Connect server), an `airflow standalone` (LocalExecutor on
 PostgreSQL when ``CKPT_TEST_PG_URL`` is set, else SQLite) runs one warm-up day and then
 ``--epochs`` days one after the other. Reported per mode: the median seconds from a run's
-start to its end (Airflow's own timestamps), the median duration of each task, and where a
+start to its end (Airflow's own timestamps), how long after its commit step the run ends
+(``airflow_run_end_lag_seconds``: the epoch watchdog noticing the decision), the median
+duration of each task, and where a
 checkpointed task's time goes (the epoch statistics' restore and run times; the rest of a
 task's duration is process start, Spark session and acknowledging).
 
@@ -53,7 +55,10 @@ def run_day(sa: Standalone, n: int) -> dict[str, Any]:
         raise RuntimeError(f"run {run} ended {state}: {sa.tail()}")
     r = sa.get(f"/api/v2/dags/{DAG}/dagRuns/{run}").json()
     tis = sa.get(f"/api/v2/dags/{DAG}/dagRuns/{run}/taskInstances").json()["task_instances"]
+    commit = next(t for t in tis if t["task_id"] == "checkpoint_commit")
     return {"run_id": run, "seconds": round(_ts(r["end_date"]) - _ts(r["start_date"]), 2),
+            # what the run waits for after its epoch is decided (the watchdog's lag)
+            "end_lag_seconds": round(_ts(r["end_date"]) - _ts(commit["end_date"]), 2),
             "tasks": {t["task_id"]: round(t["duration"] or 0.0, 2) for t in tis}}
 
 
@@ -104,6 +109,8 @@ def bench_mode(mode: str, epochs: int, work: Path) -> dict[str, Any]:
     return {"epoch_seconds": statistics.median(r["seconds"] for r in runs),
             "epoch_seconds_all": [r["seconds"] for r in runs],
             "warmup_seconds": warm["seconds"],
+            "end_lag_seconds": statistics.median(r["end_lag_seconds"] for r in runs),
+            "end_lag_seconds_all": [r["end_lag_seconds"] for r in runs],
             "task_seconds": {t: statistics.median(r["tasks"].get(t, 0.0) for r in runs)
                              for t in tasks},
             "task_split_ms": task_split(coord, list(range(2, epochs + 2)))}
@@ -131,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"({modes[mode]['epoch_seconds_all']})", flush=True)
     result: dict[str, Any] = {f"airflow_epoch_seconds_{m}": r["epoch_seconds"]
                               for m, r in modes.items()}
+    result["airflow_run_end_lag_seconds"] = statistics.median(
+        lag for r in modes.values() for lag in r["end_lag_seconds_all"])
     if "local" in modes and "connect" in modes:
         result["airflow_connect_over_local_ratio"] = round(
             modes["connect"]["epoch_seconds"] / modes["local"]["epoch_seconds"], 3)
