@@ -83,6 +83,22 @@ def test_plan_is_derived_from_the_dag_through_plain_tasks():
     assert all(t.settings is not None for t in (a, b, c))
 
 
+def test_a_pipeline_id_is_claimed_by_one_dag_per_storage():
+    from airflow.sdk import DAG
+    from dag_checkpoints import CheckpointedSparkOperator, CheckpointSettings, checkpoint_dag
+
+    def dag_with(dag_id: str, storage: str) -> None:
+        with DAG(dag_id, schedule=None) as dag:
+            CheckpointedSparkOperator(task_id="a", job="spark_jobs.flights.stats:route_stats")
+        checkpoint_dag(dag, CheckpointSettings("claimed_pipeline", storage=storage))
+
+    dag_with("claim_one", "file:///tmp/claims")
+    dag_with("claim_one", "file:///tmp/claims/")  # the same DAG parsed again: fine
+    dag_with("claim_two", "file:///tmp/other")  # the same id on other storage: fine
+    with pytest.raises(ValueError, match="already used by DAG 'claim_one'"):
+        dag_with("claim_two", "file:///tmp/claims")
+
+
 def test_taskflow_decorator_makes_a_checkpointed_task():
     from airflow.sdk import DAG
     from dag_checkpoints.decorators import checkpointed_spark_task

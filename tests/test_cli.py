@@ -67,6 +67,11 @@ def test_show_latest_verify(populated):
     c.storage.write(c.storage.key_for_uri(ref.uri), b"tampered")
     v = ckpt(env, "verify", "2")
     assert v.returncode == 1 and "PROBLEM task src_a" in v.stdout
+    # --all checks every retained completed epoch, one line (or JSON object) each: epoch 1
+    # is fine, epoch 2 is not, so the command fails and says which.
+    v = ckpt(env, "verify", "--all", "--json")
+    reports = {d["epoch_id"]: d["ok"] for d in map(json.loads, v.stdout.splitlines())}
+    assert v.returncode == 1 and reports == {1: True, 2: False}, v.stdout + v.stderr
 
 
 def test_savepoint_commands(populated):
