@@ -264,8 +264,9 @@ def preview_backfill(coord: Coordinator, first_day: str | date, last_day: str | 
         ok = runnable(logical_date_for(first), logical_date_for(last))
         skipped = [r for r in runs if date.fromisoformat(r.logical_date) not in ok]
         if skipped:
+            count = f"{len(skipped)} of the {len(runs)} runs: " if len(skipped) > _NAMED else ""
             conflicts.append(
-                f"Airflow would not run {len(skipped)} of the {len(runs)} runs: " + _summarise(
+                f"Airflow would not run {count}" + _summarise(
                     [f"{r.logical_date} (data day {r.data_day})" for r in skipped])
                 + ": a run of that date is still in flight, or it is not a scheduled date")
     main_open = [o for o in coord.registry().open if o.lineage == "main"]
