@@ -54,6 +54,7 @@ from .publish import publish
 from .registry import LineageState, OpenEpoch, Registry
 from .state_handle import OutputRef, StateHandle
 from .storage import Storage
+from .tables import commit_tables
 
 log = logging.getLogger("checkpointing.coordinator")
 
@@ -802,6 +803,10 @@ class Coordinator:
         for task, tp in barrier.plan.items():
             if tp.publishes:
                 outputs.update(self.read_ack(meta.acks[task].key).state_handle.outputs)
+        # Table outputs first (one commit each, idempotent by the epoch's transaction),
+        # then the manifest, which names the table versions (PROTOCOL 6.12).
+        outputs = commit_tables(self.pipeline_id, meta.lineage, meta.epoch_id, outputs,
+                                getattr(self.storage, "endpoint_url", None))
         publish(self.storage, self.layout, meta.epoch_id, meta.lineage, outputs, self.clock())
 
     def expire_overdue(self) -> list[EpochMetadata]:

@@ -182,6 +182,45 @@ class SnapshotWriter:
         self._outputs[output] = out
         return out
 
+    @_persisting
+    def stage_table_output(self, output: str, spec: Any, paths: list[str | os.PathLike[str]],
+                           rows: int | None = None, names: list[str] | None = None,
+                           table_storage: Storage | None = None) -> OutputRef:
+        """Stage Parquet files of a table output (PROTOCOL 6.12) into the table's own
+        location, under a directory of this attempt that the table's log does not reference
+        (readers ignore it), to be committed when the epoch completes. ``names`` are paths
+        inside that directory (``day=2013-01-02/part-0.parquet`` for a partitioned table);
+        ``spec`` is a :class:`checkpointing.tables.TableSpec`."""
+        import pyarrow.parquet as pq
+        from deltalake import Schema
+
+        from .storage import open_storage
+
+        store = table_storage or open_storage(
+            spec.location, endpoint_url=getattr(self.storage, "endpoint_url", None))
+        staged = (f"ckpt-{self.layout.pipeline_id}-e{self.epoch_id:010d}-{self.task_id}"
+                  f"-a{self.attempt:04d}")
+        refs, records, schema = [], {}, None
+        for i, path in enumerate(paths):
+            name = names[i] if names else Path(path).name
+            _check_name(name)
+            meta = pq.read_metadata(path)
+            schema = schema or meta.schema.to_arrow_schema()
+            records[name] = meta.num_rows
+            digest, size = sha256_file(path)
+            key = f"{staged}/{name}"
+            store.upload_file(key, str(path))
+            self.bytes_written += size
+            refs.append(FileRef(name, store.uri(key), size, digest, False))
+        if schema is None:
+            raise ValueError(f"table output {output!r}: no file to stage (an empty epoch "
+                             "stages one empty Parquet file with the table's schema)")
+        out = OutputRef(tuple(refs), rows, {"table": spec.to_json(),
+                                            "schema": Schema.from_arrow(schema).to_json(),
+                                            "records": records})
+        self._outputs[output] = out
+        return out
+
     def files(self, prefix: str = "") -> list[FileRef]:
         """The snapshot's files so far whose logical name starts with ``prefix``."""
         return [self._files[n] for n in sorted(self._files) if n.startswith(prefix)]

@@ -74,6 +74,16 @@ class StateHandle:
             out.extend(o.files)
         return out
 
+    def checkpoint_files(self) -> list[FileRef]:
+        """The files checkpoint storage keeps for this handle: state files and staged
+        outputs, not the data files of table outputs (PROTOCOL 6.12), which belong to their
+        table once committed (its VACUUM removes them; a restore never reads them)."""
+        out = list(self.files)
+        for o in self.outputs.values():
+            if "table" not in o.meta:
+                out.extend(o.files)
+        return out
+
     def to_json(self) -> dict[str, Any]:
         return {
             "task_id": self.task_id, "epoch_id": self.epoch_id, "attempt": self.attempt,

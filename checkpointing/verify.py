@@ -121,7 +121,7 @@ def verify_handles(storage: Storage, epoch_id: int, handles: dict[str, StateHand
     report = VerifyReport(epoch_id)
     with tempfile.TemporaryDirectory(prefix="ckpt-verify-") as tmp:
         for task, handle in sorted(handles.items()):
-            for ref in handle.all_files():
+            for ref in handle.checkpoint_files():
                 if ref.uri not in report.verified:
                     _verify_one(storage, task, ref, Path(tmp) / "f", report, known or {})
     return report

@@ -1,0 +1,185 @@
+"""Delta Lake committer of table outputs (PROTOCOL 6.12), through delta-rs (``deltalake``):
+commits from Python without a JVM, whatever Spark mode the jobs run in.
+
+One commit per output and epoch: the epoch's staged files as ``add`` actions (plus
+``remove`` actions of the files it replaces), the transaction ``txn(appId, version=epoch)``
+and the commit's ``ckpt.app_id``/``ckpt.epoch_id`` metadata (how the version of an epoch is
+found again). The commit is tried with no automatic retry: a concurrent commit makes it
+fail, and the table is read again, so a racing publish step never commits the same epoch
+twice (delta-rs's own retry would re-apply the append on top of the winner's).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from .state_handle import FileRef
+from .tables import TableCommit, TableCommitError, TableSpec
+
+log = logging.getLogger("checkpointing.delta")
+_ATTEMPTS = 8
+_HISTORY_SEARCH = 200  # commits searched for the version that holds an epoch's transaction
+
+
+def table_path(location: str) -> str:
+    """What deltalake opens: a plain path for ``file://``, the URI otherwise."""
+    return urlparse(location).path if location.startswith("file://") else location
+
+
+def storage_options(location: str, endpoint_url: str | None) -> dict[str, str]:
+    """delta-rs object-store options for ``location``: the S3-compatible endpoint and, so
+    that two committers never both write version N, conditional puts (``If-None-Match``),
+    which S3 and MinIO honour. Credentials come from the standard AWS environment."""
+    if urlparse(location).scheme not in ("s3", "s3a"):
+        return {}
+    opts = {"AWS_CONDITIONAL_PUT": "etag"}
+    if endpoint_url:
+        opts["AWS_ENDPOINT_URL"] = endpoint_url
+        opts["AWS_ALLOW_HTTP"] = "true" if endpoint_url.startswith("http://") else "false"
+        opts.setdefault("AWS_REGION", "us-east-1")
+    return opts
+
+
+def relative_path(spec: TableSpec, ref: FileRef) -> str:
+    """A staged file's path inside the table (the ``add`` action's path)."""
+    root = unquote(spec.location.replace("s3a://", "s3://")) + "/"
+    uri = unquote(ref.uri.replace("s3a://", "s3://"))
+    if not uri.startswith(root):
+        raise TableCommitError(f"output file {ref.name!r} is not inside its table's location "
+                               "(stage table outputs with stage_table_output)")
+    # A local store's URIs are percent-encoded ("day%3Dd1"); the log holds the plain
+    # relative path, as Spark's writers put it there ("day=d1/part-0.parquet").
+    return uri[len(root):]
+
+
+def partition_values(spec: TableSpec, path: str) -> dict[str, str | None]:
+    """The partition values of a file from its ``col=value`` directories."""
+    found = {}
+    for seg in path.split("/")[:-1]:
+        key, sep, value = seg.partition("=")
+        if sep and key in spec.partition_by:
+            value = unquote(value)
+            found[key] = None if value == "__HIVE_DEFAULT_PARTITION__" else value
+    missing = [c for c in spec.partition_by if c not in found]
+    if missing:
+        raise TableCommitError(f"file {path!r} has no partition directory for {missing}")
+    return found
+
+
+class DeltaCommitter:
+    """Commits staged files of one epoch to a Delta table, exactly once per epoch."""
+
+    def __init__(self, endpoint_url: str | None = None):
+        self.endpoint_url = endpoint_url
+
+    def commit(self, spec: TableSpec, app: str, epoch_id: int, files: tuple[FileRef, ...],
+               meta: dict[str, Any]) -> TableCommit:
+        from deltalake import DeltaTable, Schema
+        from deltalake.exceptions import CommitFailedError
+        from deltalake.transaction import CommitProperties, Transaction
+
+        opts = storage_options(spec.location, self.endpoint_url)
+        path = table_path(spec.location)
+        if "schema" not in meta:
+            raise TableCommitError(f"output of table {app!r} has no schema in its state "
+                                   "handle (stage it with stage_table_output)")
+        schema = Schema.from_json(meta["schema"])
+        records = meta.get("records") or {}
+        last: Exception | None = None
+        for _ in range(_ATTEMPTS):
+            dt = self._open(path, spec, schema, opts)
+            done = dt.transaction_version(app)
+            if done is not None and done >= epoch_id:
+                return TableCommit(self._version_of(dt, app, epoch_id), False)
+            actions = self._adds(spec, files, records) + self._removes(dt, spec, files)
+            props = CommitProperties(
+                custom_metadata={"ckpt.app_id": app, "ckpt.epoch_id": str(epoch_id)},
+                max_commit_retries=0,
+                app_transactions=[Transaction(app, epoch_id, int(time.time() * 1000))])
+            try:
+                dt.create_write_transaction(actions, mode="append", schema=schema,
+                                            partition_by=list(spec.partition_by) or None,
+                                            commit_properties=props)
+            except CommitFailedError as exc:  # a concurrent commit won version N: look again
+                last = exc
+                continue
+            except Exception as exc:  # noqa: BLE001 - delta-rs raises plain errors for I/O
+                raise TableCommitError(f"commit of epoch {epoch_id} to table {app!r} failed: "
+                                       f"{type(exc).__name__}: {str(exc)[:200]}") from None
+            dt = DeltaTable(path, storage_options=opts)
+            version = self._version_of(dt, app, epoch_id)
+            log.info("table %s: epoch %d committed as version %d (%d file(s))", app, epoch_id,
+                     version, len(files))
+            return TableCommit(version, True)
+        raise TableCommitError(f"table {app!r}: epoch {epoch_id} not committed after "
+                               f"{_ATTEMPTS} concurrent commits ({last})")
+
+    @staticmethod
+    def _open(path: str, spec: TableSpec, schema: Any, opts: dict[str, str]) -> Any:
+        """The table at its newest version, created (version 0: schema, no data) by the
+        first epoch that commits to it."""
+        from deltalake import DeltaTable
+        from deltalake.exceptions import DeltaError, TableNotFoundError
+        from deltalake.transaction import CommitProperties
+
+        try:
+            return DeltaTable(path, storage_options=opts)
+        except TableNotFoundError:
+            pass
+        try:
+            # No retry: a creator that loses version 0 must not land its CREATE later, as a
+            # version of its own after epochs committed data.
+            DeltaTable.create(path, schema=schema, mode="error",
+                              partition_by=list(spec.partition_by) or None,
+                              storage_options=opts,
+                              commit_properties=CommitProperties(max_commit_retries=0))
+        except (DeltaError, ValueError, OSError) as exc:  # created concurrently
+            log.info("table at its location was created concurrently (%s)",
+                     type(exc).__name__)
+        return DeltaTable(path, storage_options=opts)
+
+    @staticmethod
+    def _adds(spec: TableSpec, files: tuple[FileRef, ...],
+              records: dict[str, int]) -> list[Any]:
+        from deltalake.transaction import AddAction
+
+        now = int(time.time() * 1000)
+        adds = []
+        for ref in files:
+            rel = relative_path(spec, ref)
+            stats = json.dumps({"numRecords": records[ref.name]}) if ref.name in records else ""
+            adds.append(AddAction(rel, ref.size, partition_values(spec, rel), now, True, stats))
+        return adds
+
+    @staticmethod
+    def _removes(dt: Any, spec: TableSpec, files: tuple[FileRef, ...]) -> list[Any]:
+        """``remove`` actions of what the epoch replaces: every file (overwrite), or those
+        of the partitions it wrote (replace_partitions); none for append."""
+        import pyarrow as pa
+        from deltalake.transaction import RemoveAction
+
+        if spec.mode == "append":
+            return []
+        current = pa.table(dt.get_add_actions(flatten=True)).to_pylist()
+        if spec.mode == "replace_partitions":
+            written = {tuple(partition_values(spec, relative_path(spec, f)).get(c)
+                             for c in spec.partition_by) for f in files}
+            current = [row for row in current
+                       if tuple(row.get(f"partition.{c}") for c in spec.partition_by)
+                       in written]
+        now = int(time.time() * 1000)
+        return [RemoveAction(row["path"], True, now, row.get("size_bytes"))
+                for row in current]
+
+    @staticmethod
+    def _version_of(dt: Any, app: str, epoch_id: int) -> int:
+        for commit in dt.history(_HISTORY_SEARCH):
+            if commit.get("ckpt.app_id") == app and commit.get("ckpt.epoch_id") == str(epoch_id):
+                return int(commit["version"])
+        # Committed by a writer that left no metadata, or more than _HISTORY_SEARCH commits
+        # ago: the transaction stands; the newest version is the best known.
+        return int(dt.version())

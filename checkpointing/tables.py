@@ -1,0 +1,113 @@
+"""Published outputs as tables (PROTOCOL 6.12): a completed epoch is a table commit.
+
+Flink's two-phase-commit sinks write data files that readers cannot see (phase one) and
+commit them when the checkpoint completes (phase two), with the checkpoint id as the
+idempotence key: the Iceberg sink's ``flink.max-committed-checkpoint-id``, Delta's ``txn``
+action. Here a task stages an output's Parquet files into the table's own location, where
+the table's log does not reference them yet (readers ignore them); when the epoch
+completes, the publish step commits them in one table commit per output, carrying the
+transaction ``(app_id, epoch id)``. A publish step that runs again, or two that race, find
+the transaction version already at the epoch and commit nothing: one table version per
+epoch. Nothing is copied or rewritten to commit it.
+
+The declaration (:class:`TableSpec`) is format-neutral; each format's committer lives in a
+module of its own and is imported only when a table of that format is committed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from .errors import CheckpointError
+from .state_handle import FileRef
+
+FORMATS = ("delta",)
+#: How an epoch changes the table: ``append`` its rows (facts), ``overwrite`` the whole
+#: table (a running aggregate republished in full), ``replace_partitions`` the partitions
+#: the epoch wrote (changed days), leaving the others as they are.
+MODES = ("append", "overwrite", "replace_partitions")
+
+
+class TableCommitError(CheckpointError):
+    """A table output could not be committed (the epoch stays completed; the publish step
+    is retried, and commits at most once)."""
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """An output declared as a table: where it lives and how an epoch changes it."""
+
+    location: str
+    mode: str = "append"
+    partition_by: tuple[str, ...] = ()
+    format: str = "delta"
+
+    def __post_init__(self) -> None:
+        if self.format not in FORMATS:
+            raise ValueError(f"table format must be one of {', '.join(FORMATS)}, "
+                             f"not {self.format!r}")
+        if self.mode not in MODES:
+            raise ValueError(f"table mode must be one of {', '.join(MODES)}, not {self.mode!r}")
+        if self.mode == "replace_partitions" and not self.partition_by:
+            raise ValueError("mode replace_partitions needs partition_by")
+        if not self.location.strip() or self.location != self.location.rstrip("/"):
+            raise ValueError(f"table location {self.location!r} must be a URI without a "
+                             "trailing '/'")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"location": self.location, "mode": self.mode,
+                "partition_by": list(self.partition_by), "format": self.format}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> TableSpec:
+        return cls(d["location"], d.get("mode", "append"), tuple(d.get("partition_by") or ()),
+                   d.get("format", "delta"))
+
+
+def app_id(pipeline_id: str, lineage: str, output: str) -> str:
+    """The transaction's application id of one output of one lineage (PROTOCOL 6.12)."""
+    return f"ckpt:{pipeline_id}:{lineage}:{output}"
+
+
+@dataclass(frozen=True)
+class TableCommit:
+    """The table version holding an epoch's output, and whether this call committed it
+    (False: an earlier publish step had, found by its transaction)."""
+
+    version: int
+    committed: bool
+
+
+class TableCommitter(Protocol):
+    def commit(self, spec: TableSpec, app: str, epoch_id: int, files: tuple[FileRef, ...],
+               meta: dict[str, Any]) -> TableCommit: ...
+
+
+def committer(spec: TableSpec, endpoint_url: str | None = None) -> TableCommitter:
+    """The committer of ``spec``'s format."""
+    if spec.format == "delta":
+        from .delta import DeltaCommitter
+
+        return DeltaCommitter(endpoint_url=endpoint_url)
+    raise ValueError(f"no committer for table format {spec.format!r}")  # pragma: no cover
+
+
+def commit_tables(pipeline_id: str, lineage: str, epoch_id: int, outputs: dict[str, Any],
+                  endpoint_url: str | None = None) -> dict[str, Any]:
+    """Phase two for the table outputs among ``outputs`` (name -> OutputRef): one commit
+    each, idempotent per epoch; returns the outputs with each table output's ``meta``
+    holding its ``table_version``, for the manifest."""
+    from dataclasses import replace
+
+    done = {}
+    for name, out in outputs.items():
+        if "table" not in out.meta:
+            done[name] = out
+            continue
+        spec = TableSpec.from_json(out.meta["table"])
+        result = committer(spec, endpoint_url).commit(
+            spec, app_id(pipeline_id, lineage, name), epoch_id, out.files, out.meta)
+        meta = {k: v for k, v in out.meta.items() if k not in ("schema", "records")}
+        done[name] = replace(out, meta={**meta, "table_version": result.version})
+    return done

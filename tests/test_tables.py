@@ -1,0 +1,202 @@
+"""Table outputs (PROTOCOL 6.12): a completed epoch is one Delta commit per output, exactly
+once, read by engines this project did not write (delta-rs and DuckDB's delta extension),
+on the filesystem and on the S3 server. The expected rows are computed here from what each
+epoch staged, independently of the table."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from checkpointing import Coordinator, SnapshotWriter
+from checkpointing.barrier import TaskPlan
+from checkpointing.publish import read_manifest
+from checkpointing.tables import TableSpec, app_id, commit_tables
+from tests.tables_readers import rows_deltalake, rows_duckdb
+
+ROOT = Path(__file__).resolve().parent.parent
+PLAN = {"src": TaskPlan(), "gold": TaskPlan(("src",), True)}
+
+
+@pytest.fixture(params=["local", "s3"])
+def env(request, tmp_path):
+    """(coordinator, table location root, S3 endpoint or None)."""
+    if request.param == "local":
+        from checkpointing import LocalStorage
+
+        return Coordinator(LocalStorage(tmp_path / "ckpt"), "p"), f"file://{tmp_path}/wh", None
+    storage = request.getfixturevalue("s3_storage")
+    server = request.getfixturevalue("s3_server")
+    return (Coordinator(storage, "p"), f"s3://{storage.bucket}/warehouse", server.endpoint)
+
+
+def _parquet(tmp: Path, name: str, rows: list[tuple[str, int, str]]) -> Path:
+    path = tmp / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"key": pa.array([r[0] for r in rows], pa.string()),
+                             "value": pa.array([r[1] for r in rows], pa.int64()),
+                             "day": pa.array([r[2] for r in rows], pa.string())}), path)
+    return path
+
+
+def _epoch(c: Coordinator, tmp: Path, spec: TableSpec, rows: list[tuple[str, int, str]],
+           run: str, *, complete: bool = True, partitioned: bool = False):
+    """One epoch whose ``gold`` task stages ``rows`` as table output ``t``."""
+    b = c.begin_epoch(PLAN, run)
+    for task in PLAN:
+        c.register_attempt(b.epoch_id, task, 1)
+    w = SnapshotWriter(c.storage, c.layout, b.epoch_id, "src", 1)
+    c.acknowledge(b.epoch_id, "src", 1, w.handle())
+    w = SnapshotWriter(c.storage, c.layout, b.epoch_id, "gold", 1)
+    if partitioned:
+        days = sorted({r[2] for r in rows})
+        paths = [_parquet(tmp, f"{run}/day={d}/part-0.parquet", [r for r in rows if r[2] == d])
+                 for d in days]
+        names = [f"day={d}/part-0.parquet" for d in days]
+    else:
+        paths, names = [_parquet(tmp, f"{run}/part-0.parquet", rows)], None
+    w.stage_table_output("t", spec, paths, rows=len(rows), names=names)
+    c.acknowledge(b.epoch_id, "gold", 1, w.handle())
+    return c.complete(b.epoch_id) if complete else b
+
+
+def _versions(location: str, endpoint: str | None) -> dict[int, str]:
+    """Table version -> the epoch it holds (from each commit's metadata)."""
+    from deltalake import DeltaTable
+
+    from checkpointing.delta import storage_options, table_path
+
+    dt = DeltaTable(table_path(location), storage_options=storage_options(location, endpoint))
+    return {int(h["version"]): h.get("ckpt.epoch_id") for h in dt.history()}
+
+
+def test_append_table_one_version_per_completed_epoch(env, tmp_path):
+    c, wh, endpoint = env
+    spec = TableSpec(f"{wh}/facts", "append")
+    batches = {1: [("a", 1, "d1"), ("b", 2, "d1")], 2: [("c", 3, "d2")], 4: [("d", 4, "d3")]}
+    _epoch(c, tmp_path, spec, batches[1], "r1")
+    _epoch(c, tmp_path, spec, batches[2], "r2")
+    aborted = _epoch(c, tmp_path, spec, [("x", 99, "dX")], "r3", complete=False)
+    c.abort(aborted.epoch_id, "declined", "bad rows")
+    meta = _epoch(c, tmp_path, spec, batches[4], "r4")
+    expected = sorted((d, k, v) for rows in batches.values() for k, v, d in rows)
+    assert rows_deltalake(spec.location, endpoint) == expected
+    assert rows_duckdb(spec.location, endpoint) == expected
+    # version 0 creates the table; then one version per completed epoch, none for epoch 3
+    assert _versions(spec.location, endpoint) == {0: None, 1: "1", 2: "2", 3: "4"}
+    manifest = read_manifest(c.storage, c.layout)
+    assert manifest.epoch_id == meta.epoch_id == 4
+    assert manifest.outputs["t"].meta["table_version"] == 3
+    assert manifest.outputs["t"].meta["table"]["location"] == spec.location
+
+
+def test_overwrite_table_and_time_travel_by_epoch(env, tmp_path):
+    c, wh, endpoint = env
+    spec = TableSpec(f"{wh}/totals", "overwrite")
+    totals: dict[str, int] = {}
+    published = {}
+    for n, batch in enumerate([[("a", 1), ("b", 2)], [("a", 5)], [("c", 1), ("b", 1)]], 1):
+        for k, v in batch:
+            totals[k] = totals.get(k, 0) + v
+        rows = [(k, v, "all") for k, v in sorted(totals.items())]
+        _epoch(c, tmp_path, spec, rows, f"r{n}")
+        published[n] = (read_manifest(c.storage, c.layout).outputs["t"].meta["table_version"],
+                        sorted(("all", k, v) for k, v in totals.items()))
+    assert rows_deltalake(spec.location, endpoint) == published[3][1]
+    assert rows_duckdb(spec.location, endpoint) == published[3][1]
+    for n, (version, expected) in published.items():  # the table as of epoch n
+        assert rows_deltalake(spec.location, endpoint, version=version) == expected, n
+
+
+def test_replace_partitions_keeps_the_other_partitions(env, tmp_path):
+    c, wh, endpoint = env
+    spec = TableSpec(f"{wh}/by_day", "replace_partitions", ("day",))
+    _epoch(c, tmp_path, spec, [("a", 1, "d1"), ("b", 1, "d2")], "r1", partitioned=True)
+    # epoch 2 corrects day d2 and adds d3; d1 stays as epoch 1 wrote it
+    _epoch(c, tmp_path, spec, [("b", 7, "d2"), ("c", 3, "d3")], "r2", partitioned=True)
+    expected = [("d1", "a", 1), ("d2", "b", 7), ("d3", "c", 3)]
+    assert rows_deltalake(spec.location, endpoint) == expected
+    assert rows_duckdb(spec.location, endpoint) == expected
+
+
+def test_a_commit_step_killed_after_the_table_commit_commits_nothing_twice(env, tmp_path):
+    """SIGKILL-equivalent: the deciding process exits right after the table commit, before
+    the manifest; the next commit step (recovery) finds the epoch's transaction and only
+    writes the manifest."""
+    c, wh, endpoint = env
+    spec = TableSpec(f"{wh}/facts", "append")
+    _epoch(c, tmp_path, spec, [("a", 1, "d1")], "r1")
+    b = _epoch(c, tmp_path, spec, [("b", 2, "d2")], "r2", complete=False)
+    child = f"""
+import os, sys
+sys.path.insert(0, {str(ROOT)!r})
+import checkpointing.coordinator as co
+from checkpointing import Coordinator, open_storage
+co.publish = lambda *a, **k: os._exit(9)   # dies between the table commit and the manifest
+storage = open_storage({c.storage.uri("").rstrip("/")!r}, endpoint_url={endpoint!r})
+Coordinator(storage, "p").complete({b.epoch_id})
+"""
+    r = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 9, r.stderr[-2000:]
+    assert _versions(spec.location, endpoint) == {0: None, 1: "1", 2: "2"}
+    assert read_manifest(c.storage, c.layout).epoch_id == 1  # not published yet
+    meta = Coordinator(c.storage, "p").complete(b.epoch_id)  # the commit step's retry
+    assert meta.completed
+    assert _versions(spec.location, endpoint) == {0: None, 1: "1", 2: "2"}
+    assert read_manifest(c.storage, c.layout).outputs["t"].meta["table_version"] == 2
+    assert rows_deltalake(spec.location, endpoint) == [("d1", "a", 1), ("d2", "b", 2)]
+
+
+def test_racing_commit_steps_make_one_version(env, tmp_path):
+    c, wh, endpoint = env
+    spec = TableSpec(f"{wh}/raced", "append")  # the table does not exist yet: creation races
+    b = _epoch(c, tmp_path, spec, [("a", 1, "d1"), ("b", 2, "d1")], "r1", complete=False)
+    outputs = c.read_ack(c.layout.attempt_object(b.epoch_id, "gold", 1, "ack")) \
+        .state_handle.outputs
+    results, errors = [], []
+    gate = threading.Barrier(6)
+
+    def commit() -> None:
+        try:
+            gate.wait()
+            results.append(commit_tables("p", "main", b.epoch_id, outputs, endpoint)["t"]
+                           .meta["table_version"])
+        except Exception as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=commit) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    versions = _versions(spec.location, endpoint)
+    assert sorted(e for e in versions.values() if e) == [str(b.epoch_id)], versions
+    assert [v for v, e in versions.items() if e is None] == [0], versions  # one CREATE
+    assert set(results) == {max(versions)}
+    assert rows_deltalake(spec.location, endpoint) == [("d1", "a", 1), ("d1", "b", 2)]
+    from deltalake import DeltaTable
+
+    from checkpointing.delta import storage_options, table_path
+
+    dt = DeltaTable(table_path(spec.location),
+                    storage_options=storage_options(spec.location, endpoint))
+    assert dt.transaction_version(app_id("p", "main", "t")) == b.epoch_id
+
+
+def test_bad_table_declarations_are_refused():
+    with pytest.raises(ValueError, match="mode must be one of"):
+        TableSpec("file:///x", "upsert")
+    with pytest.raises(ValueError, match="needs partition_by"):
+        TableSpec("file:///x", "replace_partitions")
+    with pytest.raises(ValueError, match="without a trailing"):
+        TableSpec("file:///x/", "append")
+    with pytest.raises(ValueError, match="format must be one of"):
+        TableSpec("file:///x", format="hudi")
