@@ -112,14 +112,7 @@ class SnapshotWriter:
     def _stored_digest(self, key: str) -> tuple[str, int]:
         """(sha256, size) of a file a distributed writer stored: the store's own checksum
         when it recorded one at upload (one HEAD), else by streaming the file back."""
-        known = self.storage.stored_sha256(key)
-        if known is not None:
-            self.hashed_by_store += 1
-            return known
-        with tempfile.TemporaryDirectory(prefix="ckpt-hash-") as tmp:
-            local = os.path.join(tmp, "f")
-            self.storage.download_file(key, local)
-            return sha256_file(local)
+        return _digest_of_stored(self.storage, key, self)
 
     @_persisting
     def stage_stored_output(self, output: str, keys: list[str], rows: int | None = None,
@@ -185,22 +178,22 @@ class SnapshotWriter:
     @_persisting
     def stage_table_output(self, output: str, spec: Any, paths: list[str | os.PathLike[str]],
                            rows: int | None = None, names: list[str] | None = None,
-                           table_storage: Storage | None = None) -> OutputRef:
-        """Stage Parquet files of a table output (PROTOCOL 6.12) into the table's own
-        location, under a directory of this attempt that the table's log does not reference
-        (readers ignore it), to be committed when the epoch completes. ``names`` are paths
-        inside that directory (``day=2013-01-02/part-0.parquet`` for a partitioned table);
-        ``spec`` is a :class:`checkpointing.tables.TableSpec`."""
+                           table_storage: Storage | None = None,
+                           schema: Any = None) -> OutputRef:
+        """Stage local Parquet files of a table output (PROTOCOL 6.12) into the table's own
+        location, under :func:`checkpointing.tables.staged_dir` (the table's log does not
+        reference it; readers ignore it), to be committed when the epoch completes.
+        ``names`` are paths inside that directory (``day=2013-01-02/part-0.parquet`` for a
+        partitioned table); ``spec`` is a :class:`checkpointing.tables.TableSpec`;
+        ``schema`` (Arrow) defaults to the first file's, plus partition columns as
+        strings."""
         import pyarrow.parquet as pq
-        from deltalake import Schema
 
-        from .storage import open_storage
+        from .tables import staged_dir
 
-        store = table_storage or open_storage(
-            spec.location, endpoint_url=getattr(self.storage, "endpoint_url", None))
-        staged = (f"ckpt-{self.layout.pipeline_id}-e{self.epoch_id:010d}-{self.task_id}"
-                  f"-a{self.attempt:04d}")
-        refs, records, schema = [], {}, None
+        store = table_storage or self._table_storage(spec)
+        prefix = staged_dir(self.layout.pipeline_id, self.epoch_id, self.task_id, self.attempt)
+        refs, records = [], {}
         for i, path in enumerate(paths):
             name = names[i] if names else Path(path).name
             _check_name(name)
@@ -208,15 +201,45 @@ class SnapshotWriter:
             schema = schema or meta.schema.to_arrow_schema()
             records[name] = meta.num_rows
             digest, size = sha256_file(path)
-            key = f"{staged}/{name}"
+            key = f"{prefix}/{name}"
             store.upload_file(key, str(path))
             self.bytes_written += size
             refs.append(FileRef(name, store.uri(key), size, digest, False))
         if schema is None:
-            raise ValueError(f"table output {output!r}: no file to stage (an empty epoch "
-                             "stages one empty Parquet file with the table's schema)")
+            raise ValueError(f"table output {output!r}: no file and no schema to stage")
+        return self._table_output(output, spec, refs, rows, schema, records)
+
+    @_persisting
+    def stage_stored_table_output(self, output: str, spec: Any, keys: list[str],
+                                  schema: Any, rows: int | None = None,
+                                  table_storage: Storage | None = None) -> OutputRef:
+        """Declare Parquet files a distributed writer (Spark) already wrote into the table's
+        staged directory as a table output; ``schema`` is the data's Arrow schema."""
+        from .tables import staged_dir
+
+        store = table_storage or self._table_storage(spec)
+        prefix = staged_dir(self.layout.pipeline_id, self.epoch_id, self.task_id,
+                            self.attempt) + "/"
+        refs = []
+        for key in keys:
+            digest, size = _digest_of_stored(store, key, self)
+            self.bytes_written += size
+            refs.append(FileRef(key[len(prefix):] if key.startswith(prefix) else key,
+                                store.uri(key), size, digest, False))
+        return self._table_output(output, spec, refs, rows, schema, {})
+
+    def _table_storage(self, spec: Any) -> Storage:
+        from .storage import open_storage
+
+        return open_storage(spec.location,
+                            endpoint_url=getattr(self.storage, "endpoint_url", None))
+
+    def _table_output(self, output: str, spec: Any, refs: list[FileRef], rows: int | None,
+                      schema: Any, records: dict[str, int]) -> OutputRef:
+        from .tables import table_schema_json
+
         out = OutputRef(tuple(refs), rows, {"table": spec.to_json(),
-                                            "schema": Schema.from_arrow(schema).to_json(),
+                                            "schema": table_schema_json(schema, spec),
                                             "records": records})
         self._outputs[output] = out
         return out
@@ -277,3 +300,16 @@ def _download_verified(storage: Storage, ref: FileRef, target: Path) -> None:
         raise IntegrityError(
             f"state file {ref.name!r} at {ref.uri} is corrupt: size {size} sha256 "
             f"{digest[:12]}..., expected size {ref.size} sha256 {ref.sha256[:12]}...")
+
+
+def _digest_of_stored(storage: Storage, key: str, writer: SnapshotWriter) -> tuple[str, int]:
+    """(sha256, size) of a stored file: the store's own checksum when it recorded one at
+    upload (one HEAD, counted in ``writer.hashed_by_store``), else by streaming it back."""
+    known = storage.stored_sha256(key)
+    if known is not None:
+        writer.hashed_by_store += 1
+        return known
+    with tempfile.TemporaryDirectory(prefix="ckpt-hash-") as tmp:
+        local = os.path.join(tmp, "f")
+        storage.download_file(key, local)
+        return sha256_file(local)

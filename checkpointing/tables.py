@@ -65,6 +65,25 @@ class TableSpec:
                    d.get("format", "delta"))
 
 
+def staged_dir(pipeline_id: str, epoch_id: int, task_id: str, attempt: int) -> str:
+    """Where, inside a table's location, one attempt stages its files (PROTOCOL 6.12): a
+    directory the table's log references only once the epoch's commit adds its files."""
+    return f"ckpt-{pipeline_id}-e{epoch_id:010d}-{task_id}-a{attempt:04d}"
+
+
+def table_schema_json(arrow_schema: Any, spec: TableSpec) -> str:
+    """The Delta schema (JSON) of a table output: the data's Arrow schema, plus any
+    partition column the files do not hold (Spark's partitioned writes leave them out; the
+    log carries their values) as a string column."""
+    import pyarrow as pa
+    from deltalake import Schema
+
+    for col in spec.partition_by:
+        if col not in arrow_schema.names:
+            arrow_schema = arrow_schema.append(pa.field(col, pa.string()))
+    return Schema.from_arrow(arrow_schema).to_json()
+
+
 def app_id(pipeline_id: str, lineage: str, output: str) -> str:
     """The transaction's application id of one output of one lineage (PROTOCOL 6.12)."""
     return f"ckpt:{pipeline_id}:{lineage}:{output}"

@@ -200,3 +200,33 @@ def test_bad_table_declarations_are_refused():
         TableSpec("file:///x/", "append")
     with pytest.raises(ValueError, match="format must be one of"):
         TableSpec("file:///x", format="hudi")
+
+
+def test_a_spark_job_stages_a_table_that_its_epoch_commits(spark_connect, s3_server, s3_bucket):
+    """JobRun.write_table through Spark Connect on S3: Spark writes the partitioned Parquet
+    into the table's location, the epoch's completion commits it, one version per epoch."""
+    from checkpointing.storage.s3 import S3Storage
+    from spark_jobs.runtime import JobResult, run_task, spark_session
+
+    c = Coordinator(S3Storage(s3_bucket, "ckpt", endpoint_url=s3_server.endpoint), "p")
+    spec = TableSpec(f"s3://{s3_bucket}/warehouse/by_day", "replace_partitions", ("day",))
+    spark = spark_session("tables", s3=True, endpoint_url=s3_server.endpoint,
+                          remote=spark_connect.url)
+    days = {1: [("a", 1, "d1"), ("b", 2, "d2")], 2: [("b", 5, "d2"), ("c", 3, "d3")]}
+    try:
+        for n, rows in days.items():
+            b = c.begin_epoch({"gold": TaskPlan((), True)}, f"r{n}")
+
+            def job(run, rows=rows):
+                df = run.spark.createDataFrame(rows, "key string, value long, day string")
+                run.write_table(df, "t", spec, rows=len(rows))
+                return JobResult(row_counts={"t": len(rows)})
+
+            run_task(job, c, b.epoch_id, "gold", 1, spark, "", endpoint_url=s3_server.endpoint)
+            c.complete(b.epoch_id)
+    finally:
+        spark.stop()
+    expected = [("d1", "a", 1), ("d2", "b", 5), ("d3", "c", 3)]
+    assert rows_deltalake(spec.location, s3_server.endpoint) == expected
+    assert rows_duckdb(spec.location, s3_server.endpoint) == expected
+    assert _versions(spec.location, s3_server.endpoint) == {0: None, 1: "1", 2: "2"}

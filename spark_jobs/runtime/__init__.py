@@ -28,8 +28,10 @@ from .published import read_published
 from .reference import JobReferenceError, job_reference, named_job, resolve_job
 from .session import s3a_conf, spark_session, spark_uri
 
+from checkpointing.tables import TableSpec  # isort: skip - re-exported for jobs
+
 __all__ = ["EXIT_DECLINED", "ConnectUnsupported", "DeclineEpoch", "SparkConnectError",
            "connect_session", "is_connect", "Job", "JobReferenceError", "JobResult", "JobRun",
            "NewInput", "build_jobs_zip", "commit", "job_reference", "main", "named_job",
            "new_input", "partition_value", "read_published", "resolve_job", "run_task",
-           "s3a_conf", "spark_session", "spark_uri"]
+           "s3a_conf", "spark_session", "spark_uri", "TableSpec"]

@@ -27,6 +27,7 @@ from checkpointing.documents import now_iso
 from checkpointing.errors import EpochAlreadyDecided
 from checkpointing.state_handle import FileRef
 from checkpointing.storage import LocalStorage, Storage, open_storage
+from checkpointing.tables import TableSpec
 
 from .connect import SparkConnectError, is_connect, unsupported_feature
 from .session import OUTPUT_FILES_CONF, spark_uri
@@ -149,6 +150,47 @@ class JobRun:
             self.writer.stage_output(output, parts, rows=rows)
         else:
             self.writer.stage_stored_output(output, self._stored(prefix), rows=rows)
+
+    def write_table(self, df: Any, output: str, spec: TableSpec, rows: int | None = None) -> None:
+        """Stage ``df`` as table output ``output`` (PROTOCOL 6.12): Spark writes Parquet
+        straight into the table's location, in a directory of this attempt that the table's
+        log does not reference; the epoch's completion commits it as one table version
+        (Delta: ``txn(appId, epoch)``), exactly once. Partition columns (``spec``'s
+        ``partition_by``) are written as directories and typed as strings."""
+        from pyspark.sql import functions as F
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        from checkpointing.storage import open_storage
+        from checkpointing.tables import staged_dir
+
+        for col in spec.partition_by:
+            df = df.withColumn(col, F.col(col).cast("string"))
+        files = self.spark.conf.get(OUTPUT_FILES_CONF, None)
+        if files:
+            df = df.coalesce(int(files))
+        schema = to_arrow_schema(df.schema)
+        store = open_storage(spec.location, endpoint_url=getattr(
+            self.coordinator.storage, "endpoint_url", None))
+        prefix = staged_dir(self.coordinator.layout.pipeline_id, self.epoch_id, self.task_id,
+                            self.attempt)
+        local = not self.distributed and isinstance(store, LocalStorage)
+        target = str(self.scratch / f"table-{output}") if local else spark_uri(store.uri(prefix))
+        writer = df.write.mode("overwrite")
+        if spec.partition_by:
+            writer = writer.partitionBy(*spec.partition_by)
+        with self._snapshot_write():
+            writer.parquet(target)
+        if local:
+            parts = sorted(p for p in Path(target).rglob("*.parquet"))
+            self.writer.stage_table_output(output, spec, parts, rows=rows,
+                                           names=[p.relative_to(target).as_posix()
+                                                  for p in parts],
+                                           table_storage=store, schema=schema)
+            return
+        keys = [o.key for o in store.list(prefix + "/") if o.key.endswith(".parquet")
+                and not o.key.rsplit("/", 1)[-1].startswith((".", "_"))]
+        self.writer.stage_stored_table_output(output, spec, keys, schema, rows=rows,
+                                              table_storage=store)
 
     @contextlib.contextmanager
     def _snapshot_write(self):
