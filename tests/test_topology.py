@@ -53,9 +53,13 @@ def test_three_epochs_through_celery_with_a_worker_killed(tmp_path):
     try:
         d = Drills(cluster)
         first = d.clean_epoch()
-        # The tasks went through Celery: each has a result in the backend's table.
+        # The tasks went through Celery: each has a result in the backend's table, except
+        # the epoch's watchdog, which the triggerer ends once the epoch is decided
+        # (protocol 1.7): it never resumes on a worker.
         tis = d.af.task_instances(first)
-        assert celery_results(cluster).get("SUCCESS", 0) >= len(tis)
+        on_workers = [t for t in tis if t != "checkpoint_timeout"]
+        assert tis["checkpoint_timeout"]["state"] == "success"
+        assert celery_results(cluster).get("SUCCESS", 0) >= len(on_workers)
 
         res = d.worker_kill()
         (outcome,) = res.outcomes
