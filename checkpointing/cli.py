@@ -19,6 +19,7 @@ from .errors import CheckpointError
 from .history import history_ids
 from .ids import validate_epoch_id
 from .listing import list_epochs
+from .publish import published_tables, read_manifest
 from .retention import run_retention
 from .savepoints import create_savepoint, delete_savepoint, list_savepoints
 from .stats import epoch_or_history_stats
@@ -121,8 +122,9 @@ def run(argv: list[str]) -> int:
                 print(f"({len(rows)} of {listing.total}; --limit N for more)", file=out)
     elif args.command == "show":
         s = epoch_or_history_stats(coord, validate_epoch_id(args.epoch))
+        tables = published_tables(read_manifest(coord.storage, coord.layout), s.epoch_id)
         if args.json:
-            json.dump(s.to_json(), out, indent=2)
+            json.dump({**s.to_json(), "tables": tables}, out, indent=2)
             out.write("\n")
         else:
             print(f"epoch {s.epoch_id}  {s.status}  run={s.run_id}  lineage={s.lineage}  "
@@ -134,6 +136,9 @@ def run(argv: list[str]) -> int:
                 print("files deleted by retention; kept in the failure history", file=out)
             if s.reason:
                 print(f"aborted: {s.reason}: {s.detail}", file=out)
+            if tables:
+                print("tables: " + ", ".join(f"{name} v{v}" for name, v in tables.items()),
+                      file=out)
 
             rows = [{"task": t.task_id, "status": t.status, "attempt": t.acked_attempt or
                      t.attempts, "ack_after_s": "" if t.ack_delay_ms is None else

@@ -80,6 +80,21 @@ def read_manifest(storage: Storage, layout: Layout) -> Manifest | None:
     return None if data is None else Manifest.from_bytes(data, storage.uri(layout.manifest))
 
 
+def table_versions(outputs: dict[str, Any]) -> dict[str, int]:
+    """``{output: table version}`` of the table outputs among ``outputs`` (6.12)."""
+    return {name: int(out.meta["table_version"]) for name, out in sorted(outputs.items())
+            if "table_version" in (out.meta or {})}
+
+
+def published_tables(manifest: Manifest | None, epoch_id: int) -> dict[str, int]:
+    """The table versions epoch ``epoch_id`` published, while the manifest's history (the
+    last 50 publications) remembers it: "epoch 12: gold_route_stats v12"."""
+    for entry in (manifest.history if manifest else ()):
+        if entry.get("epoch_id") == epoch_id:
+            return dict(entry.get("tables") or {})
+    return {}
+
+
 def publish(storage: Storage, layout: Layout, epoch_id: int, lineage: str,
             outputs: dict[str, OutputRef], clock_now: float) -> Manifest:
     """Make ``outputs`` of a completed epoch the published ones (PROTOCOL 6.7): idempotent,
@@ -97,8 +112,11 @@ def publish(storage: Storage, layout: Layout, epoch_id: int, lineage: str,
         for name, out in outputs.items():
             merged[name] = PublishedOutput(out.files, out.rows, out.meta, epoch_id)
         ts = now_iso(clock_now)
-        history = ((cur.history if cur else ()) +
-                   ({"epoch_id": epoch_id, "lineage": lineage, "published_at": ts},))[-_HISTORY:]
+        entry: dict[str, Any] = {"epoch_id": epoch_id, "lineage": lineage, "published_at": ts}
+        tables = table_versions(outputs)
+        if tables:  # (1.7) the table version each table output got from this epoch
+            entry["tables"] = tables
+        history = ((cur.history if cur else ()) + (entry,))[-_HISTORY:]
         new = Manifest(epoch_id, lineage, ts, merged, history)
         return new.to_bytes(), new
 

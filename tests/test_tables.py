@@ -16,7 +16,7 @@ import pytest
 
 from checkpointing import Coordinator, SnapshotWriter
 from checkpointing.barrier import TaskPlan
-from checkpointing.publish import read_manifest
+from checkpointing.publish import published_tables, read_manifest
 from checkpointing.tables import TableSpec, app_id, commit_tables
 from tests.tables_readers import rows_deltalake, rows_duckdb
 
@@ -94,6 +94,9 @@ def test_append_table_one_version_per_completed_epoch(env, tmp_path):
     assert manifest.epoch_id == meta.epoch_id == 4
     assert manifest.outputs["t"].meta["table_version"] == 3
     assert manifest.outputs["t"].meta["table"]["location"] == spec.location
+    # "epoch 2: t v2": what each epoch published, from the manifest's history
+    assert [published_tables(manifest, e) for e in (1, 2, 3, 4)] == [
+        {"t": 1}, {"t": 2}, {}, {"t": 3}]
 
 
 def test_overwrite_table_and_time_travel_by_epoch(env, tmp_path):

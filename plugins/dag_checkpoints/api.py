@@ -36,6 +36,7 @@ from checkpointing.errors import (
 from checkpointing.ids import ID_PATTERN
 from checkpointing.lineages import list_origins, read_promotion
 from checkpointing.listing import list_epochs
+from checkpointing.publish import published_tables
 from checkpointing.stats import epoch_or_history_stats
 
 from .airflow_api import AirflowApi, AirflowApiError
@@ -206,6 +207,8 @@ def get_epoch(dag_id: str = DagId, epoch_id: int = EpochId) -> dict[str, Any]:
         alert = read_alert(coord.storage, coord.layout, epoch_id)
         st["alert"] = alert.to_json() if alert else None
         st["barrier"] = coord.barrier(epoch_id).to_json() if stats.source == "epoch" else None
+        # "epoch 12: gold_route_stats v12": the table versions it published (6.12)
+        st["tables"] = published_tables(read_manifest(coord.storage, coord.layout), epoch_id)
         return st
     except CheckpointError as exc:
         raise _storage_errors(exc, coord) from None
