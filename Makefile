@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: install demo test lint bench bench-coordinator bench-airflow faults soak drills
+.PHONY: install demo test lint bench bench-coordinator bench-airflow bench-tables faults soak drills
 
 install:
 	scripts/bootstrap.sh
@@ -46,6 +46,12 @@ soak: install
 
 bench-coordinator: install
 	$(PY) bench/coordinator_bench.py
+
+# Table outputs on MinIO: one Delta commit per output and epoch (time, S3 requests), and a
+# consumer reading the table vs the manifest (bench/results/latest.json, table_* keys).
+bench-tables: install
+	scripts/install_minio.sh
+	$(PY) bench/table_bench.py $(ARGS)
 
 # One flights_daily DAG run under `airflow standalone`, tasks on local Spark vs Spark Connect.
 bench-airflow: install

@@ -78,7 +78,7 @@ class DeltaCommitter:
 
     def commit(self, spec: TableSpec, app: str, epoch_id: int, files: tuple[FileRef, ...],
                meta: dict[str, Any]) -> TableCommit:
-        from deltalake import DeltaTable, Schema
+        from deltalake import Schema
         from deltalake.exceptions import CommitFailedError
         from deltalake.transaction import CommitProperties, Transaction
 
@@ -110,8 +110,8 @@ class DeltaCommitter:
             except Exception as exc:  # noqa: BLE001 - delta-rs raises plain errors for I/O
                 raise TableCommitError(f"commit of epoch {epoch_id} to table {app!r} failed: "
                                        f"{type(exc).__name__}: {str(exc)[:200]}") from None
-            dt = DeltaTable(path, storage_options=opts)
-            version = self._version_of(dt, app, epoch_id)
+            # No automatic retry: the commit that succeeded is the version it read plus one.
+            version = int(dt.version()) + 1
             log.info("table %s: epoch %d committed as version %d (%d file(s))", app, epoch_id,
                      version, len(files))
             return TableCommit(version, True)
