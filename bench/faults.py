@@ -528,8 +528,11 @@ class Context:
         if self._s3 is None:
             from tests.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server
 
-            os.environ.setdefault("AWS_ACCESS_KEY_ID", ACCESS_KEY)
-            os.environ.setdefault("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
+            # The server started here has these root credentials: the clients must use
+            # them, whatever AWS_* the parent left in the environment (a CI run once
+            # inherited other keys and got InvalidAccessKeyId).
+            os.environ["AWS_ACCESS_KEY_ID"], os.environ["AWS_SECRET_ACCESS_KEY"] = \
+                ACCESS_KEY, SECRET_KEY
             server = start_s3_server()
             bucket = "faults"
             server.client().create_bucket(Bucket=bucket)

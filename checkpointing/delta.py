@@ -22,6 +22,10 @@ from .tables import TableCommit, TableCommitError, TableSpec
 
 log = logging.getLogger("checkpointing.delta")
 _ATTEMPTS = 8
+#: Commits between two Delta log checkpoints of a table this library creates (Delta's
+#: default is 100): opening a table reads the newest checkpoint and the commits after it,
+#: so a commit's and a reader's requests stop growing after this many epochs.
+CHECKPOINT_INTERVAL = 10
 _HISTORY_SEARCH = 200  # commits searched for the version that holds an epoch's transaction
 
 
@@ -135,6 +139,8 @@ class DeltaCommitter:
             # version of its own after epochs committed data.
             DeltaTable.create(path, schema=schema, mode="error",
                               partition_by=list(spec.partition_by) or None,
+                              configuration={"delta.checkpointInterval":
+                                             str(CHECKPOINT_INTERVAL)},
                               storage_options=opts,
                               commit_properties=CommitProperties(max_commit_retries=0))
         except (DeltaError, ValueError, OSError) as exc:  # created concurrently
