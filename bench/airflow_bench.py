@@ -19,7 +19,6 @@ and appends them to history.jsonl; ``make bench`` runs it after pipeline_bench.p
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -127,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.quick:
         a.epochs = 1
-    from bench.pipeline_bench import machine
+    from bench.pipeline_bench import record
 
     t0 = time.perf_counter()
     modes = {}
@@ -145,14 +144,7 @@ def main(argv: list[str] | None = None) -> int:
             modes["connect"]["epoch_seconds"] / modes["local"]["epoch_seconds"], 3)
     summary = {**result, "airflow_epochs": a.epochs,
                "airflow_seconds": round(time.perf_counter() - t0, 1)}
-    a.out.parent.mkdir(parents=True, exist_ok=True)
-    merged = json.loads(a.out.read_text()) if a.out.exists() else {}
-    merged.update(summary)
-    merged.setdefault("details", {})["airflow"] = modes
-    a.out.write_text(json.dumps(merged, indent=2) + "\n")
-    with open(a.history, "a") as fh:
-        fh.write(json.dumps({"bench": "airflow", **summary, "machine": machine()}) + "\n")
-    print(json.dumps(summary, indent=2))
+    record(a.out, a.history, "airflow", summary, modes)
     return 0
 
 

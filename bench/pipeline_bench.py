@@ -352,6 +352,20 @@ def results_equal(spark, coord: Coordinator) -> bool:
 
 
 # ---------------------------------------------------------------------------- main
+def record(out: Path, history: Path, bench: str, summary: dict[str, Any],
+           details: Any) -> None:
+    """Merge ``summary``'s keys into ``out`` (``details.<bench>`` holds ``details``), append
+    them with the machine to ``history`` and print them: what every bench script ends with."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    merged = json.loads(out.read_text()) if out.exists() else {}
+    merged.update(summary)
+    merged.setdefault("details", {})[bench] = details
+    out.write_text(json.dumps(merged, indent=2) + "\n")
+    with open(history, "a") as fh:
+        fh.write(json.dumps({"bench": bench, **summary, "machine": machine()}) + "\n")
+    print(json.dumps(summary, indent=2))
+
+
 def machine() -> dict[str, Any]:
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import json
 import os
 import re
 import statistics
@@ -159,17 +158,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=RESULTS / "latest.json")
     ap.add_argument("--history", type=Path, default=RESULTS / "history.jsonl")
     a = ap.parse_args(argv)
-    from bench.pipeline_bench import machine
+    from bench.pipeline_bench import record
 
     result = run(a.epochs, a.rows, a.reads)
     details = result.pop("details")
-    merged = json.loads(a.out.read_text()) if a.out.exists() else {}
-    merged.update(result)
-    merged.setdefault("details", {})["tables"] = details
-    a.out.write_text(json.dumps(merged, indent=2) + "\n")
-    with open(a.history, "a") as fh:
-        fh.write(json.dumps({"bench": "tables", **result, "machine": machine()}) + "\n")
-    print(json.dumps(result, indent=2))
+    record(a.out, a.history, "tables", result, details)
     return 0
 
 
