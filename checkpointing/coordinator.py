@@ -174,17 +174,22 @@ class Coordinator:
         self._decided[epoch_id] = meta
         return meta
 
-    def decision(self, epoch_id: int) -> Decision | None:
+    def decision(self, epoch_id: int, *, metadata_absent: bool = False,
+                 barrier_read: bool = False) -> Decision | None:
         """How the epoch ended, read from what survives retention (PROTOCOL 6.11): its
         ``_metadata``, else its failure record, else the registry; None while it is pending.
-        Raises :class:`EpochNotFound` for an id never allocated."""
+        Raises :class:`EpochNotFound` for an id never allocated.
+
+        ``metadata_absent``: the caller has just found no ``_metadata`` (not read again).
+        ``barrier_read``: the caller has just read the barrier from storage, not from this
+        coordinator's cache (its existence is not checked again)."""
         epoch_id = validate_epoch_id(epoch_id)
-        meta = self.metadata(epoch_id)
+        meta = None if metadata_absent else self.metadata(epoch_id)
         if meta is not None:
             return Decision.of_metadata(meta)
         # Retention deletes the barrier before _metadata: a barrier still there after
         # _metadata was absent means the epoch was pending when _metadata was read.
-        if self.storage.exists(self.layout.barrier(epoch_id)):
+        if barrier_read or self.storage.exists(self.layout.barrier(epoch_id)):
             return None
         rec = read_failure(self.storage, self.layout, epoch_id)
         if rec is not None:
@@ -518,9 +523,12 @@ class Coordinator:
                 "(allow_non_restored_state=True) to drop their state")
 
     # ------------------------------------------------------------------ tasks
-    def _check_task(self, epoch_id: int, task_id: str, attempt: int) -> Barrier:
+    def _check_task(self, epoch_id: int, task_id: str, attempt: int) -> bool:
+        """Validate the task against the epoch's plan; True when the barrier was read from
+        storage by this call (not from the cache), which then need not be checked again."""
         validate_id(task_id, "task id")
         validate_attempt(attempt)
+        fresh = epoch_id not in self._barriers
         try:
             barrier = self.barrier(epoch_id)
         except EpochNotFound:  # deleted by retention once decided: say so, write nothing
@@ -529,12 +537,13 @@ class Coordinator:
         if task_id not in barrier.plan:
             raise UnknownTask(f"task {task_id!r} is not in the plan of epoch {epoch_id} "
                               f"(plan: {sorted(barrier.plan)})")
-        return barrier
+        return fresh
 
-    def _refuse_if_decided(self, epoch_id: int, task_id: str) -> None:
+    def _refuse_if_decided(self, epoch_id: int, task_id: str,
+                           barrier_read: bool = False) -> None:
         """Refuse a write of ``task_id`` into a decided epoch, even one whose files
-        retention deleted (its barrier may still be cached here: it is checked afresh)."""
-        decision = self.decision(epoch_id)
+        retention deleted (a barrier cached here earlier is checked afresh)."""
+        decision = self.decision(epoch_id, barrier_read=barrier_read)
         if decision is not None:
             raise EpochAlreadyDecided(f"{decision.describe()}; task {task_id!r} cannot "
                                       "change it")
@@ -552,12 +561,12 @@ class Coordinator:
         When the task already has an effective acknowledgement, nothing is registered and
         ``existing`` holds it: the caller must not run the task again.
         """
-        self._check_task(epoch_id, task_id, attempt)
+        fresh = self._check_task(epoch_id, task_id, attempt)
         ta = scan_task(self.storage, self.layout, epoch_id, task_id)
         eff = ta.effective_ack
         if eff is not None:
             return AttemptStart(epoch_id, task_id, attempt, self.read_ack(eff[1].key))
-        self._refuse_if_decided(epoch_id, task_id)
+        self._refuse_if_decided(epoch_id, task_id, barrier_read=fresh)
         self._refuse_if_stale(ta, epoch_id, attempt)
         # Attempt 1 fences nothing (no lower attempt exists), so it writes no marker:
         # one request less on every task's path.
@@ -580,7 +589,7 @@ class Coordinator:
         task not in the plan, a decided epoch, or a stale attempt.
         """
         epoch_id = validate_epoch_id(epoch_id)
-        self._check_task(epoch_id, task_id, attempt)
+        fresh = self._check_task(epoch_id, task_id, attempt)
         if (handle.task_id, handle.epoch_id, handle.attempt) != (task_id, epoch_id, attempt):
             raise ValueError(
                 f"state handle is for task {handle.task_id!r} epoch {handle.epoch_id} attempt "
@@ -590,7 +599,7 @@ class Coordinator:
         if eff is not None and eff[0] == attempt:
             return self.read_ack(eff[1].key)  # idempotent repeat
         self._refuse_if_stale(ta, epoch_id, attempt)
-        self._refuse_if_decided(epoch_id, task_id)
+        self._refuse_if_decided(epoch_id, task_id, barrier_read=fresh)
         ack = Acknowledgement(task_id, attempt, now_iso(self.clock()), handle, writer_identity())
         key = self.layout.attempt_object(epoch_id, task_id, attempt, "ack")
         try:
@@ -602,8 +611,8 @@ class Coordinator:
     def decline(self, epoch_id: int, task_id: str, attempt: int, reason: str) -> EpochMetadata:
         """A task refuses the epoch (bad data, validation): the epoch is aborted."""
         epoch_id = validate_epoch_id(epoch_id)
-        self._check_task(epoch_id, task_id, attempt)
-        self._refuse_if_decided(epoch_id, task_id)
+        fresh = self._check_task(epoch_id, task_id, attempt)
+        self._refuse_if_decided(epoch_id, task_id, barrier_read=fresh)
         ta = scan_task(self.storage, self.layout, epoch_id, task_id)
         self._refuse_if_stale(ta, epoch_id, attempt)
         body = {"task_id": task_id, "attempt": attempt, "reason": reason,

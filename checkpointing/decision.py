@@ -14,9 +14,6 @@ from dataclasses import dataclass
 from .epoch_metadata import EpochMetadata
 from .history import FailureRecord
 
-#: where a decision was read from
-SOURCES = ("metadata", "history", "registry")
-
 
 @dataclass(frozen=True)
 class Decision:
@@ -25,6 +22,7 @@ class Decision:
 
     epoch_id: int
     status: str
+    #: where it was read from: ``metadata``, ``history`` or ``registry``
     source: str
     reason: str | None = None
     detail: str | None = None

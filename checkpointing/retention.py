@@ -146,7 +146,7 @@ def _undocumented_status(coordinator, epoch_id: int) -> str:  # noqa: ANN001
     when the epoch was decided and deleted before (objects a late writer left there,
     which nothing references: PROTOCOL 6.11)."""
     try:
-        decision = coordinator.decision(epoch_id)
+        decision = coordinator.decision(epoch_id, metadata_absent=True)
     except EpochNotFound:  # not allocated by the registry: never delete what we don't know
         return "pending"
     return "pending" if decision is None else "orphan"

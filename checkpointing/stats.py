@@ -74,7 +74,7 @@ def epoch_stats(coordinator, epoch_id: int, per_task: bool = True) -> EpochStats
     """Statistics of one epoch; ``per_task`` reads every acknowledgement."""
     barrier = coordinator.barrier(epoch_id)
     meta = coordinator.metadata(epoch_id)
-    if meta is None and coordinator.decision(epoch_id) is not None:
+    if meta is None and coordinator.decision(epoch_id, metadata_absent=True) is not None:
         # Decided and deleted (6.11): a barrier this process cached earlier must not turn
         # it back into "pending"; its failure record describes it.
         raise EpochNotFound(f"epoch {epoch_id} was decided and deleted by retention")

@@ -120,11 +120,17 @@ def _settings(dag_id: str) -> CheckpointSettings:
     return settings
 
 
+#: (storage, pipeline id, dag id) whose owner in the registry is that DAG: an owner, once
+#: recorded, never changes, so each is checked once per api-server, not on every refresh
+_OWNED: set[tuple[str, str, str]] = set()
+
+
 def _coordinator(dag_id: str):
     settings = _settings(dag_id)
+    key = (settings.storage, settings.pipeline_id, dag_id)
     try:
         coord = settings.coordinator()
-        owner = coord.registry().owner
+        owner = dag_id if key in _OWNED else coord.registry().owner
     except (ValueError, InvalidId) as exc:
         raise HTTPException(400, _redact(str(exc), settings.storage)) from None
     except CheckpointError as exc:
@@ -133,25 +139,28 @@ def _coordinator(dag_id: str):
     if owner is not None and owner != dag_id:
         raise HTTPException(409, f"pipeline {coord.pipeline_id!r} of DAG {dag_id!r} is "
                                  f"checkpointed by DAG {owner!r} on the same storage")
+    if owner == dag_id:
+        _OWNED.add(key)
     return coord
 
 
-def _redact(text: str, root: str) -> str:
-    """No storage path in an answer: the storage root becomes ``<storage>``, so a message
-    still names the document (``<storage>/p/epochs/...``) without where it lives."""
-    root = root.rstrip("/")
-    if root:
-        text = text.replace(root, "<storage>")
-        if root.startswith("file://"):
-            text = text.replace(root[len("file://"):], "<storage>")
+def _redact(text: str, *roots: str) -> str:
+    """No storage path in an answer: each storage root (a URI, or a local path with or
+    without ``file://``) becomes ``<storage>``, so a message still names the document
+    (``<storage>/p/epochs/...``) without where it lives."""
+    for root in roots:
+        root = root.rstrip("/")
+        if root:
+            text = text.replace(root, "<storage>")
+            if root.startswith("file://"):
+                text = text.replace(root[len("file://"):], "<storage>")
     return text
 
 
 def _storage_errors(exc: Exception, coord: Any = None) -> HTTPException:
     msg = str(exc)
     if coord is not None:
-        msg = _redact(_redact(msg, coord.storage.uri("")), str(getattr(coord.storage,
-                                                                       "root", "")))
+        msg = _redact(msg, coord.storage.uri(""), str(getattr(coord.storage, "root", "")))
     if isinstance(exc, (EpochNotFound, SavepointNotFound)):
         return HTTPException(404, msg)
     if isinstance(exc, MalformedDocument):

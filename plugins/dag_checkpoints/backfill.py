@@ -174,19 +174,23 @@ class DeployedDag:
     end_date: date | None = None
 
 
-def deployed_dag(dag_id: str, open_data: Callable[[str], Storage] | None = None
-                 ) -> DeployedDag | None:
+def deployed_dag(dag_id: str, with_data: bool = False) -> DeployedDag | None:
     """The latest serialized version of ``dag_id``'s begin step (None for a DAG not
-    checkpointed or serialized before this field existed). ``open_data`` opens its data
-    root; without it (or without a data root) inputs are not checked."""
+    checkpointed or serialized before this field existed). ``with_data``: open its data
+    root, with the DAG's own settings (endpoint, AWS connection), so that the preview can
+    check inputs; without it (or without a data root) inputs are not checked."""
     from .deployed import deployed_begin
+    from .settings import CheckpointSettings
 
     begin = deployed_begin(dag_id)
     if begin is None or begin.plan_json is None:
         return None
     inputs = begin.inputs
     plan = plan_from_json(json.loads(begin.plan_json))
-    data = open_data(inputs["data"]) if open_data and inputs.get("data") else None
+    data = None
+    if with_data and inputs.get("data"):
+        settings = begin.settings or CheckpointSettings(pipeline_id=dag_id)
+        data = replace(settings, data=inputs["data"]).open_data_storage()
     return DeployedDag(plan, tuple(inputs.get("daily") or ()), data,
                        bool(inputs.get("allow_non_restored_state")),
                        begin.start_date, begin.end_date)
@@ -382,13 +386,6 @@ def airflow_preview(coord: Coordinator, api: AirflowApi, dag_id: str, first_day:
     """The preview against Airflow's state: its own dry run of the dates (REST), and the
     DAG as deployed now (plan, daily inputs under its data root)."""
 
-    def open_data(uri: str) -> Storage:
-        from .deployed import deployed_settings
-        from .settings import CheckpointSettings
-
-        settings = deployed_settings(dag_id) or CheckpointSettings(pipeline_id=dag_id)
-        return replace(settings, data=uri).open_data_storage()
-
     def runnable(first: date, last: date) -> set[date]:
         try:
             return set(api.backfill_dry_run(dag_id, first, last))
@@ -397,6 +394,6 @@ def airflow_preview(coord: Coordinator, api: AirflowApi, dag_id: str, first_day:
                                        _status(exc)) from None
 
     return preview_backfill(coord, first_day, last_day, runnable=runnable,
-                            deployed=deployed_dag(dag_id, open_data), **origin)
+                            deployed=deployed_dag(dag_id, with_data=True), **origin)
 
 

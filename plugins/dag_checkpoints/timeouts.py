@@ -130,19 +130,15 @@ class EpochDeadlineTrigger(BaseTrigger):
             await asyncio.sleep(max(0.05, wait))
 
     def _end_event(self, coord: Coordinator, decision: Decision) -> TriggerEvent:
-        """End the watchdog from the triggerer: success for a completed epoch; for an
-        aborted one skipped within the failure budget, failed once it is spent."""
-        if decision.completed:
-            self.log.info("%s", decision.describe())
+        """End the watchdog from the triggerer, as :func:`watchdog_outcome` says."""
+        state, message = watchdog_outcome(coord, decision)
+        if state == "success":
+            self.log.info("%s", message)
             return TaskSuccessEvent(xcoms={"return_value": decision.status})
-        lineage = decision.lineage or "main"
-        try:
-            coord.check_failure_budget(lineage)
-        except FailureBudgetExhausted as exc:
-            self.log.error("%s; checkpoint failure budget exhausted: %s",
-                           decision.describe(), exc)
+        if state == "failed":
+            self.log.error("%s", message)
             return TaskFailedEvent()
-        self.log.warning("%s: within the failure budget", decision.describe())
+        self.log.warning("%s", message)
         return TaskSkippedEvent()
 
     async def _commit_finished(self) -> bool:
@@ -163,6 +159,19 @@ class EpochDeadlineTrigger(BaseTrigger):
             self._airflow_states = False
             return False
         return (states or {}).get(self.run_id, {}).get(self.commit_task_id) in _FINISHED
+
+
+def watchdog_outcome(coord: Coordinator, decision: Decision) -> tuple[str, str]:
+    """(task state, log line) of the watchdog of a decided epoch: ``success`` when it
+    completed; for an aborted one ``skipped`` within the failure budget, ``failed`` once the
+    budget is spent."""
+    if decision.completed:
+        return "success", decision.describe()
+    try:
+        coord.check_failure_budget(decision.lineage or "main")
+    except FailureBudgetExhausted as exc:
+        return "failed", f"{decision.describe()}; checkpoint failure budget exhausted: {exc}"
+    return "skipped", f"{decision.describe()}: within the failure budget"
 
 
 def _foreground_test_run(context: Any) -> bool:
@@ -215,16 +224,14 @@ class EpochTimeoutOperator(BaseOperator):
 
     @staticmethod
     def _decided(coord: Coordinator, decision: Decision) -> str:
-        """The outcome of an epoch decided before the watch began, as the trigger ends it:
-        success when completed, skipped within the failure budget, failed beyond it."""
-        if decision.completed:
-            return decision.status
-        try:
-            coord.check_failure_budget(decision.lineage or "main")
-        except FailureBudgetExhausted as exc:
-            raise AirflowFailException(f"{decision.describe()}; checkpoint failure budget "
-                                       f"exhausted: {exc}") from None
-        raise AirflowSkipException(f"{decision.describe()}: within the failure budget")
+        """The outcome of an epoch decided before the watch began, as the trigger ends it
+        (:func:`watchdog_outcome`)."""
+        state, message = watchdog_outcome(coord, decision)
+        if state == "failed":
+            raise AirflowFailException(message)
+        if state == "skipped":
+            raise AirflowSkipException(message)
+        return decision.status
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> str:
         if event.get("error"):
