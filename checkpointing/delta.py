@@ -15,10 +15,18 @@ import json
 import logging
 import time
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import urlparse
 
 from .state_handle import FileRef
-from .tables import TableCommit, TableCommitError, TableSpec
+from .tables import (
+    TableCommit,
+    TableCommitError,
+    TableSpec,
+    is_staged_by,
+    partition_key,
+    partition_values,
+    relative_path,
+)
 
 log = logging.getLogger("checkpointing.delta")
 _ATTEMPTS = 8
@@ -48,30 +56,13 @@ def storage_options(location: str, endpoint_url: str | None) -> dict[str, str]:
     return opts
 
 
-def relative_path(spec: TableSpec, ref: FileRef) -> str:
-    """A staged file's path inside the table (the ``add`` action's path)."""
-    root = unquote(spec.location.replace("s3a://", "s3://")) + "/"
-    uri = unquote(ref.uri.replace("s3a://", "s3://"))
-    if not uri.startswith(root):
-        raise TableCommitError(f"output file {ref.name!r} is not inside its table's location "
-                               "(stage table outputs with stage_table_output)")
-    # A local store's URIs are percent-encoded ("day%3Dd1"); the log holds the plain
-    # relative path, as Spark's writers put it there ("day=d1/part-0.parquet").
-    return uri[len(root):]
+def open_table(location: str, endpoint_url: str | None = None, version: int | None = None):
+    """The Delta table at ``location`` (at ``version``, else the newest), with the
+    object-store options this library commits with."""
+    from deltalake import DeltaTable
 
-
-def partition_values(spec: TableSpec, path: str) -> dict[str, str | None]:
-    """The partition values of a file from its ``col=value`` directories."""
-    found = {}
-    for seg in path.split("/")[:-1]:
-        key, sep, value = seg.partition("=")
-        if sep and key in spec.partition_by:
-            value = unquote(value)
-            found[key] = None if value == "__HIVE_DEFAULT_PARTITION__" else value
-    missing = [c for c in spec.partition_by if c not in found]
-    if missing:
-        raise TableCommitError(f"file {path!r} has no partition directory for {missing}")
-    return found
+    return DeltaTable(table_path(location), version=version,
+                      storage_options=storage_options(location, endpoint_url))
 
 
 class DeltaCommitter:
@@ -92,14 +83,13 @@ class DeltaCommitter:
             raise TableCommitError(f"output of table {app!r} has no schema in its state "
                                    "handle (stage it with stage_table_output)")
         schema = Schema.from_json(meta["schema"])
-        records = meta.get("records") or {}
         last: Exception | None = None
         for _ in range(_ATTEMPTS):
             dt = self._open(path, spec, schema, opts)
             done = dt.transaction_version(app)
             if done is not None and done >= epoch_id:
                 return TableCommit(self._version_of(dt, app, epoch_id), False)
-            actions = self._adds(spec, files, records) + self._removes(dt, spec, files)
+            actions = self._actions(dt, spec, app, epoch_id, files, meta)
             props = CommitProperties(
                 custom_metadata={"ckpt.app_id": app, "ckpt.epoch_id": str(epoch_id)},
                 max_commit_retries=0,
@@ -148,6 +138,50 @@ class DeltaCommitter:
                      type(exc).__name__)
         return DeltaTable(path, storage_options=opts)
 
+    def _actions(self, dt: Any, spec: TableSpec, app: str, epoch_id: int,
+                 files: tuple[FileRef, ...], meta: dict[str, Any]) -> list[Any]:
+        """The epoch's ``add`` and ``remove`` actions. An output listing the table's whole
+        content (``table_files: all``, 1.8) is committed as the difference between the
+        table's current files and that list, whatever moved the table since the epoch
+        restored (a backfill's promotion replaces exactly what it recomputed); an
+        ``append`` output adds its files."""
+        records = meta.get("records") or {}
+        if meta.get("table_files") != "all":
+            return self._adds(spec, files, records) + self._removes(dt, spec, files)
+        import pyarrow as pa
+        from deltalake.transaction import RemoveAction
+
+        current = {row["path"]: row for row in
+                   pa.table(dt.get_add_actions(flatten=True)).to_pylist()}
+        wanted = {relative_path(spec, f): f for f in files}
+        pipeline = app.split(":")[1]
+        carried = [f for path, f in wanted.items() if path not in current
+                   and not is_staged_by(spec, f, pipeline, epoch_id)]
+        self._check_present(spec, carried, app, epoch_id)
+        now = int(time.time() * 1000)
+        return (self._adds(spec, tuple(f for p, f in wanted.items() if p not in current),
+                           records)
+                + [RemoveAction(path, True, now, row.get("size_bytes"))
+                   for path, row in current.items() if path not in wanted])
+
+    def _check_present(self, spec: TableSpec, refs: list[FileRef], app: str,
+                       epoch_id: int) -> None:
+        """Files an epoch kept from earlier epochs that the table no longer references
+        must still exist (a VACUUM that ignored the retained epochs deletes them, 6.12):
+        committing them would make a table that no reader can open."""
+        if not refs:
+            return
+        from .storage import open_storage
+
+        store = open_storage(spec.location, endpoint_url=self.endpoint_url)
+        gone = [f.name for f in refs
+                if not store.exists(store.key_for_uri(f.uri.replace("s3a://", "s3://")) or "")]
+        if gone:
+            raise TableCommitError(
+                f"table {app!r}: epoch {epoch_id} keeps {len(gone)} file(s) the table's "
+                f"VACUUM already deleted (first: {gone[0]!r}); vacuum with 'ckpt tables "
+                "vacuum', which keeps what retained epochs reference")
+
     @staticmethod
     def _adds(spec: TableSpec, files: tuple[FileRef, ...],
               records: dict[str, int]) -> list[Any]:
@@ -157,7 +191,7 @@ class DeltaCommitter:
         adds = []
         for ref in files:
             rel = relative_path(spec, ref)
-            stats = json.dumps({"numRecords": records[ref.name]}) if ref.name in records else ""
+            stats = json.dumps({"numRecords": records[ref.uri]}) if ref.uri in records else ""
             adds.append(AddAction(rel, ref.size, partition_values(spec, rel), now, True, stats))
         return adds
 
@@ -172,8 +206,7 @@ class DeltaCommitter:
             return []
         current = pa.table(dt.get_add_actions(flatten=True)).to_pylist()
         if spec.mode == "replace_partitions":
-            written = {tuple(partition_values(spec, relative_path(spec, f)).get(c)
-                             for c in spec.partition_by) for f in files}
+            written = {partition_key(spec, f) for f in files}
             current = [row for row in current
                        if tuple(row.get(f"partition.{c}") for c in spec.partition_by)
                        in written]

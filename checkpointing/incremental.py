@@ -179,14 +179,15 @@ class SnapshotWriter:
     def stage_table_output(self, output: str, spec: Any, paths: list[str | os.PathLike[str]],
                            rows: int | None = None, names: list[str] | None = None,
                            table_storage: Storage | None = None,
-                           schema: Any = None) -> OutputRef:
+                           schema: Any = None, replaced: Any = ()) -> OutputRef:
         """Stage local Parquet files of a table output (PROTOCOL 6.12) into the table's own
         location, under :func:`checkpointing.tables.staged_dir` (the table's log does not
         reference it; readers ignore it), to be committed when the epoch completes.
         ``names`` are paths inside that directory (``day=2013-01-02/part-0.parquet`` for a
         partitioned table); ``spec`` is a :class:`checkpointing.tables.TableSpec`;
         ``schema`` (Arrow) defaults to the first file's, plus partition columns as
-        strings."""
+        strings. ``replaced`` names partitions (value tuples, or values for one partition
+        column) the epoch replaces besides those it writes (recomputed and now empty)."""
         import pyarrow.parquet as pq
 
         from .tables import staged_dir
@@ -199,22 +200,22 @@ class SnapshotWriter:
             _check_name(name)
             meta = pq.read_metadata(path)
             schema = schema or meta.schema.to_arrow_schema()
-            records[name] = meta.num_rows
             digest, size = sha256_file(path)
             key = f"{prefix}/{name}"
             store.upload_file(key, str(path))
             self.bytes_written += size
             refs.append(FileRef(name, store.uri(key), size, digest, False))
-        if schema is None:
-            raise ValueError(f"table output {output!r}: no file and no schema to stage")
-        return self._table_output(output, spec, refs, rows, schema, records)
+            records[refs[-1].uri] = meta.num_rows  # by URI: names repeat across epochs
+        return self._table_output(output, spec, refs, rows, schema, records, replaced)
 
     @_persisting
     def stage_stored_table_output(self, output: str, spec: Any, keys: list[str],
                                   schema: Any, rows: int | None = None,
-                                  table_storage: Storage | None = None) -> OutputRef:
+                                  table_storage: Storage | None = None,
+                                  replaced: Any = ()) -> OutputRef:
         """Declare Parquet files a distributed writer (Spark) already wrote into the table's
-        staged directory as a table output; ``schema`` is the data's Arrow schema."""
+        staged directory as a table output; ``schema`` is the data's Arrow schema (None:
+        the previous epoch's, for an epoch that writes nothing)."""
         from .tables import staged_dir
 
         store = table_storage or self._table_storage(spec)
@@ -226,7 +227,7 @@ class SnapshotWriter:
             self.bytes_written += size
             refs.append(FileRef(key[len(prefix):] if key.startswith(prefix) else key,
                                 store.uri(key), size, digest, False))
-        return self._table_output(output, spec, refs, rows, schema, {})
+        return self._table_output(output, spec, refs, rows, schema, {}, replaced)
 
     def _table_storage(self, spec: Any) -> Storage:
         from .storage import open_storage
@@ -235,14 +236,45 @@ class SnapshotWriter:
                             endpoint_url=getattr(self.storage, "endpoint_url", None))
 
     def _table_output(self, output: str, spec: Any, refs: list[FileRef], rows: int | None,
-                      schema: Any, records: dict[str, int]) -> OutputRef:
+                      schema: Any, records: dict[str, int], replaced: Any = ()) -> OutputRef:
         from .tables import table_schema_json
 
-        out = OutputRef(tuple(refs), rows, {"table": spec.to_json(),
-                                            "schema": table_schema_json(schema, spec),
-                                            "records": records})
+        prev = self.previous.outputs.get(output) if self.previous else None
+        if schema is not None:
+            schema_json = table_schema_json(schema, spec)
+        elif prev is not None and "schema" in prev.meta:
+            schema_json = prev.meta["schema"]
+        else:
+            raise ValueError(f"table output {output!r}: no file and no schema to stage")
+        meta: dict[str, Any] = {"table": spec.to_json(), "schema": schema_json,
+                                "records": records}
+        if spec.mode != "append":
+            # (1.8) The output lists the table's whole content after this epoch: what it
+            # staged plus what it keeps of the previous epoch's, so that committing it
+            # anywhere (a backfill's promotion onto a table main moved on) is a diff.
+            refs = refs + self._kept_table_files(prev, spec, refs, replaced)
+            meta["table_files"] = "all"
+        out = OutputRef(tuple(refs), rows, meta)
         self._outputs[output] = out
         return out
+
+    def _kept_table_files(self, prev: OutputRef | None, spec: Any, staged: list[FileRef],
+                          replaced: Any) -> list[FileRef]:
+        """The previous epoch's files of a table output that stay in the table: none for
+        ``overwrite``; for ``replace_partitions``, those of the partitions this epoch
+        neither wrote nor names in ``replaced``. Kept by reference."""
+        from .tables import TableSpec, partition_key
+
+        if (spec.mode != "replace_partitions" or prev is None
+                or prev.meta.get("table_files") != "all"
+                or TableSpec.from_json(prev.meta["table"]).location != spec.location):
+            return []
+        gone = {partition_key(spec, f) for f in staged}
+        gone |= {tuple(str(v) for v in p) if isinstance(p, tuple) else (str(p),)
+                 for p in replaced}
+        kept = [f for f in prev.files if partition_key(spec, f) not in gone]
+        self.bytes_referenced += sum(f.size for f in kept)
+        return kept
 
     def files(self, prefix: str = "") -> list[FileRef]:
         """The snapshot's files so far whose logical name starts with ``prefix``."""

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Protocol
+from urllib.parse import unquote
 
 from .errors import CheckpointError
 from .state_handle import FileRef
@@ -82,6 +83,43 @@ def table_schema_json(arrow_schema: Any, spec: TableSpec) -> str:
         if col not in arrow_schema.names:
             arrow_schema = arrow_schema.append(pa.field(col, pa.string()))
     return Schema.from_arrow(arrow_schema).to_json()
+
+
+def relative_path(spec: TableSpec, ref: FileRef) -> str:
+    """A staged file's path inside the table (the ``add`` action's path)."""
+    root = unquote(spec.location.replace("s3a://", "s3://")) + "/"
+    uri = unquote(ref.uri.replace("s3a://", "s3://"))
+    if not uri.startswith(root):
+        raise TableCommitError(f"output file {ref.name!r} is not inside its table's location "
+                               "(stage table outputs with stage_table_output)")
+    # A local store's URIs are percent-encoded ("day%3Dd1"); the log holds the plain
+    # relative path, as Spark's writers put it there ("day=d1/part-0.parquet").
+    return uri[len(root):]
+
+
+def partition_values(spec: TableSpec, path: str) -> dict[str, str | None]:
+    """The partition values of a file from its ``col=value`` directories."""
+    found = {}
+    for seg in path.split("/")[:-1]:
+        key, sep, value = seg.partition("=")
+        if sep and key in spec.partition_by:
+            value = unquote(value)
+            found[key] = None if value == "__HIVE_DEFAULT_PARTITION__" else value
+    missing = [c for c in spec.partition_by if c not in found]
+    if missing:
+        raise TableCommitError(f"file {path!r} has no partition directory for {missing}")
+    return found
+
+
+def partition_key(spec: TableSpec, ref: FileRef) -> tuple[str | None, ...]:
+    """The partition (values of ``spec.partition_by``, in order) a table file belongs to."""
+    values = partition_values(spec, relative_path(spec, ref))
+    return tuple(values.get(c) for c in spec.partition_by)
+
+
+def is_staged_by(spec: TableSpec, ref: FileRef, pipeline_id: str, epoch_id: int) -> bool:
+    """Whether ``ref`` was staged by an attempt of epoch ``epoch_id`` (not carried)."""
+    return relative_path(spec, ref).startswith(f"ckpt-{pipeline_id}-e{epoch_id:010d}-")
 
 
 def app_id(pipeline_id: str, lineage: str, output: str) -> str:

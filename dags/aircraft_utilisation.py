@@ -23,7 +23,7 @@ from airflow.sdk import dag, task
 from dag_checkpoints import CheckpointSettings, checkpoint_dag
 
 from checkpointing import CheckpointConfig
-from spark_jobs.runtime import JobResult, JobRun, new_input, spark_uri
+from spark_jobs.runtime import JobResult, JobRun, TableSpec, new_input, spark_uri
 
 RAW = "raw/flights/"
 DELTA_SCHEMA = "tailnum string, flights long, distance double, air_time double"
@@ -91,10 +91,13 @@ def utilisation(run: JobRun) -> JobResult:
                       F.col("year").alias("year_built")))
     totals = summed.join(planes, "tailnum", "left").select(*[
         c.split()[0] for c in TOTALS_SCHEMA.split(", ")])
-    files = run.write_state(totals.coalesce(1), "totals")
+    totals = totals.coalesce(1).cache()
+    run.write_state(totals, "totals")
     n = totals.count()
-    run.writer.publish_files("gold_aircraft_utilisation", files, rows=n,
-                             meta={"keys": ["tailnum"]})
+    # Published as a Delta table that any engine reads; each epoch replaces its content.
+    run.write_table(totals, "gold_aircraft_utilisation",
+                    TableSpec(run.data.uri("tables/gold_aircraft_utilisation"), "overwrite"),
+                    rows=n)
     return JobResult(row_counts={"aircraft": n, "tails_updated": delta.count()})
 
 

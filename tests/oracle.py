@@ -76,8 +76,15 @@ def stats(rows: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
 def published(c: Coordinator, output: str) -> pd.DataFrame:
     """The currently published version of a gold table, read with pandas."""
     m = read_manifest(c.storage, c.layout)
+    out = m.outputs[output]
+    if "table" in out.meta:  # a Delta table: read by delta-rs at the epoch's version
+        from checkpointing.delta import open_table
+
+        return open_table(out.meta["table"]["location"],
+                          getattr(c.storage, "endpoint_url", None),
+                          out.meta["table_version"]).to_pandas()
     frames = [pd.read_parquet(io.BytesIO(c.storage.read(c.storage.key_for_uri(f.uri))[0]))
-              for f in m.outputs[output].files]
+              for f in out.files]
     return pd.concat(frames, ignore_index=True)
 
 

@@ -53,7 +53,8 @@ def _epoch(c: Coordinator, tmp: Path, spec: TableSpec, rows: list[tuple[str, int
         c.register_attempt(b.epoch_id, task, 1)
     w = SnapshotWriter(c.storage, c.layout, b.epoch_id, "src", 1)
     c.acknowledge(b.epoch_id, "src", 1, w.handle())
-    w = SnapshotWriter(c.storage, c.layout, b.epoch_id, "gold", 1)
+    w = SnapshotWriter(c.storage, c.layout, b.epoch_id, "gold", 1,
+                       previous=c.restore_handle(b.epoch_id, "gold"))
     if partitioned:
         days = sorted({r[2] for r in rows})
         paths = [_parquet(tmp, f"{run}/day={d}/part-0.parquet", [r for r in rows if r[2] == d])

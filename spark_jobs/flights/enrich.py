@@ -3,8 +3,9 @@
 Aligned barrier: it reads both sources' handles of *its own* epoch (the runtime hands it
 nothing else), never one source's epoch N with the other's N-1. A date is recomputed when
 either source changed it in this epoch (so a weather file that arrives late re-enriches the
-flights of its day); other dates are carried from the previous snapshot. The state
-(``enriched/part=<date>/``) is published as ``gold_flights_enriched`` by reference.
+flights of its day); other dates are carried from the previous snapshot. The state is kept
+as ``enriched/part=<date>/``; the gold output ``gold_flights_enriched`` is a Delta table
+partitioned by ``row_date`` whose epoch commit replaces the recomputed dates.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pyspark.sql import types as T
 from ..runtime import JobResult, JobRun, spark_uri
 from .ingest_flights import BRONZE_SCHEMA as FLIGHTS_SCHEMA
 from .ingest_weather import BRONZE_SCHEMA as WEATHER_SCHEMA
+from .stats import gold_table
 
 FLIGHTS, WEATHER = "ingest_flights", "ingest_weather"
 WEATHER_COLS = ["temp", "humid", "wind_speed", "precip", "visib"]
@@ -63,8 +65,11 @@ def enrich(run: JobRun) -> JobResult:
                     .drop("source_file")).cache()
         n = enriched.count()
         run.write_state(enriched.repartition("row_date"), "enriched", "row_date")
-    files = run.writer.files("enriched/")
-    run.writer.publish_files("gold_flights_enriched", files, meta={"dates_recomputed":
-                                                                    sorted(dates)})
+        # A recomputed date with no flight left is replaced by nothing.
+        run.write_table(enriched.repartition("row_date"), "gold_flights_enriched",
+                        gold_table(run, "gold_flights_enriched", "row_date"), replaced=dates)
+    else:
+        run.keep_table("gold_flights_enriched",
+                       gold_table(run, "gold_flights_enriched", "row_date"))
     return JobResult(row_counts={"rows_recomputed": n},
                      metrics={"dates_recomputed": sorted(dates)})

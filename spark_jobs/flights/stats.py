@@ -6,7 +6,8 @@ delta into the state restored from the previous epoch: sums and counts add, maxi
 greatest. When the source retracted rows (a replaced raw file), the touched keys are
 recomputed exactly from the source's bronze state of this epoch, since a maximum cannot be
 un-merged. The state is partitioned by a hash bucket of the key, so a snapshot rewrites only
-the buckets that changed; the gold table published is the state itself, by reference.
+the buckets that changed. The gold output is a Delta table partitioned by the same bucket:
+an epoch writes the buckets it changed and the table commit replaces exactly those.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..runtime import JobResult, JobRun, named_job
+from ..runtime import JobResult, JobRun, TableSpec, named_job
 from .ingest_flights import BRONZE_SCHEMA
 
 BUCKETS = 8
@@ -28,6 +29,12 @@ METRICS = [("flights", T.LongType()), ("cancelled", T.LongType()),
            ("arr_delay_n", T.LongType()), ("arr_delay_max", T.DoubleType()),
            ("distance_sum", T.DoubleType())]
 DERIVED = ["avg_dep_delay", "avg_arr_delay", "avg_distance"]
+
+
+def gold_table(run: JobRun, output: str, partition_by: str) -> TableSpec:
+    """Where a flights gold output is published: a Delta table under the data root's
+    ``tables/``, whose epochs replace the partitions they recomputed."""
+    return TableSpec(run.data.uri(f"tables/{output}"), "replace_partitions", (partition_by,))
 
 
 def state_schema(keys: list[str]) -> T.StructType:
@@ -105,16 +112,21 @@ def make_stats_job(keys: list[str], output: str, name: str,
             fresh = merge(prev_touched.select(*keys, *[n for n, _ in METRICS]),
                           aggregate(added, keys), keys)
         fresh = finish(fresh, keys).cache()
-        buckets = {str(r.bucket) for r in fresh.select("bucket").distinct().collect()}
+        # The buckets of every touched key, also of a key whose rows were all retracted.
+        buckets = {str(r.b) for r in touched.select(
+            F.pmod(F.hash(*keys), F.lit(BUCKETS)).alias("b")).distinct().collect()}
         run.carry_partitions("stats", run.partitions(run.previous, "stats") - buckets)
+        table = gold_table(run, output, "bucket")
         if buckets:
             rest = prev.where(F.col("bucket").isin([int(b) for b in buckets])) \
                        .join(touched, keys, "left_anti")
-            run.write_state(rest.unionByName(fresh).repartition("bucket"), "stats", "bucket")
-        files = run.writer.files("stats/")
-        n_keys = run.read_parquet(files, schema).count()
-        run.writer.publish_files(output, files, rows=n_keys,
-                                 meta={"keys": keys, "internal_columns": ["bucket"]})
+            changed = rest.unionByName(fresh).repartition("bucket")
+            run.write_state(changed, "stats", "bucket")
+        n_keys = run.read_parquet(run.writer.files("stats/"), schema).count()
+        if buckets:
+            run.write_table(changed, output, table, rows=n_keys, replaced=buckets)
+        else:
+            run.keep_table(output, table, rows=n_keys)
         return JobResult(row_counts={"keys": n_keys, "keys_touched": fresh.count(),
                                      "rows_added": added.count(), "rows_retracted": n_retracted},
                          metrics={"buckets_rewritten": sorted(buckets)})

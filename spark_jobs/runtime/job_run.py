@@ -151,12 +151,21 @@ class JobRun:
         else:
             self.writer.stage_stored_output(output, self._stored(prefix), rows=rows)
 
-    def write_table(self, df: Any, output: str, spec: TableSpec, rows: int | None = None) -> None:
+    def write_table(self, df: Any, output: str, spec: TableSpec, rows: int | None = None,
+                    replaced: Any = ()) -> None:
         """Stage ``df`` as table output ``output`` (PROTOCOL 6.12): Spark writes Parquet
         straight into the table's location, in a directory of this attempt that the table's
         log does not reference; the epoch's completion commits it as one table version
         (Delta: ``txn(appId, epoch)``), exactly once. Partition columns (``spec``'s
-        ``partition_by``) are written as directories and typed as strings."""
+        ``partition_by``) are written as directories; string, integer, boolean and date
+        columns keep their type, others become strings.
+
+        ``overwrite``: ``df`` is the table's whole content after the epoch.
+        ``replace_partitions``: ``df`` holds the partitions the epoch changed, in full; the
+        previous epoch's files of the other partitions stay (by reference, not rewritten).
+        ``replaced`` names partitions the epoch recomputed and found empty (values, or
+        value tuples for several partition columns): removed from the table.
+        ``append``: ``df`` holds the rows the epoch adds."""
         from pyspark.sql import functions as F
         from pyspark.sql.pandas.types import to_arrow_schema
 
@@ -164,7 +173,10 @@ class JobRun:
         from checkpointing.tables import staged_dir
 
         for col in spec.partition_by:
-            df = df.withColumn(col, F.col(col).cast("string"))
+            # Spark writes these types' partition directories as Delta serialises their
+            # partition values; any other type is published as a string column.
+            if df.schema[col].dataType.typeName() not in _PARTITION_TYPES:
+                df = df.withColumn(col, F.col(col).cast("string"))
         files = self.spark.conf.get(OUTPUT_FILES_CONF, None)
         if files:
             df = df.coalesce(int(files))
@@ -185,12 +197,23 @@ class JobRun:
             self.writer.stage_table_output(output, spec, parts, rows=rows,
                                            names=[p.relative_to(target).as_posix()
                                                   for p in parts],
-                                           table_storage=store, schema=schema)
+                                           table_storage=store, schema=schema,
+                                           replaced=replaced)
             return
         keys = [o.key for o in store.list(prefix + "/") if o.key.endswith(".parquet")
                 and not o.key.rsplit("/", 1)[-1].startswith((".", "_"))]
         self.writer.stage_stored_table_output(output, spec, keys, schema, rows=rows,
-                                              table_storage=store)
+                                              table_storage=store, replaced=replaced)
+
+    def keep_table(self, output: str, spec: TableSpec, rows: int | None = None,
+                   replaced: Any = ()) -> None:
+        """Declare table output ``output`` unchanged by this epoch, without a Spark job: a
+        ``replace_partitions`` table keeps the previous epoch's files (but those of the
+        ``replaced`` partitions); its commit records the epoch with no data change."""
+        if spec.mode != "replace_partitions":
+            raise ValueError(f"keep_table needs mode replace_partitions, not {spec.mode!r}")
+        self.writer.stage_stored_table_output(output, spec, [], None, rows=rows,
+                                              table_storage=None, replaced=replaced)
 
     @contextlib.contextmanager
     def _snapshot_write(self):
@@ -222,6 +245,7 @@ class JobRun:
 
 
 _PART = "part"
+_PARTITION_TYPES = ("string", "integer", "long", "short", "byte", "boolean", "date")
 
 
 def _restored_from(coordinator: Coordinator, epoch_id: int,

@@ -1,5 +1,6 @@
 """How consumers read a pipeline's published tables: through the manifest, so that they
-never see output of an incomplete epoch (phase two of the two-phase publish)."""
+never see output of an incomplete epoch (phase two of the two-phase publish). A table
+output (PROTOCOL 6.12) is read through its table, at the version its epoch committed."""
 
 from __future__ import annotations
 
@@ -18,7 +19,35 @@ def read_published(spark: Any, coordinator: Coordinator, output: str):
         raise CheckpointError(f"nothing published as {output!r} for pipeline "
                               f"{coordinator.pipeline_id!r} yet")
     out = m.outputs[output]
+    if "table" in (out.meta or {}):
+        return _read_table(spark, coordinator, out.meta)
     df = spark.read.parquet(*[spark_uri(f.uri) for f in out.files])
     # Columns the job keeps for itself (a state partition column found in the paths).
     internal = [c for c in (out.meta or {}).get("internal_columns", []) if c in df.columns]
     return df.drop(*internal) if internal else df
+
+
+def _read_table(spark: Any, coordinator: Coordinator, meta: dict[str, Any]):
+    """A table output at the version its epoch committed: the files the table's log lists
+    at that version (delta-rs), read by Spark with the partition columns typed as the
+    table declares them."""
+    import json
+
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from checkpointing.delta import open_table
+    from checkpointing.tables import TableSpec
+
+    spec = TableSpec.from_json(meta["table"])
+    dt = open_table(spec.location, getattr(coordinator.storage, "endpoint_url", None),
+                    meta.get("table_version"))
+    uris = dt.file_uris()
+    if not uris:
+        return spark.createDataFrame([], from_arrow_schema(dt.schema().to_arrow()))
+    df = spark.read.option("basePath", spark_uri(spec.location)).parquet(
+        *[spark_uri(u) for u in uris])
+    types = {f["name"]: f["type"] for f in json.loads(meta["schema"])["fields"]}
+    for col in spec.partition_by:
+        df = df.withColumn(col, F.col(col).cast(types[col]))
+    return df
