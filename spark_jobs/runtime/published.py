@@ -47,7 +47,7 @@ def _read_table(spark: Any, coordinator: Coordinator, meta: dict[str, Any]):
         return spark.createDataFrame([], from_arrow_schema(dt.schema().to_arrow()))
     df = spark.read.option("basePath", spark_uri(spec.location)).parquet(
         *[spark_uri(u) for u in uris])
-    types = {f["name"]: f["type"] for f in json.loads(meta["schema"])["fields"]}
+    types = {f["name"]: f["type"] for f in json.loads(dt.schema().to_json())["fields"]}
     for col in spec.partition_by:
         df = df.withColumn(col, F.col(col).cast(types[col]))
     return df
