@@ -290,6 +290,12 @@ def test_epochs_page_in_headless_chromium(af, tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     seen = json.loads(r.stdout.strip().splitlines()[-1])
     assert seen["rows"] == len(expected)
+    # Each row names the table versions its epoch published ("gold_route_stats v3"), as
+    # the REST listing and the manifest's history say; the completed epochs published some.
+    for e in expected:
+        want = ", ".join(f"{t} v{v}" for t, v in sorted(e["tables"].items()))
+        assert seen["tables"][str(e["epoch_id"])] == want, (e, seen["tables"])
+    assert any("gold_route_stats v" in t for t in seen["tables"].values()), seen["tables"]
     assert seen["task_rows"] == 6 and seen["chart_points"] == len(expected)
     assert seen["timeline_bars"] == 6  # the oldest epoch completed: every task acked
     assert seen["savepoint_message"].startswith("savepoint sp-")
@@ -322,7 +328,7 @@ def test_epochs_page_in_headless_chromium(af, tmp_path):
 def test_abort_route_and_downstream_asset_dag(af):
     """Abort a pending epoch over REST (a viewer may not); every publication of
     gold_route_stats is one asset event, which ran the downstream route_report DAG, and that
-    DAG read the published version through the manifest."""
+    DAG read the Delta table at the version the event named."""
     sa, tmp = af
     c = coord(tmp)
     from checkpointing import plan_from_edges
@@ -357,3 +363,9 @@ def test_abort_route_and_downstream_asset_dag(af):
     if isinstance(xcom, str):
         xcom = json.loads(xcom)
     assert xcom["routes"] > 0 and xcom["read_epoch_id"] >= 1
+    # It read the Delta table at the version its event named: the version that epoch's
+    # manifest history entry records.
+    m = read_manifest(c.storage, c.layout)
+    from checkpointing.publish import published_tables
+    assert xcom["table_version"] == published_tables(m, xcom["event_epoch_id"])[
+        "gold_route_stats"], (xcom, m.history)

@@ -189,16 +189,20 @@ def get_epochs(dag_id: str = DagId, limit: int = Query(50, ge=1, le=500),
                lineage: str | None = Query(None, pattern=ID_PATTERN)) -> dict[str, Any]:
     """Epochs with files and failed epochs kept in the failure history (``source``:
     ``epoch``, ``history`` or ``damaged``), newest first, ``offset`` rows skipped;
-    ``total`` counts every epoch that matches. Decided epochs come from their summaries
-    (PROTOCOL 5.7) and this server's cache of them."""
+    ``total`` counts every epoch that matches; ``tables``: the table version each table
+    output got from the epoch. Decided epochs come from their summaries (PROTOCOL 5.7) and
+    this server's cache of them."""
     coord = _coordinator(dag_id)
     try:
         listing = list_epochs(coord, limit=limit, lineage=lineage, per_task=True,
                               offset=offset)
+        manifest = read_manifest(coord.storage, coord.layout)
         rows = []
         for st in listing.rows:
             row = st.to_json()
             row.pop("tasks")
+            # "epoch 12: gold_route_stats v12": the table versions it published (6.12)
+            row["tables"] = published_tables(manifest, st.epoch_id)
             rows.append(row)
         return {"dag_id": dag_id, "latest_completed": coord.latest_completed(),
                 "epochs": rows, "total": listing.total, "offset": offset, "limit": limit}

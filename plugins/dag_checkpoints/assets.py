@@ -1,8 +1,9 @@
 """Published outputs as Airflow Assets. Each output a checkpointed task publishes is an
 Asset whose URI is the table's place in checkpoint storage (its current files are listed by
 the pipeline's manifest). The commit step declares them as outlets and emits their events
-only when an epoch completes and publishes, with the epoch id, lineage and the manifest's
-files in the event's extra; an aborted epoch emits nothing."""
+only when an epoch completes and publishes, with the epoch id, lineage and where to read
+the output (a table's location and version, or the manifest's files) in the event's extra;
+an aborted epoch emits nothing."""
 
 from __future__ import annotations
 
@@ -33,9 +34,16 @@ def published_assets(settings: CheckpointSettings, jobs: list[Any]) -> list[Asse
 
 
 def event_extra(manifest: Manifest, output: str) -> dict[str, Any]:
-    """The asset event's extra: which epoch published the output, and its files."""
+    """The asset event's extra: which epoch published the output, and where to read it:
+    a table output's table (format, location and the version the epoch committed, to read
+    with the table's own time travel), else the manifest's files."""
     out = manifest.outputs[output]
-    return {"epoch_id": manifest.epoch_id, "lineage": manifest.lineage,
-            "published_at": manifest.published_at, "output_epoch_id": out.epoch_id,
-            "rows": out.rows, "files": [{"uri": f.uri, "size": f.size, "sha256": f.sha256}
-                                        for f in out.files]}
+    extra = {"epoch_id": manifest.epoch_id, "lineage": manifest.lineage,
+             "published_at": manifest.published_at, "output_epoch_id": out.epoch_id,
+             "rows": out.rows}
+    table = (out.meta or {}).get("table")
+    if table is not None:
+        return {**extra, "table": {"format": table["format"], "location": table["location"],
+                                   "version": out.meta.get("table_version")}}
+    return {**extra, "files": [{"uri": f.uri, "size": f.size, "sha256": f.sha256}
+                               for f in out.files]}

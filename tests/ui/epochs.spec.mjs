@@ -30,6 +30,9 @@ try {
   const rows = frame.locator("#epochs tbody tr");
   await rows.first().waitFor({ timeout: 60000 });
   const rowCount = await rows.count();
+  // The "Tables published" column of each row, epoch id -> text.
+  const tablesCells = await frame.locator("#epochs tbody tr").evaluateAll((trs) =>
+    Object.fromEntries(trs.map((tr) => [tr.dataset.epochId, tr.querySelector("td.tables")?.textContent ?? null])));
 
   // Open the oldest epoch: its per-task table.
   await frame.locator(`#epochs tbody tr[data-epoch-id="${EPOCH_ID}"]`).click();
@@ -84,7 +87,7 @@ try {
   const background = await dark.locator("body").evaluate((b) => getComputedStyle(b).backgroundColor);
   if (SCREENSHOT_DARK) await page.screenshot({ path: SCREENSHOT_DARK, fullPage: true });
 
-  console.log(JSON.stringify({ rows: rowCount, task_rows: taskRows, chart_points: chartPoints,
+  console.log(JSON.stringify({ rows: rowCount, tables: tablesCells, task_rows: taskRows, chart_points: chartPoints,
     savepoint_message: savepointMessage, trigger_message: triggerMessage,
     trigger_date: triggerDate, theme, background, timeline_bars: timelineBars, lineages,
     preview, rewind_preview: rewindPreview,

@@ -273,6 +273,8 @@ async function load() {
     cell(tr, e.reason ? `${e.reason}${e.source === "history" ? " (files deleted)" : ""}` : "");
     cell(tr, e.lineage);
     cell(tr, e.parent_epoch_id ?? "–");
+    // "gold_route_stats v12": the table version each table output got from this epoch
+    cell(tr, Object.entries(e.tables || {}).map(([t, v]) => `${t} v${v}`).join(", "), "tables");
     tr.addEventListener("click", () => showEpoch(e.epoch_id));
     body.appendChild(tr);
   }
