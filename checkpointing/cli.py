@@ -24,6 +24,7 @@ from .retention import run_retention
 from .savepoints import create_savepoint, delete_savepoint, list_savepoints
 from .stats import epoch_or_history_stats
 from .storage import open_storage
+from .table_retention import DEFAULT_MIN_RETENTION_HOURS, vacuum_tables
 from .verify import verify_epoch
 
 
@@ -66,6 +67,14 @@ def _parser() -> argparse.ArgumentParser:
     r = sub.add_parser("retention", help="apply retention now")
     r.add_argument("--dry-run", action="store_true")
     r.add_argument("--retain", type=int, default=None, help="completed epochs to keep")
+    tb = sub.add_parser("tables", help="table outputs: VACUUM keeping what retained epochs "
+                        "and savepoints published (PROTOCOL 6.13)")
+    tbsub = tb.add_subparsers(dest="action", required=True)
+    vac = tbsub.add_parser("vacuum")
+    vac.add_argument("--dry-run", action="store_true")
+    vac.add_argument("--min-retention-hours", type=int, default=DEFAULT_MIN_RETENTION_HOURS,
+                     help="files staged or removed more recently stay (default "
+                     f"{DEFAULT_MIN_RETENTION_HOURS}, Delta's own default)")
     return p
 
 
@@ -217,6 +226,14 @@ def run(argv: list[str]) -> int:
         print(f"{verb} epochs {rep.deleted_epochs or 'none'} ({rep.deleted_objects} objects, "
               f"{rep.deleted_shared} shared files); kept {rep.kept_epochs}; failure history "
               f"pruned {rep.pruned_history or 'none'}", file=out)
+    elif args.command == "tables":
+        if args.min_retention_hours < 0:
+            raise CheckpointError("--min-retention-hours must be >= 0")
+        done = vacuum_tables(coord, args.min_retention_hours, dry_run=args.dry_run)
+        for v in done:
+            print(v.describe(), file=out)
+        if not done:
+            print("no table output published", file=out)
     return 0
 
 

@@ -234,3 +234,55 @@ def test_a_spark_job_stages_a_table_that_its_epoch_commits(spark_connect, s3_ser
     assert rows_deltalake(spec.location, s3_server.endpoint) == expected
     assert rows_duckdb(spec.location, s3_server.endpoint) == expected
     assert _versions(spec.location, s3_server.endpoint) == {0: None, 1: "1", 2: "2"}
+
+
+def test_vacuum_keeps_the_versions_retained_epochs_and_savepoints_published(env, tmp_path):
+    """PROTOCOL 6.13: checkpoint retention never deletes table files; the table's VACUUM
+    (``ckpt tables vacuum``) keeps the versions of retained epochs and savepoints, and
+    deletes the files only versions of forgotten epochs referenced."""
+    from dataclasses import replace
+
+    from checkpointing import create_savepoint, delete_savepoint
+    from checkpointing.retention import run_retention
+    from checkpointing.table_retention import vacuum_tables
+
+    c, wh, endpoint = env
+    c.config = replace(c.config, retained_epochs=1)
+    spec = TableSpec(f"{wh}/by_day", "replace_partitions", ("day",))
+    first = [("d1", "a", 1), ("d2", "b", 1)]
+    _epoch(c, tmp_path, spec, [(k, v, d) for d, k, v in first], "r1", partitioned=True)
+    create_savepoint(c, "before-fixes", 1)
+    for n in (2, 3, 4):  # each epoch corrects day d2: its commit removes the previous file
+        _epoch(c, tmp_path, spec, [("b", n, "d2")], f"r{n}", partitioned=True)
+    run_retention(c)
+    assert c.epoch_ids() == [4]
+    versions = {e: v for v, e in _versions(spec.location, endpoint).items() if e}
+    assert versions == {"1": 1, "2": 2, "3": 3, "4": 4}
+    # Retention deleted epochs 2-3 but no table file: every version still reads.
+    assert rows_deltalake(spec.location, endpoint, version=2) == [("d1", "a", 1), ("d2", "b", 2)]
+
+    assert len(_data_files(spec.location, endpoint)) == 5  # d1, d2 x4
+    done = vacuum_tables(c, min_retention_hours=0)
+    assert [(v.output, v.kept_versions, v.files_deleted) for v in done] == [("t", (1, 4), 2)]
+    assert len(_data_files(spec.location, endpoint)) == 3
+    # The savepoint's version and the latest epoch's still read; epochs 2-3's do not.
+    assert rows_deltalake(spec.location, endpoint, version=1) == first
+    assert rows_deltalake(spec.location, endpoint) == [("d1", "a", 1), ("d2", "b", 4)]
+    assert rows_duckdb(spec.location, endpoint) == [("d1", "a", 1), ("d2", "b", 4)]
+    with pytest.raises(Exception):  # noqa: B017 - delta-rs's error for a missing file
+        rows_deltalake(spec.location, endpoint, version=2)
+
+    delete_savepoint(c.storage, c.layout, "before-fixes")
+    vacuum_tables(c, min_retention_hours=0, dry_run=True)
+    assert len(_data_files(spec.location, endpoint)) == 3  # a dry run deletes nothing
+    vacuum_tables(c, min_retention_hours=0)
+    assert len(_data_files(spec.location, endpoint)) == 2  # epoch 1's d2 file went
+    assert rows_deltalake(spec.location, endpoint) == [("d1", "a", 1), ("d2", "b", 4)]
+
+
+def _data_files(location: str, endpoint: str | None) -> list[str]:
+    from checkpointing import open_storage
+
+    store = open_storage(location, endpoint_url=endpoint)
+    return [o.key for o in store.list("") if o.key.endswith(".parquet")
+            and not o.key.startswith("_delta_log/")]

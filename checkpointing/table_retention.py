@@ -1,0 +1,87 @@
+"""The rule between checkpoint retention and a table's own cleanup (PROTOCOL 6.13, 1.8).
+
+``ckpt retention`` never deletes a table output's data files: they live in the table's
+location and belong to the table once committed. Only the table's VACUUM deletes them, and
+a VACUUM that knows nothing of the checkpoints would delete the files of a table version a
+retained epoch or a savepoint published (its time travel, and a backfill restored from it
+that keeps them, need them). :func:`vacuum_tables` runs the format's own VACUUM keeping
+those versions (Delta: ``keep_versions``), and files younger than a threshold (the staged
+files of running epochs and of a backfill's epochs not yet published).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .publish import read_manifest
+from .savepoints import list_savepoints
+from .tables import TableSpec
+
+#: Delta's default ``delta.deletedFileRetentionDuration``: files staged by an epoch or
+#: removed by a commit within this many hours stay, whatever epochs are retained.
+DEFAULT_MIN_RETENTION_HOURS = 168
+
+
+@dataclass(frozen=True)
+class TableVacuum:
+    """What VACUUM did (or, ``dry_run``, would do) to one table output."""
+
+    output: str
+    kept_versions: tuple[int, ...]
+    files_deleted: int
+    dry_run: bool
+
+    def describe(self) -> str:
+        verb = "would delete" if self.dry_run else "deleted"
+        kept = ", ".join(f"v{v}" for v in self.kept_versions) or "none"
+        return (f"{self.output}: {verb} {self.files_deleted} file(s); versions kept for "
+                f"retained epochs and savepoints: {kept}")
+
+
+def protected_epochs(coordinator: Any) -> set[int]:
+    """Epochs whose table versions must stay readable: every epoch still in checkpoint
+    storage (retention keeps it, so it can be restored from, promoted or inspected) and
+    every savepoint's epoch."""
+    epochs = set(coordinator.epoch_ids())
+    epochs |= {sp.epoch_id for sp in list_savepoints(coordinator.storage, coordinator.layout)}
+    return epochs
+
+
+def vacuum_tables(coordinator: Any, min_retention_hours: int = DEFAULT_MIN_RETENTION_HOURS,
+                  dry_run: bool = False) -> list[TableVacuum]:
+    """VACUUM each table output the pipeline publishes, keeping the versions of the
+    protected epochs (:func:`protected_epochs`) and files younger than
+    ``min_retention_hours``."""
+    manifest = read_manifest(coordinator.storage, coordinator.layout)
+    if manifest is None:
+        return []
+    protected = protected_epochs(coordinator)
+    endpoint = getattr(coordinator.storage, "endpoint_url", None)
+    done = []
+    for name, out in sorted(manifest.outputs.items()):
+        if "table" not in (out.meta or {}):
+            continue
+        spec = TableSpec.from_json(out.meta["table"])
+        if spec.format == "delta":
+            done.append(_vacuum_delta(name, spec, coordinator.pipeline_id, protected,
+                                      endpoint, min_retention_hours, dry_run))
+    return done
+
+
+def _vacuum_delta(output: str, spec: TableSpec, pipeline_id: str, protected: set[int],
+                  endpoint: str | None, min_retention_hours: int,
+                  dry_run: bool) -> TableVacuum:
+    from .delta import open_table
+
+    dt = open_table(spec.location, endpoint)
+    prefix = f"ckpt:{pipeline_id}:"
+    keep = sorted({int(c["version"]) for c in dt.history()
+                   if str(c.get("ckpt.app_id", "")).startswith(prefix)
+                   and c.get("ckpt.epoch_id", "").isdigit()
+                   and int(c["ckpt.epoch_id"]) in protected})
+    # full: also files no version references (staged by aborted attempts), once older
+    # than the threshold; the threshold may be below Delta's own default on purpose.
+    deleted = dt.vacuum(retention_hours=min_retention_hours, dry_run=dry_run,
+                        enforce_retention_duration=False, full=True, keep_versions=keep)
+    return TableVacuum(output, tuple(keep), len(deleted), dry_run)
