@@ -16,6 +16,7 @@ import pytest
 
 from checkpointing import Coordinator, SnapshotWriter
 from checkpointing.barrier import TaskPlan
+from checkpointing.delta import open_table
 from checkpointing.publish import published_tables, read_manifest
 from checkpointing.tables import TableSpec, app_id, commit_tables
 from tests.tables_readers import rows_deltalake, rows_duckdb
@@ -46,9 +47,10 @@ def _parquet(tmp: Path, name: str, rows: list[tuple[str, int, str]]) -> Path:
 
 
 def _epoch(c: Coordinator, tmp: Path, spec: TableSpec, rows: list[tuple[str, int, str]],
-           run: str, *, complete: bool = True, partitioned: bool = False):
-    """One epoch whose ``gold`` task stages ``rows`` as table output ``t``."""
-    b = c.begin_epoch(PLAN, run)
+           run: str, *, complete: bool = True, partitioned: bool = False, **begin):
+    """One epoch whose ``gold`` task stages ``rows`` as table output ``t`` (``begin``:
+    the epoch's lineage, data interval, publication and promotion)."""
+    b = c.begin_epoch(PLAN, run, **begin)
     for task in PLAN:
         c.register_attempt(b.epoch_id, task, 1)
     w = SnapshotWriter(c.storage, c.layout, b.epoch_id, "src", 1)
@@ -286,3 +288,59 @@ def _data_files(location: str, endpoint: str | None) -> list[str]:
     store = open_storage(location, endpoint_url=endpoint)
     return [o.key for o in store.list("") if o.key.endswith(".parquet")
             and not o.key.startswith("_delta_log/")]
+
+
+def test_backfill_promotion_is_one_commit_readers_never_see_a_mix(env, tmp_path):
+    """A backfill from epoch 1 with a corrected job replays days 2-3; only its last epoch
+    publishes, and it is promoted: one table commit replaces what it recomputed (the
+    difference between main's table and the backfill's), while a reader polling the table
+    sees main's state or the corrected one, never a mix; main then continues from it."""
+    from checkpointing.lineages import new_origin, record_origin
+
+    c, wh, endpoint = env
+    spec = TableSpec(f"{wh}/by_day", "replace_partitions", ("day",))
+
+    def day(d: str, k: str, v: int, **kw):
+        return _epoch(c, tmp_path, spec, [(k, v, d)], f"{kw.get('lineage', 'main')}-{d}",
+                      partitioned=True, data_interval={"start": d, "end": d}, **kw)
+
+    for n, d in enumerate(("2013-01-01", "2013-01-02", "2013-01-03"), 1):
+        day(d, f"k{n}", n)
+    before = rows_deltalake(spec.location, endpoint)
+    corrected = [("2013-01-01", "k1", 1), ("2013-01-02", "k2", 20), ("2013-01-03", "k3", 30)]
+    seen, stop = set(), threading.Event()
+
+    def poll() -> None:
+        while not stop.is_set():
+            seen.add(tuple(rows_deltalake(spec.location, endpoint)))
+
+    reader = threading.Thread(target=poll)
+    reader.start()
+    try:
+        record_origin(c.storage, c.layout, new_origin(
+            "bf", "2013-01-02", "2013-01-03", c.clock(), from_epoch=1,
+            publish_at="2013-01-03", promote=True))
+        day("2013-01-02", "k2", 20, lineage="bf", publish_on_complete=False)
+        assert rows_deltalake(spec.location, endpoint) == before  # nothing published yet
+        last = day("2013-01-03", "k3", 30, lineage="bf", promote=True)
+    finally:
+        stop.set()
+        reader.join()
+    assert rows_deltalake(spec.location, endpoint) == corrected
+    assert seen <= {tuple(before), tuple(corrected)}, seen
+    versions = _versions(spec.location, endpoint)
+    assert sorted(int(e) for e in versions.values() if e) == [1, 2, 3, last.epoch_id]
+    dt = open_table(spec.location, endpoint)
+    assert dt.transaction_version(app_id("p", "bf", "t")) == last.epoch_id
+    # The promotion's commit replaced days 2 and 3 (two files out, two in); day 1's file,
+    # committed by epoch 1 and kept by reference, was not rewritten.
+    v_last = {e: v for v, e in versions.items()}[str(last.epoch_id)]
+    main_files = set(open_table(spec.location, endpoint, v_last - 1).files())
+    promoted = set(dt.files())
+    assert len(main_files - promoted) == len(promoted - main_files) == 2
+    assert [f for f in promoted & main_files if "day=2013-01-01" in f]
+    # Main continues from the promoted state.
+    assert c.latest_completed("main") == last.epoch_id
+    day("2013-01-04", "k4", 4)
+    assert rows_deltalake(spec.location, endpoint) == corrected + [("2013-01-04", "k4", 4)]
+    assert rows_duckdb(spec.location, endpoint) == corrected + [("2013-01-04", "k4", 4)]
