@@ -335,8 +335,8 @@ def test_backfill_promotion_is_one_commit_readers_never_see_a_mix(env, tmp_path)
     # The promotion's commit replaced days 2 and 3 (two files out, two in); day 1's file,
     # committed by epoch 1 and kept by reference, was not rewritten.
     v_last = {e: v for v, e in versions.items()}[str(last.epoch_id)]
-    main_files = set(open_table(spec.location, endpoint, v_last - 1).files())
-    promoted = set(dt.files())
+    main_files = set(open_table(spec.location, endpoint, v_last - 1).file_uris())
+    promoted = set(dt.file_uris())
     assert len(main_files - promoted) == len(promoted - main_files) == 2
     assert [f for f in promoted & main_files if "day=2013-01-01" in f]
     # Main continues from the promoted state.
