@@ -310,12 +310,16 @@ def test_backfill_promotion_is_one_commit_readers_never_see_a_mix(env, tmp_path)
     corrected = [("2013-01-01", "k1", 1), ("2013-01-02", "k2", 20), ("2013-01-03", "k3", 30)]
     seen, stop = set(), threading.Event()
 
+    polled = threading.Event()
+
     def poll() -> None:
         while not stop.is_set():
             seen.add(tuple(rows_deltalake(spec.location, endpoint)))
+            polled.set()
 
     reader = threading.Thread(target=poll)
     reader.start()
+    assert polled.wait(30)
     try:
         record_origin(c.storage, c.layout, new_origin(
             "bf", "2013-01-02", "2013-01-03", c.clock(), from_epoch=1,
@@ -327,7 +331,7 @@ def test_backfill_promotion_is_one_commit_readers_never_see_a_mix(env, tmp_path)
         stop.set()
         reader.join()
     assert rows_deltalake(spec.location, endpoint) == corrected
-    assert seen <= {tuple(before), tuple(corrected)}, seen
+    assert tuple(before) in seen and seen <= {tuple(before), tuple(corrected)}, seen
     versions = _versions(spec.location, endpoint)
     assert sorted(int(e) for e in versions.values() if e) == [1, 2, 3, last.epoch_id]
     dt = open_table(spec.location, endpoint)
