@@ -197,6 +197,10 @@ def test_backfill_of_a_fixed_job_from_a_savepoint(af):
     assert preview["origin"] == {"from_savepoint": "after-day2", "epoch_id": 2,
                                  "lineage": "main", "frontier": "2013-01-02"}
     assert preview["published_now"]["frontier"] == "2013-01-03"
+    # It names the table versions its publishing commit would replace (epoch 3's).
+    from checkpointing.publish import published_tables
+    assert preview["published_now"]["tables"] == published_tables(
+        read_manifest(c.storage, c.layout), 3) != {}
     assert preview["published_after"] == {"frontier": "2013-01-04",
                                           "lineage": "(the backfill's)", "promotes": True}
     assert sa.get(f"/api/v2/dags/{DAG}/dagRuns",
@@ -247,6 +251,14 @@ def test_backfill_of_a_fixed_job_from_a_savepoint(af):
     # main's own epoch 3 stays there, superseded.
     promotion = read_promotion(c.storage, c.layout, lineage)
     assert (promotion.promoted, promotion.superseded) == (True, 3)
+    # Each Delta table got one version per published epoch, the backfill's promotion one
+    # commit, its unpublished first epoch none.
+    from checkpointing.delta import open_table
+    for out in ("gold_carrier_stats", "gold_route_stats", "gold_flights_enriched"):
+        committed = [int(h["ckpt.epoch_id"]) for h in open_table(
+            m.outputs[out].meta["table"]["location"]).history() if h.get("ckpt.epoch_id")]
+        assert sorted(committed) == [h["epoch_id"] for h in m.history], (out, committed)
+        assert epochs[0].epoch_id not in committed
     assert c.metadata(3).completed
     nxt = c.latest_completed()
     assert nxt == m.epoch_id > epochs[-1].epoch_id
@@ -308,6 +320,8 @@ def test_epochs_page_in_headless_chromium(af, tmp_path):
     # a rewind is a conflict and Start stays disabled.
     assert "run 2013-01-06 reads data day 2013-01-05" in seen["preview"], seen["preview"]
     assert "conflict:" not in seen["preview"]
+    assert "tables replaced by one commit each when it publishes: gold_carrier_stats v" in \
+        seen["preview"], seen["preview"]
     assert seen["start"] == {"before_preview": False, "after_preview": True,
                              "after_edit": False, "after_rewind_preview": False}, seen
     assert "behind what is published" in seen["rewind_preview"]

@@ -30,6 +30,7 @@ from checkpointing.barrier import plan_from_json
 from checkpointing.errors import CheckpointError
 from checkpointing.ids import validate_epoch_id, validate_id
 from checkpointing.lineages import LineageOrigin, delete_origin, new_origin, record_origin
+from checkpointing.publish import table_versions
 
 from .airflow_api import AirflowApi, AirflowApiError
 
@@ -222,7 +223,9 @@ def _published(coord: Coordinator) -> dict[str, Any] | None:
     except CheckpointError:
         front = None
     return {"epoch_id": m.epoch_id, "lineage": m.lineage, "frontier": front,
-            "rows": {name: out.rows for name, out in sorted(m.outputs.items())}}
+            "rows": {name: out.rows for name, out in sorted(m.outputs.items())},
+            # the table versions the backfill's publishing commit would replace (6.12)
+            "tables": table_versions(m.outputs)}
 
 
 def preview_backfill(coord: Coordinator, first_day: str | date, last_day: str | date, *,

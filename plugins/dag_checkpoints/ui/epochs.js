@@ -375,6 +375,8 @@ function describePreview(p) {
     ...p.runs.map((r) => `run ${r.logical_date} reads data day ${r.data_day}`),
     `published now: ${now ? `epoch ${now.epoch_id} (${now.lineage}), input through ${now.frontier ?? "(unknown)"}, rows ` +
       Object.entries(now.rows).map(([k, v]) => `${k}=${v}`).join(" ") : "nothing"}`,
+    ...(now && Object.keys(now.tables || {}).length ? [`tables replaced by one commit each when it publishes: ` +
+      Object.entries(now.tables).map(([t, v]) => `${t} v${v}`).join(", ")] : []),
     `published after: input through ${p.published_after.frontier}${p.rewinds ? " (a rewind)" : ""}`,
     ...p.notes.map((n) => `note: ${n}`),
     ...p.conflicts.map((c) => `conflict: ${c}`),
