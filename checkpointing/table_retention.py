@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 from .publish import read_manifest
 from .savepoints import list_savepoints
@@ -73,6 +74,7 @@ def _vacuum_delta(output: str, spec: TableSpec, pipeline_id: str, protected: set
                   endpoint: str | None, min_retention_hours: int,
                   dry_run: bool) -> TableVacuum:
     from .delta import open_table
+    from .storage import open_storage
 
     dt = open_table(spec.location, endpoint)
     prefix = f"ckpt:{pipeline_id}:"
@@ -82,6 +84,12 @@ def _vacuum_delta(output: str, spec: TableSpec, pipeline_id: str, protected: set
                    and int(c["ckpt.epoch_id"]) in protected})
     # full: also files no version references (staged by aborted attempts), once older
     # than the threshold; the threshold may be below Delta's own default on purpose.
-    deleted = dt.vacuum(retention_hours=min_retention_hours, dry_run=dry_run,
-                        enforce_retention_duration=False, full=True, keep_versions=keep)
-    return TableVacuum(output, tuple(keep), len(deleted), dry_run)
+    args = {"retention_hours": min_retention_hours, "enforce_retention_duration": False,
+            "full": True, "keep_versions": keep}
+    # delta-rs lists a removed file again while its tombstone is in the log, deleted or
+    # not: count the candidates that still exist.
+    store = open_storage(spec.location, endpoint_url=endpoint)
+    present = [p for p in dt.vacuum(dry_run=True, **args) if store.exists(unquote(p))]
+    if present and not dry_run:
+        dt.vacuum(dry_run=False, **args)
+    return TableVacuum(output, tuple(keep), len(present), dry_run)

@@ -297,8 +297,8 @@ def test_malformed_and_foreign_metadata_refused_not_overwritten(storage, tmp_pat
     with pytest.raises(MalformedDocument):
         Coordinator(storage, "p").metadata(1)
     # A minor version from the future with extra fields is accepted.
-    storage.write(key, b'{"format":"ckpt.registry","protocol_version":"1.7","last_epoch_id":1,'
-                       b'"open":[],"lineages":{},"added_in_1_7":true}')
+    storage.write(key, b'{"format":"ckpt.registry","protocol_version":"1.9","last_epoch_id":1,'
+                       b'"open":[],"lineages":{},"added_in_1_9":true}')
     assert Coordinator(storage, "p").registry().last_epoch_id == 1
 
 

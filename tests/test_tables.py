@@ -277,7 +277,15 @@ def test_vacuum_keeps_the_versions_retained_epochs_and_savepoints_published(env,
     delete_savepoint(c.storage, c.layout, "before-fixes")
     vacuum_tables(c, min_retention_hours=0, dry_run=True)
     assert len(_data_files(spec.location, endpoint)) == 3  # a dry run deletes nothing
-    vacuum_tables(c, min_retention_hours=0)
+    # The same through the shell: ckpt tables vacuum.
+    argv = [sys.executable, "-m", "checkpointing.cli", "--storage",
+            c.storage.uri("").rstrip("/"), "--pipeline", "p"]
+    argv += ["--endpoint-url", endpoint] if endpoint else []
+    r = subprocess.run(argv + ["tables", "vacuum", "--min-retention-hours", "0"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "t: deleted 1 file(s); versions kept for retained epochs and " \
+        "savepoints: v4", r.stdout
     assert len(_data_files(spec.location, endpoint)) == 2  # epoch 1's d2 file went
     assert rows_deltalake(spec.location, endpoint) == [("d1", "a", 1), ("d2", "b", 4)]
 
