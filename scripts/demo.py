@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DEMO = Path(os.environ.get("DEMO_DIR") or ROOT / ".demo")
 BIN = Path(sys.executable).parent
 DAG = "flights_daily"
+AIRCRAFT = "aircraft_utilisation"
 BUCKETS = ("checkpoints", "flights")
 #: Every process the demo starts, and every process those start (task processes, Spark
 #: JVMs), inherits this variable: what carries it is the demo's to stop, nothing else is.
@@ -255,17 +256,17 @@ def api(url: str, password: str):
     return s
 
 
-def trigger_days(session, url: str, days: list[date]) -> list[str]:
+def trigger_days(session, url: str, days: list[date], dag: str = DAG) -> list[str]:
     """Trigger one run per day (the run of day D+1 processes day D's files)."""
     deadline = time.time() + 120
-    while session.get(f"{url}/api/v2/dags/{DAG}").status_code != 200:
+    while session.get(f"{url}/api/v2/dags/{dag}").status_code != 200:
         if time.time() > deadline:
-            raise DemoError(f"the DAG {DAG} did not appear in Airflow; see .demo/airflow.log")
+            raise DemoError(f"the DAG {dag} did not appear in Airflow; see .demo/airflow.log")
         time.sleep(2)
     runs = []
     for d in days:
         logical = (d + timedelta(days=1)).isoformat() + "T00:00:00Z"
-        r = session.post(f"{url}/api/v2/dags/{DAG}/dagRuns",
+        r = session.post(f"{url}/api/v2/dags/{dag}/dagRuns",
                          json={"logical_date": logical, "dag_run_id": f"demo__{d}"})
         if r.status_code not in (200, 409):  # 409: this day ran in an earlier demo
             raise DemoError(f"cannot trigger the run of {d}: {r.status_code} {r.text[:200]}")
@@ -273,22 +274,45 @@ def trigger_days(session, url: str, days: list[date]) -> list[str]:
     return runs
 
 
-def progress(coord, session, url: str, runs: list[str]) -> str:
-    """A table of the epochs and a bar of the runs finished."""
+def progress(coord, session, url: str, runs: list[str], dag: str = DAG) -> str:
+    """A table of the epochs (with the Delta table versions each published) and a bar of
+    the runs finished."""
     from checkpointing.listing import list_epochs
+    from checkpointing.publish import published_tables, read_manifest
 
+    manifest = read_manifest(coord.storage, coord.layout)
     rows = []
     for st in reversed(list_epochs(coord, limit=10).rows):  # damage shown, never fatal
         dur = f"{st.duration_ms / 1000:6.1f}s" if st.duration_ms else "      -"
+        tables = ", ".join(f"{t.removeprefix('gold_')} v{v}" for t, v in
+                           published_tables(manifest, st.epoch_id).items())
         rows.append(f"  {st.epoch_id:>5}  {st.run_id:<22} {st.status:<10} {st.tasks_acked}/"
-                    f"{st.tasks_total}  {dur}  {st.reason or ''}")
+                    f"{st.tasks_total}  {dur}  {st.reason or tables}")
     done = 0
     for run in runs:
-        r = session.get(f"{url}/api/v2/dags/{DAG}/dagRuns/{run}")
+        r = session.get(f"{url}/api/v2/dags/{dag}/dagRuns/{run}")
         done += r.ok and r.json()["state"] in ("success", "failed")
     bar = "#" * (30 * done // max(len(runs), 1))
-    return ("  epoch  run                    status     acked   took\n" + "\n".join(rows)
+    return (f"  {dag}\n  epoch  run                    status     acked   took     "
+            "Delta tables published\n" + "\n".join(rows)
             + f"\n  runs finished [{bar:<30}] {done}/{len(runs)}")
+
+
+def read_them(coords: list) -> str:
+    """How to read the published Delta tables from outside the project."""
+    from checkpointing.publish import read_manifest
+
+    lines = []
+    for coord in coords:
+        m = read_manifest(coord.storage, coord.layout)
+        for name, out in sorted((m.outputs if m else {}).items()):
+            if "table" in (out.meta or {}):
+                lines.append(f"  {name:<28} v{out.meta['table_version']:<4} "
+                             f"{out.meta['table']['location']}")
+    if not lines:
+        return ""
+    return ("\nDelta tables (any Delta reader; in Python: from deltalake import DeltaTable; "
+            "DeltaTable(path).to_pandas()):\n" + "\n".join(lines))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -339,7 +363,10 @@ def main(argv: list[str] | None = None) -> int:
         url, password = start_airflow(svc, a.port, env)
         session = api(url, password)
         runs = trigger_days(session, url, days)
+        # The second example pipeline, on the same landed files, after flights_daily's runs.
+        aircraft_runs = trigger_days(session, url, days, AIRCRAFT)
         coord = Coordinator(open_storage(env["CKPT_STORAGE"]), DAG)
+        aircraft = Coordinator(open_storage(env["CKPT_STORAGE"]), AIRCRAFT)
         print(f"\nAirflow UI: {url}  (sign in as admin / {password})")
         print(f"Epochs page: {url}/dags/{DAG}/plugin/epochs    Ctrl-C stops the demo\n")
         while True:
@@ -347,7 +374,9 @@ def main(argv: list[str] | None = None) -> int:
             print("\033[2J\033[H" if sys.stdout.isatty() else "", end="")
             print(f"Airflow UI: {url}  (admin / {password})   "
                   f"Epochs: {url}/dags/{DAG}/plugin/epochs")
-            print(table, flush=True)
+            print(table)
+            print(progress(aircraft, session, url, aircraft_runs, AIRCRAFT))
+            print(read_them([coord, aircraft]), flush=True)
             time.sleep(5)
     except DemoError as exc:
         print(f"demo: error: {exc}", file=sys.stderr)
