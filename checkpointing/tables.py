@@ -23,7 +23,7 @@ from urllib.parse import unquote
 from .errors import CheckpointError
 from .state_handle import FileRef
 
-FORMATS = ("delta",)
+FORMATS = ("delta", "iceberg")
 #: How an epoch changes the table: ``append`` its rows (facts), ``overwrite`` the whole
 #: table (a running aggregate republished in full), ``replace_partitions`` the partitions
 #: the epoch wrote (changed days), leaving the others as they are.
@@ -43,11 +43,20 @@ class TableSpec:
     mode: str = "append"
     partition_by: tuple[str, ...] = ()
     format: str = "delta"
+    #: Iceberg: the table's identifier in its catalog (``namespace.table``)
+    name: str | None = None
+    #: Iceberg: the catalog's name; its properties (type, uri, warehouse, s3.*) come from
+    #: pyiceberg's own configuration (``PYICEBERG_CATALOG__<NAME>__*`` or .pyiceberg.yaml),
+    #: so that no connection string or secret is written into a state handle
+    catalog: str = "default"
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
             raise ValueError(f"table format must be one of {', '.join(FORMATS)}, "
                              f"not {self.format!r}")
+        if self.format == "iceberg" and (not self.name or "." not in self.name):
+            raise ValueError("an iceberg table needs name='namespace.table' (its identifier "
+                             "in the catalog)")
         if self.mode not in MODES:
             raise ValueError(f"table mode must be one of {', '.join(MODES)}, not {self.mode!r}")
         if self.mode == "replace_partitions" and not self.partition_by:
@@ -57,13 +66,24 @@ class TableSpec:
                              "trailing '/'")
 
     def to_json(self) -> dict[str, Any]:
-        return {"location": self.location, "mode": self.mode,
-                "partition_by": list(self.partition_by), "format": self.format}
+        d = {"location": self.location, "mode": self.mode,
+             "partition_by": list(self.partition_by), "format": self.format}
+        if self.format == "iceberg":
+            d.update(name=self.name, catalog=self.catalog)
+        return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> TableSpec:
         return cls(d["location"], d.get("mode", "append"), tuple(d.get("partition_by") or ()),
-                   d.get("format", "delta"))
+                   d.get("format", "delta"), d.get("name"), d.get("catalog", "default"))
+
+    @property
+    def partition_dir_prefix(self) -> str:
+        """How a partition column's directory is named (``<prefix><column>=<value>``):
+        Delta keeps partition values in the log, so its files leave the column out and the
+        directory carries it; Iceberg reads them from the files' own statistics, so the
+        files keep the column and the directory is only a grouping (``p_<column>=``)."""
+        return "p_" if self.format == "iceberg" else ""
 
 
 def staged_dir(pipeline_id: str, epoch_id: int, task_id: str, attempt: int) -> str:
@@ -73,10 +93,16 @@ def staged_dir(pipeline_id: str, epoch_id: int, task_id: str, attempt: int) -> s
 
 
 def table_schema_json(arrow_schema: Any, spec: TableSpec) -> str:
-    """The Delta schema (JSON) of a table output: the data's Arrow schema, plus any
-    partition column the files do not hold (Spark's partitioned writes leave them out; the
-    log carries their values) as a string column."""
+    """The schema of a table output as its format's committer needs it: Delta's JSON
+    schema (the data's Arrow schema, plus any partition column the files do not hold as a
+    string column: Spark's partitioned writes leave them out, the log carries their
+    values); for Iceberg, the Arrow schema itself (IPC, base64)."""
     import pyarrow as pa
+
+    if spec.format == "iceberg":
+        import base64
+
+        return base64.b64encode(arrow_schema.serialize().to_pybytes()).decode()
     from deltalake import Schema
 
     for col in spec.partition_by:
@@ -102,6 +128,7 @@ def partition_values(spec: TableSpec, path: str) -> dict[str, str | None]:
     found = {}
     for seg in path.split("/")[:-1]:
         key, sep, value = seg.partition("=")
+        key = key.removeprefix(spec.partition_dir_prefix)
         if sep and key in spec.partition_by:
             value = unquote(value)
             found[key] = None if value == "__HIVE_DEFAULT_PARTITION__" else value
@@ -147,6 +174,10 @@ def committer(spec: TableSpec, endpoint_url: str | None = None) -> TableCommitte
         from .delta import DeltaCommitter
 
         return DeltaCommitter(endpoint_url=endpoint_url)
+    if spec.format == "iceberg":
+        from .iceberg import IcebergCommitter
+
+        return IcebergCommitter(endpoint_url=endpoint_url)
     raise ValueError(f"no committer for table format {spec.format!r}")  # pragma: no cover
 
 

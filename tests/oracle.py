@@ -77,6 +77,13 @@ def published(c: Coordinator, output: str) -> pd.DataFrame:
     """The currently published version of a gold table, read with pandas."""
     m = read_manifest(c.storage, c.layout)
     out = m.outputs[output]
+    if out.meta.get("table", {}).get("format") == "iceberg":  # pyiceberg at the snapshot
+        from checkpointing.iceberg import open_table as open_iceberg
+        from checkpointing.tables import TableSpec
+
+        return open_iceberg(TableSpec.from_json(out.meta["table"]),
+                            getattr(c.storage, "endpoint_url", None)).scan(
+            snapshot_id=out.meta["table_version"]).to_pandas()
     if "table" in out.meta:  # a Delta table: read by delta-rs at the epoch's version
         from checkpointing.delta import open_table
 

@@ -51,7 +51,8 @@ def test_demo_runs_epochs_and_sighup_stops_everything(tmp_path):
                 break
             out.append(line)
             # Both example pipelines published their Delta tables (listed with versions).
-            if line.lstrip().startswith("gold_aircraft_utilisation "):
+            listed = {ln.split()[0] for ln in out if ln.lstrip().startswith("gold_")}
+            if len(listed) == 4:
                 break
         text = "".join(out)
         assert "runs finished" in text and "1/1" in text, text[-3000:]

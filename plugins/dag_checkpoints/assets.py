@@ -43,7 +43,10 @@ def event_extra(manifest: Manifest, output: str) -> dict[str, Any]:
              "rows": out.rows}
     table = (out.meta or {}).get("table")
     if table is not None:
-        return {**extra, "table": {"format": table["format"], "location": table["location"],
-                                   "version": out.meta.get("table_version")}}
+        found = {"format": table["format"], "location": table["location"],
+                 "version": out.meta.get("table_version")}
+        if table["format"] == "iceberg":  # read through the catalog, at this snapshot
+            found.update(name=table["name"], catalog=table["catalog"])
+        return {**extra, "table": found}
     return {**extra, "files": [{"uri": f.uri, "size": f.size, "sha256": f.sha256}
                                for f in out.files]}

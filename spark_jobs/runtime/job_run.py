@@ -172,15 +172,24 @@ class JobRun:
         from checkpointing.storage import open_storage
         from checkpointing.tables import staged_dir
 
-        for col in spec.partition_by:
-            # Spark writes these types' partition directories as Delta serialises their
-            # partition values; any other type is published as a string column.
-            if df.schema[col].dataType.typeName() not in _PARTITION_TYPES:
-                df = df.withColumn(col, F.col(col).cast("string"))
+        dirs = list(spec.partition_by)
+        if spec.format == "iceberg":
+            # Iceberg reads partition values from the files' statistics: the files keep
+            # the columns, and directories of copies group them (one value per file).
+            dirs = [spec.partition_dir_prefix + c for c in spec.partition_by]
+            for col, d in zip(spec.partition_by, dirs, strict=True):
+                df = df.withColumn(d, F.col(col).cast("string"))
+        else:
+            for col in spec.partition_by:
+                # Spark writes these types' partition directories as Delta serialises
+                # their partition values; any other type is published as a string column.
+                if df.schema[col].dataType.typeName() not in _PARTITION_TYPES:
+                    df = df.withColumn(col, F.col(col).cast("string"))
         files = self.spark.conf.get(OUTPUT_FILES_CONF, None)
         if files:
             df = df.coalesce(int(files))
-        schema = to_arrow_schema(df.schema)
+        schema = to_arrow_schema(df.drop(*[d for d in dirs if d not in spec.partition_by])
+                                 .schema)
         store = open_storage(spec.location, endpoint_url=getattr(
             self.coordinator.storage, "endpoint_url", None))
         prefix = staged_dir(self.coordinator.layout.pipeline_id, self.epoch_id, self.task_id,
@@ -188,8 +197,8 @@ class JobRun:
         local = not self.distributed and isinstance(store, LocalStorage)
         target = str(self.scratch / f"table-{output}") if local else spark_uri(store.uri(prefix))
         writer = df.write.mode("overwrite")
-        if spec.partition_by:
-            writer = writer.partitionBy(*spec.partition_by)
+        if dirs:
+            writer = writer.partitionBy(*dirs)
         with self._snapshot_write():
             writer.parquet(target)
         if local:

@@ -40,6 +40,8 @@ def _read_table(spark: Any, coordinator: Coordinator, meta: dict[str, Any]):
     from checkpointing.tables import TableSpec
 
     spec = TableSpec.from_json(meta["table"])
+    if spec.format == "iceberg":
+        return _read_iceberg(spark, coordinator, spec, meta)
     dt = open_table(spec.location, getattr(coordinator.storage, "endpoint_url", None),
                     meta.get("table_version"))
     uris = dt.file_uris()
@@ -51,3 +53,18 @@ def _read_table(spark: Any, coordinator: Coordinator, meta: dict[str, Any]):
     for col in spec.partition_by:
         df = df.withColumn(col, F.col(col).cast(types[col]))
     return df
+
+
+def _read_iceberg(spark: Any, coordinator: Coordinator, spec: Any, meta: dict[str, Any]):
+    """An Iceberg table output at the snapshot its epoch committed: the data files
+    pyiceberg plans for that snapshot, read by Spark (the files hold every column)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from checkpointing.iceberg import open_table
+
+    table = open_table(spec, getattr(coordinator.storage, "endpoint_url", None))
+    scan = table.scan(snapshot_id=meta.get("table_version"))
+    paths = [task.file.file_path for task in scan.plan_files()]
+    if not paths:
+        return spark.createDataFrame([], from_arrow_schema(scan.projection().as_arrow()))
+    return spark.read.parquet(*[spark_uri(p) for p in paths])

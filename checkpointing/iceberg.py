@@ -1,0 +1,199 @@
+"""Apache Iceberg committer of table outputs (PROTOCOL 6.12), through pyiceberg and a
+catalog of the user's (a SQL catalog on PostgreSQL here; any pyiceberg catalog works).
+
+As Flink's Iceberg sink does, the epoch id goes into the snapshot summary
+(``ckpt.app_id``, ``ckpt.epoch_id``; Flink: ``flink.job-id``,
+``flink.max-committed-checkpoint-id``): before committing, the committer walks the current
+snapshot's ancestry to the newest snapshot of its ``app_id`` and commits nothing when that
+one already holds the epoch or a later one. The epoch's staged Parquet files are added as
+they are (their statistics give the partition values, so Iceberg files keep their partition
+columns), and the files the epoch replaces are deleted, in one ``overwrite`` snapshot. The
+catalog's optimistic commit (compare-and-swap of the metadata location) makes a racing
+commit fail; the table is read again and the summary decides.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from .state_handle import FileRef
+from .tables import TableCommit, TableCommitError, TableSpec, is_staged_by
+
+log = logging.getLogger("checkpointing.iceberg")
+_ATTEMPTS = 8
+
+
+def file_path(uri: str) -> str:
+    """A file's path as Iceberg's FileIO opens it (``s3://``, or ``file://`` unquoted)."""
+    if uri.startswith("s3a://"):
+        return "s3://" + uri[len("s3a://"):]
+    return "file://" + unquote(urlparse(uri).path) if uri.startswith("file://") else uri
+
+
+def load_catalog(spec: TableSpec, endpoint_url: str | None = None) -> Any:
+    """The table's catalog, configured by pyiceberg's own configuration; an S3-compatible
+    endpoint (MinIO) is added for S3 locations. Credentials come from that configuration
+    or the standard AWS environment."""
+    from pyiceberg.catalog import load_catalog as load
+    from pyiceberg.utils.config import Config
+
+    # pyiceberg reads its environment once, at import; read it again: a worker's
+    # environment may be set after that (and a test's is).
+    props = dict(Config().get_catalog_config(spec.catalog) or {})
+    if endpoint_url and urlparse(spec.location).scheme in ("s3", "s3a"):
+        props.update({"s3.endpoint": endpoint_url, "s3.region": "us-east-1"})
+    try:
+        return load(spec.catalog, **props)
+    except Exception as exc:  # noqa: BLE001 - pyiceberg raises plain errors for config
+        raise TableCommitError(f"Iceberg catalog {spec.catalog!r} cannot be loaded: "
+                               f"{type(exc).__name__}: {str(exc)[:200]} (configure it with "
+                               f"PYICEBERG_CATALOG__{spec.catalog.upper()}__* or "
+                               ".pyiceberg.yaml)") from None
+
+
+def open_table(spec: TableSpec, endpoint_url: str | None = None) -> Any:
+    return load_catalog(spec, endpoint_url).load_table(spec.name)
+
+
+class IcebergCommitter:
+    """Commits staged files of one epoch to an Iceberg table, exactly once per epoch."""
+
+    def __init__(self, endpoint_url: str | None = None):
+        self.endpoint_url = endpoint_url
+
+    def commit(self, spec: TableSpec, app: str, epoch_id: int, files: tuple[FileRef, ...],
+               meta: dict[str, Any]) -> TableCommit:
+        from pyiceberg.exceptions import CommitFailedException, ValidationException
+
+        if "schema" not in meta:
+            raise TableCommitError(f"output of table {app!r} has no schema in its state "
+                                   "handle (stage it with stage_table_output)")
+        catalog = load_catalog(spec, self.endpoint_url)
+        last: Exception | None = None
+        for _ in range(_ATTEMPTS):
+            table = self._open(catalog, spec, _arrow_schema(meta["schema"]))
+            done = committed_snapshot(table, app, epoch_id)
+            if done is not None:
+                return TableCommit(done, False)
+            try:
+                snapshot = self._commit(table, spec, app, epoch_id, files, meta)
+            except (CommitFailedException, ValidationException) as exc:
+                # A concurrent commit won (pyiceberg's own retry of a table created
+                # elsewhere ends in its concurrency validation): look again.
+                last = exc
+                continue
+            except TableCommitError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - pyiceberg raises plain errors for I/O
+                raise TableCommitError(f"commit of epoch {epoch_id} to table {app!r} failed: "
+                                       f"{type(exc).__name__}: {str(exc)[:200]}") from None
+            log.info("table %s: epoch %d committed as snapshot %d (%d file(s))", app,
+                     epoch_id, snapshot, len(files))
+            return TableCommit(snapshot, True)
+        raise TableCommitError(f"table {app!r}: epoch {epoch_id} not committed after "
+                               f"{_ATTEMPTS} concurrent commits ({last})")
+
+    @staticmethod
+    def _open(catalog: Any, spec: TableSpec, schema: Any) -> Any:
+        """The table, created (schema, identity partitions, the name mapping that lets
+        Iceberg read files written without field ids) by the first epoch that commits."""
+        from pyiceberg.exceptions import (
+            CommitFailedException,
+            NoSuchTableError,
+            TableAlreadyExistsError,
+        )
+
+        try:
+            return catalog.load_table(spec.name)
+        except NoSuchTableError:
+            pass
+        catalog.create_namespace_if_not_exists(spec.name.rsplit(".", 1)[0])
+        try:
+            tx = catalog.create_table_transaction(spec.name, schema=schema,
+                                                  location=spec.location)
+            if spec.partition_by:
+                with tx.update_spec() as update:
+                    for col in spec.partition_by:
+                        update.add_identity(col)
+            tx.set_properties(**{
+                "schema.name-mapping.default":
+                    tx.table_metadata.schema().name_mapping.model_dump_json(),
+                # no blind retry: the committer re-reads the summaries after a conflict
+                "commit.retry.num-retries": "0"})
+            tx.commit_transaction()
+        except (TableAlreadyExistsError, CommitFailedException) as exc:  # created concurrently
+            log.info("table %s was created concurrently (%s)", spec.name, type(exc).__name__)
+        return catalog.load_table(spec.name)
+
+    def _commit(self, table: Any, spec: TableSpec, app: str, epoch_id: int,
+                files: tuple[FileRef, ...], meta: dict[str, Any]) -> int:
+        from pyiceberg.io.pyarrow import parquet_file_to_data_file
+
+        current = {task.file.file_path: task.file for task in table.scan().plan_files()} \
+            if table.current_snapshot() is not None else {}
+        wanted = {file_path(f.uri): f for f in files}
+        adds = [p for p in wanted if p not in current]
+        if meta.get("table_files") == "all":
+            removes = [df for p, df in current.items() if p not in wanted]
+            pipeline = app.split(":")[1]
+            self._check_present(table, [wanted[p] for p in adds if not is_staged_by(
+                spec, wanted[p], pipeline, epoch_id)], app, epoch_id)
+        elif spec.mode == "overwrite":
+            removes = list(current.values())
+        else:
+            removes = []
+        tx = table.transaction()
+        props = {"ckpt.app_id": app, "ckpt.epoch_id": str(epoch_id)}
+        with tx.update_snapshot(snapshot_properties=props).overwrite() as producer:
+            for df in removes:
+                producer.delete_data_file(df)
+            for path in adds:
+                producer.append_data_file(parquet_file_to_data_file(table.io,
+                                                                    tx.table_metadata, path))
+        tx.commit_transaction()
+        return int(table.refresh().current_snapshot().snapshot_id)
+
+    @staticmethod
+    def _check_present(table: Any, refs: list[FileRef], app: str, epoch_id: int) -> None:
+        gone = [f.name for f in refs if not table.io.new_input(file_path(f.uri)).exists()]
+        if gone:
+            raise TableCommitError(
+                f"table {app!r}: epoch {epoch_id} keeps {len(gone)} file(s) the table's "
+                f"cleanup already deleted (first: {gone[0]!r}); expire snapshots keeping "
+                "the versions retained epochs reference (PROTOCOL 6.13)")
+
+
+def committed_snapshot(table: Any, app: str, epoch_id: int) -> int | None:
+    """The snapshot holding epoch ``epoch_id`` of ``app``, if that epoch is committed: the
+    newest snapshot of ``app`` in the current snapshot's ancestry holds it or a later epoch
+    (Flink's max committed checkpoint id); None otherwise."""
+    newest = None
+    for snap in _ancestry(table):
+        if snap.summary is None or snap.summary.get("ckpt.app_id") != app:
+            continue
+        epoch = int(snap.summary.get("ckpt.epoch_id", "0"))
+        if newest is None:
+            if epoch < epoch_id:
+                return None
+            newest = int(snap.snapshot_id)
+        if epoch <= epoch_id:
+            return int(snap.snapshot_id) if epoch == epoch_id else newest
+    return newest
+
+
+def _ancestry(table: Any):
+    snap = table.current_snapshot()
+    while snap is not None:
+        yield snap
+        snap = (table.snapshot_by_id(snap.parent_snapshot_id)
+                if snap.parent_snapshot_id is not None else None)
+
+
+def _arrow_schema(encoded: str) -> Any:
+    import base64
+
+    import pyarrow as pa
+
+    return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(encoded)))

@@ -1,0 +1,282 @@
+"""Table outputs as Apache Iceberg tables (PROTOCOL 6.12): a completed epoch is one Iceberg
+snapshot per output carrying the epoch id in its summary, exactly once, in a real catalog
+(pyiceberg's SQL catalog on the tests' PostgreSQL), read by pyiceberg and by DuckDB's
+iceberg extension, on the filesystem and on the S3 server. The expected rows are computed
+here from what each epoch staged."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import uuid
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from checkpointing import Coordinator, SnapshotWriter
+from checkpointing.barrier import TaskPlan
+from checkpointing.iceberg import open_table
+from checkpointing.publish import published_tables, read_manifest
+from checkpointing.tables import TableSpec, app_id, commit_tables
+from tests.tables_readers import _extension
+
+ROOT = Path(__file__).resolve().parent.parent
+PLAN = {"src": TaskPlan(), "gold": TaskPlan(("src",), True)}
+
+
+@pytest.fixture(scope="module")
+def catalog_url():
+    """A database of its own on the tests' PostgreSQL for the SQL catalog."""
+    from tests.pg import fresh_database
+
+    return fresh_database(f"ckpt_iceberg_{os.getpid()}")
+
+
+@pytest.fixture(params=["local", "s3"])
+def env(request, tmp_path, catalog_url, monkeypatch):
+    """(coordinator, table location root, S3 endpoint or None); the catalog ``ckpt`` is
+    configured the way users configure pyiceberg, by its environment variables."""
+    monkeypatch.setenv("PYICEBERG_CATALOG__CKPT__TYPE", "sql")
+    monkeypatch.setenv("PYICEBERG_CATALOG__CKPT__URI", catalog_url)
+    if request.param == "local":
+        from checkpointing import LocalStorage
+
+        return Coordinator(LocalStorage(tmp_path / "ckpt"), "p"), f"file://{tmp_path}/wh", None
+    storage = request.getfixturevalue("s3_storage")
+    server = request.getfixturevalue("s3_server")
+    return (Coordinator(storage, "p"), f"s3://{storage.bucket}/warehouse", server.endpoint)
+
+
+def _spec(wh: str, mode: str, partition_by: tuple[str, ...] = ()) -> TableSpec:
+    name = f"gold.t_{uuid.uuid4().hex[:10]}"  # one table per test in the shared catalog
+    return TableSpec(f"{wh}/{name}", mode, partition_by, format="iceberg", name=name,
+                     catalog="ckpt")
+
+
+def _parquet(tmp: Path, name: str, rows: list[tuple[str, int, str]]) -> Path:
+    path = tmp / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"key": pa.array([r[0] for r in rows], pa.string()),
+                             "value": pa.array([r[1] for r in rows], pa.int64()),
+                             "day": pa.array([r[2] for r in rows], pa.string())}), path)
+    return path
+
+
+def _epoch(c: Coordinator, tmp: Path, spec: TableSpec, rows: list[tuple[str, int, str]],
+           run: str, *, complete: bool = True, **begin):
+    """One epoch whose ``gold`` task stages ``rows`` as table output ``t``; partitioned
+    tables get a file per day, the column kept in the file (Iceberg reads its value from
+    the file's statistics)."""
+    b = c.begin_epoch(PLAN, run, **begin)
+    for task in PLAN:
+        c.register_attempt(b.epoch_id, task, 1)
+    w = SnapshotWriter(c.storage, c.layout, b.epoch_id, "src", 1)
+    c.acknowledge(b.epoch_id, "src", 1, w.handle())
+    w = SnapshotWriter(c.storage, c.layout, b.epoch_id, "gold", 1,
+                       previous=c.restore_handle(b.epoch_id, "gold"))
+    if spec.partition_by:
+        days = sorted({r[2] for r in rows})
+        paths = [_parquet(tmp, f"{run}/p_day={d}/part-0.parquet", [r for r in rows if r[2] == d])
+                 for d in days]
+        names = [f"p_day={d}/part-0.parquet" for d in days]
+    else:
+        paths, names = [_parquet(tmp, f"{run}/part-0.parquet", rows)], None
+    w.stage_table_output("t", spec, paths, rows=len(rows), names=names)
+    c.acknowledge(b.epoch_id, "gold", 1, w.handle())
+    return c.complete(b.epoch_id) if complete else b
+
+
+def rows_pyiceberg(spec: TableSpec, endpoint: str | None,
+                   snapshot_id: int | None = None) -> list[tuple]:
+    t = open_table(spec, endpoint).scan(snapshot_id=snapshot_id).to_arrow()
+    return sorted(zip(*(t.column(c).to_pylist() for c in ("day", "key", "value")), strict=True))
+
+
+def rows_duckdb(spec: TableSpec, endpoint: str | None) -> list[tuple]:
+    """DuckDB's iceberg extension, reading the table's current metadata file (what the
+    catalog points at), not through this project's code."""
+    import duckdb
+
+    meta = open_table(spec, endpoint).metadata_location
+    con = duckdb.connect()
+    con.execute(f"LOAD '{_extension('avro')}'")
+    con.execute(f"LOAD '{_extension('iceberg')}'")
+    if meta.startswith("s3://"):
+        from urllib.parse import urlparse
+
+        con.execute(f"LOAD '{_extension('httpfs')}'")
+        con.execute(f"""CREATE SECRET s3 (TYPE S3, KEY_ID '{os.environ["AWS_ACCESS_KEY_ID"]}',
+                        SECRET '{os.environ["AWS_SECRET_ACCESS_KEY"]}',
+                        ENDPOINT '{urlparse(endpoint).netloc}', URL_STYLE 'path',
+                        USE_SSL false, REGION 'us-east-1')""")
+    else:
+        meta = meta.removeprefix("file://")
+    return sorted(con.execute(f"SELECT day, key, value FROM iceberg_scan('{meta}')").fetchall())
+
+
+def _snapshots(spec: TableSpec, endpoint: str | None) -> list[str | None]:
+    """The epoch each snapshot of the table holds, oldest first."""
+    t = open_table(spec, endpoint)
+    return [s.summary.get("ckpt.epoch_id") if s.summary else None for s in t.snapshots()]
+
+
+def test_append_one_snapshot_per_completed_epoch(env, tmp_path):
+    c, wh, endpoint = env
+    spec = _spec(wh, "append")
+    batches = {1: [("a", 1, "d1"), ("b", 2, "d1")], 2: [("c", 3, "d2")], 4: [("d", 4, "d3")]}
+    _epoch(c, tmp_path, spec, batches[1], "r1")
+    _epoch(c, tmp_path, spec, batches[2], "r2")
+    aborted = _epoch(c, tmp_path, spec, [("x", 99, "dX")], "r3", complete=False)
+    c.abort(aborted.epoch_id, "declined", "bad rows")
+    _epoch(c, tmp_path, spec, batches[4], "r4")
+    expected = sorted((d, k, v) for rows in batches.values() for k, v, d in rows)
+    assert rows_pyiceberg(spec, endpoint) == expected
+    assert rows_duckdb(spec, endpoint) == expected
+    assert _snapshots(spec, endpoint) == ["1", "2", "4"]  # none for the aborted epoch 3
+    m = read_manifest(c.storage, c.layout)
+    current = open_table(spec, endpoint).current_snapshot().snapshot_id
+    assert m.outputs["t"].meta["table_version"] == current
+    assert published_tables(m, 4) == {"t": current}
+
+
+def test_replace_partitions_and_time_travel_by_epoch(env, tmp_path):
+    c, wh, endpoint = env
+    spec = _spec(wh, "replace_partitions", ("day",))
+    _epoch(c, tmp_path, spec, [("a", 1, "d1"), ("b", 1, "d2")], "r1")
+    # epoch 2 corrects day d2 and adds d3; d1 stays as epoch 1 wrote it (kept by reference)
+    _epoch(c, tmp_path, spec, [("b", 7, "d2"), ("c", 3, "d3")], "r2")
+    expected = [("d1", "a", 1), ("d2", "b", 7), ("d3", "c", 3)]
+    assert rows_pyiceberg(spec, endpoint) == expected
+    assert rows_duckdb(spec, endpoint) == expected
+    m = read_manifest(c.storage, c.layout)
+    v1 = published_tables(m, 1)["t"]
+    assert rows_pyiceberg(spec, endpoint, v1) == [("d1", "a", 1), ("d2", "b", 1)]
+    t = open_table(spec, endpoint)
+    assert [f.name for f in t.spec().fields] == ["day"]  # identity partition on day
+
+
+def test_a_commit_step_killed_after_the_table_commit_commits_nothing_twice(env, tmp_path):
+    c, wh, endpoint = env
+    spec = _spec(wh, "append")
+    _epoch(c, tmp_path, spec, [("a", 1, "d1")], "r1")
+    b = _epoch(c, tmp_path, spec, [("b", 2, "d2")], "r2", complete=False)
+    child = f"""
+import os, sys
+sys.path.insert(0, {str(ROOT)!r})
+import checkpointing.coordinator as co
+from checkpointing import Coordinator, open_storage
+co.publish = lambda *a, **k: os._exit(9)   # dies between the table commit and the manifest
+storage = open_storage({c.storage.uri("").rstrip("/")!r}, endpoint_url={endpoint!r})
+Coordinator(storage, "p").complete({b.epoch_id})
+"""
+    r = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
+                       timeout=120, env=os.environ.copy())
+    assert r.returncode == 9, r.stderr[-2000:]
+    assert _snapshots(spec, endpoint) == ["1", "2"]
+    assert read_manifest(c.storage, c.layout).epoch_id == 1
+    assert Coordinator(c.storage, "p").complete(b.epoch_id).completed  # the retry
+    assert _snapshots(spec, endpoint) == ["1", "2"]
+    assert rows_pyiceberg(spec, endpoint) == [("d1", "a", 1), ("d2", "b", 2)]
+
+
+def test_racing_commit_steps_make_one_snapshot(env, tmp_path):
+    c, wh, endpoint = env
+    spec = _spec(wh, "append")  # the table does not exist yet: creation races too
+    b = _epoch(c, tmp_path, spec, [("a", 1, "d1"), ("b", 2, "d1")], "r1", complete=False)
+    outputs = c.read_ack(c.layout.attempt_object(b.epoch_id, "gold", 1, "ack")) \
+        .state_handle.outputs
+    results, errors = [], []
+    gate = threading.Barrier(4)
+
+    def commit() -> None:
+        try:
+            gate.wait()
+            results.append(commit_tables("p", "main", b.epoch_id, outputs, endpoint)["t"]
+                           .meta["table_version"])
+        except Exception as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=commit) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert _snapshots(spec, endpoint) == [str(b.epoch_id)]
+    assert set(results) == {open_table(spec, endpoint).current_snapshot().snapshot_id}
+    assert rows_pyiceberg(spec, endpoint) == [("d1", "a", 1), ("d1", "b", 2)]
+    summary = open_table(spec, endpoint).current_snapshot().summary
+    assert summary.get("ckpt.app_id") == app_id("p", "main", "t")
+
+
+def test_backfill_promotion_is_one_snapshot(env, tmp_path):
+    from checkpointing.lineages import new_origin, record_origin
+
+    c, wh, endpoint = env
+    spec = _spec(wh, "replace_partitions", ("day",))
+
+    def day(d: str, k: str, v: int, **kw):
+        return _epoch(c, tmp_path, spec, [(k, v, d)], f"{kw.get('lineage', 'main')}-{d}",
+                      data_interval={"start": d, "end": d}, **kw)
+
+    for n, d in enumerate(("2013-01-01", "2013-01-02", "2013-01-03"), 1):
+        day(d, f"k{n}", n)
+    record_origin(c.storage, c.layout, new_origin(
+        "bf", "2013-01-02", "2013-01-03", c.clock(), from_epoch=1, publish_at="2013-01-03",
+        promote=True))
+    day("2013-01-02", "k2", 20, lineage="bf", publish_on_complete=False)
+    last = day("2013-01-03", "k3", 30, lineage="bf", promote=True)
+    corrected = [("2013-01-01", "k1", 1), ("2013-01-02", "k2", 20), ("2013-01-03", "k3", 30)]
+    assert rows_pyiceberg(spec, endpoint) == corrected
+    assert rows_duckdb(spec, endpoint) == corrected
+    assert _snapshots(spec, endpoint) == ["1", "2", "3", str(last.epoch_id)]
+    day("2013-01-04", "k4", 4)  # main continues from the promoted state
+    assert rows_pyiceberg(spec, endpoint) == corrected + [("2013-01-04", "k4", 4)]
+
+
+def test_iceberg_declarations_need_a_name():
+    with pytest.raises(ValueError, match="namespace.table"):
+        TableSpec("file:///x", format="iceberg")
+    assert TableSpec.from_json(TableSpec("file:///x", format="iceberg", name="a.b",
+                                         catalog="c").to_json()).catalog == "c"
+
+
+def test_a_spark_job_stages_an_iceberg_table(spark_connect, s3_server, s3_bucket, catalog_url,
+                                             monkeypatch):
+    """JobRun.write_table through Spark Connect on S3: the files keep the partition column
+    (Iceberg reads its value from their statistics), one snapshot per epoch, and
+    read_published reads the published snapshot back through Spark."""
+    from checkpointing.storage.s3 import S3Storage
+    from spark_jobs.runtime import JobResult, read_published, run_task, spark_session
+
+    monkeypatch.setenv("PYICEBERG_CATALOG__CKPT__TYPE", "sql")
+    monkeypatch.setenv("PYICEBERG_CATALOG__CKPT__URI", catalog_url)
+    c = Coordinator(S3Storage(s3_bucket, "ckpt", endpoint_url=s3_server.endpoint), "p")
+    spec = _spec(f"s3://{s3_bucket}/warehouse", "replace_partitions", ("day",))
+    spark = spark_session("tables", s3=True, endpoint_url=s3_server.endpoint,
+                          remote=spark_connect.url)
+    days = {1: [("a", 1, "d1"), ("b", 2, "d2")], 2: [("b", 5, "d2"), ("c", 3, "d3")]}
+    expected = [("d1", "a", 1), ("d2", "b", 5), ("d3", "c", 3)]
+    try:
+        for n, rows in days.items():
+            b = c.begin_epoch({"gold": TaskPlan((), True)}, f"r{n}")
+
+            def job(run, rows=rows):
+                df = run.spark.createDataFrame(rows, "key string, value long, day string")
+                run.write_table(df, "t", spec, rows=len(rows))
+                return JobResult(row_counts={"t": len(rows)})
+
+            run_task(job, c, b.epoch_id, "gold", 1, spark, "", endpoint_url=s3_server.endpoint)
+            c.complete(b.epoch_id)
+        via_spark = sorted(tuple(r) for r in read_published(spark, c, "t")
+                           .select("day", "key", "value").collect())
+    finally:
+        spark.stop()
+    assert rows_pyiceberg(spec, s3_server.endpoint) == expected
+    assert rows_duckdb(spec, s3_server.endpoint) == expected
+    assert via_spark == expected
+    assert _snapshots(spec, s3_server.endpoint) == ["1", "2"]
