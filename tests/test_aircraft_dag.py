@@ -7,6 +7,7 @@ commit step's asset event carries the epoch."""
 from __future__ import annotations
 
 import io
+import os
 import sqlite3
 from datetime import date
 
@@ -44,9 +45,19 @@ def check(c: Coordinator, data: LocalStorage, until: str) -> None:
     assert got["manufacturer"].fillna("").tolist() == want["manufacturer"].fillna("").tolist()
 
 
+def correct(data: LocalStorage, key: str) -> None:
+    """Rewrite a raw file as a correction: 100 flights fewer, every distance + 1."""
+    f = pd.read_csv(io.BytesIO(data.read(key)[0])).iloc[100:]
+    data.write(key, f.assign(distance=f.distance + 1).to_csv(index=False).encode())
+
+
 def test_aircraft_dag_days_retry_and_asset_events(tmp_path):
     data = LocalStorage(tmp_path / "data")
     land(data, DAYS, weather=False)
+    month = 30 * 86400
+    for key in ("raw/flights/2013-01-01.csv",):  # landed a month before the others
+        t = (data.root / key).stat().st_mtime - month
+        os.utime(data.root / key, (t, t))
     env = airflow_env(tmp_path / "airflow", CKPT_STORAGE=f"file://{tmp_path}/ckpt",
                       CKPT_DATA=f"file://{tmp_path}/data", AIRCRAFT_RETRIES="1")
     migrate(env)
@@ -68,6 +79,18 @@ def test_aircraft_dag_days_retry_and_asset_events(tmp_path):
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     check(c, data, "2013-01-04")
 
+    # Corrections: day 3's file rewritten within the offsets' window, and day 1's file,
+    # landed 30 days before the others (outside the window), rewritten now. Both are
+    # replaced files: their old contribution is retracted, nothing counted twice.
+    correct(data, "raw/flights/2013-01-01.csv")
+    correct(data, "raw/flights/2013-01-03.csv")
+    r = airflow(env, "dags", "test", DAG, "2013-01-05")
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    delta = c.completed_handles(4)["tail_delta"]
+    assert (delta.row_counts["files_new"], delta.row_counts["files_replaced"]) == (2, 2)
+    assert delta.metrics["days_touched"] == ["2013-01-01", "2013-01-03"]
+    check(c, data, "2013-01-04")
+
     db = sqlite3.connect(tmp_path / "airflow" / "airflow.db")
     rows = db.execute(
         "select e.extra from asset_event e join asset a on a.id = e.asset_id "
@@ -75,4 +98,4 @@ def test_aircraft_dag_days_retry_and_asset_events(tmp_path):
     ).fetchall()
     import json
 
-    assert [json.loads(x)["epoch_id"] for (x,) in rows] == [1, 2, 3]
+    assert [json.loads(x)["epoch_id"] for (x,) in rows] == [1, 2, 3, 4]

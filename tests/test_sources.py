@@ -116,3 +116,53 @@ def test_key_only_offsets_and_other_suffixes(tmp_path):
     _put(st, "raw/events/notes.txt", b"x")
     found = new_input(st, "raw/events/", None, until="2013-01-02", suffix=".json")
     assert found.new == ["raw/events/2013-01-01.json"]
+
+
+def test_an_index_of_seen_files_finds_a_correction_of_any_age(tmp_path):
+    """With a SeenIndex (the runtime keeps one in each source task's state), a file
+    rewritten long after it left the window is a replaced file, not a new one; a file that
+    is only late (never consumed) stays late; and each epoch reads and rewrites only the
+    index buckets (months) of the files it consumes, whatever the history."""
+    from spark_jobs.runtime.file_source import SeenIndex
+
+    st = LocalStorage(tmp_path)
+    t0, day_s = 1_700_000_000.0, 86400.0
+    stored: dict[str, bytes] = {}  # bucket -> document, as the task's state keeps them
+    offsets, loads_per_epoch, written_per_epoch = None, [], []
+
+    def epoch(**kw):
+        nonlocal offsets
+        loads: list[str] = []
+
+        def load(bucket: str):
+            loads.append(bucket)
+            return SeenIndex.parse(stored[bucket]) if bucket in stored else None
+
+        index = SeenIndex(load)
+        found = new_input(st, "raw/flights/", offsets, index=index, **kw)
+        stored.update(index.documents())
+        offsets = found.offsets
+        loads_per_epoch.append(len(loads))
+        written_per_epoch.append(len(index.changed))
+        return found
+
+    for i in range(365):
+        day = (date(2013, 1, 1) + timedelta(days=i)).isoformat()
+        _land(st, day, t0 + i * day_s)
+        assert epoch().new == [f"raw/flights/{day}.csv"]
+    assert sorted(stored) == [f"2013-{m:02d}" for m in range(1, 13)]
+    assert sum(len(SeenIndex.parse(d)) for d in stored.values()) == 365
+    # Cost follows the change: at most the two months the window spans, every epoch.
+    assert max(loads_per_epoch) <= 2 and max(written_per_epoch) == 1
+    # A correction of a file consumed 360 days ago: replaced, not new, not late.
+    _land(st, "2013-01-05", t0 + 365 * day_s, b"a,b\n9,9\n")
+    again = epoch()
+    assert again.new == again.replaced == ["raw/flights/2013-01-05.csv"] and again.late == []
+    assert loads_per_epoch[-1] <= 3  # January's bucket, and the window's month(s)
+    # The same content landed again (a re-upload): nothing new.
+    _land(st, "2013-01-05", t0 + 366 * day_s, b"a,b\n9,9\n")
+    assert epoch().new == []
+    # A late file never consumed is late, not replaced.
+    _land(st, "2012-12-31", t0 + 367 * day_s)
+    late = epoch()
+    assert late.new == late.late == ["raw/flights/2012-12-31.csv"] and late.replaced == []

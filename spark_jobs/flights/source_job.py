@@ -2,8 +2,9 @@
 
 Offsets are the raw files consumed, with their content identity (etag or md5), kept in the
 state, not the logical date: a late file for a past day is picked up, and a replaced file is
-detected, its old rows retracted and its new rows ingested. They list a window of recent
-files (the runtime's :func:`~spark_jobs.runtime.new_input`), not the whole history. Rows
+detected, its old rows retracted and its new rows ingested, however long ago it was first
+consumed. They list a window of recent files and an index of every file consumed, read by
+month (the runtime's :meth:`~spark_jobs.runtime.JobRun.new_input`). Rows
 are parsed with an explicit schema; malformed ones go to the ``quarantine`` output with a
 reason and are counted; an unreadable file is quarantined whole. Rows whose natural key the
 state has already seen are dropped as duplicates.
@@ -22,7 +23,6 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from ..runtime import JobResult, JobRun, named_job, partition_value, spark_uri
-from ..runtime.file_source import new_input
 from .sources import quarantine_schema, split_unreadable
 
 
@@ -102,11 +102,11 @@ def make_source_job(spec: SourceSpec, name: str, module: str):
     schema = spec.bronze_schema
 
     def job(run: JobRun) -> JobResult:
-        found = new_input(run.data, spec.prefix, run.previous.offsets if run.previous else None,
-                          run.input_until)
+        found = run.new_input(spec.prefix)
         new_keys, replaced = found.new, found.replaced
-        # A late file's rows are retracted where the state has them (none, unless it is a
-        # file rewritten after it left the offsets' window): in its own days' partitions.
+        # A replaced file (a correction, whatever its age: the task's index of seen files
+        # knows it) has its old rows retracted. A late file's rows are retracted too: none
+        # are in the state unless it was consumed before this task kept an index.
         superseded = replaced + found.late
         readable, unreadable = split_unreadable(run.data, new_keys, spec.columns)
 

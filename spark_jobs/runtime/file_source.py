@@ -1,10 +1,15 @@
 """A file source's offsets, for any job that consumes files landed under a prefix: which
 files are new since the previous epoch's offsets, kept as Spark's file source keeps its seen
-files (a window of about a week behind the newest one, not the whole history)."""
+files (a window of about a week behind the newest one, not the whole history), and, with a
+:class:`SeenIndex`, which of them rewrite a file consumed long ago (a correction older than
+the window), at a cost per epoch that follows the change: the index is read and rewritten
+only in the buckets of the files an epoch consumes."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from checkpointing.storage import Storage
@@ -32,10 +37,58 @@ class NewInput:
     late: list[str]
 
 
+@dataclass
+class SeenIndex:
+    """Every file a source ever consumed, ``key -> content id``, in buckets by the month
+    the file is named for (``2013-01``; ``undated`` for other names), as Spark's file
+    source keeps a compacted log of its seen files. Buckets are loaded when a key of theirs
+    is looked up and rewritten only when an entry changed, so an epoch reads and writes the
+    buckets of the files it lists outside the window and consumes: one or two months, not
+    the history. ``load(bucket)`` returns the stored bucket (None when there is none)."""
+
+    load: Callable[[str], dict[str, str] | None]
+    suffix: str = ".csv"
+    _buckets: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: buckets with an entry added or changed, to be stored again
+    changed: set[str] = field(default_factory=set)
+
+    def bucket(self, key: str) -> str:
+        day = _file_day(key, self.suffix)
+        return day[:7] if day else "undated"
+
+    def _entries(self, key: str) -> dict[str, str]:
+        b = self.bucket(key)
+        if b not in self._buckets:
+            self._buckets[b] = dict(self.load(b) or {})
+        return self._buckets[b]
+
+    def get(self, key: str) -> str | None:
+        return self._entries(key).get(key)
+
+    def record(self, key: str, content_id: str) -> None:
+        entries = self._entries(key)
+        if entries.get(key) != content_id:
+            entries[key] = content_id
+            self.changed.add(self.bucket(key))
+
+    def loaded(self) -> set[str]:
+        return set(self._buckets)
+
+    def documents(self) -> dict[str, bytes]:
+        """The changed buckets, serialised (sorted keys: the same content, the same
+        bytes, so an unchanged bucket is referenced, not stored again)."""
+        return {b: json.dumps({"files": dict(sorted(self._buckets[b].items()))},
+                              separators=(",", ":")).encode() for b in sorted(self.changed)}
+
+    @staticmethod
+    def parse(data: bytes) -> dict[str, str]:
+        return dict(json.loads(data)["files"])
+
+
 def new_input(storage: Storage, prefix: str, previous: dict[str, Any] | None,
               until: str | None = None,
               max_age_seconds: float = MAX_FILE_AGE_SECONDS,
-              suffix: str = ".csv") -> NewInput:
+              suffix: str = ".csv", index: SeenIndex | None = None) -> NewInput:
     """The files under ``prefix`` ending in ``suffix`` not consumed by the offsets
     ``previous`` (a source's last offsets). Offsets of earlier versions are read too:
     ``{"files": {key: etag}}`` of every file consumed, or ``{"files": [key, ...]}`` (keys
@@ -46,6 +99,10 @@ def new_input(storage: Storage, prefix: str, previous: dict[str, Any] | None,
     consumes D+1's file. Late files for earlier days are still picked up: their
     last-modified time is when they landed. The content id is the object's etag; on local
     storage (no etag in listings) it is the md5, computed only for files inside the window.
+
+    ``index`` (a :class:`SeenIndex`): a listed file that the window's offsets do not hold
+    is looked up there, so that a rewrite of a file consumed before the window is
+    ``replaced``, not new; every file consumed and in the window is recorded in it.
     """
     previous = previous or {}
     files = previous.get("files") or {}
@@ -65,6 +122,10 @@ def new_input(storage: Storage, prefix: str, previous: dict[str, Any] | None,
             continue  # older than the window: consumed before it (Spark's maxFileAge rule)
         listed[info.key] = (info.etag.strip('"') or storage.head(info.key).etag,
                             info.last_modified)
+    if index is not None:  # consumed before the window? (a correction of an old file)
+        for k in listed:
+            if k not in seen and (old := index.get(k)) is not None:
+                seen[k] = old
     new = sorted(k for k, (etag, _) in listed.items()
                  if k not in seen or (seen[k] and seen[k] != etag))
     replaced = [k for k in new if k in seen]
@@ -73,6 +134,11 @@ def new_input(storage: Storage, prefix: str, previous: dict[str, Any] | None,
     newest = max([newest, *(m for _, m in listed.values())])
     window = {k: etag for k, (etag, m) in sorted(listed.items())
               if m >= newest - max_age_seconds}
+    if index is not None:
+        for k in new:
+            index.record(k, listed[k][0])
+        for k, etag in window.items():  # consumed by an earlier version without an index
+            index.record(k, etag)
     return NewInput({"files": window, "newest_modified": newest,
                      "max_age_seconds": max_age_seconds}, new, replaced, late)
 

@@ -30,7 +30,12 @@ from checkpointing.storage import LocalStorage, Storage, open_storage
 from checkpointing.tables import TableSpec
 
 from .connect import SparkConnectError, is_connect, unsupported_feature
+from .file_source import MAX_FILE_AGE_SECONDS, NewInput, SeenIndex, new_input
 from .session import OUTPUT_FILES_CONF, spark_uri
+
+_RUN_UNTIL = object()  # new_input's default: the epoch's data interval end
+#: where a task's index of consumed files is kept in its state
+SEEN_FILES = "seen_files/"
 
 log = logging.getLogger("spark_jobs.runtime")
 
@@ -89,6 +94,46 @@ class JobRun:
             return list(out.files) if out else []
         return [f for f in handle.files if f.name.startswith(prefix)
                 and f.name.endswith(".parquet")]
+
+    def new_input(self, prefix: str, *, until: str | None | object = _RUN_UNTIL,
+                  suffix: str = ".csv",
+                  max_age_seconds: float = MAX_FILE_AGE_SECONDS) -> NewInput:
+        """The files landed under ``prefix`` of the data root that no earlier epoch of
+        this task consumed, up to the epoch's input end (``until``: default the data
+        interval's end; None: everything landed). ``.new`` are the keys to read;
+        ``.replaced`` those of them that rewrite a file consumed before, *whatever its
+        age* (a correction: retract what the old content contributed); ``.late`` new keys
+        named for a day already consumed. Return ``.offsets`` in the JobResult.
+
+        The task keeps a :class:`~spark_jobs.runtime.file_source.SeenIndex` of every file
+        it consumed in its state (``seen_files/<month>.json``): only the months of the
+        files it consumes are read and rewritten, the others carried by reference."""
+        stored = {f.name.removeprefix(SEEN_FILES).removesuffix(".json"): f
+                  for f in (self.previous.files if self.previous else ())
+                  if f.name.startswith(SEEN_FILES)}
+        storage = self.coordinator.storage
+
+        def load(bucket: str) -> dict[str, str] | None:
+            ref = stored.get(bucket)
+            if ref is None:
+                return None
+            return SeenIndex.parse(storage.read(storage.key_for_uri(ref.uri))[0])
+
+        if self.data is None:
+            raise ValueError("new_input needs the run's data root (--data / CKPT_DATA)")
+        index = SeenIndex(load, suffix)
+        found = new_input(self.data, prefix,
+                          self.previous.offsets if self.previous else None,
+                          until=self.input_until if until is _RUN_UNTIL else until,
+                          max_age_seconds=max_age_seconds, suffix=suffix, index=index)
+        for bucket, ref in stored.items():
+            if bucket not in index.changed:
+                self.writer.reference(ref)
+        for bucket, body in index.documents().items():
+            path = self.scratch / f"seen-{bucket}.json"
+            path.write_bytes(body)
+            self.writer.add_file(f"{SEEN_FILES}{bucket}.json", path)
+        return found
 
     def read_parquet(self, refs: list[FileRef], schema: Any):
         """A DataFrame over stored parquet files (empty with ``schema`` when none)."""
