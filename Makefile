@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: install demo test lint bench bench-coordinator bench-airflow bench-tables faults soak drills
+.PHONY: install demo test lint bench bench-coordinator bench-airflow bench-tables bench-sources faults soak drills
 
 install:
 	scripts/bootstrap.sh
@@ -54,6 +54,11 @@ bench-tables: install
 	$(PY) bench/table_bench.py $(ARGS)
 
 # One flights_daily DAG run under `airflow standalone`, tasks on local Spark vs Spark Connect.
+# A source task's input discovery after 30 and 360 days, with an old file corrected
+# (bench/source_bench.py; seconds).
+bench-sources: install
+	$(PY) bench/source_bench.py $(ARGS)
+
 bench-airflow: install
 	$(PY) bench/airflow_bench.py $(ARGS)
 
