@@ -28,7 +28,6 @@ from spark_jobs.runtime import DeclineEpoch, JobResult, JobRun, TableSpec, spark
 
 RAW = "raw/readings/"
 READING = "meter_id string, site string, ts timestamp, kwh double, file_day string"
-DAILY = "site string, day string, kwh double, readings long"
 
 settings = CheckpointSettings(pipeline_id="energy_daily",
                               daily_inputs=(RAW + "{data_day}.csv",))
@@ -107,13 +106,8 @@ def site_records(run: JobRun) -> JobResult:
     from pyspark.sql import Window
     from pyspark.sql import functions as F
 
-    # The upstream table's whole content after this epoch (its state handle lists it);
-    # the partition column ``day`` is in the directories, not in Delta's files.
-    files = run.files(run.upstream["daily_usage"], "", outputs="energy_daily_usage")
-    daily = (run.spark.read.option("basePath", spark_uri(daily_table(run).location))
-             .parquet(*[spark_uri(f.uri) for f in files])
-             .withColumn("day", F.col("day").cast("string"))
-             if files else run.spark.createDataFrame([], DAILY))
+    # The upstream table's whole content after this epoch, as its state handle lists it.
+    daily = run.read_table(run.upstream["daily_usage"], "energy_daily_usage")
     best = Window.partitionBy("site").orderBy(F.desc("kwh"), "day")
     records = (daily.withColumn("rank", F.row_number().over(best))
                .groupBy("site").agg(F.sum("kwh").alias("total_kwh"),

@@ -135,6 +135,19 @@ class JobRun:
             self.writer.add_file(f"{SEEN_FILES}{bucket}.json", path)
         return found
 
+    def read_table(self, handle: StateHandle | None, output: str):
+        """The rows of table output ``output`` as ``handle`` (e.g. an upstream task's of
+        this epoch) lists them: for ``overwrite`` and ``replace_partitions``, the table's
+        whole content after that epoch, partition columns included; for ``append``, the
+        rows that epoch added. An empty frame of the table's schema when it has no file."""
+        from .published import table_frame
+
+        out = handle.outputs.get(output) if handle else None
+        if out is None or "table" not in out.meta:
+            raise ValueError(f"no table output {output!r} in that state handle")
+        return table_frame(self.spark, [f.uri for f in out.files],
+                           TableSpec.from_json(out.meta["table"]), out.meta["schema"])
+
     def read_parquet(self, refs: list[FileRef], schema: Any):
         """A DataFrame over stored parquet files (empty with ``schema`` when none)."""
         if not refs:

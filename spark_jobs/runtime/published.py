@@ -29,13 +29,7 @@ def read_published(spark: Any, coordinator: Coordinator, output: str):
 
 def _read_table(spark: Any, coordinator: Coordinator, meta: dict[str, Any]):
     """A table output at the version its epoch committed: the files the table's log lists
-    at that version (delta-rs), read by Spark with the partition columns typed as the
-    table declares them."""
-    import json
-
-    from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import from_arrow_schema
-
+    at that version (delta-rs), read by Spark."""
     from checkpointing.delta import open_table
     from checkpointing.tables import TableSpec
 
@@ -44,14 +38,38 @@ def _read_table(spark: Any, coordinator: Coordinator, meta: dict[str, Any]):
         return _read_iceberg(spark, coordinator, spec, meta)
     dt = open_table(spec.location, getattr(coordinator.storage, "endpoint_url", None),
                     meta.get("table_version"))
-    uris = dt.file_uris()
+    return table_frame(spark, dt.file_uris(), spec, dt.schema().to_json())
+
+
+def table_frame(spark: Any, uris: list[str], spec: Any, schema: str):
+    """Spark's DataFrame over a table's data files ``uris``. Delta leaves partition columns
+    out of the files: they are taken from each file's ``<column>=<value>`` directory and
+    typed as the table's schema (JSON, ``schema``) says; files staged by different epochs
+    sit in different directories, so Spark's own partition discovery cannot be used."""
+    import json
+
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    if spec.format == "iceberg":
+        import base64
+
+        import pyarrow as pa
+
+        arrow = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(schema)))
+        if not uris:
+            return spark.createDataFrame([], from_arrow_schema(arrow))
+        return spark.read.parquet(*[spark_uri(u) for u in uris])
+    from deltalake import Schema
+
     if not uris:
-        return spark.createDataFrame([], from_arrow_schema(dt.schema().to_arrow()))
-    df = spark.read.option("basePath", spark_uri(spec.location)).parquet(
-        *[spark_uri(u) for u in uris])
-    types = {f["name"]: f["type"] for f in json.loads(dt.schema().to_json())["fields"]}
+        return spark.createDataFrame([], from_arrow_schema(Schema.from_json(schema).to_arrow()))
+    types = {f["name"]: f["type"] for f in json.loads(schema)["fields"]}
+    df = spark.read.parquet(*[spark_uri(u) for u in uris])
     for col in spec.partition_by:
-        df = df.withColumn(col, F.col(col).cast(types[col]))
+        raw = F.url_decode(F.regexp_extract(F.input_file_name(), f"/{col}=([^/]*)/", 1))
+        df = df.withColumn(col, F.when(raw == "__HIVE_DEFAULT_PARTITION__", F.lit(None))
+                           .otherwise(raw).cast(types[col]))
     return df
 
 
