@@ -212,7 +212,7 @@ def test_a_spark_job_stages_a_table_that_its_epoch_commits(spark_connect, s3_ser
     """JobRun.write_table through Spark Connect on S3: Spark writes the partitioned Parquet
     into the table's location, the epoch's completion commits it, one version per epoch."""
     from checkpointing.storage.s3 import S3Storage
-    from spark_jobs.runtime import JobResult, run_task, spark_session
+    from spark_jobs.runtime import JobResult, read_published, run_task, spark_session
 
     c = Coordinator(S3Storage(s3_bucket, "ckpt", endpoint_url=s3_server.endpoint), "p")
     spec = TableSpec(f"s3://{s3_bucket}/warehouse/by_day", "replace_partitions", ("day",))
@@ -230,9 +230,14 @@ def test_a_spark_job_stages_a_table_that_its_epoch_commits(spark_connect, s3_ser
 
             run_task(job, c, b.epoch_id, "gold", 1, spark, "", endpoint_url=s3_server.endpoint)
             c.complete(b.epoch_id)
+        # Spark reads the published version: d1's file staged by epoch 1, d2's and d3's
+        # by epoch 2, in different directories; the partition column comes from each.
+        via_spark = sorted(tuple(r) for r in read_published(spark, c, "t")
+                           .select("day", "key", "value").collect())
     finally:
         spark.stop()
     expected = [("d1", "a", 1), ("d2", "b", 5), ("d3", "c", 3)]
+    assert via_spark == expected
     assert rows_deltalake(spec.location, s3_server.endpoint) == expected
     assert rows_duckdb(spec.location, s3_server.endpoint) == expected
     assert _versions(spec.location, s3_server.endpoint) == {0: None, 1: "1", 2: "2"}
