@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 import uuid
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from checkpointing.barrier import TaskPlan
 from checkpointing.iceberg import open_table
 from checkpointing.publish import published_tables, read_manifest
 from checkpointing.tables import TableSpec, app_id, commit_tables
+from tests.helpers import race
 from tests.tables_readers import _extension
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -189,22 +189,8 @@ def test_racing_commit_steps_make_one_snapshot(env, tmp_path):
     b = _epoch(c, tmp_path, spec, [("a", 1, "d1"), ("b", 2, "d1")], "r1", complete=False)
     outputs = c.read_ack(c.layout.attempt_object(b.epoch_id, "gold", 1, "ack")) \
         .state_handle.outputs
-    results, errors = [], []
-    gate = threading.Barrier(4)
-
-    def commit() -> None:
-        try:
-            gate.wait()
-            results.append(commit_tables("p", "main", b.epoch_id, outputs, endpoint)["t"]
-                           .meta["table_version"])
-        except Exception as exc:  # noqa: BLE001 - collected for the assertion
-            errors.append(exc)
-
-    threads = [threading.Thread(target=commit) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results, errors = race(lambda _: commit_tables("p", "main", b.epoch_id, outputs, endpoint)[
+        "t"].meta["table_version"], 4)
     assert not errors, errors
     assert _snapshots(spec, endpoint) == [str(b.epoch_id)]
     assert set(results) == {open_table(spec, endpoint).current_snapshot().snapshot_id}

@@ -19,6 +19,7 @@ from checkpointing.barrier import TaskPlan
 from checkpointing.delta import open_table
 from checkpointing.publish import published_tables, read_manifest
 from checkpointing.tables import TableSpec, app_id, commit_tables
+from tests.helpers import race
 from tests.tables_readers import rows_deltalake, rows_duckdb
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -166,22 +167,8 @@ def test_racing_commit_steps_make_one_version(env, tmp_path):
     b = _epoch(c, tmp_path, spec, [("a", 1, "d1"), ("b", 2, "d1")], "r1", complete=False)
     outputs = c.read_ack(c.layout.attempt_object(b.epoch_id, "gold", 1, "ack")) \
         .state_handle.outputs
-    results, errors = [], []
-    gate = threading.Barrier(6)
-
-    def commit() -> None:
-        try:
-            gate.wait()
-            results.append(commit_tables("p", "main", b.epoch_id, outputs, endpoint)["t"]
-                           .meta["table_version"])
-        except Exception as exc:  # noqa: BLE001 - collected for the assertion
-            errors.append(exc)
-
-    threads = [threading.Thread(target=commit) for _ in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    results, errors = race(lambda _: commit_tables("p", "main", b.epoch_id, outputs, endpoint)[
+        "t"].meta["table_version"], 6)
     assert not errors, errors
     versions = _versions(spec.location, endpoint)
     assert sorted(e for e in versions.values() if e) == [str(b.epoch_id)], versions
