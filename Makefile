@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: install demo test lint bench bench-coordinator bench-airflow bench-tables bench-sources faults soak drills
+.PHONY: install demo test test-package lint bench bench-coordinator bench-airflow bench-tables bench-sources faults soak drills
 
 install:
 	scripts/bootstrap.sh
@@ -22,7 +22,13 @@ test: install
 	scripts/install_browser.sh
 	scripts/install_toxiproxy.sh
 	CKPT_TEST_PG_URL=$$(scripts/start_postgres.sh) $(PY) -m pytest -q -p no:cacheprovider \
-		-n 3 --dist loadfile --no-loadscope-reorder --durations=25
+		-n 3 --dist loadfile --no-loadscope-reorder --durations=25 --ignore=tests/package
+
+# The package as users install it: sdist and wheel built by the standard front-end, a fresh
+# virtual environment with Airflow and the wheel's [connect,delta] extras, a user DAG run
+# from it (tests/package/; minutes: installing Airflow afresh).
+test-package: install
+	$(PY) -m pytest -q -p no:cacheprovider tests/package
 
 lint: install
 	.venv/bin/ruff check .

@@ -17,6 +17,7 @@ import time
 from typing import Any
 from urllib.parse import urlparse
 
+from .extras import require
 from .state_handle import FileRef
 from .tables import (
     TableCommit,
@@ -73,6 +74,7 @@ class DeltaCommitter:
 
     def commit(self, spec: TableSpec, app: str, epoch_id: int, files: tuple[FileRef, ...],
                meta: dict[str, Any]) -> TableCommit:
+        require("deltalake", "delta", "a Delta table output")
         from deltalake import Schema
         from deltalake.exceptions import CommitFailedError
         from deltalake.transaction import CommitProperties, Transaction

@@ -18,6 +18,7 @@ import logging
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from .extras import require
 from .state_handle import FileRef
 from .tables import TableCommit, TableCommitError, TableSpec, is_staged_by
 
@@ -36,6 +37,7 @@ def load_catalog(spec: TableSpec, endpoint_url: str | None = None) -> Any:
     """The table's catalog, configured by pyiceberg's own configuration; an S3-compatible
     endpoint (MinIO) is added for S3 locations. Credentials come from that configuration
     or the standard AWS environment."""
+    require("pyiceberg", "iceberg", "an Iceberg table output")
     from pyiceberg.catalog import load_catalog as load
     from pyiceberg.utils.config import Config
 
@@ -65,6 +67,7 @@ class IcebergCommitter:
 
     def commit(self, spec: TableSpec, app: str, epoch_id: int, files: tuple[FileRef, ...],
                meta: dict[str, Any]) -> TableCommit:
+        require("pyiceberg", "iceberg", "an Iceberg table output")
         from pyiceberg.exceptions import CommitFailedException, ValidationException
 
         if "schema" not in meta:

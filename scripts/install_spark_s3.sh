@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fetches the S3A connector matching the Hadoop client that pyspark 4.3.0 ships (3.5.0) and
+# Fetches the S3A connector matching the Hadoop client that pyspark 4.2.0 ships (3.5.0, as 4.3.0) and
 # the AWS SDK bundle it is built against, from Maven Central, and links them into
 # .tools/jars (spark_jobs.runtime.spark_session puts them on the classpath).
 set -euo pipefail

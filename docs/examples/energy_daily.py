@@ -126,4 +126,5 @@ def energy_daily():
     readings() >> daily_usage() >> site_records()
 
 
-checkpoint_dag(energy_daily(), settings)
+energy_dag = energy_daily()
+checkpoint_dag(energy_dag, settings)

@@ -8,6 +8,7 @@ from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 PACKAGE = "dag-checkpoints"
+INTEGRATION = "DAG checkpoints"
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -22,6 +23,17 @@ def get_provider_info() -> dict[str, Any]:
                        "barriers, state handles, exactly-once publication, restore on retry, "
                        "backfill from a checkpoint, timeout alerts.",
         "versions": [current],
+        "integrations": [{"integration-name": INTEGRATION, "tags": ["software"]}],
+        "operators": [{"integration-name": INTEGRATION, "python-modules": [
+            "dag_checkpoints.operators", "dag_checkpoints.spark", "dag_checkpoints.timeouts"]}],
+        "triggers": [{"integration-name": INTEGRATION,
+                      "python-modules": ["dag_checkpoints.timeouts"]}],
         "task-decorators": [{"name": "checkpointed_spark",
                              "class-name": "dag_checkpoints.decorators.checkpointed_spark_task"}],
+        # Alerts go through Airflow's notifiers (SMTP, Slack, ... providers): this
+        # provider's deadline callback and alert settings, not a notifier class of its own.
+        "notifications": [],
+        # Connections are those of the Spark and Amazon providers: spark_connect (connect
+        # mode), spark (submit mode), aws (S3 credentials).
+        "connection-types": [],
     }

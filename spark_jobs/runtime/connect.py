@@ -17,6 +17,8 @@ import socket
 from typing import Any
 from urllib.parse import urlparse
 
+from checkpointing.extras import require
+
 from .session import SESSION_CONF, s3a_conf
 
 log = logging.getLogger("spark_jobs.runtime.connect")
@@ -73,6 +75,7 @@ def connect_session(url: str, app: str, *, s3: bool = False, endpoint_url: str |
     The server is probed first with few retries, so that a wrong port or a server that is
     not a Spark Connect server fails in seconds with one line; the session then keeps the
     client's default retries (they ride out a server restart)."""
+    require("pyspark.sql.connect.session", "connect", "a Spark Connect session")
     import pyspark
     from pyspark.sql.connect.client.retries import DefaultPolicy
     from pyspark.sql.connect.session import SparkSession

@@ -10,6 +10,8 @@ import os
 from pathlib import Path
 from urllib.parse import unquote
 
+from checkpointing.extras import require
+
 
 def spark_uri(uri: str) -> str:
     """Storage URIs as Spark (Hadoop) reads them: s3:// goes through the s3a connector, and
@@ -68,6 +70,7 @@ def spark_session(app: str, master: str | None = None, *, s3: bool = False,
 
         return connect_session(remote, app, s3=s3, endpoint_url=endpoint_url, conf=conf)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    require("pyspark.java_gateway", "spark", "a local or spark-submit Spark session")
     from pyspark.sql import SparkSession
 
     submitted = bool(os.environ.get("PYSPARK_GATEWAY_PORT"))  # set by spark-submit
