@@ -27,7 +27,7 @@ sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / "plugins")!r}]
 
 
 def test_without_spark_the_dag_parses_and_the_task_names_the_extra(tmp_path):
-    r = _run({"pyspark"}, f"""
+    r = _run({"pyspark", "py4j"}, f"""
 import importlib.util, os
 os.environ["CKPT_STORAGE"] = "file://{tmp_path}/ckpt"
 spec = importlib.util.spec_from_file_location("energy_daily",
@@ -50,7 +50,7 @@ for kw in ({{}}, {{"remote": "sc://127.0.0.1:1"}}):
                         "'checkpoint_timeout', 'daily_usage', 'readings', 'site_records']"), \
         r.stdout
     assert lines[1].startswith("error a local or spark-submit Spark session needs the Python "
-                               "package 'pyspark.java_gateway'") and \
+                               "package 'py4j.java_gateway'") and \
         "pip install 'dag-checkpoints[spark]'" in lines[1], lines
     assert lines[2].startswith("error a Spark Connect session needs") and \
         "pip install 'dag-checkpoints[connect]'" in lines[2], lines

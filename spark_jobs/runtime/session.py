@@ -70,7 +70,8 @@ def spark_session(app: str, master: str | None = None, *, s3: bool = False,
 
         return connect_session(remote, app, s3=s3, endpoint_url=endpoint_url, conf=conf)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-    require("pyspark.java_gateway", "spark", "a local or spark-submit Spark session")
+    # py4j, the bridge to the JVM, comes with full pyspark only (not pyspark-client)
+    require("py4j.java_gateway", "spark", "a local or spark-submit Spark session")
     from pyspark.sql import SparkSession
 
     submitted = bool(os.environ.get("PYSPARK_GATEWAY_PORT"))  # set by spark-submit

@@ -81,7 +81,9 @@ def test_no_full_pyspark_and_no_checkout_in_the_environment(venv, tmp_path):
     r = subprocess.run([str(venv / "bin/python"), "-c", """
 import importlib.util, json, sys
 import checkpointing, dag_checkpoints, spark_jobs.runtime
-print(json.dumps({"jvm": importlib.util.find_spec("pyspark.java_gateway") is not None,
+import os, pyspark
+print(json.dumps({"jvm": importlib.util.find_spec("py4j") is not None or os.path.isdir(
+                      os.path.join(os.path.dirname(pyspark.__file__), "jars")),
                   "gx": importlib.util.find_spec("great_expectations") is not None,
                   "files": [checkpointing.__file__, dag_checkpoints.__file__]}))
 """], cwd=tmp_path, capture_output=True, text=True, timeout=120,
