@@ -55,7 +55,12 @@ def test_build_contexts_and_dockerfile_sources_exist(compose):
         assert dockerfile.is_file(), (name, dockerfile)
         for line in dockerfile.read_text().splitlines():
             if line.startswith("COPY "):
-                *sources, _dest = shlex.split(line)[1:]
+                args = shlex.split(line)[1:]
+                if args[0].startswith("--from="):  # from an earlier stage, not the context
+                    stage = args[0].removeprefix("--from=")
+                    assert f" AS {stage}" in dockerfile.read_text(), line
+                    continue
+                *sources, _dest = args
                 for src in sources:
                     assert (context / src).exists(), f"{dockerfile.name}: COPY {src} is missing"
             if line.startswith("RUN scripts/"):
