@@ -80,6 +80,11 @@ def test_concurrent_attempts_one_effective_ack(storage):
     # every attempt that was told "acknowledged" is that attempt or was later fenced.
     assert meta.acks["t"].attempt == N
     assert all(type(e).__name__ in ("StaleAttempt",) for e in errors)
+    # An attempt told "acknowledged" got its own attempt back, and every attempt either
+    # was acknowledged or refused as stale (none vanished); the highest was acknowledged.
+    acked = [r for r in results if r is not None]
+    assert all(r == i + 1 for i, r in enumerate(results) if r is not None)
+    assert len(acked) + len(errors) == N and N in acked
 
 
 # ---------------------------------------------------------------- processes

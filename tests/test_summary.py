@@ -25,6 +25,17 @@ def test_first_listing_writes_the_summary_and_later_ones_read_it(storage, tmp_pa
     list_epochs(c, per_task=True, cache=SummaryCache())
     for e in (1, 2, aborted):
         assert read_summary(storage, c.layout, e) == epoch_stats(c, e, True)
+    # ... and says what the setup did, independently of the function that wrote it.
+    for e, run_id in ((1, "r1"), (2, "r2")):
+        st = read_summary(storage, c.layout, e)
+        assert (st.status, st.run_id, st.reason) == ("completed", run_id, None)
+        assert st.tasks_acked == st.tasks_total == len(DIAMOND)
+        assert sorted(t.task_id for t in st.tasks) == sorted(DIAMOND)
+        assert st.state_bytes > 0 and st.duration_ms is not None
+    st = read_summary(storage, c.layout, aborted)
+    assert (st.status, st.run_id, st.reason, st.detail) == ("aborted", "r3", "cancelled",
+                                                             "by hand")
+    assert (st.tasks_acked, st.tasks_total) == (0, len(DIAMOND))
     assert read_summary(storage, c.layout, pending) is None
     cache = SummaryCache()
     storage.stats.reset()
