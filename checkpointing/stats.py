@@ -30,6 +30,8 @@ class TaskStats:
     restore_ms: float | None = None
     run_ms: float | None = None
     row_counts: dict[str, int] = field(default_factory=dict)
+    #: the epoch the acknowledged attempt restored its state from (None: empty state)
+    restored_from: int | None = None
 
 
 @dataclass
@@ -70,6 +72,20 @@ class EpochStats:
                           for t in d.get("tasks") or ()])
 
 
+def dag_order(plan: dict) -> list[str]:
+    """The plan's tasks upstream first (Kahn's order, ties by name): as the DAG runs them."""
+    left = {t: set(p.upstream) & set(plan) for t, p in plan.items()}
+    order: list[str] = []
+    while left:
+        ready = sorted(t for t, ups in left.items() if not ups) or sorted(left)[:1]
+        for t in ready:
+            order.append(t)
+            del left[t]
+        for ups in left.values():
+            ups.difference_update(ready)
+    return order
+
+
 def epoch_stats(coordinator, epoch_id: int, per_task: bool = True) -> EpochStats:  # noqa: ANN001
     """Statistics of one epoch; ``per_task`` reads every acknowledgement."""
     barrier = coordinator.barrier(epoch_id)
@@ -92,7 +108,7 @@ def epoch_stats(coordinator, epoch_id: int, per_task: bool = True) -> EpochStats
         declined_by=meta.declined_by if meta else None,
         logical_date=_logical_date(barrier.input_range, barrier.data_interval),
     )
-    for task in barrier.plan:
+    for task in dag_order(barrier.plan):
         ta = tasks.get(task)
         eff = ta.effective_ack if ta else None
         ts = TaskStats(task, "pending", ta.highest if ta else 0)
@@ -113,6 +129,7 @@ def epoch_stats(coordinator, epoch_id: int, per_task: bool = True) -> EpochStats
                 if ts.started_at:
                     ts.started_delay_ms = round((parse_iso(ts.started_at) - created) * 1000, 1)
                 ts.row_counts = dict(h.row_counts)
+                ts.restored_from = (h.restored_from or {}).get("epoch_id")
                 stats.state_bytes += h.state_size
                 stats.bytes_written += h.bytes_written
         stats.tasks.append(ts)

@@ -309,6 +309,23 @@ def test_epochs_page_in_headless_chromium(af, tmp_path):
         assert seen["tables"][str(e["epoch_id"])] == want, (e, seen["tables"])
     assert any("gold_route_stats v" in t for t in seen["tables"].values()), seen["tables"]
     assert seen["task_rows"] == 6 and seen["chart_points"] == len(expected)
+    # The page's defects (issue 25): each task says which epoch it restored from (the
+    # oldest listed epoch restored from nothing, or from its parent); no row wraps; no
+    # tick collides with the unit, none says "0.0", no failed epoch without a value is a
+    # full-height bar; the disabled Start button looks disabled; a cancelled epoch names
+    # the task(s) that had not acknowledged.
+    oldest = sa.get(f"{API}/epochs/{expected[-1]['epoch_id']}").json()
+    want_from = "empty state" if oldest["parent_epoch_id"] is None \
+        else f"epoch {oldest['parent_epoch_id']}"
+    assert set(seen["restored_from"]) == {want_from}, seen["restored_from"]
+    assert max(seen["row_heights"]) < 1.6 * min(seen["row_heights"]), seen["row_heights"]
+    for ch in seen["charts"]:
+        assert ch["overlaps"] == 0 and ch["fullFailed"] == 0, ch
+        assert "0.0" not in ch["ticks"], ch
+    assert float(seen["disabled_opacity"]) < 0.6, seen["disabled_opacity"]
+    cancelled = [e for e in expected if e["status"] == "aborted" and e["missing_tasks"]]
+    assert all(any(t in seen["failed_task"][i] for t in e["missing_tasks"])
+               for i, e in enumerate(expected) if e in cancelled), seen["failed_task"]
     assert seen["timeline_bars"] == 6  # the oldest epoch completed: every task acked
     assert seen["savepoint_message"].startswith("savepoint sp-")
     # The lineage timeline: main and the backfill, its branch from the savepoint's epoch

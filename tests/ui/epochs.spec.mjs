@@ -42,6 +42,27 @@ try {
   const timelineBars = Number(await frame.locator("#timeline").getAttribute("data-bars"));
 
   const lineages = await frame.locator("#lineages").evaluate((svg) => ({ ...svg.dataset }));
+  // What the page shows, for the defects it must not have: which epoch each task restored
+  // from; no cell wrapping (a row's height is one line's); chart ticks that say something
+  // and a unit label clear of them; a disabled button that looks disabled.
+  const restoredFrom = await frame.locator("#tasks tbody td.restored-from").allTextContents();
+  const rowHeights = await frame.locator("#epochs tbody tr").evaluateAll((trs) =>
+    trs.map((tr) => tr.getBoundingClientRect().height));
+  const charts = await frame.locator("svg#chart-duration, svg#chart-size").evaluateAll((svgs) =>
+    svgs.map((svg) => {
+      const ticks = [...svg.querySelectorAll("text.tick:not(.unit)")];
+      const unit = svg.querySelector("text.unit").getBoundingClientRect();
+      const overlaps = ticks.filter((t) => {
+        const r = t.getBoundingClientRect();
+        return !(r.right < unit.left || r.left > unit.right || r.bottom < unit.top || r.top > unit.bottom);
+      }).length;
+      const fullFailed = [...svg.querySelectorAll("rect.novalue")].filter(
+        (r) => Number(r.getAttribute("height")) > 10).length;
+      return { ticks: ticks.map((t) => t.textContent), overlaps, fullFailed };
+    }));
+  const failedTask = await frame.locator("#epochs tbody td.failed-task").allTextContents();
+  const disabledOpacity = await frame.locator("#backfill-submit").evaluate(
+    (b) => getComputedStyle(b).opacity);
 
   // The backfill form: a preview from a savepoint enables Start; a last day behind what is
   // published is a rewind, shown as a conflict, and Start stays disabled.
@@ -87,7 +108,9 @@ try {
   const background = await dark.locator("body").evaluate((b) => getComputedStyle(b).backgroundColor);
   if (SCREENSHOT_DARK) await page.screenshot({ path: SCREENSHOT_DARK, fullPage: true });
 
-  console.log(JSON.stringify({ rows: rowCount, tables: tablesCells, task_rows: taskRows, chart_points: chartPoints,
+  console.log(JSON.stringify({ rows: rowCount, tables: tablesCells, task_rows: taskRows,
+    restored_from: restoredFrom, row_heights: rowHeights, charts, failed_task: failedTask,
+    disabled_opacity: disabledOpacity, chart_points: chartPoints,
     savepoint_message: savepointMessage, trigger_message: triggerMessage,
     trigger_date: triggerDate, theme, background, timeline_bars: timelineBars, lineages,
     preview, rewind_preview: rewindPreview,

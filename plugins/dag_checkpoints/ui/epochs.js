@@ -38,6 +38,7 @@ function cell(tr, text, cls) {
   const td = document.createElement("td");
   td.textContent = text;
   if (cls) td.className = cls;
+  if (cls && cls.split(" ").includes("long")) td.title = String(text);
   tr.appendChild(td);
   return td;
 }
@@ -98,23 +99,29 @@ function hover(el, text) { svgEl(el, "title", {}, text); }
 function chart(id, values, unit) {
   const svg = document.getElementById(id);
   svg.replaceChildren();
-  const w = 420, h = 130, left = 40, bottom = 18, top = 8;
+  // The unit sits right of the axis's top, clear of the ticks ("KiB" never runs into "497").
+  const w = 420, h = 136, left = 44, bottom = 18, top = 16;
   svg.setAttribute("viewBox", `0 0 ${w} ${h}`);
-  const max = Math.max(1e-9, ...values.filter((v) => v.y != null).map((v) => v.y));
+  const known = values.filter((v) => v.y != null).map((v) => v.y);
+  const max = Math.max(0, ...known);
   const plotH = h - bottom - top, step = (w - left - 4) / Math.max(values.length, 1);
   const bw = Math.max(2, step - 2);
   svgEl(svg, "line", {x1: left, y1: top, x2: left, y2: h - bottom, class: "axis"});
   svgEl(svg, "line", {x1: left, y1: h - bottom, x2: w, y2: h - bottom, class: "axis"});
-  for (const f of [0, 0.5, 1]) {
+  // Ticks only where they say something: 0 alone on an empty or all-zero chart.
+  for (const f of max > 0 ? [0, 0.5, 1] : [0]) {
     const y = h - bottom - plotH * f;
+    const v = max * f;
     svgEl(svg, "text", {x: left - 4, y: y + 3, class: "tick", "text-anchor": "end"},
-      (max * f).toFixed(max * f >= 10 ? 0 : 1));
+      v === 0 ? "0" : v.toFixed(v >= 10 ? 0 : 1));
   }
-  svgEl(svg, "text", {x: 2, y: top + 2, class: "tick"}, unit);
+  svgEl(svg, "text", {x: left + 4, y: top - 4, class: "tick unit"}, unit);
   const labelEvery = Math.ceil(values.length / 8);
   values.forEach((v, i) => {
     const failed = v.status !== "completed" && v.status !== "pending";
-    const bh = v.y == null ? (failed ? plotH : 0) : Math.max(1, plotH * v.y / max);
+    // A failed epoch without a value is a short red mark at the axis, not a full bar
+    // that reads as the largest value of the chart.
+    const bh = v.y == null || max === 0 ? (failed ? 4 : 0) : Math.max(1, plotH * v.y / max);
     const x = left + 2 + i * step;
     const r = svgEl(svg, "rect", {x, y: h - bottom - bh, width: bw, height: bh,
       class: `${v.status}${v.y == null ? " novalue" : ""}`});
@@ -132,13 +139,14 @@ function chart(id, values, unit) {
 function timeline(tasks) {
   const svg = document.getElementById("timeline");
   svg.replaceChildren();
-  const rowH = 20, left = 130, w = 860, top = 6, bottom = 18;
+  // The right margin leaves room for the last tick's label ("12.3s"), centred on the end.
+  const rowH = 20, left = 130, w = 860, top = 6, bottom = 18, right = 24;
   const h = top + bottom + rowH * Math.max(tasks.length, 1);
   svg.setAttribute("viewBox", `0 0 ${w} ${h}`);
   svg.style.height = `${h}px`;
   const end = Math.max(1, ...tasks.map((t) => (t.ack_delay_ms ?? 0) / 1000));
-  const x = (s) => left + (w - left - 10) * s / end;
-  svgEl(svg, "line", {x1: left, y1: h - bottom, x2: w - 10, y2: h - bottom, class: "axis"});
+  const x = (s) => left + (w - left - right) * s / end;
+  svgEl(svg, "line", {x1: left, y1: h - bottom, x2: w - right, y2: h - bottom, class: "axis"});
   for (const f of [0, 0.25, 0.5, 0.75, 1]) {
     svgEl(svg, "text", {x: x(end * f), y: h - 5, class: "tick", "text-anchor": "middle"},
       `${(end * f).toFixed(1)}s`);
@@ -264,17 +272,23 @@ async function load() {
     const tr = document.createElement("tr");
     tr.dataset.epochId = e.epoch_id;
     cell(tr, e.epoch_id);
-    cell(tr, e.run_id);
+    cell(tr, e.run_id, "long");
     cell(tr, e.status, `status-${e.status}`);
     cell(tr, secs(e.duration_ms));
     cell(tr, size(e.state_bytes));
     cell(tr, `${e.tasks_acked}/${e.tasks_total}`);
-    taskLogLink(cell(tr, e.declined_by || ""), e.run_id, e.declined_by);
+    // The task that failed it: the one that declined, else (a timeout, a lost runner) the
+    // tasks that had not acknowledged.
+    const failed = e.declined_by || (e.status === "aborted" ? (e.missing_tasks || []).join(", ") : "");
+    const failedCell = cell(tr, failed, "long failed-task");
+    if (e.declined_by || (e.missing_tasks || []).length === 1) {
+      taskLogLink(failedCell, e.run_id, e.declined_by || e.missing_tasks[0]);
+    }
     cell(tr, e.reason ? `${e.reason}${e.source === "history" ? " (files deleted)" : ""}` : "");
-    cell(tr, e.lineage);
+    cell(tr, e.lineage, "long");
     cell(tr, e.parent_epoch_id ?? "–");
     // "gold_route_stats v12": the table version each table output got from this epoch
-    cell(tr, Object.entries(e.tables || {}).map(([t, v]) => `${t} v${v}`).join(", "), "tables");
+    cell(tr, Object.entries(e.tables || {}).map(([t, v]) => `${t} v${v}`).join(", "), "tables long");
     tr.addEventListener("click", () => showEpoch(e.epoch_id));
     body.appendChild(tr);
   }
@@ -320,7 +334,9 @@ async function showEpoch(id) {
     cell(tr, t.run_ms == null ? "–" : `${secs(t.restore_ms)} / ${secs(t.run_ms)}`);
     cell(tr, size(t.state_bytes));
     cell(tr, size(t.bytes_written));
-    cell(tr, Object.entries(t.row_counts || {}).map(([k, v]) => `${k}=${v}`).join(" "));
+    cell(tr, t.restored_from == null ? (t.status === "acked" ? "empty state" : "–")
+      : `epoch ${t.restored_from}`, "restored-from");
+    cell(tr, Object.entries(t.row_counts || {}).map(([k, v]) => `${k}=${v}`).join(" "), "long");
     body.appendChild(tr);
   }
   timeline(e.tasks);
