@@ -41,3 +41,55 @@ def test_flights_quick_path_runs_as_written(tmp_path):
                                              "HOME": str(tmp_path)})
         assert r.returncode == 0, f"{line}\n{r.stderr[-2000:]}"
     assert "completed" in r.stdout, r.stdout
+
+
+def _python_blocks(text: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", text, re.S)
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/JOBS.md"])
+def test_every_python_block_is_python(doc):
+    """The README's and JOBS.md's Python blocks parse (most are fragments of a job or a
+    DAG file, run for real by the examples they quote: docs/examples/energy_daily.py by
+    tests/test_user_pipeline.py, dags/aircraft_utilisation.py by test_aircraft_dag.py);
+    an ellipsis stands for the user's own code."""
+    import ast
+    import textwrap
+
+    blocks = _python_blocks((ROOT / doc).read_text())
+    assert blocks, doc
+    for block in blocks:
+        ast.parse(textwrap.dedent(block))
+
+
+def test_jobs_md_reading_recipe_runs(tmp_path):
+    """JOBS.md's "Reading a published output from outside", run as written against a Delta
+    table this project committed (its location put in)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from checkpointing import Coordinator, LocalStorage, SnapshotWriter
+    from checkpointing.barrier import TaskPlan
+    from checkpointing.tables import TableSpec
+
+    c = Coordinator(LocalStorage(tmp_path / "ckpt"), "p")
+    loc = f"{tmp_path}/tables/energy_daily_usage"
+    for n in (1, 2):
+        b = c.begin_epoch({"t": TaskPlan((), True)}, f"r{n}")
+        c.register_attempt(b.epoch_id, "t", 1)
+        w = SnapshotWriter(c.storage, c.layout, b.epoch_id, "t", 1)
+        path = tmp_path / f"part-{n}.parquet"
+        pq.write_table(pa.table({"site": ["north"], "kwh": [float(n)]}), path)
+        w.stage_table_output("energy_daily_usage", TableSpec(f"file://{loc}", "overwrite"),
+                             [path])
+        c.acknowledge(b.epoch_id, "t", 1, w.handle())
+        c.complete(b.epoch_id)
+    text = (ROOT / "docs/JOBS.md").read_text()
+    block = text[text.index("### Reading a published output from outside"):]
+    code = _python_blocks(block)[0].replace("s3://bucket/tables/energy_daily_usage", loc) \
+        .replace("version=7", "version=1")  # epoch 1's version here
+    lines = [ln.split("#")[0].strip() for ln in code.strip().splitlines()]
+    scope: dict = {}
+    exec(lines[0], scope)  # the import
+    latest, earlier = (eval(ln, scope) for ln in lines[1:])  # noqa: S307 - our own doc
+    assert latest["kwh"].tolist() == [2.0] and earlier["kwh"].tolist() == [1.0]
