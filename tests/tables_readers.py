@@ -45,3 +45,55 @@ def rows_duckdb(location: str, endpoint: str | None = None) -> list[tuple]:
     cols = [d[0] for d in rel.description]
     order = sorted(range(len(cols)), key=lambda i: cols[i])
     return sorted(tuple(r[i] for i in order) for r in rel.fetchall())
+
+
+#: Two epochs of a Spark job writing a ``replace_partitions`` table: day d1 kept from the
+#: first, d2 corrected and d3 added by the second.
+SPARK_EPOCHS = {1: [("a", 1, "d1"), ("b", 2, "d2")], 2: [("b", 5, "d2"), ("c", 3, "d3")]}
+SPARK_EXPECTED = [("d1", "a", 1), ("d2", "b", 5), ("d3", "c", 3)]
+
+
+def spark_table_epochs(c, spec, connect_url: str, endpoint: str) -> list[tuple]:
+    """Run SPARK_EPOCHS through JobRun.write_table on the Spark Connect server, complete
+    each epoch, and return the published table as Spark reads it (read_published)."""
+    from checkpointing.barrier import TaskPlan
+    from spark_jobs.runtime import JobResult, read_published, run_task, spark_session
+
+    spark = spark_session("tables", s3=True, endpoint_url=endpoint, remote=connect_url)
+    try:
+        for n, rows in SPARK_EPOCHS.items():
+            b = c.begin_epoch({"gold": TaskPlan((), True)}, f"r{n}")
+
+            def job(run, rows=rows):
+                df = run.spark.createDataFrame(rows, "key string, value long, day string")
+                run.write_table(df, "t", spec, rows=len(rows))
+                return JobResult(row_counts={"t": len(rows)})
+
+            run_task(job, c, b.epoch_id, "gold", 1, spark, "", endpoint_url=endpoint)
+            c.complete(b.epoch_id)
+        return sorted(tuple(r) for r in read_published(spark, c, "t")
+                      .select("day", "key", "value").collect())
+    finally:
+        spark.stop()
+
+
+def die_after_table_commit(c, epoch_id: int, endpoint: str | None) -> None:
+    """Complete epoch ``epoch_id`` in another process that exits (os._exit, as a SIGKILL
+    would end it) right after the table commits, before the manifest is written."""
+    import os
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    child = f"""
+import os, sys
+sys.path.insert(0, {str(root)!r})
+import checkpointing.coordinator as co
+from checkpointing import Coordinator, open_storage
+co.publish = lambda *a, **k: os._exit(9)   # dies between the table commit and the manifest
+storage = open_storage({c.storage.uri("").rstrip("/")!r}, endpoint_url={endpoint!r})
+Coordinator(storage, "p").complete({epoch_id})
+"""
+    r = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
+                       timeout=120, env=os.environ.copy())
+    assert r.returncode == 9, r.stderr[-2000:]

@@ -7,8 +7,6 @@ here from what each epoch staged."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -22,7 +20,12 @@ from checkpointing.iceberg import open_table
 from checkpointing.publish import published_tables, read_manifest
 from checkpointing.tables import TableSpec, app_id, commit_tables
 from tests.helpers import race
-from tests.tables_readers import _extension
+from tests.tables_readers import (
+    SPARK_EXPECTED,
+    _extension,
+    die_after_table_commit,
+    spark_table_epochs,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 PLAN = {"src": TaskPlan(), "gold": TaskPlan(("src",), True)}
@@ -164,18 +167,7 @@ def test_a_commit_step_killed_after_the_table_commit_commits_nothing_twice(env, 
     spec = _spec(wh, "append")
     _epoch(c, tmp_path, spec, [("a", 1, "d1")], "r1")
     b = _epoch(c, tmp_path, spec, [("b", 2, "d2")], "r2", complete=False)
-    child = f"""
-import os, sys
-sys.path.insert(0, {str(ROOT)!r})
-import checkpointing.coordinator as co
-from checkpointing import Coordinator, open_storage
-co.publish = lambda *a, **k: os._exit(9)   # dies between the table commit and the manifest
-storage = open_storage({c.storage.uri("").rstrip("/")!r}, endpoint_url={endpoint!r})
-Coordinator(storage, "p").complete({b.epoch_id})
-"""
-    r = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
-                       timeout=120, env=os.environ.copy())
-    assert r.returncode == 9, r.stderr[-2000:]
+    die_after_table_commit(c, b.epoch_id, endpoint)
     assert _snapshots(spec, endpoint) == ["1", "2"]
     assert read_manifest(c.storage, c.layout).epoch_id == 1
     assert Coordinator(c.storage, "p").complete(b.epoch_id).completed  # the retry
@@ -237,31 +229,13 @@ def test_a_spark_job_stages_an_iceberg_table(spark_connect, s3_server, s3_bucket
     (Iceberg reads its value from their statistics), one snapshot per epoch, and
     read_published reads the published snapshot back through Spark."""
     from checkpointing.storage.s3 import S3Storage
-    from spark_jobs.runtime import JobResult, read_published, run_task, spark_session
 
     monkeypatch.setenv("PYICEBERG_CATALOG__CKPT__TYPE", "sql")
     monkeypatch.setenv("PYICEBERG_CATALOG__CKPT__URI", catalog_url)
     c = Coordinator(S3Storage(s3_bucket, "ckpt", endpoint_url=s3_server.endpoint), "p")
     spec = _spec(f"s3://{s3_bucket}/warehouse", "replace_partitions", ("day",))
-    spark = spark_session("tables", s3=True, endpoint_url=s3_server.endpoint,
-                          remote=spark_connect.url)
-    days = {1: [("a", 1, "d1"), ("b", 2, "d2")], 2: [("b", 5, "d2"), ("c", 3, "d3")]}
-    expected = [("d1", "a", 1), ("d2", "b", 5), ("d3", "c", 3)]
-    try:
-        for n, rows in days.items():
-            b = c.begin_epoch({"gold": TaskPlan((), True)}, f"r{n}")
-
-            def job(run, rows=rows):
-                df = run.spark.createDataFrame(rows, "key string, value long, day string")
-                run.write_table(df, "t", spec, rows=len(rows))
-                return JobResult(row_counts={"t": len(rows)})
-
-            run_task(job, c, b.epoch_id, "gold", 1, spark, "", endpoint_url=s3_server.endpoint)
-            c.complete(b.epoch_id)
-        via_spark = sorted(tuple(r) for r in read_published(spark, c, "t")
-                           .select("day", "key", "value").collect())
-    finally:
-        spark.stop()
+    via_spark = spark_table_epochs(c, spec, spark_connect.url, s3_server.endpoint)
+    expected = SPARK_EXPECTED
     assert rows_pyiceberg(spec, s3_server.endpoint) == expected
     assert rows_duckdb(spec, s3_server.endpoint) == expected
     assert via_spark == expected

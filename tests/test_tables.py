@@ -20,7 +20,13 @@ from checkpointing.delta import open_table
 from checkpointing.publish import published_tables, read_manifest
 from checkpointing.tables import TableSpec, app_id, commit_tables
 from tests.helpers import race
-from tests.tables_readers import rows_deltalake, rows_duckdb
+from tests.tables_readers import (
+    SPARK_EXPECTED,
+    die_after_table_commit,
+    rows_deltalake,
+    rows_duckdb,
+    spark_table_epochs,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 PLAN = {"src": TaskPlan(), "gold": TaskPlan(("src",), True)}
@@ -140,18 +146,7 @@ def test_a_commit_step_killed_after_the_table_commit_commits_nothing_twice(env, 
     spec = TableSpec(f"{wh}/facts", "append")
     _epoch(c, tmp_path, spec, [("a", 1, "d1")], "r1")
     b = _epoch(c, tmp_path, spec, [("b", 2, "d2")], "r2", complete=False)
-    child = f"""
-import os, sys
-sys.path.insert(0, {str(ROOT)!r})
-import checkpointing.coordinator as co
-from checkpointing import Coordinator, open_storage
-co.publish = lambda *a, **k: os._exit(9)   # dies between the table commit and the manifest
-storage = open_storage({c.storage.uri("").rstrip("/")!r}, endpoint_url={endpoint!r})
-Coordinator(storage, "p").complete({b.epoch_id})
-"""
-    r = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
-                       timeout=120)
-    assert r.returncode == 9, r.stderr[-2000:]
+    die_after_table_commit(c, b.epoch_id, endpoint)
     assert _versions(spec.location, endpoint) == {0: None, 1: "1", 2: "2"}
     assert read_manifest(c.storage, c.layout).epoch_id == 1  # not published yet
     meta = Coordinator(c.storage, "p").complete(b.epoch_id)  # the commit step's retry
@@ -199,31 +194,13 @@ def test_a_spark_job_stages_a_table_that_its_epoch_commits(spark_connect, s3_ser
     """JobRun.write_table through Spark Connect on S3: Spark writes the partitioned Parquet
     into the table's location, the epoch's completion commits it, one version per epoch."""
     from checkpointing.storage.s3 import S3Storage
-    from spark_jobs.runtime import JobResult, read_published, run_task, spark_session
 
     c = Coordinator(S3Storage(s3_bucket, "ckpt", endpoint_url=s3_server.endpoint), "p")
     spec = TableSpec(f"s3://{s3_bucket}/warehouse/by_day", "replace_partitions", ("day",))
-    spark = spark_session("tables", s3=True, endpoint_url=s3_server.endpoint,
-                          remote=spark_connect.url)
-    days = {1: [("a", 1, "d1"), ("b", 2, "d2")], 2: [("b", 5, "d2"), ("c", 3, "d3")]}
-    try:
-        for n, rows in days.items():
-            b = c.begin_epoch({"gold": TaskPlan((), True)}, f"r{n}")
-
-            def job(run, rows=rows):
-                df = run.spark.createDataFrame(rows, "key string, value long, day string")
-                run.write_table(df, "t", spec, rows=len(rows))
-                return JobResult(row_counts={"t": len(rows)})
-
-            run_task(job, c, b.epoch_id, "gold", 1, spark, "", endpoint_url=s3_server.endpoint)
-            c.complete(b.epoch_id)
-        # Spark reads the published version: d1's file staged by epoch 1, d2's and d3's
-        # by epoch 2, in different directories; the partition column comes from each.
-        via_spark = sorted(tuple(r) for r in read_published(spark, c, "t")
-                           .select("day", "key", "value").collect())
-    finally:
-        spark.stop()
-    expected = [("d1", "a", 1), ("d2", "b", 5), ("d3", "c", 3)]
+    # Spark reads the published version: d1's file staged by epoch 1, d2's and d3's by
+    # epoch 2, in different directories; the partition column comes from each.
+    via_spark = spark_table_epochs(c, spec, spark_connect.url, s3_server.endpoint)
+    expected = SPARK_EXPECTED
     assert via_spark == expected
     assert rows_deltalake(spec.location, s3_server.endpoint) == expected
     assert rows_duckdb(spec.location, s3_server.endpoint) == expected
