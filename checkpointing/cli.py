@@ -70,7 +70,8 @@ def _parser() -> argparse.ArgumentParser:
     tb = sub.add_parser("tables", help="table outputs: VACUUM keeping what retained epochs "
                         "and savepoints published (PROTOCOL 6.13)")
     tbsub = tb.add_subparsers(dest="action", required=True)
-    vac = tbsub.add_parser("vacuum")
+    vac = tbsub.add_parser("vacuum", help="Delta VACUUM / Iceberg snapshot expiry keeping "
+                           "what retained epochs and savepoints published")
     vac.add_argument("--dry-run", action="store_true")
     vac.add_argument("--min-retention-hours", type=int, default=DEFAULT_MIN_RETENTION_HOURS,
                      help="files staged or removed more recently stay (default "

@@ -240,3 +240,47 @@ def test_a_spark_job_stages_an_iceberg_table(spark_connect, s3_server, s3_bucket
     assert rows_duckdb(spec, s3_server.endpoint) == expected
     assert via_spark == expected
     assert _snapshots(spec, s3_server.endpoint) == ["1", "2"]
+
+
+def test_vacuum_keeps_the_snapshots_retained_epochs_and_savepoints_published(env, tmp_path):
+    """PROTOCOL 6.13 for Iceberg: `ckpt tables vacuum` expires the snapshots of forgotten
+    epochs and deletes the data files only they referenced; the savepoint's and the retained
+    epoch's snapshots stay readable."""
+    from dataclasses import replace
+
+    from checkpointing import create_savepoint, delete_savepoint, open_storage
+    from checkpointing.retention import run_retention
+    from checkpointing.table_retention import vacuum_tables
+
+    c, wh, endpoint = env
+    c.config = replace(c.config, retained_epochs=1)
+    spec = _spec(wh, "replace_partitions", ("day",))
+
+    def data_files() -> int:
+        store = open_storage(spec.location, endpoint_url=endpoint)
+        return len([o for o in store.list("") if o.key.endswith(".parquet")
+                    and not o.key.startswith("metadata/")])
+
+    _epoch(c, tmp_path, spec, [("a", 1, "d1"), ("b", 1, "d2")], "r1")
+    create_savepoint(c, "before-fixes", 1)
+    for n in (2, 3, 4):  # each epoch corrects day d2
+        _epoch(c, tmp_path, spec, [("b", n, "d2")], f"r{n}")
+    run_retention(c)
+    snaps = {s.summary.get("ckpt.epoch_id"): s.snapshot_id
+             for s in open_table(spec, endpoint).snapshots()}
+    assert data_files() == 5
+    done = vacuum_tables(c, min_retention_hours=0)
+    assert [(v.output, v.kept_versions, v.files_deleted) for v in done] == [
+        ("t", tuple(sorted((snaps["1"], snaps["4"]))), 2)]
+    assert data_files() == 3
+    t = open_table(spec, endpoint)
+    assert t.snapshot_by_id(snaps["2"]) is None and t.snapshot_by_id(snaps["3"]) is None
+    assert rows_pyiceberg(spec, endpoint, snaps["1"]) == [("d1", "a", 1), ("d2", "b", 1)]
+    assert rows_pyiceberg(spec, endpoint) == [("d1", "a", 1), ("d2", "b", 4)]
+    assert rows_duckdb(spec, endpoint) == [("d1", "a", 1), ("d2", "b", 4)]
+    delete_savepoint(c.storage, c.layout, "before-fixes")
+    assert vacuum_tables(c, min_retention_hours=0, dry_run=True)[0].files_deleted == 1
+    assert data_files() == 3  # a dry run deletes nothing
+    vacuum_tables(c, min_retention_hours=0)
+    assert data_files() == 2
+    assert rows_pyiceberg(spec, endpoint) == [("d1", "a", 1), ("d2", "b", 4)]
