@@ -23,7 +23,7 @@ from .tables import (
     TableCommit,
     TableCommitError,
     TableSpec,
-    is_staged_by,
+    diff_with_table,
     partition_key,
     partition_values,
     relative_path,
@@ -155,34 +155,12 @@ class DeltaCommitter:
 
         current = {row["path"]: row for row in
                    pa.table(dt.get_add_actions(flatten=True)).to_pylist()}
-        wanted = {relative_path(spec, f): f for f in files}
-        pipeline = app.split(":")[1]
-        carried = [f for path, f in wanted.items() if path not in current
-                   and not is_staged_by(spec, f, pipeline, epoch_id)]
-        self._check_present(spec, carried, app, epoch_id)
+        adds, removes = diff_with_table(spec, app, epoch_id, files, current,
+                                        lambda f: relative_path(spec, f), self.endpoint_url)
         now = int(time.time() * 1000)
-        return (self._adds(spec, tuple(f for p, f in wanted.items() if p not in current),
-                           records)
-                + [RemoveAction(path, True, now, row.get("size_bytes"))
-                   for path, row in current.items() if path not in wanted])
-
-    def _check_present(self, spec: TableSpec, refs: list[FileRef], app: str,
-                       epoch_id: int) -> None:
-        """Files an epoch kept from earlier epochs that the table no longer references
-        must still exist (a VACUUM that ignored the retained epochs deletes them, 6.12):
-        committing them would make a table that no reader can open."""
-        if not refs:
-            return
-        from .storage import open_storage
-
-        store = open_storage(spec.location, endpoint_url=self.endpoint_url)
-        gone = [f.name for f in refs
-                if not store.exists(store.key_for_uri(f.uri.replace("s3a://", "s3://")) or "")]
-        if gone:
-            raise TableCommitError(
-                f"table {app!r}: epoch {epoch_id} keeps {len(gone)} file(s) the table's "
-                f"VACUUM already deleted (first: {gone[0]!r}); vacuum with 'ckpt tables "
-                "vacuum', which keeps what retained epochs reference")
+        return (self._adds(spec, tuple(adds), records)
+                + [RemoveAction(path, True, now, current[path].get("size_bytes"))
+                   for path in removes])
 
     @staticmethod
     def _adds(spec: TableSpec, files: tuple[FileRef, ...],

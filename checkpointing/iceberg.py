@@ -20,7 +20,7 @@ from urllib.parse import unquote, urlparse
 
 from .extras import require
 from .state_handle import FileRef
-from .tables import TableCommit, TableCommitError, TableSpec, is_staged_by
+from .tables import TableCommit, TableCommitError, TableSpec, diff_with_table
 
 log = logging.getLogger("checkpointing.iceberg")
 _ATTEMPTS = 8
@@ -136,16 +136,13 @@ class IcebergCommitter:
 
         current = {task.file.file_path: task.file for task in table.scan().plan_files()} \
             if table.current_snapshot() is not None else {}
-        wanted = {file_path(f.uri): f for f in files}
-        adds = [p for p in wanted if p not in current]
         if meta.get("table_files") == "all":
-            removes = [df for p, df in current.items() if p not in wanted]
-            pipeline = app.split(":")[1]
-            self._check_present(table, [wanted[p] for p in adds if not is_staged_by(
-                spec, wanted[p], pipeline, epoch_id)], app, epoch_id)
-        elif spec.mode == "overwrite":
-            removes = list(current.values())
-        else:
+            listed, gone = diff_with_table(spec, app, epoch_id, files, current,
+                                           lambda f: file_path(f.uri), self.endpoint_url)
+            adds, removes = [file_path(f.uri) for f in listed], [current[p] for p in gone]
+        else:  # append: the epoch's files the table does not hold yet
+            adds = [p for p in dict.fromkeys(file_path(f.uri) for f in files)
+                    if p not in current]
             removes = []
         tx = table.transaction()
         props = {"ckpt.app_id": app, "ckpt.epoch_id": str(epoch_id)}
@@ -157,16 +154,6 @@ class IcebergCommitter:
                                                                     tx.table_metadata, path))
         tx.commit_transaction()
         return int(table.refresh().current_snapshot().snapshot_id)
-
-    @staticmethod
-    def _check_present(table: Any, refs: list[FileRef], app: str, epoch_id: int) -> None:
-        gone = [f.name for f in refs if not table.io.new_input(file_path(f.uri)).exists()]
-        if gone:
-            raise TableCommitError(
-                f"table {app!r}: epoch {epoch_id} keeps {len(gone)} file(s) the table's "
-                f"cleanup already deleted (first: {gone[0]!r}); expire snapshots keeping "
-                "the versions retained epochs reference (PROTOCOL 6.13)")
-
 
 def committed_snapshot(table: Any, app: str, epoch_id: int) -> int | None:
     """The snapshot holding epoch ``epoch_id`` of ``app``, if that epoch is committed: the

@@ -16,6 +16,7 @@ module of its own and is imported only when a table of that format is committed.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import unquote
@@ -147,6 +148,40 @@ def partition_key(spec: TableSpec, ref: FileRef) -> tuple[str | None, ...]:
 def is_staged_by(spec: TableSpec, ref: FileRef, pipeline_id: str, epoch_id: int) -> bool:
     """Whether ``ref`` was staged by an attempt of epoch ``epoch_id`` (not carried)."""
     return relative_path(spec, ref).startswith(f"ckpt-{pipeline_id}-e{epoch_id:010d}-")
+
+
+def diff_with_table(spec: TableSpec, app: str, epoch_id: int, files: tuple[FileRef, ...],
+                    current: Any, key: Callable[[FileRef], str],
+                    endpoint_url: str | None = None) -> tuple[list[FileRef], list[str]]:
+    """What committing an output that lists the table's whole content (``table_files:
+    all``, 1.8) changes, whatever moved the table since its epoch restored: (the listed
+    files the table lacks, the table's files not listed). ``current`` holds the table's
+    files as ``key`` names them. A listed file the epoch did not stage and the table no
+    longer references must still exist (6.13): else the commit is refused."""
+    wanted = {key(f): f for f in files}
+    adds = [f for k, f in wanted.items() if k not in current]
+    pipeline = app.split(":")[1]
+    check_present(spec, [f for f in adds if not is_staged_by(spec, f, pipeline, epoch_id)],
+                  app, epoch_id, endpoint_url)
+    return adds, [k for k in current if k not in wanted]
+
+
+def check_present(spec: TableSpec, refs: list[FileRef], app: str, epoch_id: int,
+                  endpoint_url: str | None = None) -> None:
+    """Refuse, in one line, to commit files a cleanup that ignored the retained epochs
+    (6.13) deleted: the table would name files no reader can open."""
+    if not refs:
+        return
+    from .storage import open_storage
+
+    store = open_storage(spec.location, endpoint_url=endpoint_url)
+    gone = [f.name for f in refs
+            if not store.exists(store.key_for_uri(f.uri.replace("s3a://", "s3://")) or "")]
+    if gone:
+        raise TableCommitError(
+            f"table {app!r}: epoch {epoch_id} keeps {len(gone)} file(s) the table's cleanup "
+            f"already deleted (first: {gone[0]!r}); clean up with 'ckpt tables vacuum', "
+            "which keeps what retained epochs and savepoints reference")
 
 
 def app_id(pipeline_id: str, lineage: str, output: str) -> str:

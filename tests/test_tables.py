@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -325,3 +326,23 @@ def test_backfill_promotion_is_one_commit_readers_never_see_a_mix(env, tmp_path)
     day("2013-01-04", "k4", 4)
     assert rows_deltalake(spec.location, endpoint) == corrected + [("2013-01-04", "k4", 4)]
     assert rows_duckdb(spec.location, endpoint) == corrected + [("2013-01-04", "k4", 4)]
+
+
+def test_a_file_a_foreign_vacuum_deleted_is_never_committed(env, tmp_path):
+    """6.13: an output that keeps a file the table no longer references (a backfill from
+    an old epoch) is refused in one line when a cleanup ignoring the retained epochs
+    deleted that file, instead of a table version naming a missing file."""
+    from checkpointing import open_storage
+    from checkpointing.tables import TableCommitError
+
+    c, wh, endpoint = env
+    spec = TableSpec(f"{wh}/by_day", "replace_partitions", ("day",))
+    _epoch(c, tmp_path, spec, [("a", 1, "d1"), ("b", 1, "d2")], "r1", partitioned=True)
+    _epoch(c, tmp_path, spec, [("b", 2, "d2")], "r2", partitioned=True)
+    first = c.completed_handles(1)["gold"].outputs
+    old_d2 = next(f for f in first["t"].files if "day=d2" in unquote(f.uri))
+    store = open_storage(spec.location, endpoint_url=endpoint)
+    store.delete(store.key_for_uri(old_d2.uri))  # what a plain VACUUM would have done
+    with pytest.raises(TableCommitError, match="keeps 1 file"):
+        commit_tables("p", "bf", 99, first, endpoint)  # epoch 1's content, committed again
+    assert rows_deltalake(spec.location, endpoint) == [("d1", "a", 1), ("d2", "b", 2)]
