@@ -97,3 +97,51 @@ Coordinator(storage, "p").complete({epoch_id})
     r = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
                        timeout=120, env=os.environ.copy())
     assert r.returncode == 9, r.stderr[-2000:]
+
+
+#: A source task and a publishing task: the plan of the table tests' epochs.
+def _plan():
+    from checkpointing.barrier import TaskPlan
+
+    return {"src": TaskPlan(), "gold": TaskPlan(("src",), True)}
+
+
+def _parquet(tmp: Path, name: str, rows: list[tuple[str, int, str]]) -> Path:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({"key": pa.array([r[0] for r in rows], pa.string()),
+                             "value": pa.array([r[1] for r in rows], pa.int64()),
+                             "day": pa.array([r[2] for r in rows], pa.string())}), path)
+    return path
+
+
+def table_epoch(c, tmp: Path, spec, rows: list[tuple[str, int, str]], run: str, *,
+                complete: bool = True, **begin):
+    """One epoch whose ``gold`` task stages ``rows`` (key, value, day) as table output
+    ``t``, a file per day for a table partitioned by day (in the directories its format
+    names them: ``day=`` for Delta, ``p_day=`` for Iceberg); ``begin``: the epoch's
+    lineage, data interval, publication and promotion. Returns the decision, or the
+    barrier when not ``complete``."""
+    from checkpointing import SnapshotWriter
+
+    plan = _plan()
+    b = c.begin_epoch(plan, run, **begin)
+    for task in plan:
+        c.register_attempt(b.epoch_id, task, 1)
+    w = SnapshotWriter(c.storage, c.layout, b.epoch_id, "src", 1)
+    c.acknowledge(b.epoch_id, "src", 1, w.handle())
+    w = SnapshotWriter(c.storage, c.layout, b.epoch_id, "gold", 1,
+                       previous=c.restore_handle(b.epoch_id, "gold"))
+    if spec.partition_by:
+        days = sorted({r[2] for r in rows})
+        names = [f"{spec.partition_dir_prefix}day={d}/part-0.parquet" for d in days]
+        paths = [_parquet(tmp, f"{run}/{n}", [r for r in rows if r[2] == d])
+                 for n, d in zip(names, days, strict=True)]
+    else:
+        paths, names = [_parquet(tmp, f"{run}/part-0.parquet", rows)], None
+    w.stage_table_output("t", spec, paths, rows=len(rows), names=names)
+    c.acknowledge(b.epoch_id, "gold", 1, w.handle())
+    return c.complete(b.epoch_id) if complete else b

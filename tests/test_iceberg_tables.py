@@ -10,12 +10,9 @@ import os
 import uuid
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
-from checkpointing import Coordinator, SnapshotWriter
-from checkpointing.barrier import TaskPlan
+from checkpointing import Coordinator
 from checkpointing.iceberg import open_table
 from checkpointing.publish import published_tables, read_manifest
 from checkpointing.tables import TableSpec, app_id, commit_tables
@@ -25,10 +22,10 @@ from tests.tables_readers import (
     _extension,
     die_after_table_commit,
     spark_table_epochs,
+    table_epoch,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-PLAN = {"src": TaskPlan(), "gold": TaskPlan(("src",), True)}
 
 
 @pytest.fixture(scope="module")
@@ -60,37 +57,7 @@ def _spec(wh: str, mode: str, partition_by: tuple[str, ...] = ()) -> TableSpec:
                      catalog="ckpt")
 
 
-def _parquet(tmp: Path, name: str, rows: list[tuple[str, int, str]]) -> Path:
-    path = tmp / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({"key": pa.array([r[0] for r in rows], pa.string()),
-                             "value": pa.array([r[1] for r in rows], pa.int64()),
-                             "day": pa.array([r[2] for r in rows], pa.string())}), path)
-    return path
-
-
-def _epoch(c: Coordinator, tmp: Path, spec: TableSpec, rows: list[tuple[str, int, str]],
-           run: str, *, complete: bool = True, **begin):
-    """One epoch whose ``gold`` task stages ``rows`` as table output ``t``; partitioned
-    tables get a file per day, the column kept in the file (Iceberg reads its value from
-    the file's statistics)."""
-    b = c.begin_epoch(PLAN, run, **begin)
-    for task in PLAN:
-        c.register_attempt(b.epoch_id, task, 1)
-    w = SnapshotWriter(c.storage, c.layout, b.epoch_id, "src", 1)
-    c.acknowledge(b.epoch_id, "src", 1, w.handle())
-    w = SnapshotWriter(c.storage, c.layout, b.epoch_id, "gold", 1,
-                       previous=c.restore_handle(b.epoch_id, "gold"))
-    if spec.partition_by:
-        days = sorted({r[2] for r in rows})
-        paths = [_parquet(tmp, f"{run}/p_day={d}/part-0.parquet", [r for r in rows if r[2] == d])
-                 for d in days]
-        names = [f"p_day={d}/part-0.parquet" for d in days]
-    else:
-        paths, names = [_parquet(tmp, f"{run}/part-0.parquet", rows)], None
-    w.stage_table_output("t", spec, paths, rows=len(rows), names=names)
-    c.acknowledge(b.epoch_id, "gold", 1, w.handle())
-    return c.complete(b.epoch_id) if complete else b
+_epoch = table_epoch
 
 
 def rows_pyiceberg(spec: TableSpec, endpoint: str | None,

@@ -11,12 +11,9 @@ import threading
 from pathlib import Path
 from urllib.parse import unquote
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
-from checkpointing import Coordinator, SnapshotWriter
-from checkpointing.barrier import TaskPlan
+from checkpointing import Coordinator
 from checkpointing.delta import open_table
 from checkpointing.publish import published_tables, read_manifest
 from checkpointing.tables import TableSpec, app_id, commit_tables
@@ -27,10 +24,10 @@ from tests.tables_readers import (
     rows_deltalake,
     rows_duckdb,
     spark_table_epochs,
+    table_epoch,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-PLAN = {"src": TaskPlan(), "gold": TaskPlan(("src",), True)}
 
 
 @pytest.fixture(params=["local", "s3"])
@@ -45,36 +42,7 @@ def env(request, tmp_path):
     return (Coordinator(storage, "p"), f"s3://{storage.bucket}/warehouse", server.endpoint)
 
 
-def _parquet(tmp: Path, name: str, rows: list[tuple[str, int, str]]) -> Path:
-    path = tmp / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.table({"key": pa.array([r[0] for r in rows], pa.string()),
-                             "value": pa.array([r[1] for r in rows], pa.int64()),
-                             "day": pa.array([r[2] for r in rows], pa.string())}), path)
-    return path
-
-
-def _epoch(c: Coordinator, tmp: Path, spec: TableSpec, rows: list[tuple[str, int, str]],
-           run: str, *, complete: bool = True, partitioned: bool = False, **begin):
-    """One epoch whose ``gold`` task stages ``rows`` as table output ``t`` (``begin``:
-    the epoch's lineage, data interval, publication and promotion)."""
-    b = c.begin_epoch(PLAN, run, **begin)
-    for task in PLAN:
-        c.register_attempt(b.epoch_id, task, 1)
-    w = SnapshotWriter(c.storage, c.layout, b.epoch_id, "src", 1)
-    c.acknowledge(b.epoch_id, "src", 1, w.handle())
-    w = SnapshotWriter(c.storage, c.layout, b.epoch_id, "gold", 1,
-                       previous=c.restore_handle(b.epoch_id, "gold"))
-    if partitioned:
-        days = sorted({r[2] for r in rows})
-        paths = [_parquet(tmp, f"{run}/day={d}/part-0.parquet", [r for r in rows if r[2] == d])
-                 for d in days]
-        names = [f"day={d}/part-0.parquet" for d in days]
-    else:
-        paths, names = [_parquet(tmp, f"{run}/part-0.parquet", rows)], None
-    w.stage_table_output("t", spec, paths, rows=len(rows), names=names)
-    c.acknowledge(b.epoch_id, "gold", 1, w.handle())
-    return c.complete(b.epoch_id) if complete else b
+_epoch = table_epoch
 
 
 def _versions(location: str, endpoint: str | None) -> dict[int, str]:
@@ -131,9 +99,9 @@ def test_overwrite_table_and_time_travel_by_epoch(env, tmp_path):
 def test_replace_partitions_keeps_the_other_partitions(env, tmp_path):
     c, wh, endpoint = env
     spec = TableSpec(f"{wh}/by_day", "replace_partitions", ("day",))
-    _epoch(c, tmp_path, spec, [("a", 1, "d1"), ("b", 1, "d2")], "r1", partitioned=True)
+    _epoch(c, tmp_path, spec, [("a", 1, "d1"), ("b", 1, "d2")], "r1")
     # epoch 2 corrects day d2 and adds d3; d1 stays as epoch 1 wrote it
-    _epoch(c, tmp_path, spec, [("b", 7, "d2"), ("c", 3, "d3")], "r2", partitioned=True)
+    _epoch(c, tmp_path, spec, [("b", 7, "d2"), ("c", 3, "d3")], "r2")
     expected = [("d1", "a", 1), ("d2", "b", 7), ("d3", "c", 3)]
     assert rows_deltalake(spec.location, endpoint) == expected
     assert rows_duckdb(spec.location, endpoint) == expected
@@ -222,10 +190,10 @@ def test_vacuum_keeps_the_versions_retained_epochs_and_savepoints_published(env,
     c.config = replace(c.config, retained_epochs=1)
     spec = TableSpec(f"{wh}/by_day", "replace_partitions", ("day",))
     first = [("d1", "a", 1), ("d2", "b", 1)]
-    _epoch(c, tmp_path, spec, [(k, v, d) for d, k, v in first], "r1", partitioned=True)
+    _epoch(c, tmp_path, spec, [(k, v, d) for d, k, v in first], "r1")
     create_savepoint(c, "before-fixes", 1)
     for n in (2, 3, 4):  # each epoch corrects day d2: its commit removes the previous file
-        _epoch(c, tmp_path, spec, [("b", n, "d2")], f"r{n}", partitioned=True)
+        _epoch(c, tmp_path, spec, [("b", n, "d2")], f"r{n}")
     run_retention(c)
     assert c.epoch_ids() == [4]
     versions = {e: v for v, e in _versions(spec.location, endpoint).items() if e}
@@ -280,7 +248,7 @@ def test_backfill_promotion_is_one_commit_readers_never_see_a_mix(env, tmp_path)
 
     def day(d: str, k: str, v: int, **kw):
         return _epoch(c, tmp_path, spec, [(k, v, d)], f"{kw.get('lineage', 'main')}-{d}",
-                      partitioned=True, data_interval={"start": d, "end": d}, **kw)
+                      data_interval={"start": d, "end": d}, **kw)
 
     for n, d in enumerate(("2013-01-01", "2013-01-02", "2013-01-03"), 1):
         day(d, f"k{n}", n)
@@ -337,8 +305,8 @@ def test_a_file_a_foreign_vacuum_deleted_is_never_committed(env, tmp_path):
 
     c, wh, endpoint = env
     spec = TableSpec(f"{wh}/by_day", "replace_partitions", ("day",))
-    _epoch(c, tmp_path, spec, [("a", 1, "d1"), ("b", 1, "d2")], "r1", partitioned=True)
-    _epoch(c, tmp_path, spec, [("b", 2, "d2")], "r2", partitioned=True)
+    _epoch(c, tmp_path, spec, [("a", 1, "d1"), ("b", 1, "d2")], "r1")
+    _epoch(c, tmp_path, spec, [("b", 2, "d2")], "r2")
     first = c.completed_handles(1)["gold"].outputs
     old_d2 = next(f for f in first["t"].files if "day=d2" in unquote(f.uri))
     store = open_storage(spec.location, endpoint_url=endpoint)
