@@ -56,10 +56,8 @@ def table_frame(spark: Any, uris: list[str], spec: Any, schema: str):
 
         import pyarrow as pa
 
-        arrow = pa.ipc.read_schema(pa.py_buffer(base64.b64decode(schema)))
-        if not uris:
-            return spark.createDataFrame([], from_arrow_schema(arrow))
-        return spark.read.parquet(*[spark_uri(u) for u in uris])
+        return _files_frame(spark, uris,
+                            pa.ipc.read_schema(pa.py_buffer(base64.b64decode(schema))))
     from deltalake import Schema
 
     if not uris:
@@ -76,13 +74,18 @@ def table_frame(spark: Any, uris: list[str], spec: Any, schema: str):
 def _read_iceberg(spark: Any, coordinator: Coordinator, spec: Any, meta: dict[str, Any]):
     """An Iceberg table output at the snapshot its epoch committed: the data files
     pyiceberg plans for that snapshot, read by Spark (the files hold every column)."""
-    from pyspark.sql.pandas.types import from_arrow_schema
-
     from checkpointing.iceberg import open_table
 
     table = open_table(spec, getattr(coordinator.storage, "endpoint_url", None))
     scan = table.scan(snapshot_id=meta.get("table_version"))
-    paths = [task.file.file_path for task in scan.plan_files()]
-    if not paths:
-        return spark.createDataFrame([], from_arrow_schema(scan.projection().as_arrow()))
-    return spark.read.parquet(*[spark_uri(p) for p in paths])
+    return _files_frame(spark, [task.file.file_path for task in scan.plan_files()],
+                        scan.projection().as_arrow())
+
+
+def _files_frame(spark: Any, uris: list[str], arrow_schema: Any):
+    """Parquet files that hold every column (Iceberg's), or an empty frame of the schema."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    if not uris:
+        return spark.createDataFrame([], from_arrow_schema(arrow_schema))
+    return spark.read.parquet(*[spark_uri(u) for u in uris])
