@@ -1,8 +1,15 @@
 """The checkpoint coordinator (Flink's CheckpointCoordinator) for one pipeline.
 
 It is stateless between calls except for caches of immutable documents (barriers and
-decided ``_metadata``), so any number of processes (the Airflow scheduler, task processes,
-the CLI) can use it at once: every decision goes through a conditional write in storage.
+decided ``_metadata``, kept by its :class:`EpochStore`), so any number of processes (the
+Airflow scheduler, task processes, the CLI) can use it at once: every decision goes through
+a conditional write in storage.
+
+The coordinator sequences; each rule lives in a module of its own, as Flink splits the
+same work: :class:`RequestDecider` (may an epoch begin), :class:`ParentSelector` (what it
+restores from), :class:`PromotionRule` (backfills continuing the main line),
+:class:`FailureManager` (the failure budget), :class:`EpochFinisher` (what follows a
+decision), and :mod:`.retention` (the cleaner).
 """
 
 from __future__ import annotations
@@ -16,60 +23,46 @@ from typing import Any
 from .acknowledgement import Acknowledgement
 from .attempts import TaskAttempts, scan_epoch_tasks, scan_task
 from .barrier import Barrier, TaskPlan
-from .cas import cas_update
 from .config import CheckpointConfig
 from .decision import Decision
 from .documents import now_iso, parse_iso, writer_identity
-from .epoch_metadata import ABORT_REASONS, AckRef, EpochMetadata, counts_as_failure
+from .epoch_finisher import EpochFinisher
+from .epoch_metadata import ABORT_REASONS, AckRef, EpochMetadata
+from .epoch_store import EpochStore
 from .errors import (
     CheckpointError,
     EpochAlreadyDecided,
     EpochIncomplete,
     EpochNotFound,
-    FailureBudgetExhausted,
-    MalformedDocument,
-    MinPauseNotElapsed,
     NotFound,
-    PipelineOwnedElsewhere,
     PreconditionFailed,
-    PromotingBackfillRunning,
     StaleAttempt,
     StorageError,
-    TooManyConcurrentEpochs,
     UnknownTask,
 )
-from .history import read_failure, record_failure
+from .failure_manager import FailureManager
 from .ids import validate_attempt, validate_epoch_id, validate_id
 from .layout import Layout
-from .lineages import (
-    MAIN,
-    Promotion,
-    list_origins,
-    read_origin,
-    read_promotion,
-    record_promotion,
-)
+from .lineages import MAIN
 from .markers import ATTEMPT_START, DECLINE, RUN_INDEX
-from .publish import publish
-from .registry import LineageState, OpenEpoch, Registry
-from .state_handle import OutputRef, StateHandle
+from .parent_selector import LATEST, ParentSelector, RestoreMappingError
+from .promotion import PromotionRule
+from .registry import OpenEpoch, Registry
+from .request_decider import RequestDecider
+from .state_handle import StateHandle
 from .storage import Storage
-from .tables import commit_tables
 
 log = logging.getLogger("checkpointing.coordinator")
 
 #: Called once per aborted epoch, by the process whose write decided the abort.
 AbortListener = Callable[[EpochMetadata, "Barrier | None"], None]
 
-_LATEST = object()  # sentinel: restore from the lineage's latest completed epoch
+__all__ = ["AbortListener", "AlignmentError", "AttemptStart", "BeginRequest", "Coordinator",
+           "RestoreMappingError"]
 
 
 class AlignmentError(CheckpointError):
     """An upstream task has not acknowledged the epoch yet (barrier alignment)."""
-
-
-class RestoreMappingError(CheckpointError):
-    """The restore source holds state for tasks that the new plan does not have."""
 
 
 @dataclass(frozen=True)
@@ -81,6 +74,36 @@ class AttemptStart:
     task_id: str
     attempt: int
     existing: Acknowledgement | None = None
+
+
+@dataclass(frozen=True)
+class BeginRequest:
+    """What a begin asks for, validated on construction (see :meth:`Coordinator.begin_epoch`
+    for the meaning of each field)."""
+
+    plan: Mapping[str, TaskPlan]
+    run_id: str
+    lineage: str = MAIN
+    data_interval: dict[str, str] | None = None
+    input_range: Any = None
+    parent_epoch_id: Any = LATEST
+    parent_savepoint: str | None = None
+    publish_on_complete: bool = True
+    allow_non_restored_state: bool = False
+    promote: bool = False
+    owner: str | None = None
+
+    def __post_init__(self) -> None:
+        validate_id(self.lineage, "lineage")
+        if self.promote and self.lineage == MAIN:
+            raise ValueError("only a backfill lineage's epoch can be promoted to main")
+        if not self.plan:
+            raise ValueError("an epoch needs at least one task in its plan")
+        for task, tp in self.plan.items():
+            validate_id(task, "task id")
+            for up in tp.upstream:
+                if up not in self.plan:
+                    raise ValueError(f"task {task!r} has upstream {up!r} that is not in the plan")
 
 
 class Coordinator:
@@ -101,122 +124,36 @@ class Coordinator:
         self.config = config or CheckpointConfig()
         self.clock = clock
         self.on_abort = on_abort
-        self._barriers: dict[int, Barrier] = {}
-        self._decided: dict[int, EpochMetadata] = {}
+        self.store = EpochStore(storage, self.layout, lambda: self.clock())
+        self.decider = RequestDecider(pipeline_id, self.config)
+        self.promotion = PromotionRule(self.store, self.config)
+        self.parents = ParentSelector(self.store, self.config, self.promotion)
+        self.failures = FailureManager(self.store, self.config)
+        self.finisher = EpochFinisher(self.store, self.promotion, self.parents, self.failures)
 
     # ------------------------------------------------------------------ documents
-    def _uri(self, key: str) -> str:
-        return self.storage.uri(key)
-
     def registry(self) -> Registry:
         """The current registry (an empty one before the first epoch)."""
-        try:
-            data, _ = self.storage.read(self.layout.counter)
-        except NotFound:
-            return Registry()
-        return Registry.from_bytes(data, self._uri(self.layout.counter))
-
-    def _update_registry(self, mutate: Callable[[Registry], tuple[Registry | None, Any]]) -> Any:
-        key = self.layout.counter
-
-        def parse(b: bytes) -> Registry:
-            return Registry.from_bytes(b, self._uri(key))
-
-        def step(cur: Registry | None) -> tuple[bytes | None, Any]:
-            if cur is None:
-                cur = self._bootstrap_registry()
-            new, result = mutate(cur)
-            if new is None:
-                return None, result
-            return new.to_bytes(writer_identity(), now_iso(self.clock())), result
-
-        return cas_update(self.storage, key, parse, step)
-
-    def _bootstrap_registry(self) -> Registry:
-        """An absent registry with epochs present (deleted by hand) must not reuse ids."""
-        existing = [self.layout.parse_epoch_dir(p)
-                    for p in self.storage.list_dirs(self.layout.epochs_prefix)]
-        return Registry(last_epoch_id=max([e for e in existing if e] or [0]))
+        return self.store.registry()
 
     def barrier(self, epoch_id: int) -> Barrier:
         """The epoch's barrier (cached: barriers are immutable)."""
-        epoch_id = validate_epoch_id(epoch_id)
-        if epoch_id not in self._barriers:
-            key = self.layout.barrier(epoch_id)
-            try:
-                data, _ = self.storage.read(key)
-            except NotFound:
-                # No storage path in the message: it reaches API answers and task logs.
-                raise EpochNotFound(
-                    f"epoch {epoch_id} of pipeline {self.pipeline_id!r} does not exist "
-                    "(it has no barrier)") from None
-            self._barriers[epoch_id] = Barrier.from_bytes(data, self._uri(key))
-        return self._barriers[epoch_id]
-
-    def _barrier_or_none(self, epoch_id: int) -> Barrier | None:
-        """The barrier, or None for an id burned by a crash before its barrier was written."""
-        try:
-            return self.barrier(epoch_id)
-        except EpochNotFound:
-            return None
+        return self.store.barrier(epoch_id)
 
     def metadata(self, epoch_id: int) -> EpochMetadata | None:
         """The epoch's decided outcome, or None while it is pending."""
-        epoch_id = validate_epoch_id(epoch_id)
-        if epoch_id in self._decided:
-            return self._decided[epoch_id]
-        key = self.layout.metadata(epoch_id)
-        try:
-            data, _ = self.storage.read(key)
-        except NotFound:
-            return None
-        meta = EpochMetadata.from_bytes(data, self._uri(key))
-        self._decided[epoch_id] = meta
-        return meta
+        return self.store.metadata(epoch_id)
 
     def decision(self, epoch_id: int, *, metadata_absent: bool = False,
                  barrier_read: bool = False) -> Decision | None:
-        """How the epoch ended, read from what survives retention (PROTOCOL 6.11): its
-        ``_metadata``, else its failure record, else the registry; None while it is pending.
-        Raises :class:`EpochNotFound` for an id never allocated.
-
-        ``metadata_absent``: the caller has just found no ``_metadata`` (not read again).
-        ``barrier_read``: the caller has just read the barrier from storage, not from this
-        coordinator's cache (its existence is not checked again)."""
-        epoch_id = validate_epoch_id(epoch_id)
-        meta = None if metadata_absent else self.metadata(epoch_id)
-        if meta is not None:
-            return Decision.of_metadata(meta)
-        # Retention deletes the barrier before _metadata: a barrier still there after
-        # _metadata was absent means the epoch was pending when _metadata was read.
-        if barrier_read or self.storage.exists(self.layout.barrier(epoch_id)):
-            return None
-        rec = read_failure(self.storage, self.layout, epoch_id)
-        if rec is not None:
-            return Decision.of_failure(rec)
-        reg = self.registry()
-        if reg.decided(epoch_id):
-            return Decision.forgotten(epoch_id)
-        if reg.open_entry(epoch_id) is not None:
-            return None  # allocated, its barrier not written yet (or never: a burned id)
-        raise EpochNotFound(f"epoch {epoch_id} of pipeline {self.pipeline_id!r} does not "
-                            "exist")
-
-    def _decided_metadata(self, epoch_id: int) -> EpochMetadata | None:
-        """The decision as ``_metadata`` (from the failure record once retention deleted
-        it), None while pending; EpochAlreadyDecided when only the registry remembers the
-        epoch, so that nothing writes a second decision into a deleted epoch."""
-        decision = self.decision(epoch_id)
-        if decision is None:
-            return None
-        meta = decision.as_metadata()
-        if meta is None:
-            raise EpochAlreadyDecided(decision.describe())
-        return meta
+        """How the epoch ended, read from what survives retention (PROTOCOL 6.11); None
+        while it is pending. See :meth:`EpochStore.decision`."""
+        return self.store.decision(epoch_id, metadata_absent=metadata_absent,
+                                   barrier_read=barrier_read)
 
     def read_ack(self, key: str) -> Acknowledgement:
-        data, _ = self.storage.read(key)
-        return Acknowledgement.from_bytes(data, self._uri(key))
+        """The acknowledgement stored at ``key``."""
+        return self.store.read_ack(key)
 
     # ------------------------------------------------------------------ begin
     def begin_epoch(
@@ -227,7 +164,7 @@ class Coordinator:
         lineage: str = "main",
         data_interval: dict[str, str] | None = None,
         input_range: Any = None,
-        parent_epoch_id: int | None | object = _LATEST,
+        parent_epoch_id: int | None | object = LATEST,
         parent_savepoint: str | None = None,
         publish_on_complete: bool = True,
         allow_non_restored_state: bool = False,
@@ -243,138 +180,104 @@ class Coordinator:
         input reaches main's (PROTOCOL 6.5, 1.4). ``owner``: the DAG opening the epoch; the
         first begin records it, and a begin of another owner is refused (1.7).
         """
-        validate_id(lineage, "lineage")
-        if promote and lineage == MAIN:
-            raise ValueError("only a backfill lineage's epoch can be promoted to main")
-        if parent_epoch_id is _LATEST and parent_savepoint is None and lineage != MAIN:
-            parent_epoch_id, parent_savepoint = self._origin_parent(lineage)
-        if not plan:
-            raise ValueError("an epoch needs at least one task in its plan")
-        for task, tp in plan.items():
-            validate_id(task, "task id")
-            for up in tp.upstream:
-                if up not in plan:
-                    raise ValueError(f"task {task!r} has upstream {up!r} that is not in the plan")
-        if parent_savepoint is not None:
-            from .savepoints import read_savepoint
-
-            sp = read_savepoint(self.storage, self.layout, parent_savepoint)
-            self._check_mapping(set(sp.acks), plan, f"savepoint {parent_savepoint!r}",
-                                allow_non_restored_state)
-            parent_epoch_id = None
-        elif parent_epoch_id is not _LATEST and parent_epoch_id is not None:
-            parent_epoch_id = validate_epoch_id(parent_epoch_id)
-            meta = self.metadata(parent_epoch_id)
-            if meta is None or not meta.completed:
-                raise CheckpointError(
-                    f"cannot restore from epoch {parent_epoch_id}: it is not completed")
-            self._check_mapping(set(meta.acks), plan, f"epoch {parent_epoch_id}",
-                                allow_non_restored_state)
-
-        reg = self.recover()
-        self._check_owner(reg, owner)  # before anything is expired, verified or written
-        if self.expire_overdue():
-            reg = self.registry()
-        if lineage == MAIN:
-            self._wait_for_promoting_backfill(reg)
-        live = [o for o in reg.open if o.lineage == lineage and o.run_id != str(run_id)]
-        if len(live) >= self.config.max_concurrent_epochs and self.expire_lost_runners(live):
-            reg = self.registry()
-        # The parent is chosen, and verified, before an id is allocated: a refusal here
-        # (malformed metadata) must not leave a burned id behind to block the next try.
-        fallback: list[dict[str, Any]] = []
-        if parent_epoch_id is _LATEST:
-            parent_epoch_id = self._latest_from(reg.lineage(lineage).latest_completed, lineage)
-            if parent_epoch_id is not None and self.config.verify_restore:
-                parent_epoch_id, fallback = self._verified_parent(parent_epoch_id, lineage)
-            if parent_epoch_id is not None:
-                self._check_plan_change(parent_epoch_id, plan, allow_non_restored_state)
-
-        now = self.clock()
-        created = now_iso(now)
-        deadline = now_iso(now + self.config.timeout_seconds)
-        burned = self._own_burned_entry(reg, str(run_id), lineage)
-
-        def allocate(reg: Registry) -> tuple[Registry, int]:
-            self._check_owner(reg, owner)
-            st = reg.lineage(lineage)
-            live = [o for o in reg.open if o.lineage == lineage]
-            if len(live) >= self.config.max_concurrent_epochs:
-                raise TooManyConcurrentEpochs(
-                    f"pipeline {self.pipeline_id!r} lineage {lineage!r} has {len(live)} pending "
-                    f"epoch(s) {[o.epoch_id for o in live]}; max_concurrent_epochs is "
-                    f"{self.config.max_concurrent_epochs}")
-            if st.last_started_at and self.config.min_pause_seconds:
-                wait = parse_iso(st.last_started_at) + self.config.min_pause_seconds - now
-                if wait > 0:
-                    raise MinPauseNotElapsed(
-                        f"pipeline {self.pipeline_id!r}: the previous epoch started "
-                        f"{self.config.min_pause_seconds - wait:.1f}s ago; min_pause_seconds is "
-                        f"{self.config.min_pause_seconds}", retry_after=wait)
-            new_id = reg.last_epoch_id + 1
-            entry = OpenEpoch(new_id, lineage, created, deadline, str(run_id))
-            reg = replace(reg, last_epoch_id=new_id, open=(*reg.open, entry),
-                          owner=reg.owner or owner)
-            reg = reg.with_lineage(lineage, replace(st, last_started_at=created))
-            return reg, new_id
-
+        req = BeginRequest(plan, str(run_id), lineage, data_interval, input_range,
+                           parent_epoch_id, parent_savepoint, publish_on_complete,
+                           allow_non_restored_state, promote, owner)
+        # The order is the protocol's (6.1); each step may refuse, and none before the
+        # allocation writes anything but decisions of epochs already due.
+        req = self._resolve_explicit_parent(req)
+        reg = self._settle_open_epochs(req)
+        parent, fallback = req.parent_epoch_id, []
+        if parent is LATEST:
+            # Chosen and verified before an id is allocated: a refusal here (malformed
+            # metadata) must not leave a burned id behind to block the next try.
+            parent, fallback = self.parents.choose_latest(reg, req.lineage, req.plan,
+                                                          req.allow_non_restored_state)
+        burned = self._own_burned_entry(reg, req.run_id, req.lineage)
+        entry = burned if burned is not None else self._allocate(req)
         if burned is not None:
             # This run's previous try allocated the id and died before the barrier: the id
             # is this run's, so it is completed now rather than left to block until expiry.
-            epoch_id, created, deadline = burned.epoch_id, burned.created_at, burned.deadline
             log.warning("pipeline %s: run %s reclaims epoch %d, allocated by its previous "
-                        "try without a barrier", self.pipeline_id, run_id, epoch_id)
-        else:
-            epoch_id = self._update_registry(allocate)
-
+                        "try without a barrier", self.pipeline_id, req.run_id, entry.epoch_id)
         barrier = Barrier(
-            pipeline_id=self.pipeline_id, epoch_id=epoch_id, run_id=str(run_id),
-            lineage=lineage, plan=dict(plan), created_at=created, deadline=deadline,
-            config=self.config, mode=self.config.mode, data_interval=data_interval,
-            input_range=input_range, parent_epoch_id=parent_epoch_id,  # type: ignore[arg-type]
-            parent_savepoint=parent_savepoint, publish_on_complete=publish_on_complete,
-            writer=writer_identity(), restore_fallback=tuple(fallback), promote=promote,
+            pipeline_id=self.pipeline_id, epoch_id=entry.epoch_id, run_id=req.run_id,
+            lineage=req.lineage, plan=dict(req.plan), created_at=entry.created_at,
+            deadline=entry.deadline, config=self.config, mode=self.config.mode,
+            data_interval=req.data_interval, input_range=req.input_range,
+            parent_epoch_id=parent,  # type: ignore[arg-type]
+            parent_savepoint=req.parent_savepoint, publish_on_complete=req.publish_on_complete,
+            writer=writer_identity(), restore_fallback=tuple(fallback), promote=req.promote,
         )
-        key = self.layout.barrier(epoch_id)
+        return self._write_barrier(barrier, reclaimed=burned is not None)
+
+    def _resolve_explicit_parent(self, req: BeginRequest) -> BeginRequest:
+        """A backfill lineage without completed epochs starts from its origin; an explicit
+        parent epoch or savepoint is checked against the plan."""
+        parent, savepoint = req.parent_epoch_id, req.parent_savepoint
+        if parent is LATEST and savepoint is None and req.lineage != MAIN:
+            parent, savepoint = self.parents.origin_parent(req.lineage)
+        parent = self.parents.check_explicit(req.plan, parent, savepoint,
+                                             req.allow_non_restored_state)
+        return replace(req, parent_epoch_id=parent, parent_savepoint=savepoint)
+
+    def _settle_open_epochs(self, req: BeginRequest) -> Registry:
+        """Before allocating: finish interrupted decisions, check the owner (before anything
+        is expired or written), expire overdue epochs, wait for a promoting backfill (main
+        only), and abort lost runners when the lineage is full. Returns the registry after."""
+        reg = self.recover()
+        self.decider.check_owner(reg, req.owner)
+        if self.expire_overdue():
+            reg = self.registry()
+        if req.lineage == MAIN:
+            self.promotion.check_main_may_begin(reg)
+        full = self.decider.full(reg, req.lineage, req.run_id)
+        if full and self.expire_lost_runners(full):
+            reg = self.registry()
+        return reg
+
+    def _allocate(self, req: BeginRequest) -> OpenEpoch:
+        """Allocate the next id in the registry, admitted by the request decider inside the
+        same compare-and-swap (two racing begins cannot both pass)."""
+        now = self.clock()
+        created, deadline = now_iso(now), now_iso(now + self.config.timeout_seconds)
+
+        def allocate(reg: Registry) -> tuple[Registry, OpenEpoch]:
+            self.decider.check_owner(reg, req.owner)
+            self.decider.check_capacity(reg, req.lineage, now)
+            entry = OpenEpoch(reg.last_epoch_id + 1, req.lineage, created, deadline,
+                              req.run_id)
+            reg = replace(reg, last_epoch_id=entry.epoch_id, open=(*reg.open, entry),
+                          owner=reg.owner or req.owner)
+            st = reg.lineage(req.lineage)
+            return reg.with_lineage(req.lineage, replace(st, last_started_at=created)), entry
+
+        return self.store.update_registry(allocate)
+
+    def _write_barrier(self, barrier: Barrier, reclaimed: bool) -> Barrier:
         try:
-            self.storage.create(key, barrier.to_bytes())
+            self.store.create_barrier(barrier)
         except PreconditionFailed:
-            if burned is not None:  # a concurrent try of the same run wrote it first
-                self._barriers.pop(epoch_id, None)
-                return self.barrier(epoch_id)
+            if reclaimed:  # a concurrent try of the same run wrote it first
+                return self.store.reread_barrier(barrier.epoch_id)
             raise StorageError(
-                f"epoch id {epoch_id} was just allocated but {self._uri(key)} exists: the "
+                f"epoch id {barrier.epoch_id} was just allocated but its barrier exists: the "
                 "registry is behind the stored epochs; refusing to reuse the id") from None
-        self._barriers[epoch_id] = barrier
         self._index_run(barrier)
         log.info("pipeline %s: began epoch %d (run %s, lineage %s, parent %s)",
-                 self.pipeline_id, epoch_id, run_id, lineage, parent_epoch_id)
+                 self.pipeline_id, barrier.epoch_id, barrier.run_id, barrier.lineage,
+                 barrier.parent_epoch_id)
         return barrier
 
-    def _check_owner(self, reg: Registry, owner: str | None) -> None:
-        if owner is not None and reg.owner is not None and reg.owner != owner:
-            raise PipelineOwnedElsewhere(
-                f"pipeline {self.pipeline_id!r} on this storage is checkpointed by DAG "
-                f"{reg.owner!r}; DAG {owner!r} needs a pipeline id of its own "
-                "(CheckpointSettings.pipeline_id) or other storage")
-
-    def _wait_for_promoting_backfill(self, reg: Registry) -> None:
-        """(1.4) Refuse a main epoch while a backfill that asked to continue the main line
-        is running: it has no promotion record yet, and an open epoch or an epoch (or its
-        origin) started within ``timeout_seconds``. A backfill that died stops holding main
-        back one timeout after its last start."""
-        now = self.clock()
-        # One listing; only undecided origins are read (decided ones have a promotion record).
-        for origin in list_origins(self.storage, self.layout, undecided_only=True):
-            if not origin.promote:
+    def _own_burned_entry(self, reg: Registry, run_id: str, lineage: str) -> OpenEpoch | None:
+        """An open entry allocated by ``run_id`` that has neither barrier nor decision."""
+        for entry in reg.open:
+            if entry.run_id != run_id or entry.lineage != lineage:
                 continue
-            last = reg.lineage(origin.lineage).last_started_at or origin.created_at
-            open_ids = [o.epoch_id for o in reg.open if o.lineage == origin.lineage]
-            if open_ids or parse_iso(last) + self.config.timeout_seconds > now:
-                raise PromotingBackfillRunning(
-                    f"pipeline {self.pipeline_id!r}: backfill {origin.lineage} (runs "
-                    f"{origin.start}..{origin.end}) will continue the main line when it "
-                    "completes; main runs wait for it")
+            if self.store.barrier_or_none(entry.epoch_id) is None and \
+                    self.metadata(entry.epoch_id) is None:
+                return entry
+        return None
 
     def _index_run(self, barrier: Barrier) -> None:
         """Record that the barrier's run opened this epoch (PROTOCOL 5.14); an index entry
@@ -404,7 +307,7 @@ class Coordinator:
         meta = self.metadata(ids[-1])
         if meta is None or not meta.completed:
             return None
-        self._finish_if_interrupted(meta)  # completed but never published: publish now
+        self.finisher.finish_if_interrupted(meta)  # completed but never published: publish now
         return ids[-1]
 
     def next_attempt(self, epoch_id: int) -> int:
@@ -413,122 +316,13 @@ class Coordinator:
         tasks = scan_epoch_tasks(self.storage, self.layout, epoch_id)
         return 1 + max((ta.highest for ta in tasks.values()), default=0)
 
-    def _own_burned_entry(self, reg: Registry, run_id: str, lineage: str) -> OpenEpoch | None:
-        """An open entry allocated by ``run_id`` that has neither barrier nor decision."""
-        for entry in reg.open:
-            if entry.run_id != run_id or entry.lineage != lineage:
-                continue
-            try:
-                self.barrier(entry.epoch_id)
-            except EpochNotFound:
-                if self.metadata(entry.epoch_id) is None:
-                    return entry
-        return None
-
-    def _verified_parent(self, epoch_id: int,
-                         lineage: str) -> tuple[int | None, list[dict[str, Any]]]:
-        """The newest completed epoch of ``lineage``, from ``epoch_id`` down, whose files
-        all verify (PROTOCOL 6.1), and the epochs skipped on the way with their problems.
-        None when none verifies: the epoch then starts from empty state and its sources
-        replay all input, which is slow but exactly-once."""
-        skipped: list[dict[str, Any]] = []
-        older: list[int] | None = None
-        candidate: int | None = epoch_id
-        while candidate is not None:
-            problems = self._restore_problems(candidate, lineage)
-            if problems is None:
-                pass  # not a completed epoch of this lineage
-            elif not problems:
-                return candidate, skipped
-            else:
-                log.warning("pipeline %s: epoch %d cannot be restored (%s); falling back to an "
-                            "earlier completed epoch", self.pipeline_id, candidate, problems[0])
-                skipped.append({"epoch_id": candidate, "problems": problems[:5]})
-            if older is None:
-                older = [e for e in self.epoch_ids() if e < epoch_id]
-            candidate = older.pop() if older else None
-        return None, skipped
-
-    def _restore_problems(self, epoch_id: int, lineage: str) -> list[str] | None:
-        """Why a completed epoch of ``lineage`` cannot be restored ([] when it can); None
-        when ``epoch_id`` is not a completed epoch of that lineage. A malformed or
-        newer-version ``_metadata`` is not a reason to fall back: it is refused (raised)."""
-        meta = self.metadata(epoch_id)
-        if meta is None or not meta.completed or not self._on_line(meta, lineage):
-            return None
-        try:
-            return self._verify_for_restore(epoch_id).problems
-        except (NotFound, MalformedDocument) as exc:  # an acknowledgement lost or damaged
-            return [str(exc)]
-
-    def _verify_for_restore(self, epoch_id: int):  # noqa: ANN202 (VerifyReport)
-        """Verify a completed epoch's files against the newest verification record (5.16)
-        of the epoch itself or of its parent: files unchanged since are checked by size and
-        etag, the others hashed; a clean verification is recorded for the next begin."""
-        from .verify import read_record, verify_handles, write_record
-
-        record = read_record(self.storage, self.layout, epoch_id)
-        if record is None:
-            parent = self.barrier(epoch_id).parent_epoch_id
-            if parent is not None:
-                record = read_record(self.storage, self.layout, parent)
-        report = verify_handles(self.storage, epoch_id, self.completed_handles(epoch_id),
-                                known=record.files if record else None)
-        log.info("pipeline %s: epoch %d verified for restore: %d file(s) hashed (%d bytes), "
-                 "%d unchanged since %s", self.pipeline_id, epoch_id, report.files_checked,
-                 report.bytes_checked, report.files_unchanged,
-                 f"epoch {record.epoch_id}'s record" if record else "no record")
-        if report.ok and (record is None or record.epoch_id != epoch_id):
-            write_record(self.storage, self.layout, report, self.clock())
-        return report
-
-    def _on_line(self, meta: EpochMetadata, lineage: str) -> bool:
-        """Whether a completed epoch belongs to ``lineage``'s line of state: its own epochs,
-        and for main (1.4) a backfill's epoch that was promoted to continue it."""
-        if meta.lineage == lineage:
-            return True
-        if lineage != MAIN:
-            return False
-        rec = read_promotion(self.storage, self.layout, meta.lineage)
-        return rec is not None and rec.promoted and rec.epoch_id == meta.epoch_id
-
-    def _origin_parent(self, lineage: str) -> tuple[int | None | object, str | None]:
-        """The parent a backfill lineage starts from before it has completed epochs."""
-        origin = read_origin(self.storage, self.layout, lineage)
-        if origin is None or self.latest_completed(lineage) is not None:
-            return _LATEST, None
-        return (origin.from_epoch, None) if origin.from_epoch else (_LATEST, origin.from_savepoint)
-
-    def _check_plan_change(self, parent: int, plan: Mapping[str, TaskPlan],
-                           allow: bool) -> None:
-        """The DAG changed since the parent epoch (Flink's savepoint mapping): a new task
-        starts from empty state (logged); a removed task that has state is refused unless
-        ``allow`` (allowNonRestoredState)."""
-        meta = self.metadata(parent)
-        with_state = set(meta.acks) if meta is not None else set()
-        added = sorted(set(plan) - with_state)
-        if added:
-            log.warning("pipeline %s: task(s) %s are not in parent epoch %d: they start from "
-                        "empty state", self.pipeline_id, added, parent)
-        self._check_mapping(with_state, plan, f"parent epoch {parent}", allow)
-
-    @staticmethod
-    def _check_mapping(tasks_with_state: set[str], plan: Mapping[str, TaskPlan], source: str,
-                       allow: bool) -> None:
-        unmapped = sorted(tasks_with_state - set(plan))
-        if unmapped and not allow:
-            raise RestoreMappingError(
-                f"{source} holds state for task(s) {unmapped} that the plan does not have "
-                "(removed from the DAG?): put them back, or allow non-restored state "
-                "(allow_non_restored_state=True) to drop their state")
-
     # ------------------------------------------------------------------ tasks
     def _check_task(self, epoch_id: int, task_id: str, attempt: int) -> bool:
         """Validate the task against the epoch's plan; True when the barrier was read from
         storage by this call (not from the cache), which then need not be checked again."""
         validate_id(task_id, "task id")
         validate_attempt(attempt)
-        fresh = epoch_id not in self._barriers
+        fresh = not self.store.barrier_cached(epoch_id)
         try:
             barrier = self.barrier(epoch_id)
         except EpochNotFound:  # deleted by retention once decided: say so, write nothing
@@ -648,30 +442,15 @@ class Coordinator:
         return out
 
     # ------------------------------------------------------------------ decisions
-    def _write_decision(self, meta: EpochMetadata) -> tuple[EpochMetadata, bool]:
-        """Create ``_metadata``; return (the winning metadata, whether it is ours)."""
-        key = self.layout.metadata(meta.epoch_id)
-        try:
-            self.storage.create(key, meta.to_bytes())
-        except PreconditionFailed:
-            self._decided.pop(meta.epoch_id, None)
-            winner = self.metadata(meta.epoch_id)
-            if winner is None:  # pragma: no cover - create lost but nothing there
-                raise StorageError(
-                    f"lost the write of {self._uri(key)} but cannot read it") from None
-            return winner, False
-        self._decided[meta.epoch_id] = meta
-        return meta, True
-
     def try_complete(self, epoch_id: int) -> EpochMetadata | None:
         """Complete the epoch if every planned task has acknowledged; else None.
 
         If the epoch is already decided, returns the decision (completed or aborted).
         """
         epoch_id = validate_epoch_id(epoch_id)
-        existing = self._decided_metadata(epoch_id)
+        existing = self.store.decided_metadata(epoch_id)
         if existing is not None:
-            self._finish_if_interrupted(existing)
+            self.finisher.finish_if_interrupted(existing)
             return existing
         barrier = self.barrier(epoch_id)
         tasks = scan_epoch_tasks(self.storage, self.layout, epoch_id)
@@ -684,18 +463,11 @@ class Coordinator:
             acks[task] = AckRef(attempt, info.key, now_iso(info.last_modified))
         meta = EpochMetadata(epoch_id, barrier.lineage, "completed", now_iso(self.clock()),
                              acks=acks, writer=writer_identity())
-        meta, ours = self._write_decision(meta)
+        meta, ours = self.store.write_decision(meta)
         if ours:
             log.info("pipeline %s: completed epoch %d", self.pipeline_id, epoch_id)
-            self._finish(meta, barrier)
+            self.finisher.finish(meta, barrier)
         return meta
-
-    def _finish_if_interrupted(self, meta: EpochMetadata) -> None:
-        """A decided epoch still open in the registry: its decider died (or failed, e.g. on a
-        malformed manifest) before publishing; finish it now (PROTOCOL 6.6), so that a
-        retried commit or a resumed run does not report success with nothing published."""
-        if self.registry().open_entry(meta.epoch_id) is not None:
-            self._finish(meta, self._barrier_or_none(meta.epoch_id))
 
     def complete(self, epoch_id: int) -> EpochMetadata:
         """Complete the epoch (exactly one caller's write wins; all observe the winner).
@@ -730,21 +502,21 @@ class Coordinator:
         epoch_id = validate_epoch_id(epoch_id)
         if reason not in ABORT_REASONS:
             raise ValueError(f"abort reason must be one of {ABORT_REASONS}, not {reason!r}")
-        existing = self._decided_metadata(epoch_id)
+        existing = self.store.decided_metadata(epoch_id)
         if existing is not None:
             return existing, False
-        barrier = self._barrier_or_none(epoch_id)
+        barrier = self.store.barrier_or_none(epoch_id)
         missing = self.missing_tasks(epoch_id) if barrier else []
         lineage = barrier.lineage if barrier else self._open_lineage(epoch_id)
         meta = EpochMetadata(epoch_id, lineage, "aborted", now_iso(self.clock()),
                              reason=reason, detail=detail.replace("\n", " ")[:500],
                              missing_tasks=tuple(missing), declined_by=declined_by,
                              writer=writer_identity())
-        meta, ours = self._write_decision(meta)
+        meta, ours = self.store.write_decision(meta)
         if ours:
             log.warning("pipeline %s: aborted epoch %d (%s): %s; missing tasks: %s",
                         self.pipeline_id, epoch_id, reason, detail, missing or "none")
-            self._finish(meta, barrier)
+            self.finisher.finish(meta, barrier)
             if self.on_abort is not None:
                 try:
                     self.on_abort(meta, barrier)
@@ -755,68 +527,6 @@ class Coordinator:
     def _open_lineage(self, epoch_id: int) -> str:
         entry = self.registry().open_entry(epoch_id)
         return entry.lineage if entry else "main"
-
-    def _finish(self, meta: EpochMetadata, barrier: Barrier | None) -> None:
-        """What follows a decision: publish (or record the failure), then update the
-        registry (PROTOCOL 6.5)."""
-        if meta.completed and barrier is not None and barrier.publish_on_complete:
-            self._publish(meta, barrier)
-        if not meta.completed:
-            try:
-                record_failure(self.storage, self.layout, meta, barrier)
-            except CheckpointError as exc:  # retention writes it later; the abort stands
-                log.warning("pipeline %s: failure record of epoch %d not written: %s",
-                            self.pipeline_id, meta.epoch_id, exc)
-        promoted = bool(meta.completed and barrier is not None and barrier.promote and
-                        self._promotion(meta, barrier))
-
-        def apply(reg: Registry) -> tuple[Registry | None, None]:
-            st, main = reg.lineage(meta.lineage), reg.lineage(MAIN)
-            decided = reg.open_entry(meta.epoch_id) is None and (
-                not meta.completed or (st.latest_completed or 0) >= meta.epoch_id)
-            moved = not promoted or (main.latest_completed or 0) >= meta.epoch_id
-            if decided and moved:
-                return None, None  # applied already
-            if not decided:
-                reg = reg.with_decision(meta.epoch_id, meta.lineage, meta.completed,
-                                        counts=counts_as_failure(meta.reason))
-            if not moved:  # the main line continues from this epoch (6.5, 1.4)
-                reg = reg.with_lineage(MAIN, replace(reg.lineage(MAIN),
-                                                     latest_completed=meta.epoch_id))
-            return reg, None
-
-        self._update_registry(apply)
-
-    def _promotion(self, meta: EpochMetadata, barrier: Barrier) -> bool:
-        """Decide, once, whether a completed promoting epoch continues the main line: when
-        main's latest completed epoch is older and its input does not reach further."""
-        rec = read_promotion(self.storage, self.layout, meta.lineage)
-        if rec is None:
-            main = self.latest_completed(MAIN)
-            main_barrier = self._barrier_or_none(main) if main else None
-            main_until = main_barrier.input_until if main_barrier else None
-            ours = barrier.input_until
-            promoted = (main is None or main < meta.epoch_id) and (
-                main_until is None or (ours is not None and ours >= main_until))
-            rec = record_promotion(self.storage, self.layout, Promotion(
-                meta.lineage, meta.epoch_id, promoted, main, ours, main_until,
-                now_iso(self.clock())))
-            log.info("pipeline %s: backfill %s epoch %d %s", self.pipeline_id, meta.lineage,
-                     meta.epoch_id, f"continues the main line (superseding epoch {main})"
-                     if rec.promoted else f"not promoted: main (epoch {main}) has input "
-                     f"until {main_until}, the backfill until {ours}")
-        return rec.promoted and rec.epoch_id == meta.epoch_id
-
-    def _publish(self, meta: EpochMetadata, barrier: Barrier) -> None:
-        outputs: dict[str, OutputRef] = {}
-        for task, tp in barrier.plan.items():
-            if tp.publishes:
-                outputs.update(self.read_ack(meta.acks[task].key).state_handle.outputs)
-        # Table outputs first (one commit each, idempotent by the epoch's transaction),
-        # then the manifest, which names the table versions (PROTOCOL 6.12).
-        outputs = commit_tables(self.pipeline_id, meta.lineage, meta.epoch_id, outputs,
-                                getattr(self.storage, "endpoint_url", None))
-        publish(self.storage, self.layout, meta.epoch_id, meta.lineage, outputs, self.clock())
 
     def expire_overdue(self) -> list[EpochMetadata]:
         """Decide every open epoch past its deadline (Flink's checkpoint canceller).
@@ -872,7 +582,7 @@ class Coordinator:
             meta = self.metadata(entry.epoch_id)
             if meta is None:
                 continue
-            self._finish(meta, self._barrier_or_none(entry.epoch_id))
+            self.finisher.finish(meta, self.store.barrier_or_none(entry.epoch_id))
             finished = True
         return self.registry() if finished else reg
 
@@ -891,30 +601,14 @@ class Coordinator:
         return None
 
     # ------------------------------------------------------------------ lookups
-    def _latest_from(self, pointer: int | None, lineage: str,
-                     reg: Registry | None = None) -> int | None:
-        reg = reg or self.registry()
-        best = pointer
-        for entry in reg.open:
-            if entry.lineage != lineage or entry.epoch_id <= (best or 0):
-                continue
-            meta = self.metadata(entry.epoch_id)
-            if meta is not None and meta.completed:
-                best = entry.epoch_id
-        return best
-
     def latest_completed(self, lineage: str = "main") -> int | None:
         """The lineage's latest completed epoch: 1 + |open| reads, whatever the history."""
         validate_id(lineage, "lineage")
-        reg = self.registry()
-        return self._latest_from(reg.lineage(lineage).latest_completed, lineage, reg)
+        return self.parents.latest(lineage)
 
     def completed_handles(self, epoch_id: int) -> dict[str, StateHandle]:
         """Every task's state handle of a completed epoch."""
-        meta = self.metadata(epoch_id)
-        if meta is None or not meta.completed:
-            raise CheckpointError(f"epoch {epoch_id} is not completed")
-        return {t: self.read_ack(a.key).state_handle for t, a in meta.acks.items()}
+        return self.parents.completed_handles(epoch_id)
 
     def restore_handle(self, epoch_id: int, task_id: str) -> StateHandle | None:
         """The state handle ``task_id`` must restore from when running ``epoch_id``: the
@@ -942,13 +636,11 @@ class Coordinator:
         except NotFound:
             raise CheckpointError(
                 f"state of task {task_id!r} in epoch {barrier.parent_epoch_id} is gone "
-                f"({self._uri(ref.key)}): was it deleted by hand?") from None
+                f"({self.storage.uri(ref.key)}): was it deleted by hand?") from None
 
     def epoch_ids(self) -> list[int]:
         """Ids of every epoch that has a directory in storage, ascending."""
-        ids = [self.layout.parse_epoch_dir(p)
-               for p in self.storage.list_dirs(self.layout.epochs_prefix)]
-        return sorted(i for i in ids if i)
+        return self.store.epoch_ids()
 
     def status(self, epoch_id: int) -> str:
         """``completed``, ``aborted``, ``decided`` (deleted, its outcome no longer kept),
@@ -961,16 +653,9 @@ class Coordinator:
 
     def check_failure_budget(self, lineage: str = "main") -> None:
         """Raise :class:`FailureBudgetExhausted` when more consecutive epochs of the lineage
-        failed than ``tolerable_failed_epochs`` (PROTOCOL 6.1): the caller fails its run.
-        Only failures count (``FAILURE_REASONS``): cancellations do not (6.5)."""
-        st: LineageState = self.registry().lineage(lineage)
-        if st.consecutive_failed > self.config.tolerable_failed_epochs:
-            raise FailureBudgetExhausted(
-                f"pipeline {self.pipeline_id!r} lineage {lineage!r}: {st.consecutive_failed} "
-                f"consecutive failed epoch(s), tolerable "
-                f"{self.config.tolerable_failed_epochs}")
+        failed than ``tolerable_failed_epochs`` (PROTOCOL 6.1): the caller fails its run."""
+        self.failures.check(lineage)
 
     def failure_budget_exhausted(self, lineage: str = "main") -> bool:
         """True when more consecutive epochs failed than ``tolerable_failed_epochs``."""
-        st: LineageState = self.registry().lineage(lineage)
-        return st.consecutive_failed > self.config.tolerable_failed_epochs
+        return self.failures.exhausted(lineage)

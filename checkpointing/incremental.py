@@ -298,7 +298,8 @@ def _check_name(name: str) -> None:
         raise ValueError(f"unsafe state file name {name!r}")
 
 
-def _key_of(storage: Storage, ref: FileRef) -> str:
+def state_file_key(storage: Storage, ref: FileRef) -> str:
+    """The storage key of a state file, refused when its URI is outside ``storage``."""
     key = storage.key_for_uri(ref.uri)
     if key is None:
         raise IntegrityError(
@@ -314,16 +315,19 @@ def restore_files(storage: Storage, handle: StateHandle,
     for ref in handle.files:
         target = Path(dest) / ref.name
         target.parent.mkdir(parents=True, exist_ok=True)
-        _download_verified(storage, ref, target)
+        download_verified(storage, ref, target)
         out.append(target)
     return out
 
 
-def _download_verified(storage: Storage, ref: FileRef, target: Path) -> None:
+def download_verified(storage: Storage, ref: FileRef, target: Path) -> None:
+    """Download one state file to ``target`` and check its size and sha256 (restore and
+    verification share it); :class:`IntegrityError` names the file when it is missing or
+    differs."""
     from .errors import NotFound
 
     try:
-        storage.download_file(_key_of(storage, ref), str(target))
+        storage.download_file(state_file_key(storage, ref), str(target))
     except NotFound:
         raise IntegrityError(f"state file {ref.name!r} is missing: {ref.uri}") from None
     digest, size = sha256_file(target)

@@ -136,8 +136,7 @@ def run_retention(coordinator, dry_run: bool = False) -> RetentionReport:  # noq
             storage.delete(o.key)
         report.deleted_shared += 1
     for e in report.deleted_epochs:
-        coordinator._decided.pop(e, None)
-        coordinator._barriers.pop(e, None)
+        coordinator.store.forget(e)
     return report
 
 

@@ -26,7 +26,7 @@ from .errors import (
     PreconditionFailed,
     UnsupportedVersion,
 )
-from .incremental import _download_verified, _key_of
+from .incremental import download_verified, state_file_key
 from .layout import Layout
 from .state_handle import FileRef, StateHandle
 from .storage import Storage
@@ -131,14 +131,14 @@ def _verify_one(storage: Storage, task: str, ref: FileRef, target: Path,
                 report: VerifyReport, known: dict[str, VerifiedFile]) -> None:
     try:
         try:
-            info = storage.head(_key_of(storage, ref))
+            info = storage.head(state_file_key(storage, ref))
         except NotFound:
             raise IntegrityError(f"state file {ref.name!r} is missing: {ref.uri}") from None
         seen = VerifiedFile(ref.size, ref.sha256, info.etag)
         if known.get(ref.uri) == seen and info.size == ref.size:
             report.files_unchanged += 1
         else:
-            _download_verified(storage, ref, target)
+            download_verified(storage, ref, target)
             report.files_checked += 1
             report.bytes_checked += ref.size
         report.verified[ref.uri] = seen

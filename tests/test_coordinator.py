@@ -223,7 +223,7 @@ def test_crash_between_completion_and_registry_update_recovers(storage, tmp_path
     b = c.begin_epoch(DIAMOND, "r")
     for t in DIAMOND:
         ack_task(c, b.epoch_id, t, tmp=tmp_path, outputs={"gold": b"1"} if t == "sink" else None)
-    c._finish = lambda meta, barrier: None  # simulate the crash right after _metadata
+    c.finisher.finish = lambda meta, barrier: None  # simulate the crash right after _metadata
     assert c.complete(b.epoch_id).completed
     assert read_manifest(storage, c.layout) is None
     fresh = Coordinator(storage, "p")
@@ -248,7 +248,7 @@ def test_burned_id_is_never_reused_and_expires(storage, tmp_path):
                       "2023-11-14T22:13:25.000Z")
         return replace(reg, last_epoch_id=e.epoch_id, open=(*reg.open, e)), None
 
-    c._update_registry(burn)
+    c.store.update_registry(burn)
     clock.advance(10)
     b = c.begin_epoch(DIAMOND, "r")  # expires the burned epoch first
     assert b.epoch_id == 2

@@ -211,8 +211,8 @@ def test_restore_verification_hashes_only_what_changed_since_its_record(storage,
     import checkpointing.verify as verify
 
     hashed: list[str] = []
-    real = verify._download_verified
-    monkeypatch.setattr(verify, "_download_verified",
+    real = verify.download_verified
+    monkeypatch.setattr(verify, "download_verified",
                         lambda st, ref, target: (hashed.append(ref.name), real(st, ref, target)))
     c = Coordinator(storage, "p", config=CheckpointConfig(retained_epochs=10))
     parts: dict[str, bytes] = {}
