@@ -164,7 +164,7 @@ def equal_to_oracle(frames: dict[str, Any], data: LocalStorage, until: date) -> 
 def compare(remote: str, work: Path, epochs: int, scale: int = 1,
             history_days: int = 2) -> dict[str, Any]:
     """Both sides over ``history_days`` then ``epochs`` single days; then SDP's recovery."""
-    from bench.pipeline_bench import STATS_EDGES, STATS_PLAN, run_plan
+    from bench.flights_epochs import STATS_EDGES, STATS_PLAN, run_plan
     from spark_jobs.runtime import spark_session
 
     data = LocalStorage(work / "data")

@@ -22,13 +22,20 @@ import tempfile
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.flights_epochs import (  # noqa: E402
+    STATS_EDGES,
+    STATS_PLAN,
+    day,
+    interval_until,
+    run_plan,
+)
 from checkpointing import (  # noqa: E402
     Coordinator,
     FileRef,
@@ -37,7 +44,6 @@ from checkpointing import (  # noqa: E402
     SnapshotWriter,
     StateHandle,
     open_storage,
-    plan_from_edges,
 )
 from checkpointing.layout import Layout  # noqa: E402
 from spark_jobs.flights.landing import land  # noqa: E402
@@ -45,54 +51,13 @@ from spark_jobs.flights.pipeline import EDGES, JOBS, PLAN  # noqa: E402
 from spark_jobs.runtime import JobRun, run_task  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
-DAY0 = date(2013, 1, 1)
-STATS_EDGES = {"ingest_flights": [], "route_stats": ["ingest_flights"],
-               "carrier_stats": ["ingest_flights"]}
-STATS_PLAN = plan_from_edges(STATS_EDGES, {"route_stats", "carrier_stats"})
 ROUTE, CARRIER = ["origin", "dest"], ["carrier"]
 METRICS = ["flights", "cancelled", "dep_delay_sum", "dep_delay_n", "dep_delay_max",
            "arr_delay_sum", "arr_delay_n", "arr_delay_max", "distance_sum"]
 
 
-def day(n: int) -> date:
-    """Day n of 2013, 1-based."""
-    return DAY0 + timedelta(days=n - 1)
-
-
-def interval_until(n: int) -> dict[str, str]:
-    """The data interval whose epoch consumes the files of days before day n."""
-    return {"start": day(n - 1).isoformat(), "end": day(n).isoformat()}
-
-
 def du(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-
-
-class Failed(Exception):
-    pass
-
-
-def _failing(job):
-    def run(r):
-        job(r)
-        raise Failed("injected: the last task dies after its snapshot")
-    return run
-
-
-def run_plan(coord: Coordinator, spark, data_uri: str, edges: dict, plan: dict, run_id: str,
-             until: int, *, fail: str | None = None, **begin: Any) -> tuple[int, float]:
-    """Begin an epoch bounded at day ``until``, run its tasks in order (``fail`` dies after
-    its snapshot), complete unless a task failed. Returns (epoch id, wall seconds)."""
-    t0 = time.perf_counter()
-    eid = coord.begin_epoch(plan, run_id, data_interval=interval_until(until), **begin).epoch_id
-    for task in edges:
-        job = _failing(JOBS[task]) if task == fail else JOBS[task]
-        try:
-            run_task(job, coord, eid, task, 1, spark, data_uri)
-        except Failed:
-            return eid, time.perf_counter() - t0
-    coord.complete(eid)
-    return eid, time.perf_counter() - t0
 
 
 # ---------------------------------------------------------------------------- recovery

@@ -20,7 +20,7 @@ from .promotion import PromotionRule
 from .publish import publish
 from .registry import Registry
 from .state_handle import OutputRef
-from .tables import commit_tables
+from .table_commit import commit_tables
 
 
 class EpochFinisher:

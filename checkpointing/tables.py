@@ -11,7 +11,7 @@ the transaction version already at the epoch and commit nothing: one table versi
 epoch. Nothing is copied or rewritten to commit it.
 
 The declaration (:class:`TableSpec`) is format-neutral; each format's committer lives in a
-module of its own and is imported only when a table of that format is committed.
+module of its own, reached through :mod:`.table_commit`.
 """
 
 from __future__ import annotations
@@ -201,36 +201,3 @@ class TableCommit:
 class TableCommitter(Protocol):
     def commit(self, spec: TableSpec, app: str, epoch_id: int, files: tuple[FileRef, ...],
                meta: dict[str, Any]) -> TableCommit: ...
-
-
-def committer(spec: TableSpec, endpoint_url: str | None = None) -> TableCommitter:
-    """The committer of ``spec``'s format."""
-    if spec.format == "delta":
-        from .delta import DeltaCommitter
-
-        return DeltaCommitter(endpoint_url=endpoint_url)
-    if spec.format == "iceberg":
-        from .iceberg import IcebergCommitter
-
-        return IcebergCommitter(endpoint_url=endpoint_url)
-    raise ValueError(f"no committer for table format {spec.format!r}")  # pragma: no cover
-
-
-def commit_tables(pipeline_id: str, lineage: str, epoch_id: int, outputs: dict[str, Any],
-                  endpoint_url: str | None = None) -> dict[str, Any]:
-    """Phase two for the table outputs among ``outputs`` (name -> OutputRef): one commit
-    each, idempotent per epoch; returns the outputs with each table output's ``meta``
-    holding its ``table_version``, for the manifest."""
-    from dataclasses import replace
-
-    done = {}
-    for name, out in outputs.items():
-        if "table" not in out.meta:
-            done[name] = out
-            continue
-        spec = TableSpec.from_json(out.meta["table"])
-        result = committer(spec, endpoint_url).commit(
-            spec, app_id(pipeline_id, lineage, name), epoch_id, out.files, out.meta)
-        meta = {k: v for k, v in out.meta.items() if k not in ("schema", "records")}
-        done[name] = replace(out, meta={**meta, "table_version": result.version})
-    return done

@@ -31,7 +31,6 @@ import pwd
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -41,6 +40,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import yaml
+
+from spark_jobs.runtime.processes import free_port, listening, process_groups, stop_group, tail
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "docker" / "docker-compose.yml"
@@ -116,28 +117,11 @@ class Ports:
             for i in range(n):
                 name = service if n == 1 else f"{service}-{i + 1}"
                 for role, p in roles.items():
-                    want = None if free or p in taken or _listening(p) else p
-                    port = want or _free_port(taken)
+                    want = None if free or p in taken or listening(p) else p
+                    port = want or free_port(taken=taken)
                     taken.add(port)
                     ports[f"{name}.{role}"] = port
         return cls(ports)
-
-
-def _free_port(taken: set[int]) -> int:
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in taken:
-            return port
-
-
-def _listening(port: int, host: str = "127.0.0.1") -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 HOST_REF = re.compile(r"(?<=[/@])(" + "|".join(re.escape(s) for s in CONTAINER_PORTS) +
@@ -271,11 +255,11 @@ class Cluster:
             try:
                 rc = proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                _stop_group(proc.pid, signal.SIGTERM, 10)
-                raise ClusterError(f"{name} did not finish in {timeout:g}s: {_tail(svc.log)}"
-                                   ) from None
+                stop_group(proc.pid, 10, sig=signal.SIGTERM)
+                raise ClusterError(f"{name} did not finish in {timeout:g}s: "
+                                   f"{_log_tail(svc.log)}") from None
             if rc != 0:
-                raise ClusterError(f"{name} failed (exit {rc}): {_tail(svc.log)}")
+                raise ClusterError(f"{name} failed (exit {rc}): {_log_tail(svc.log)}")
             return
         self.wait_ready(name, proc, timeout)
 
@@ -285,11 +269,12 @@ class Cluster:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if proc is not None and proc.poll() is not None:
-                raise ClusterError(f"{name} exited ({proc.returncode}): {_tail(svc.log)}")
+                raise ClusterError(f"{name} exited ({proc.returncode}): {_log_tail(svc.log)}")
             if self.ready(name):
                 return
             time.sleep(0.5)
-        raise ClusterError(f"{name} not ready in {timeout:g}s; see {svc.log}: {_tail(svc.log)}")
+        raise ClusterError(f"{name} not ready in {timeout:g}s; see {svc.log}: "
+                           f"{_log_tail(svc.log)}")
 
     def ready(self, name: str) -> bool:
         svc = self.services[name]
@@ -300,7 +285,7 @@ class Cluster:
         if name == "airflow-apiserver":
             return _http_ok(f"{self.api_url}/api/v2/monitor/health")
         if svc.port:
-            return _listening(svc.port)
+            return listening(svc.port)
         return True  # scheduler, dag-processor, workers: the health endpoint reports them
 
     def spark_workers_alive(self) -> int:
@@ -321,14 +306,14 @@ class Cluster:
     def stop(self, name: str, timeout: float = 30) -> None:
         svc = self.services[name]
         if svc.pid and _alive(svc.pid):
-            _stop_group(svc.pid, STOP_SIGNAL.get(name, signal.SIGTERM), timeout)
+            stop_group(svc.pid, timeout, sig=STOP_SIGNAL.get(name, signal.SIGTERM))
         svc.pid = None
         self.save()
 
     def leftover(self) -> list[int]:
         """Processes still running from the process groups of the running services."""
         groups = {s.pid for s in self.services.values() if s.pid}
-        return [pid for pid, pgid in _process_groups() if pgid in groups]
+        return [pid for pid, pgid in process_groups() if pgid in groups]
 
 
 def build(compose: dict, home: Path, ports: Ports,
@@ -576,7 +561,7 @@ def wait_healthy(c: Cluster, timeout: float = 300) -> None:
     while time.monotonic() < deadline:
         dead = [n for n in c.services if n not in ONE_OFF and not c.alive(n)]
         if dead:
-            raise ClusterError(f"{dead[0]} exited: {_tail(c.services[dead[0]].log, 600)}")
+            raise ClusterError(f"{dead[0]} exited: {_log_tail(c.services[dead[0]].log, 600)}")
         h = _http_json(f"{c.api_url}/api/v2/monitor/health") or {}
         ok = all((h.get(k) or {}).get("status") == "healthy"
                  for k in ("metadatabase", "scheduler", "triggerer", "dag_processor"))
@@ -611,7 +596,7 @@ def down(home: Path = DEFAULT_HOME, log=print, volumes: bool = False) -> list[in
         if c.services[name].pid and c.alive(name):
             log(f"stopping {name}", flush=True)
         c.stop(name)
-    left = [pid for pid, pgid in _process_groups() if pgid in groups]
+    left = [pid for pid, pgid in process_groups() if pgid in groups]
     for pid in left:
         log(f"still running after down: pid {pid}", flush=True)
     if volumes and not left:
@@ -670,41 +655,8 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _process_groups() -> list[tuple[int, int]]:
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[0] != "Z":
-                out.append((int(d.name), int(fields[2])))
-    return out
-
-
-def _stop_group(pid: int, sig: int, timeout: float) -> None:
-    try:
-        os.killpg(pid, sig)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not any(pg == pid for _, pg in _process_groups()):
-            return
-        time.sleep(0.3)
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        return
-    time.sleep(0.5)
-
-
-def _tail(path: str, n: int = 1500) -> str:
-    try:
-        return Path(path).read_text(errors="replace")[-n:].strip().replace("\n", " | ")
-    except OSError:
-        return ""
+def _log_tail(path: str, n: int = 1500) -> str:
+    return tail(path, n, one_line=True)
 
 
 def _http_ok(url: str) -> bool:

@@ -24,6 +24,8 @@ import time
 from datetime import date, timedelta
 from pathlib import Path
 
+from spark_jobs.runtime.processes import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = Path(os.environ.get("DEMO_DIR") or ROOT / ".demo")
 BIN = Path(sys.executable).parent
@@ -53,12 +55,6 @@ def check_java() -> None:
         raise DemoError(f"cannot read the Java version from: {out.strip()[:200]}") from None
     if major < 17:
         raise DemoError(f"Java {major} found at {java}; Spark 4 needs Java 17 or newer")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def check_port_free(port: int, what: str) -> None:
@@ -235,8 +231,8 @@ def start_airflow(svc: Services, port: int, env: dict[str, str]) -> tuple[str, s
            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "10",
            "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": str(ROOT),
            # not the fixed defaults (8793/8794): another Airflow may run on this machine
-           "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(_free_port()),
-           "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(_free_port()),
+           "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+           "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
            "FLIGHTS_RETRY_DELAY_SECONDS": "5"}
     proc = svc.start("airflow standalone", [str(BIN / "airflow"), "standalone"], env,
                      DEMO / "airflow.log")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -15,15 +14,10 @@ from typing import Any
 
 import requests
 
+from spark_jobs.runtime.processes import free_port
 from tests.airflow_env import AIRFLOW, ROOT, airflow_env
 
 PASSWORDS = {"admin": "admin-pw", "viewer": "viewer-pw"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def connect_env(server: Any) -> dict[str, str]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -16,15 +15,11 @@ from pathlib import Path
 
 import boto3
 
+from spark_jobs.runtime.processes import free_port
+
 ROOT = Path(__file__).resolve().parent.parent
 ACCESS_KEY = "ckpt-test-access"
 SECRET_KEY = "ckpt-test-secret-key"  # noqa: S105 - a throwaway test server's key
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def find_minio() -> str | None:

@@ -41,6 +41,73 @@ def test_import_contract(layer, forbidden):
     assert not bad, sorted(bad)
 
 
+PACKAGES = {"checkpointing": "checkpointing", "dag_checkpoints": "plugins/dag_checkpoints",
+            "spark_jobs": "spark_jobs", "bench": "bench"}
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """Our modules and the modules of ours each imports (at module level or inside a
+    function: a deferred import hides a cycle, it does not remove it)."""
+    files = {}
+    for pkg, root in PACKAGES.items():
+        for f in (ROOT / root).rglob("*.py"):
+            parts = [p for p in f.relative_to(ROOT / root).with_suffix("").parts
+                     if p != "__init__"]
+            files[".".join([pkg, *parts])] = f
+    graph = {}
+    for name, f in files.items():
+        base = name.split(".") if f.name == "__init__.py" else name.split(".")[:-1]
+        deps = set()
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                target = ".".join(base[:len(base) - node.level + 1] + [node.module or ""]) \
+                    if node.level else node.module or ""
+                names = [target.rstrip("."), *(f"{target}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            else:
+                continue
+            deps.update(n for n in names if n in files and n != name)
+        graph[name] = deps
+    return graph
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while not comp or comp[-1] != v:
+                comp.append(stack.pop())
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycles():
+    graph = _module_graph()
+    assert "checkpointing.epoch_store" in graph["checkpointing.coordinator"]  # the graph is real
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles(graph) == []
+
+
 def test_jobs_by_reference():
     from spark_jobs.flights.stats import route_stats
     from spark_jobs.runtime import JobReferenceError, job_reference, resolve_job
@@ -149,4 +216,4 @@ def test_provider_and_plugin_are_registered(tmp_path):
             "print(task.checkpointed_spark.__module__)")
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        timeout=300)
-    assert r.stdout.strip() == "dag_checkpoints.decorators", r.stderr[-2000:]
+    assert r.stdout.strip() == "dag_checkpoints.decorators.checkpointed_spark", r.stderr[-2000:]

@@ -136,7 +136,8 @@ def test_down_stops_a_service_with_its_children_and_deletes_volumes(tmp_path):
     """A service's whole process group goes (a container's children die with it), and
     `down --volumes` deletes the data directories."""
 
-    from scripts.cluster import Cluster, Service, _process_groups, down
+    from scripts.cluster import Cluster, Service, down
+    from spark_jobs.runtime.processes import process_groups
 
     (tmp_path / "logs").mkdir()
     (tmp_path / "minio").mkdir()
@@ -147,9 +148,9 @@ def test_down_stops_a_service_with_its_children_and_deletes_volumes(tmp_path):
     c.start("redis", timeout=10)
     group = c.services["redis"].pid
     deadline = time.monotonic() + 10
-    while len([p for p, g in _process_groups() if g == group]) < 3:  # sh and its sleeps
+    while len([p for p, g in process_groups() if g == group]) < 3:  # sh and its sleeps
         assert time.monotonic() < deadline, "the service's children did not start"
         time.sleep(0.05)
     assert down(tmp_path, log=lambda *a, **k: None, volumes=True) == []
-    assert [p for p, g in _process_groups() if g == group] == []
+    assert [p for p, g in process_groups() if g == group] == []
     assert not (tmp_path / "minio").exists() and (tmp_path / "logs").exists()

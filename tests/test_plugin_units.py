@@ -8,7 +8,7 @@ def test_unreachable_spark_master_is_named():
 
     import pytest
     from airflow.sdk.exceptions import AirflowException
-    from dag_checkpoints.spark import check_master_reachable
+    from dag_checkpoints.operators.spark import check_master_reachable
 
     with socket.socket() as s:  # a port nobody listens on
         s.bind(("127.0.0.1", 0))
@@ -28,7 +28,7 @@ def test_settings_round_trip_without_secrets(monkeypatch):
     connection ids only: nothing secret reaches what Airflow stores (callback kwargs,
     trigger kwargs)."""
     from dag_checkpoints import AlertSettings, CheckpointSettings
-    from dag_checkpoints.timeouts import EpochDeadlineTrigger
+    from dag_checkpoints.triggers import EpochDeadlineTrigger
 
     secrets = {"AWS_SECRET_ACCESS_KEY": "aws-s3cr3t-9f1",
                "AWS_SESSION_TOKEN": "tok-77e2",

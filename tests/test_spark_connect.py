@@ -181,12 +181,12 @@ def test_a_port_taken_before_the_server_binds_it_is_not_mistaken_for_the_server(
         squat.listen()
         taken = squat.getsockname()[1]
         ports = iter([taken])
-        real = cs._free_port
-        cs._free_port = lambda host: next(ports, None) or real(host)
+        real = cs.free_port
+        cs.free_port = lambda host: next(ports, None) or real(host)
         try:
             server = cs.ConnectServer(port=0, driver_memory="512m").start()
         finally:
-            cs._free_port = real
+            cs.free_port = real
         try:
             assert server.port != taken
             assert cs._owns_port(server.proc.pid, server.port)

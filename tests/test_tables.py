@@ -16,7 +16,8 @@ import pytest
 from checkpointing import Coordinator
 from checkpointing.delta import open_table
 from checkpointing.publish import published_tables, read_manifest
-from checkpointing.tables import TableSpec, app_id, commit_tables
+from checkpointing.table_commit import commit_tables
+from checkpointing.tables import TableSpec, app_id
 from tests.helpers import race
 from tests.tables_readers import (
     SPARK_EXPECTED,

@@ -7,12 +7,17 @@ the timeout watchdog and the commit step are added around the jobs. Task code re
 checkpoint storage only through the ``checkpointing`` library; correctness never depends on
 listeners."""
 
-from .alerts import AlertSettings, announce, deadline_alert
 from .assets import published_asset
-from .operators import BeginEpochOperator, CommitEpochOperator
+from .notifications import AlertSettings, announce
+from .operators import (
+    BeginEpochOperator,
+    CheckpointedSparkOperator,
+    CommitEpochOperator,
+    EpochTimeoutOperator,
+)
 from .settings import CheckpointSettings
-from .spark import CheckpointedSparkOperator
-from .timeouts import EpochDeadlineTrigger, EpochTimeoutOperator
+from .timeouts import deadline_alert
+from .triggers import EpochDeadlineTrigger
 from .wiring import CheckpointSteps, checkpoint_dag, derive_plan
 
 __all__ = ["AlertSettings", "BeginEpochOperator", "CheckpointSettings", "CheckpointSteps",

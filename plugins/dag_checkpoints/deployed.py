@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
+from .runconf import BEGIN_TASK_ID
 from .settings import CheckpointSettings
-from .spark import BEGIN_TASK_ID
 
 
 @dataclass(frozen=True)

@@ -25,13 +25,14 @@ def get_provider_info() -> dict[str, Any]:
         "versions": [current],
         "integrations": [{"integration-name": INTEGRATION, "tags": ["software"]}],
         "operators": [{"integration-name": INTEGRATION, "python-modules": [
-            "dag_checkpoints.operators", "dag_checkpoints.spark", "dag_checkpoints.timeouts"]}],
+            "dag_checkpoints.operators.epoch", "dag_checkpoints.operators.spark",
+            "dag_checkpoints.operators.epoch_timeout"]}],
         "triggers": [{"integration-name": INTEGRATION,
-                      "python-modules": ["dag_checkpoints.timeouts"]}],
-        "task-decorators": [{"name": "checkpointed_spark",
-                             "class-name": "dag_checkpoints.decorators.checkpointed_spark_task"}],
-        # Alerts go through Airflow's notifiers (SMTP, Slack, ... providers): this
-        # provider's deadline callback and alert settings, not a notifier class of its own.
+                      "python-modules": ["dag_checkpoints.triggers.epoch_deadline"]}],
+        "task-decorators": [{"name": "checkpointed_spark", "class-name":
+                             "dag_checkpoints.decorators.checkpointed_spark.checkpointed_spark_task"}],
+        # Alerts are delivered by Airflow's own notifiers (HttpNotifier, SmtpNotifier) that
+        # dag_checkpoints.notifications configures: no notifier class of its own to declare.
         "notifications": [],
         # Connections are those of the Spark and Amazon providers: spark_connect (connect
         # mode), spark (submit mode), aws (S3 credentials).

@@ -11,7 +11,7 @@ from urllib.parse import urlparse
 
 from checkpointing import CheckpointConfig, Coordinator, Storage, open_storage
 
-from .alerts import AlertSettings, announce
+from .notifications import AlertSettings, announce
 
 SPARK_MODES = ("connect", "local", "submit")
 

@@ -1,6 +1,6 @@
 """Make any DAG checkpointed: the epoch's plan is derived from the DAG itself.
 
-Write the DAG as usual, with :class:`~dag_checkpoints.spark.CheckpointedSparkOperator` or
+Write the DAG as usual, with :class:`~dag_checkpoints.operators.CheckpointedSparkOperator` or
 ``@task.checkpointed_spark`` tasks wired with ``>>``, then call :func:`checkpoint_dag`. The
 checkpointed tasks and their Airflow upstreams are the plan (tasks that must acknowledge and
 their upstream edges, through any plain task between two checkpointed ones), so there is no
@@ -18,10 +18,9 @@ from typing import Any
 from checkpointing import TaskPlan
 
 from .assets import published_assets
-from .operators import COMMIT_TASK_ID, BeginEpochOperator, CommitEpochOperator
+from .operators import BeginEpochOperator, CommitEpochOperator, EpochTimeoutOperator
+from .runconf import BEGIN_TASK_ID, COMMIT_TASK_ID, TIMEOUT_TASK_ID
 from .settings import CheckpointSettings
-from .spark import BEGIN_TASK_ID
-from .timeouts import TIMEOUT_TASK_ID, EpochTimeoutOperator
 
 
 def is_checkpointed(task: Any) -> bool:

@@ -26,7 +26,8 @@ from .job_run import (
 from .package import build_jobs_zip
 from .published import read_published
 from .reference import JobReferenceError, job_reference, named_job, resolve_job
-from .session import s3a_conf, spark_session, spark_uri
+from .session import spark_session, spark_uri
+from .spark_conf import s3a_conf
 
 from checkpointing.tables import TableSpec  # isort: skip - re-exported for jobs
 

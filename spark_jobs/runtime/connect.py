@@ -19,7 +19,7 @@ from urllib.parse import urlparse
 
 from checkpointing.extras import require
 
-from .session import SESSION_CONF, s3a_conf
+from .spark_conf import SESSION_CONF, s3a_conf
 
 log = logging.getLogger("spark_jobs.runtime.connect")
 

@@ -16,14 +16,14 @@ from __future__ import annotations
 import argparse
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .session import JARS_DIR, LOCAL_CONF, LOG4J_CONF, s3a_conf
+from .processes import free_port, listening, stop_group, tail
+from .spark_conf import JARS_DIR, LOCAL_CONF, LOG4J_CONF, s3a_conf
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 RUN_DIR = Path(__file__).resolve().parents[2] / ".tools" / "run"
@@ -101,15 +101,15 @@ class ConnectServer:
         auto = self.port == 0
         for _ in range(3 if auto else 1):
             if auto:
-                self.port = _free_port(self.host)
+                self.port = free_port(self.host)
             if self._launch(timeout, refuse_busy=not auto):
                 return self
         raise RuntimeError(f"Spark Connect server could not bind a port on {self.host}: "
-                           f"{_tail(self.log_path)}")
+                           f"{tail(self.log_path)}")
 
     def _launch(self, timeout: float, refuse_busy: bool) -> bool:
         """Run the server; True once it listens, False when its port was taken first."""
-        if refuse_busy and _listening(self.host, self.port):
+        if refuse_busy and listening(self.port, self.host):
             raise RuntimeError(f"port {self.port} is busy on {self.host}: a Spark Connect "
                                "server (or something else) already listens there")
         log_path = self.log_path or RUN_DIR / f"spark-connect-{self.port}.log"
@@ -122,39 +122,25 @@ class ConnectServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                if "Failed to bind" in _tail(log_path, 20_000):
+                if "Failed to bind" in tail(log_path, 20_000):
                     return False
                 raise RuntimeError(f"Spark Connect server exited ({self.proc.returncode}): "
-                                   f"{_tail(log_path)}")
+                                   f"{tail(log_path)}")
             # Listening is not enough: the port must be this server's, not a process that
             # took it in the meantime (the server then dies of a BindException).
-            if _listening(self.host, self.port) and _owns_port(self.proc.pid, self.port):
+            if listening(self.port, self.host) and _owns_port(self.proc.pid, self.port):
                 return True
             time.sleep(0.5)
         self.stop()
         raise RuntimeError(f"Spark Connect server not listening on {self.url} within "
-                           f"{timeout:g}s: {_tail(log_path)}")
+                           f"{timeout:g}s: {tail(log_path)}")
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop the server (its whole process group: the JVM and its Python workers)."""
         if self.proc is None or self.proc.poll() is not None:
             return
-        _stop_group(self.proc.pid, timeout, self.proc)
+        stop_group(self.proc.pid, timeout, self.proc)
         self.proc.wait(timeout)
-
-
-def _listening(host: str, port: int) -> bool:
-    try:
-        socket.create_connection((host, port), timeout=1.0).close()
-        return True
-    except OSError:
-        return False
-
-
-def _free_port(host: str) -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
 
 
 def _owns_port(pid: int, port: int) -> bool:
@@ -185,35 +171,6 @@ def _owns_port(pid: int, port: int) -> bool:
     return False
 
 
-def _tail(path: Path | None, n: int = 2000) -> str:
-    try:
-        return Path(path).read_text(errors="replace")[-n:]
-    except OSError:
-        return ""
-
-
-def _stop_group(pid: int, timeout: float, proc: subprocess.Popen | None = None) -> None:
-    """SIGTERM the process group of ``pid``, SIGKILL it after ``timeout``. ``proc``: our own
-    child, reaped here (unreaped, it would keep its group alive as a zombie)."""
-    try:
-        os.killpg(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if proc is not None:
-            proc.poll()
-        try:
-            os.killpg(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.3)
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
 def _pid_file(port: int) -> Path:
     return RUN_DIR / f"spark-connect-{port}.pid"
 
@@ -234,12 +191,12 @@ def main(argv: list[str] | None = None) -> int:
         pid = int(pid_file.read_text()) if pid_file.exists() else None
         alive = pid is not None and _alive(pid)
         if a.action == "status":
-            print(f"sc://{a.host}:{a.port}: " + ("running" if _listening(a.host, a.port)
+            print(f"sc://{a.host}:{a.port}: " + ("running" if listening(a.port, a.host)
                                                  else "not listening")
                   + (f" (pid {pid})" if alive else ""))
-            return 0 if _listening(a.host, a.port) else 1
+            return 0 if listening(a.port, a.host) else 1
         if alive:
-            _stop_group(pid, 30.0)
+            stop_group(pid, 30.0)
         pid_file.unlink(missing_ok=True)
         print(f"sc://{a.host}:{a.port}: stopped" if alive else
               f"sc://{a.host}:{a.port}: no server of ours was running")

@@ -31,7 +31,8 @@ from checkpointing.tables import TableSpec
 
 from .connect import SparkConnectError, is_connect, unsupported_feature
 from .file_source import MAX_FILE_AGE_SECONDS, NewInput, SeenIndex, new_input
-from .session import OUTPUT_FILES_CONF, spark_uri
+from .session import spark_uri
+from .spark_conf import OUTPUT_FILES_CONF
 
 _RUN_UNTIL = object()  # new_input's default: the epoch's data interval end
 #: where a task's index of consumed files is kept in its state

@@ -7,10 +7,11 @@ creates the session itself; under spark-submit the cluster's settings stand.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from urllib.parse import unquote
 
 from checkpointing.extras import require
+
+from .spark_conf import JARS_DIR, LOCAL_CONF, LOG4J_CONF, SESSION_CONF, s3a_conf
 
 
 def spark_uri(uri: str) -> str:
@@ -22,37 +23,6 @@ def spark_uri(uri: str) -> str:
     if uri.startswith("file://"):
         return "file://" + unquote(uri[len("file://"):])
     return uri
-
-
-#: Session settings every job relies on, in every mode (UTC dates; partition values stay
-#: strings, as the state handles record them).
-SESSION_CONF = {"spark.sql.session.timeZone": "UTC",
-                "spark.sql.sources.partitionColumnTypeInference.enabled": "false"}
-
-#: Files per staged output, set only on the laptop-sized local sessions the runtime makes
-#: (tiny outputs in one file); on a cluster Spark writes a file per partition, in parallel.
-OUTPUT_FILES_CONF = "spark.ckpt.outputFiles"
-LOCAL_CONF = {"spark.sql.shuffle.partitions": "4", OUTPUT_FILES_CONF: "1"}
-
-JARS_DIR = Path(__file__).resolve().parents[2] / ".tools" / "jars"
-LOG4J_CONF = Path(__file__).resolve().parent / "log4j2.properties"
-
-
-def s3a_conf(endpoint_url: str | None) -> dict[str, str]:
-    """Hadoop S3A settings. Credentials come from the standard AWS chain (environment,
-    profile, instance role): nothing secret is put in the Spark configuration."""
-    conf = {"spark.hadoop.fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
-            "spark.hadoop.fs.s3a.endpoint.region": os.environ.get("AWS_DEFAULT_REGION",
-                                                                  "us-east-1"),
-            # S3 verifies and stores each file's SHA-256 at upload: a snapshot reads it with
-            # one HEAD instead of downloading the file to the driver to hash it.
-            "spark.hadoop.fs.s3a.create.checksum.algorithm": "SHA256"}
-    if endpoint_url:
-        conf.update({"spark.hadoop.fs.s3a.endpoint": endpoint_url,
-                     "spark.hadoop.fs.s3a.path.style.access": "true",
-                     "spark.hadoop.fs.s3a.connection.ssl.enabled":
-                         str(endpoint_url.startswith("https")).lower()})
-    return conf
 
 
 def spark_session(app: str, master: str | None = None, *, s3: bool = False,

@@ -1,6 +1,6 @@
 """The steps around a DAG run's checkpointed jobs: the begin step opens the run's epoch
 (writes its barrier), the commit step completes it (publishing its outputs) or aborts it.
-The jobs themselves are :class:`dag_checkpoints.spark.CheckpointedSparkOperator`."""
+The jobs themselves are :class:`dag_checkpoints.operators.CheckpointedSparkOperator`."""
 
 from __future__ import annotations
 
@@ -28,12 +28,9 @@ from checkpointing.errors import (
 )
 from checkpointing.lineages import MAIN, read_origin
 
-from .alerts import announce
-from .runconf import checkpoint_conf
-from .settings import CheckpointSettings
-from .spark import BEGIN_TASK_ID
-
-COMMIT_TASK_ID = "checkpoint_commit"
+from ..notifications import announce
+from ..runconf import BEGIN_TASK_ID, checkpoint_conf
+from ..settings import CheckpointSettings
 
 
 def _interval(context: Any) -> dict[str, str] | None:
@@ -189,7 +186,7 @@ class CommitEpochOperator(BaseOperator):
 
     def _emit_asset_events(self, context: Any, coord: Any) -> None:
         """Fill the outlets' asset events with what this epoch published."""
-        from .assets import event_extra
+        from ..assets import event_extra
 
         manifest = read_manifest(coord.storage, coord.layout)
         events = context.get("outlet_events")

@@ -33,10 +33,9 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from checkpointing.errors import CheckpointError
 
-from .runconf import checkpoint_conf
-from .settings import CheckpointSettings
+from ..runconf import BEGIN_TASK_ID, checkpoint_conf
+from ..settings import CheckpointSettings
 
-BEGIN_TASK_ID = "checkpoint_begin"
 #: Fault injection for tests and drills: "<task_id>:<attempt>" fails that attempt after its
 #: snapshot and before its acknowledgement, the worst moment for exactly-once.
 FAULT_ENV = "CKPT_FAULT_INJECT"

@@ -6,27 +6,20 @@ by the commit step *and* by the deadline callback is announced once). Delivery t
 goes through Airflow notifiers: ``HttpNotifier`` for a webhook (a Slack incoming webhook
 takes the same JSON ``text``) and ``SmtpNotifier`` for mail, each configured with an Airflow
 connection id.
-
-The timeout path: a DAG-level Deadline Alert (see :func:`deadline_alert`) fires in the
-triggerer when a run is not finished in time; :func:`deadline_missed` aborts the run's epoch
-with reason ``timeout`` (naming the tasks that did not acknowledge) and announces it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import html
 import logging
 import os
-import sys
 from dataclasses import asdict, dataclass, field
-from datetime import timedelta
 from typing import Any
 
 from checkpointing import Barrier, Coordinator, EpochMetadata
 from checkpointing.alerts import EpochAlert, record_alert
 
-log = logging.getLogger("dag_checkpoints.alerts")
+log = logging.getLogger("dag_checkpoints.notifications")
 
 
 def _env_list(name: str) -> tuple[str, ...]:
@@ -97,64 +90,3 @@ def announce(coord: Coordinator, meta: EpochMetadata, barrier: Barrier | None,
             log.error("alert channel %s failed for epoch %d: %s", type(notifier).__name__,
                       alert.epoch_id, exc)
     return alert
-
-
-def deadline_alert(settings: Any) -> Any | None:
-    """A DAG-level Deadline Alert, the run-level backstop of the checkpoint timeout: when a
-    run is not finished ``timeout_seconds`` after it was queued, :func:`deadline_missed`
-    runs in the triggerer and expires the run's epoch if its own deadline (counted from its
-    barrier) has passed. The per-epoch watchdog task (``checkpoint_timeout``) is what
-    enforces the timeout; this alert only catches an epoch whose watchdog is gone.
-    ``settings`` is the DAG's CheckpointSettings."""
-    from airflow.sdk import AsyncCallback, DeadlineAlert, DeadlineReference
-
-    if sys.argv[1:3] == ["dags", "test"]:
-        # Airflow 3.3.2's `dags test` never stores the DAG's deadline alerts, then looks
-        # them up when the run ends and crashes ('dict' object has no attribute 'hex').
-        # A foreground test run has no triggerer to fire them anyway.
-        log.warning("airflow dags test: the checkpoint-timeout Deadline Alert is left out")
-        return None
-    return DeadlineAlert(
-        reference=DeadlineReference.DAGRUN_QUEUED_AT,
-        interval=timedelta(seconds=settings.config.timeout_seconds),
-        callback=AsyncCallback(f"{__name__}.deadline_missed",
-                               kwargs={"checkpoint": settings.to_kwargs()}),
-        name="checkpoint timeout",
-    )
-
-
-async def deadline_missed(context: dict[str, Any] | None = None, *,
-                          checkpoint: dict[str, Any], **_: Any) -> None:
-    """Deadline Alert callback (triggerer). Returns nothing: Airflow stores a callback's
-    result in a text column, and a dict there killed the triggerer. Never waits: an epoch
-    not yet past its barrier's deadline is left to its watchdog (a run that waited in the
-    queue opened its epoch late, and its timeout counts from then)."""
-    try:
-        await asyncio.to_thread(_expire_run, context or {}, checkpoint)
-    except Exception:  # the triggerer must survive whatever storage says
-        log.exception("checkpoint deadline callback failed")
-
-
-def _expire_run(context: dict[str, Any], checkpoint: dict[str, Any]) -> None:
-    from .settings import CheckpointSettings
-    from .timeouts import expire_epoch
-
-    settings = CheckpointSettings.from_kwargs(checkpoint)
-    run_id = (context.get("dag_run") or {}).get("dag_run_id")
-    coord = settings.coordinator()
-    barrier = coord.open_epoch_for_run(run_id, lineage=_lineage_of(context)) if run_id else None
-    if barrier is None:
-        log.info("deadline missed for run %s, which has no open epoch of %s (queued, or "
-                 "already decided)", run_id, settings.pipeline_id)
-        return
-    meta = expire_epoch(settings, coord, barrier, context)
-    if meta is None:
-        log.info("deadline missed for run %s; its epoch %d opened later, its own deadline "
-                 "%s is enforced by its watchdog", run_id, barrier.epoch_id, barrier.deadline)
-
-
-def _lineage_of(context: dict[str, Any]) -> str:
-    from .runconf import checkpoint_conf
-
-    return str(checkpoint_conf((context.get("dag_run") or {}).get("conf")).get("lineage")
-               or "main")

@@ -21,7 +21,7 @@ from typing import Any
 
 from airflow.sdk.bases.decorator import DecoratedOperator, TaskDecorator, task_decorator_factory
 
-from .spark import CheckpointedSparkOperator
+from ..operators.spark import CheckpointedSparkOperator
 
 
 class _CheckpointedSparkDecoratedOperator(DecoratedOperator, CheckpointedSparkOperator):

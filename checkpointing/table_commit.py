@@ -1,0 +1,41 @@
+"""Phase two of table outputs: one commit per output of a completed epoch (PROTOCOL 6.12),
+dispatched to the committer of the table's format. Each format's committer lives in a
+module of its own and is imported only when a table of that format is committed."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from .tables import TableCommitter, TableSpec, app_id
+
+
+def committer(spec: TableSpec, endpoint_url: str | None = None) -> TableCommitter:
+    """The committer of ``spec``'s format."""
+    if spec.format == "delta":
+        from .delta import DeltaCommitter
+
+        return DeltaCommitter(endpoint_url=endpoint_url)
+    if spec.format == "iceberg":
+        from .iceberg import IcebergCommitter
+
+        return IcebergCommitter(endpoint_url=endpoint_url)
+    raise ValueError(f"no committer for table format {spec.format!r}")  # pragma: no cover
+
+
+def commit_tables(pipeline_id: str, lineage: str, epoch_id: int, outputs: dict[str, Any],
+                  endpoint_url: str | None = None) -> dict[str, Any]:
+    """Phase two for the table outputs among ``outputs`` (name -> OutputRef): one commit
+    each, idempotent per epoch; returns the outputs with each table output's ``meta``
+    holding its ``table_version``, for the manifest."""
+    done = {}
+    for name, out in outputs.items():
+        if "table" not in out.meta:
+            done[name] = out
+            continue
+        spec = TableSpec.from_json(out.meta["table"])
+        result = committer(spec, endpoint_url).commit(
+            spec, app_id(pipeline_id, lineage, name), epoch_id, out.files, out.meta)
+        meta = {k: v for k, v in out.meta.items() if k not in ("schema", "records")}
+        done[name] = replace(out, meta={**meta, "table_version": result.version})
+    return done

@@ -1,0 +1,96 @@
+"""The per-run checkpoint watchdog task (see :mod:`dag_checkpoints.timeouts`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+
+from checkpointing import Coordinator
+from checkpointing.decision import Decision
+from checkpointing.errors import FailureBudgetExhausted
+
+from ..settings import CheckpointSettings
+from ..timeouts import expire_epoch, log, watchdog_outcome
+from ..triggers.epoch_deadline import MAX_POLL_SECONDS, EpochDeadlineTrigger
+
+
+def _foreground_test_run(context: Any) -> bool:
+    """``airflow dags test`` / ``dag.test()`` run triggers inline, one task at a time: a
+    watchdog there would block the run it watches until the deadline."""
+    dag_run = context.get("dag_run")
+    return getattr(dag_run, "triggering_user_name", None) == "dag_test"
+
+
+class EpochTimeoutOperator(BaseOperator):
+    """Watches the run's epoch until it is decided; aborts and alerts it at its deadline.
+
+    Deferrable: waits in the triggerer, not on a worker. Succeeds when the epoch is decided
+    by the commit step or when a timeout stays within the failure budget; fails once the
+    ``tolerable_failed_epochs`` budget is spent, as the commit step does.
+    """
+
+    ui_color = "#e5d8bd"
+
+    def __init__(self, *, settings: CheckpointSettings, begin_task_id: str,
+                 commit_task_id: str | None = None, **kwargs: Any):
+        # It must run whatever the jobs do, and never be retried into a second watch.
+        kwargs.setdefault("retries", 0)
+        super().__init__(**kwargs)
+        self.settings, self.begin_task_id = settings, begin_task_id
+        self.commit_task_id = commit_task_id
+
+    def execute(self, context: Any) -> str | None:
+        epoch = context["ti"].xcom_pull(task_ids=self.begin_task_id)
+        if epoch is None:
+            raise AirflowFailException(f"no epoch to watch: {self.begin_task_id} has not run")
+        coord = self.settings.coordinator()
+        decision = coord.decision(int(epoch))
+        if decision is not None:
+            return self._decided(coord, decision)
+        if _foreground_test_run(context):
+            self.log.info("dags test: epoch %s is not watched (triggers run inline there); "
+                          "the commit step decides it", epoch)
+            return None
+        barrier = coord.barrier(int(epoch))
+        poll = min(MAX_POLL_SECONDS, max(1.0, self.settings.config.timeout_seconds / 20))
+        self.log.info("watching epoch %d until its deadline %s", barrier.epoch_id,
+                      barrier.deadline)
+        run = context["dag_run"]
+        self.defer(trigger=EpochDeadlineTrigger(self.settings.to_kwargs(), barrier.epoch_id,
+                                                barrier.deadline, poll, run.dag_id,
+                                                run.run_id, self.commit_task_id),
+                   method_name="execute_complete")
+        return None  # not reached: defer raises
+
+    @staticmethod
+    def _decided(coord: Coordinator, decision: Decision) -> str:
+        """The outcome of an epoch decided before the watch began, as the trigger ends it
+        (:func:`watchdog_outcome`)."""
+        state, message = watchdog_outcome(coord, decision)
+        if state == "failed":
+            raise AirflowFailException(message)
+        if state == "skipped":
+            raise AirflowSkipException(message)
+        return decision.status
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> str:
+        if event.get("error"):
+            raise AirflowFailException(f"epoch {event['epoch_id']}: {event['error']}")
+        if event["status"] != "overdue":  # from a trigger of before 1.7
+            return str(event["status"])
+        coord = self.settings.coordinator()
+        barrier = coord.barrier(int(event["epoch_id"]))
+        meta = expire_epoch(self.settings, coord, barrier, context)
+        if meta is None or meta.completed:
+            return "completed" if meta else "pending"
+        msg = (f"epoch {meta.epoch_id} {meta.reason}: {meta.detail}; tasks not acknowledged: "
+               f"{', '.join(meta.missing_tasks) or 'none'}")
+        try:
+            coord.check_failure_budget(barrier.lineage)
+        except FailureBudgetExhausted as exc:
+            raise AirflowFailException(f"{msg}; checkpoint failure budget exhausted: "
+                                       f"{exc}") from None
+        log.warning("%s: within the failure budget", msg)
+        return meta.status

@@ -1,0 +1,5 @@
+"""Triggers of the checkpoint provider (run in Airflow's triggerer)."""
+
+from .epoch_deadline import EpochDeadlineTrigger
+
+__all__ = ["EpochDeadlineTrigger"]

@@ -1,0 +1,133 @@
+"""The trigger behind each run's checkpoint watchdog (see :mod:`dag_checkpoints.timeouts`).
+
+An async poll of checkpoint storage that costs no worker slot and no triggerer thread; it
+ends as soon as the epoch is decided (read from what survives retention, within about a
+second of the commit step) or its deadline passes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.triggers.base import (
+    BaseTrigger,
+    TaskFailedEvent,
+    TaskSkippedEvent,
+    TaskSuccessEvent,
+    TriggerEvent,
+)
+
+from checkpointing import Coordinator
+from checkpointing.decision import Decision
+from checkpointing.documents import parse_iso
+from checkpointing.errors import CheckpointError, MalformedDocument
+
+from ..settings import CheckpointSettings
+from ..timeouts import watchdog_outcome
+
+#: How often the trigger looks at storage: one HEAD-sized read per poll.
+MAX_POLL_SECONDS = 30.0
+#: How often the trigger asks Airflow whether the run's commit step has finished (one
+#: call to Airflow's API, not to storage): the watchdog then reads the decision at once.
+AIRFLOW_POLL_SECONDS = 1.0
+_FINISHED = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
+
+
+class EpochDeadlineTrigger(BaseTrigger):
+    """Fires when the epoch is decided or its deadline has passed, whichever comes first.
+
+    Storage is read every ``poll_seconds`` (the deadline's twentieth, at most 30 s), and at
+    once when Airflow says the run's commit step finished: the decision is usually made
+    there, so a run ends about a second after its commit step instead of a storage poll
+    later (PROTOCOL 6.11). A decided epoch ends the watchdog from here, without resuming
+    on a worker (success, or skipped/failed for an aborted epoch as the failure budget
+    says); only a passed deadline resumes on a worker, which aborts and alerts.
+    Storage calls run in a worker thread of the event loop's default executor, one short
+    read at a time, so a slow store never blocks the triggerer's loop.
+    """
+
+    def __init__(self, checkpoint: dict[str, Any], epoch_id: int, deadline: str,
+                 poll_seconds: float = MAX_POLL_SECONDS, dag_id: str | None = None,
+                 run_id: str | None = None, commit_task_id: str | None = None):
+        super().__init__()
+        self.checkpoint, self.epoch_id, self.deadline = checkpoint, int(epoch_id), deadline
+        self.poll_seconds = float(poll_seconds)
+        self.dag_id, self.run_id, self.commit_task_id = dag_id, run_id, commit_task_id
+        self._airflow_states = bool(dag_id and run_id and commit_task_id)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{__name__}.EpochDeadlineTrigger",
+                {"checkpoint": self.checkpoint, "epoch_id": self.epoch_id,
+                 "deadline": self.deadline, "poll_seconds": self.poll_seconds,
+                 "dag_id": self.dag_id, "run_id": self.run_id,
+                 "commit_task_id": self.commit_task_id})
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        settings = CheckpointSettings.from_kwargs(self.checkpoint)
+        coord = await asyncio.to_thread(settings.coordinator)
+        deadline = parse_iso(self.deadline)
+        next_read, commit_seen = 0.0, False
+        while True:
+            now = time.time()
+            if now >= next_read:
+                try:
+                    decision = await asyncio.to_thread(coord.decision, self.epoch_id)
+                except MalformedDocument as exc:
+                    yield TriggerEvent({"epoch_id": self.epoch_id, "error": str(exc)})
+                    return
+                except CheckpointError as exc:  # storage unreachable for now: keep watching
+                    self.log.warning("epoch %d: cannot read its outcome yet: %s",
+                                     self.epoch_id, exc)
+                    decision = None
+                if decision is not None:
+                    yield await asyncio.to_thread(self._end_event, coord, decision)
+                    return
+                next_read = now + self.poll_seconds
+            if now >= deadline:
+                yield TriggerEvent({"epoch_id": self.epoch_id, "status": "overdue"})
+                return
+            if not commit_seen and await self._commit_finished():
+                # Read the decision now; once only: a commit step that failed without
+                # deciding leaves the epoch to the ordinary polls and its deadline.
+                commit_seen, next_read = True, 0.0
+                continue
+            wait = min(next_read, deadline) - time.time()
+            if self._airflow_states and not commit_seen:
+                wait = min(wait, AIRFLOW_POLL_SECONDS)
+            await asyncio.sleep(max(0.05, wait))
+
+    def _end_event(self, coord: Coordinator, decision: Decision) -> TriggerEvent:
+        """End the watchdog from the triggerer, as :func:`watchdog_outcome` says."""
+        state, message = watchdog_outcome(coord, decision)
+        if state == "success":
+            self.log.info("%s", message)
+            return TaskSuccessEvent(xcoms={"return_value": decision.status})
+        if state == "failed":
+            self.log.error("%s", message)
+            return TaskFailedEvent()
+        self.log.warning("%s", message)
+        return TaskSkippedEvent()
+
+    async def _commit_finished(self) -> bool:
+        """Whether Airflow has the run's commit step in a finished state (asked through
+        the triggerer's own channel to Airflow's API, as Airflow's ExternalTaskSensor
+        trigger does). Without that channel the trigger watches storage only."""
+        if not self._airflow_states:
+            return False
+        try:
+            from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
+            from asgiref.sync import sync_to_async
+
+            states = await sync_to_async(RuntimeTaskInstance.get_task_states)(
+                dag_id=self.dag_id, task_ids=[self.commit_task_id], run_ids=[self.run_id])
+        except Exception as exc:  # noqa: BLE001 - no channel (an older triggerer): storage only
+            self.log.info("cannot read Airflow's task states here (%s): watching storage only",
+                          type(exc).__name__)
+            self._airflow_states = False
+            return False
+        return (states or {}).get(self.run_id, {}).get(self.commit_task_id) in _FINISHED
+
+

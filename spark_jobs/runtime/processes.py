@@ -1,0 +1,96 @@
+"""Helpers for the local services the runtime and the scripts start (the Spark Connect
+server, the demo's and the process topology's services): one place for free ports,
+listening checks, stopping a process group and the tail of a log."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+
+def free_port(host: str = "127.0.0.1", taken: Iterable[int] = ()) -> int:
+    """A port free on ``host`` now (the OS's choice), not among ``taken``."""
+    taken = set(taken)
+    while True:
+        with socket.socket() as s:
+            s.bind((host, 0))
+            port = s.getsockname()[1]
+        if port not in taken:
+            return port
+
+
+def listening(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:
+    """Whether something accepts TCP connections on ``host:port``."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def process_groups() -> list[tuple[int, int]]:
+    """(pid, process group) of every live (not zombie) process, from /proc."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != "Z":
+                out.append((int(d.name), int(fields[2])))
+    return out
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether a live (not zombie) process is in process group ``pgid``."""
+    if not Path("/proc").is_dir():  # no /proc: ask the kernel (zombies count there)
+        try:
+            os.killpg(pgid, 0)
+            return True
+        except ProcessLookupError:
+            return False
+    return any(pg == pgid for _, pg in process_groups())
+
+
+def stop_group(pgid: int, timeout: float, proc: subprocess.Popen | None = None,
+               sig: int = signal.SIGTERM) -> None:
+    """Send ``sig`` to process group ``pgid``, SIGKILL it after ``timeout``. ``proc``: our
+    own child, reaped here (unreaped, it would stay a zombie)."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc is not None:
+            proc.poll()
+        if not group_alive(pgid):
+            return
+        time.sleep(0.3)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        return
+    if proc is not None:
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def tail(path: str | Path | None, n: int = 2000, *, one_line: bool = False) -> str:
+    """The last ``n`` characters of a log ("" when unreadable); ``one_line`` joins its lines
+    with `` | `` for an error message."""
+    if path is None:
+        return ""
+    try:
+        text = Path(path).read_text(errors="replace")[-n:]
+    except OSError:
+        return ""
+    return text.strip().replace("\n", " | ") if one_line else text
