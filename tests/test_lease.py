@@ -16,7 +16,8 @@ import pytest
 
 from checkpointing import CheckpointConfig, Coordinator, LocalStorage
 from checkpointing.errors import TooManyConcurrentEpochs
-from tests.helpers import DIAMOND
+from checkpointing.lease import RunnerLease, lease_expired
+from tests.helpers import DIAMOND, FakeClock
 
 ROOT = Path(__file__).resolve().parent.parent
 LEASE_S = 8.0
@@ -34,8 +35,9 @@ def test_lease_frees_the_lineage_only_when_the_driver_is_gone(tmp_path):
         epoch = int(line.split()[1])
         c = Coordinator(LocalStorage(store), "p", CheckpointConfig(lease_seconds=LEASE_S))
 
-        # Alive and slow: two leases long, it keeps renewing; the slot stays taken.
-        time.sleep(2 * LEASE_S)
+        # Alive and slow: past one lease, its thread keeps renewing; the slot stays taken.
+        # (The rule itself, at every boundary, is checked without sleeping below.)
+        time.sleep(1.5 * LEASE_S)
         with pytest.raises(TooManyConcurrentEpochs):
             c.begin_epoch(DIAMOND, "run-2")
         # Frozen for less than the lease: still not aborted.
@@ -64,11 +66,57 @@ def test_lease_frees_the_lineage_only_when_the_driver_is_gone(tmp_path):
             driver.kill()
 
 
+class StoreClock:
+    """The clock the lease is aged by (the store's; LocalStorage dates a lease by its file's
+    modification time): a fake clock that also dates every lease renewed under it."""
+
+    def __init__(self, storage: LocalStorage):
+        self.storage, self.clock = storage, FakeClock()
+
+    def renew(self, lease: RunnerLease) -> bool:
+        renewed = lease.renew()
+        if renewed:
+            path = self.storage.root / lease.coordinator.layout.lease(lease.epoch_id)
+            os.utime(path, (self.clock.t, self.clock.t))
+        return renewed
+
+
+def test_lease_rule_by_an_injected_clock(tmp_path):
+    """The lease boundaries without sleeping: a lease renewed within its ttl holds the slot
+    however long the epoch runs; one not renewed for more than its ttl is aborted as
+    ``runner_lost`` by the next begin, and renewing stops once the epoch is decided."""
+    storage = LocalStorage(tmp_path / "ckpt")
+    store = StoreClock(storage)
+    c = Coordinator(storage, "p", CheckpointConfig(lease_seconds=LEASE_S), clock=store.clock)
+    epoch = c.begin_epoch(DIAMOND, "run-1").epoch_id
+    lease = RunnerLease(c, epoch)
+    assert store.renew(lease)
+    for _ in range(10):  # ten leases long, renewed every third of one
+        store.clock.advance(LEASE_S / 3)
+        assert not lease_expired(c, epoch)
+        assert store.renew(lease)
+    with pytest.raises(TooManyConcurrentEpochs):
+        c.begin_epoch(DIAMOND, "run-2")
+    store.clock.advance(LEASE_S)  # exactly one ttl since the last renewal: still held
+    assert not lease_expired(c, epoch)
+    with pytest.raises(TooManyConcurrentEpochs):
+        c.begin_epoch(DIAMOND, "run-2")
+    store.clock.advance(0.01)
+    assert lease_expired(c, epoch)
+    assert c.begin_epoch(DIAMOND, "run-2").epoch_id == epoch + 1
+    assert (c.metadata(epoch).status, c.metadata(epoch).reason) == ("aborted", "runner_lost")
+    assert not store.renew(lease)  # decided: the lease is not written again
+    assert lease.decided is not None and lease.decided.status == "aborted"
+
+
 def test_epoch_without_lease_is_never_aborted_as_lost(tmp_path):
     """Airflow-driven epochs have no lease: only their timeout or the commit decides them."""
-    c = Coordinator(LocalStorage(tmp_path / "ckpt"), "p", CheckpointConfig(lease_seconds=0.5))
+    clock = FakeClock()
+    c = Coordinator(LocalStorage(tmp_path / "ckpt"), "p", CheckpointConfig(lease_seconds=0.5),
+                    clock=clock)
     first = c.begin_epoch(DIAMOND, "airflow-run").epoch_id
-    time.sleep(1)
+    clock.advance(60)  # 120 leases, well within the timeout
+    assert not lease_expired(c, first)
     with pytest.raises(TooManyConcurrentEpochs):
         c.begin_epoch(DIAMOND, "another")
     assert c.metadata(first) is None

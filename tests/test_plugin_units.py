@@ -95,3 +95,44 @@ def test_blank_or_padded_storage_is_refused_with_one_line(tmp_path, monkeypatch)
     with pytest.raises(ValueError, match="no checkpoint storage configured"):
         CheckpointSettings("p", storage="").coordinator()
     assert list(tmp_path.iterdir()) == []  # nothing created in the working directory
+
+
+def test_racing_announcers_deliver_an_alert_once(tmp_path):
+    """The watchdog, the Deadline Alert's callback and a begin step may all announce one
+    abort: the one whose alert record lands delivers, the others stay silent."""
+    import threading
+
+    from dag_checkpoints.notifications import AlertSettings, announce
+
+    from checkpointing import CheckpointConfig, Coordinator, LocalStorage
+    from tests.helpers import DIAMOND, FakeClock, race
+
+    delivered: list[int] = []
+    lock = threading.Lock()
+
+    class Counting:
+        def __init__(self, epoch_id: int):
+            self.epoch_id = epoch_id
+
+        def notify(self, context):
+            with lock:
+                delivered.append(self.epoch_id)
+
+    class CountingSettings(AlertSettings):
+        def notifiers(self, alert):
+            return [Counting(alert.epoch_id)]
+
+    clock = FakeClock()
+    c = Coordinator(LocalStorage(tmp_path), "p", CheckpointConfig(timeout_seconds=10),
+                    clock=clock)
+    epochs = []
+    for run in ("r1", "r2"):
+        b = c.begin_epoch(DIAMOND, run)
+        clock.advance(11)
+        meta = c.abort(b.epoch_id, "timeout", "overdue")
+        epochs.append((meta, b))
+    settings = CountingSettings()
+    results, errors = race(lambda i: announce(c, *epochs[i % 2], settings), 16)
+    assert not errors, errors
+    assert sorted(delivered) == [1, 2]
+    assert sorted(a.epoch_id for a in results if a is not None) == [1, 2]
