@@ -319,6 +319,11 @@ def test_epochs_page_in_headless_chromium(af, tmp_path):
         else f"epoch {oldest['parent_epoch_id']}"
     assert set(seen["restored_from"]) == {want_from}, seen["restored_from"]
     assert max(seen["row_heights"]) < 1.6 * min(seen["row_heights"]), seen["row_heights"]
+    # The selected row and the detail agree (one read): status and acknowledged tasks.
+    sel = seen["selected"]
+    assert [r["id"] for r in sel["rows"]] == [str(expected[-1]["epoch_id"])], sel
+    assert sel["rows"][0]["status"] == sel["detail_status"] == oldest["status"], sel
+    assert sel["rows"][0]["acked"] == f"{sel['detail_acked']}/{sel['task_rows']}", sel
     for ch in seen["charts"]:
         assert ch["overlaps"] == 0 and ch["fullFailed"] == 0, ch
         assert "0.0" not in ch["ticks"], ch

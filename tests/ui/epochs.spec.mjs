@@ -40,6 +40,13 @@ try {
   const taskRows = await frame.locator("#tasks tbody tr").count();
   const chartPoints = Number(await frame.locator("#chart-duration").getAttribute("data-points"));
   const timelineBars = Number(await frame.locator("#timeline").getAttribute("data-bars"));
+  // The selected row and the detail show one read of the epoch (the row is redrawn from it).
+  const selectedRow = await frame.locator("#epochs tbody tr.selected").evaluateAll((trs) =>
+    trs.map((tr) => ({ id: tr.dataset.epochId, status: tr.children[2].textContent,
+      acked: tr.children[5].textContent })));
+  const detailStatus = (await frame.locator("#detail-status").textContent()).split(" · ")[0];
+  const detailAcked = await frame.locator("#tasks tbody tr").evaluateAll((trs) =>
+    trs.filter((tr) => tr.children[1].textContent === "acked").length);
 
   const lineages = await frame.locator("#lineages").evaluate((svg) => ({ ...svg.dataset }));
   // What the page shows, for the defects it must not have: which epoch each task restored
@@ -109,7 +116,9 @@ try {
   if (SCREENSHOT_DARK) await page.screenshot({ path: SCREENSHOT_DARK, fullPage: true });
 
   console.log(JSON.stringify({ rows: rowCount, tables: tablesCells, task_rows: taskRows,
-    restored_from: restoredFrom, row_heights: rowHeights, charts, failed_task: failedTask,
+    restored_from: restoredFrom, row_heights: rowHeights,
+    selected: { rows: selectedRow, detail_status: detailStatus, detail_acked: detailAcked,
+      task_rows: taskRows }, charts, failed_task: failedTask,
     disabled_opacity: disabledOpacity, chart_points: chartPoints,
     savepoint_message: savepointMessage, trigger_message: triggerMessage,
     trigger_date: triggerDate, theme, background, timeline_bars: timelineBars, lineages,

@@ -254,6 +254,32 @@ function dataDay(logical) {
   return d.toISOString().slice(0, 10);
 }
 
+// One row of the epochs table, from a list row or an epoch's detail (same fields).
+function epochRow(e) {
+  const tr = document.createElement("tr");
+  tr.dataset.epochId = e.epoch_id;
+  cell(tr, e.epoch_id);
+  cell(tr, e.run_id, "long");
+  cell(tr, e.status, `status-${e.status}`);
+  cell(tr, secs(e.duration_ms));
+  cell(tr, size(e.state_bytes));
+  cell(tr, `${e.tasks_acked}/${e.tasks_total}`);
+  // The task that failed it: the one that declined, else (a timeout, a lost runner) the
+  // tasks that had not acknowledged.
+  const failed = e.declined_by || (e.status === "aborted" ? (e.missing_tasks || []).join(", ") : "");
+  const failedCell = cell(tr, failed, "long failed-task");
+  if (e.declined_by || (e.missing_tasks || []).length === 1) {
+    taskLogLink(failedCell, e.run_id, e.declined_by || e.missing_tasks[0]);
+  }
+  cell(tr, e.reason ? `${e.reason}${e.source === "history" ? " (files deleted)" : ""}` : "");
+  cell(tr, e.lineage, "long");
+  cell(tr, e.parent_epoch_id ?? "–");
+  // "gold_route_stats v12": the table version each table output got from this epoch
+  cell(tr, Object.entries(e.tables || {}).map(([t, v]) => `${t} v${v}`).join(", "), "tables long");
+  tr.addEventListener("click", () => showEpoch(e.epoch_id));
+  return tr;
+}
+
 async function load() {
   const [list, sps, lin] = await Promise.all([
     call(`${api}/epochs?limit=${PAGE}&offset=${offset}`), call(`${api}/savepoints`), call(`${api}/lineages`)]);
@@ -268,30 +294,7 @@ async function load() {
   document.getElementById("published").textContent = pub ? `epoch ${pub.epoch_id} (${pub.lineage})` : "nothing yet";
   const body = document.querySelector("#epochs tbody");
   body.replaceChildren();
-  for (const e of epochs) {
-    const tr = document.createElement("tr");
-    tr.dataset.epochId = e.epoch_id;
-    cell(tr, e.epoch_id);
-    cell(tr, e.run_id, "long");
-    cell(tr, e.status, `status-${e.status}`);
-    cell(tr, secs(e.duration_ms));
-    cell(tr, size(e.state_bytes));
-    cell(tr, `${e.tasks_acked}/${e.tasks_total}`);
-    // The task that failed it: the one that declined, else (a timeout, a lost runner) the
-    // tasks that had not acknowledged.
-    const failed = e.declined_by || (e.status === "aborted" ? (e.missing_tasks || []).join(", ") : "");
-    const failedCell = cell(tr, failed, "long failed-task");
-    if (e.declined_by || (e.missing_tasks || []).length === 1) {
-      taskLogLink(failedCell, e.run_id, e.declined_by || e.missing_tasks[0]);
-    }
-    cell(tr, e.reason ? `${e.reason}${e.source === "history" ? " (files deleted)" : ""}` : "");
-    cell(tr, e.lineage, "long");
-    cell(tr, e.parent_epoch_id ?? "–");
-    // "gold_route_stats v12": the table version each table output got from this epoch
-    cell(tr, Object.entries(e.tables || {}).map(([t, v]) => `${t} v${v}`).join(", "), "tables long");
-    tr.addEventListener("click", () => showEpoch(e.epoch_id));
-    body.appendChild(tr);
-  }
+  for (const e of epochs) body.appendChild(epochRow(e));
   const history = [...epochs].reverse();
   chart("chart-duration", history.map((e) => ({id: e.epoch_id, reason: e.reason,
     y: e.duration_ms == null ? null : e.duration_ms / 1000, status: e.status,
@@ -313,6 +316,10 @@ async function load() {
 async function showEpoch(id) {
   selected = id;
   const e = await call(`${api}/epochs/${id}`);
+  // The detail is the newer read: while an epoch runs its row (listed earlier, possibly
+  // from the server's cache) is redrawn from it, so the row and the detail agree.
+  const listed = document.querySelector(`#epochs tbody tr[data-epoch-id="${id}"]`);
+  if (listed) listed.replaceWith(epochRow(e));
   document.querySelectorAll("#epochs tbody tr").forEach((tr) =>
     tr.classList.toggle("selected", Number(tr.dataset.epochId) === id));
   document.getElementById("detail").hidden = false;
