@@ -1,7 +1,8 @@
 """The worked example of docs/JOBS.md, a user's own pipeline that is not in dags/
 (docs/examples/energy_daily.py: smart-meter readings, three tasks, two Delta tables), run
-as that very file under `airflow dags test` in connect mode against the test session's
-Spark Connect server, day by day, then with a correction inside the offsets' window and one
+as that very file under `airflow standalone` (scheduler, triggerer, api-server) in connect
+mode against the test session's Spark Connect server, runs triggered day by day through
+Airflow's REST API, then with a correction inside the offsets' window and one
 of a file landed a month earlier: the published tables equal an independent pandas
 computation over the raw files as they are now, nothing counted twice."""
 
@@ -18,8 +19,7 @@ import pandas as pd
 import pytest
 
 from checkpointing import Coordinator, LocalStorage
-from tests.airflow_env import airflow, airflow_env, migrate
-from tests.airflow_standalone import connect_env
+from tests.airflow_standalone import Standalone, connect_env
 from tests.oracle import published
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -90,15 +90,27 @@ def test_the_worked_example_of_jobs_md_under_airflow(spark_connect, tmp_path):
     first = tmp_path / "data/raw/readings/2024-01-01.csv"
     month_ago = first.stat().st_mtime - 30 * 86400  # landed a month before the others
     os.utime(first, (month_ago, month_ago))
-    env = airflow_env(tmp_path / "airflow", AIRFLOW__CORE__DAGS_FOLDER=str(dags),
-                      CKPT_STORAGE=f"file://{tmp_path}/ckpt",
-                      CKPT_DATA=f"file://{tmp_path}/data", **connect_env(spark_connect))
-    migrate(env)
+    sa = Standalone(tmp_path / "airflow", ready_dag=DAG, AIRFLOW__CORE__DAGS_FOLDER=str(dags),
+                    CKPT_STORAGE=f"file://{tmp_path}/ckpt",
+                    CKPT_DATA=f"file://{tmp_path}/data", **connect_env(spark_connect))
+    try:
+        sa.start()
+        _run_epochs(sa, data, days, tmp_path)
+    finally:
+        sa.stop()
+
+
+def _trigger(sa: Standalone, logical: str) -> None:
+    run = sa.trigger(DAG, f"{logical}T00:00:00Z")
+    state = sa.wait_run(DAG, run, timeout=600)
+    assert state == "success", (state, sa.task_tries(DAG, run), sa.tail())
+
+
+def _run_epochs(sa: Standalone, data: LocalStorage, days: list[date], tmp_path: Path) -> None:
     c = Coordinator(LocalStorage(tmp_path / "ckpt"), DAG)
     for d in days:
         run = (d + timedelta(days=1)).isoformat()
-        r = airflow(env, "dags", "test", DAG, run)
-        assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+        _trigger(sa, run)
         check(c, data, run)
     quarantined = sum(c.completed_handles(e)["readings"].row_counts["rows_quarantined"]
                       for e in (1, 2, 3))
@@ -107,8 +119,7 @@ def test_the_worked_example_of_jobs_md_under_airflow(spark_connect, tmp_path):
     # Corrections: day 3 re-sent inside the window, day 1 re-sent a month after it landed.
     data.write("raw/readings/2024-01-03.csv", readings_file(days[2], seed=30, bad=0))
     data.write("raw/readings/2024-01-01.csv", readings_file(days[0], seed=10, bad=0))
-    r = airflow(env, "dags", "test", DAG, "2024-01-05")
-    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    _trigger(sa, "2024-01-05")
     h = c.completed_handles(4)["readings"]
     assert (h.row_counts["files_new"], h.row_counts["files_replaced"]) == (2, 2)
     assert h.metrics["days_touched"] == ["2024-01-01", "2024-01-03"]
