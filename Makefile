@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: install demo test test-package lint bench bench-coordinator bench-airflow bench-tables bench-sources faults soak drills
+.PHONY: install demo test test-package lint bench bench-coordinator bench-airflow bench-tables bench-sources bench-scale faults soak drills
 
 install:
 	scripts/bootstrap.sh
@@ -59,12 +59,17 @@ bench-tables: install
 	scripts/install_minio.sh
 	$(PY) bench/table_bench.py $(ARGS)
 
-# One flights_daily DAG run under `airflow standalone`, tasks on local Spark vs Spark Connect.
 # A source task's input discovery after 30 and 360 days, with an old file corrected
 # (bench/source_bench.py; seconds).
 bench-sources: install
 	$(PY) bench/source_bench.py $(ARGS)
 
+# tpch_daily at scale factor 10 on local storage, Spark Connect (bench/tpch_bench.py, tpch_*
+# keys; about an hour on 2 cores). ARGS="--scale 1" for a quicker run.
+bench-scale: install
+	$(PY) bench/tpch_bench.py --scale 10 $(ARGS)
+
+# One flights_daily DAG run under `airflow standalone`, tasks on local Spark vs Spark Connect.
 bench-airflow: install
 	$(PY) bench/airflow_bench.py $(ARGS)
 

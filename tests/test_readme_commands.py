@@ -108,6 +108,9 @@ BLOCKS: dict[tuple[str, str], str] = {
     "is one `ckpt --help` knows)",
     ("README.md", "python -m spark_jobs.flights.landing"):
         "run: test_flights_quick_path_runs_as_written",
+    ("README.md", "python -m spark_jobs.tpch.landing"): "run by tests/test_tpch.py: the "
+    "same landing tool at scale factor 0.01 and the same `spark_jobs.runtime.run_epoch` "
+    "command with --until, on the tests' Spark Connect server (--remote)",
     ("README.md", "pip install 'dag-checkpoints"): "network install into an Airflow image: "
     "the wheel with its extras is installed from scratch by tests/package/test_wheel.py",
     ("README.md", "from datetime import datetime"): "a DAG file fragment: parsed here; "

@@ -12,6 +12,7 @@ spark-submit (:func:`main` in an application file, or ``spark_jobs/runtime/submi
 
 from .commit import commit
 from .connect import SparkConnectError, connect_session, is_connect
+from .driver import Pipeline, drive_epoch
 from .entry import EXIT_DECLINED, main
 from .file_source import NewInput, new_input
 from .job_run import (
@@ -33,6 +34,7 @@ from checkpointing.tables import TableSpec  # isort: skip - re-exported for jobs
 
 __all__ = ["EXIT_DECLINED", "ConnectUnsupported", "DeclineEpoch", "SparkConnectError",
            "connect_session", "is_connect", "Job", "JobReferenceError", "JobResult", "JobRun",
-           "NewInput", "build_jobs_zip", "commit", "job_reference", "main", "named_job",
+           "NewInput", "Pipeline", "build_jobs_zip", "commit", "drive_epoch", "job_reference",
+           "main", "named_job",
            "new_input", "partition_value", "read_published", "resolve_job", "run_task",
            "s3a_conf", "spark_session", "spark_uri", "TableSpec"]

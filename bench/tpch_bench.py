@@ -1,0 +1,325 @@
+"""tpch_daily at scale (issue 26): does an epoch's cost follow the day's change?
+
+On one Spark Connect server (``--driver-memory``, local storage unless ``--s3``), at scale
+factor ``--scale``:
+
+1. **Initial epoch**: the bulk history epoch with checkpoints, against the same queries as
+   plain Spark over the same files, with no state and no checkpoint
+   (``tpch_initial_epoch_overhead_ratio``).
+2. **Daily epochs** after the full history (``--days`` of them, one deletion day in
+   ``--delete-every``): the median epoch (``tpch_daily_epoch_seconds``), where its time goes
+   (restore, job, snapshot write, acknowledgement and commit), the bytes written over the
+   bytes that landed (``tpch_bytes_written_over_changed``), the state files after them
+   (``tpch_state_files_after_epochs``) and the customer-state compactions among them.
+3. The same daily epochs after **10 % of the history** (a second pipeline on its own
+   data root): ``tpch_daily_epoch_growth`` = full-history median / 10 %-history median.
+4. **Recovery**: a daily epoch whose tasks are killed after the ingest acknowledged is run
+   again (the retry restores from the last epoch), against recomputing its outputs from all
+   history with plain Spark (``tpch_recovery_speedup`` = recompute / retry).
+5. Peak memory (VmHWM) of the Connect server's JVM and of this client process.
+
+Every epoch's outputs after the last are checked against DuckDB (tests/tpch_oracle.py).
+
+    python bench/tpch_bench.py --scale 1 --days 20
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from datetime import date, timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from checkpointing import Coordinator, open_storage  # noqa: E402
+from spark_jobs.runtime import run_task, spark_uri  # noqa: E402
+from spark_jobs.tpch import jobs  # noqa: E402
+from spark_jobs.tpch.landing import DEFAULT_CACHE, LAST_ORDER_DAY, generate, land  # noqa: E402
+from spark_jobs.tpch.pipeline import EDGES, JOBS, OUTPUTS, PLAN, run_epoch  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+FIRST_DAY = date(1992, 1, 1)
+
+
+def _interval(until: date) -> dict[str, str]:
+    return {"start": (until - timedelta(days=1)).isoformat(), "end": until.isoformat()}
+
+
+def _du(path: Path) -> int:
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+
+
+def vm_hwm_mb(pid: int) -> float | None:
+    """Peak resident memory of a process (Linux VmHWM), MiB."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def _java_children(pid: int) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                stat = (d / "stat").read_text().rsplit(")", 1)[1].split()
+                cmd = (d / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if int(stat[1]) == pid or (b"java" in cmd and b"SparkConnectServer" in cmd):
+                out.append(int(d.name))
+    return out
+
+
+# ---------------------------------------------------------------------------- plain Spark
+def plain_outputs(spark: Any, data_uri: str, until: date, out: Path) -> float:
+    """The published outputs computed straight from the landed files before ``until``, no
+    state and no checkpoint: seconds. The control of the initial-epoch and recovery ratios."""
+    from pyspark.sql import functions as F
+
+    data = open_storage(data_uri)
+
+    def keys(prefix: str) -> list[str]:
+        return [spark_uri(data.uri(o.key)) for o in data.list(prefix)
+                if o.key.endswith(".parquet") and (
+                    "history-" in o.key or o.key.rsplit("/", 1)[-1][:10] < until.isoformat())]
+
+    t0 = time.perf_counter()
+    orders = spark.read.parquet(*keys("raw/orders/")).dropDuplicates(["o_orderkey"])
+    deletes = keys("raw/deletes/")
+    if deletes:
+        orders = orders.join(spark.read.parquet(*deletes).select("o_orderkey"), "o_orderkey",
+                             "left_anti")
+    lines = spark.read.parquet(*keys("raw/lineitem/")).dropDuplicates(
+        ["l_orderkey", "l_linenumber"])
+    customer = spark.read.parquet(spark_uri(data.uri("dim/customer.parquet")))
+    supplier = spark.read.parquet(spark_uri(data.uri("dim/supplier.parquet")))
+    nation = spark.read.parquet(spark_uri(data.uri("dim/nation.parquet")))
+    region = spark.read.parquet(spark_uri(data.uri("dim/region.parquet")))
+    j = (lines.join(orders, lines.l_orderkey == orders.o_orderkey)
+         .join(F.broadcast(customer), F.col("o_custkey") == F.col("c_custkey"))
+         .join(F.broadcast(supplier), F.col("l_suppkey") == F.col("s_suppkey")))
+    j = j.withColumn("disc_price", F.col("l_extendedprice") * (1 - F.col("l_discount")))
+    q1 = (j.where(F.col("l_shipdate") <= F.lit(jobs.Q1_SHIPDATE_MAX).cast("date"))
+          .groupBy("l_returnflag", "l_linestatus")
+          .agg(F.sum("l_quantity"), F.sum("l_extendedprice"), F.sum("disc_price"),
+               F.sum(F.col("disc_price") * (1 + F.col("l_tax"))), F.count("*")))
+    q5 = (j.where(F.col("s_nationkey") == F.col("c_nationkey"))
+          .groupBy("c_nationkey", "o_orderdate").agg(F.sum("disc_price").alias("revenue"))
+          .join(F.broadcast(nation), F.col("c_nationkey") == F.col("n_nationkey"))
+          .join(F.broadcast(region), F.col("n_regionkey") == F.col("r_regionkey")))
+    top = (j.groupBy("o_custkey").agg(F.sum("disc_price").alias("revenue"))
+           .orderBy(F.desc("revenue"), "o_custkey").limit(jobs.TOP_N))
+    for name, df in (("q1", q1), ("q5", q5), ("top", top)):
+        df.write.mode("overwrite").parquet(str(out / name))
+    return time.perf_counter() - t0
+
+
+# ---------------------------------------------------------------------------- epochs
+def epoch_split(c: Coordinator, epoch: int) -> dict[str, float]:
+    """Where an epoch's time went, summed over its tasks (ms): restore, the job (reading,
+    computing and writing its files), the snapshot write inside it, and the rest (the
+    acknowledgement, the commit and publication, the driver)."""
+    meta = c.metadata(epoch)
+    handles = c.completed_handles(epoch)
+    restore = sum(h.timings.get("restore_ms", 0) for h in handles.values())
+    job = sum(h.timings.get("run_ms", 0) for h in handles.values())
+    sync = sum(h.timings.get("sync_ms", 0) for h in handles.values())
+    from checkpointing.documents import parse_iso
+
+    total = (parse_iso(meta.decided_at) - parse_iso(c.barrier(epoch).created_at)) * 1000
+    return {"total_ms": round(total), "restore_ms": round(restore),
+            "job_ms": round(job - sync), "snapshot_write_ms": round(sync),
+            "ack_commit_and_driver_ms": round(total - restore - job)}
+
+
+def epoch_bytes(c: Coordinator, epoch: int) -> int:
+    return sum(h.bytes_written for h in c.completed_handles(epoch).values())
+
+
+def day_bytes(data_root: Path, day: date) -> int:
+    return sum((data_root / f"raw/{t}/{day.isoformat()}.parquet").stat().st_size
+               for t in ("orders", "lineitem")
+               if (data_root / f"raw/{t}/{day.isoformat()}.parquet").exists()) + (
+        (data_root / f"raw/deletes/{day.isoformat()}.parquet").stat().st_size
+        if (data_root / f"raw/deletes/{day.isoformat()}.parquet").exists() else 0)
+
+
+def run_days(c: Coordinator, spark: Any, data_root: Path, start: date, days: int
+             ) -> list[dict[str, Any]]:
+    out = []
+    for i in range(days):
+        day = start + timedelta(days=i)
+        t0 = time.perf_counter()
+        epoch, meta = run_epoch(c, spark, data_root.as_uri(), f"day-{day}",
+                                data_interval=_interval(day + timedelta(days=1)))
+        secs = time.perf_counter() - t0
+        assert meta is not None and meta.completed, (epoch, meta)
+        top = c.completed_handles(epoch)["top_customers"]
+        out.append({"epoch": epoch, "day": day.isoformat(), "seconds": round(secs, 2),
+                    "bytes_written": epoch_bytes(c, epoch),
+                    "bytes_landed": day_bytes(data_root, day),
+                    "compacted": bool(top.metrics.get("compacted")),
+                    "compaction_ms": top.metrics.get("compaction_ms"),
+                    **epoch_split(c, epoch)})
+    return out
+
+
+def state_files(c: Coordinator, epoch: int) -> dict[str, int]:
+    return {t: len(h.files) for t, h in c.completed_handles(epoch).items()}
+
+
+def pipeline(work: Path, name: str, scale: float, history_until: date, days: int,
+             delete_every: int, deletes: int, spark: Any, cache: Path,
+             storage_uri: str | None = None) -> dict[str, Any]:
+    data_root = work / f"data-{name}"
+    t0 = time.perf_counter()
+    landed = land(open_storage(data_root.as_uri()), scale, history_until, days + 1,
+                  delete_every=delete_every, deletes=deletes, cache=cache)
+    landing_s = time.perf_counter() - t0
+    c = Coordinator(open_storage(storage_uri or (work / f"ckpt-{name}").as_uri()),
+                    f"tpch_{name}")
+    t0 = time.perf_counter()
+    epoch, meta = run_epoch(c, spark, data_root.as_uri(), "history",
+                            data_interval=_interval(history_until))
+    initial_s = time.perf_counter() - t0
+    daily = run_days(c, spark, data_root, history_until, days)
+    return {"coordinator": c, "data_root": data_root, "landed": landed,
+            "landing_seconds": round(landing_s, 1), "initial_seconds": round(initial_s, 1),
+            "initial_split": epoch_split(c, epoch), "initial_bytes": epoch_bytes(c, epoch),
+            "daily": daily}
+
+
+def recovery(c: Coordinator, spark: Any, data_root: Path, day: date, work: Path
+             ) -> dict[str, Any]:
+    """A daily epoch killed after its ingest acknowledged (the downstream tasks die), run
+    again: the retry's seconds, against plain Spark recomputing the outputs from all
+    history."""
+    until = day + timedelta(days=1)
+    b = c.begin_epoch(PLAN, f"day-{day}", data_interval=_interval(until))
+    run_task(JOBS["ingest"], c, b.epoch_id, "ingest", 1, spark, data_root.as_uri())
+    t0 = time.perf_counter()
+    epoch, meta = run_epoch(c, spark, data_root.as_uri(), f"day-{day}",
+                            data_interval=_interval(until))
+    retry = time.perf_counter() - t0
+    assert meta.completed and epoch == b.epoch_id
+    recompute = plain_outputs(spark, data_root.as_uri(), until, work / "recompute")
+    return {"retry_seconds": round(retry, 2), "recompute_seconds": round(recompute, 2),
+            "tpch_recovery_speedup": round(recompute / retry, 1)}
+
+
+def check_oracle(c: Coordinator, generated: Path, landed: Any, until: date) -> bool:
+    from tests.test_tpch import check
+
+    deleted = sorted(k for d, ks in landed.deletes.items() if d < until.isoformat()
+                     for k in ks)
+    check(c, generated, until.isoformat(), deleted)
+    return True
+
+
+def main(argv: list[str] | None = None) -> int:
+    from bench.pipeline_bench import record
+    from spark_jobs.runtime import spark_session
+    from spark_jobs.runtime.connect_server import ConnectServer
+    from spark_jobs.runtime.processes import free_port
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--scale", type=float, default=1.0)
+    ap.add_argument("--days", type=int, default=20, help="daily epochs after each history")
+    ap.add_argument("--delete-every", type=int, default=7)
+    ap.add_argument("--deletes", type=int, default=100, help="orders deleted per deletion day")
+    ap.add_argument("--history-until", default=None,
+                    help="full history's end (default: --days + 2 days before 1998-08-02)")
+    ap.add_argument("--driver-memory", default="8g")
+    ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
+    ap.add_argument("--work", type=Path, default=None)
+    ap.add_argument("--skip-small-history", action="store_true")
+    ap.add_argument("--out", type=Path, default=RESULTS / "latest.json")
+    ap.add_argument("--history", type=Path, default=RESULTS / "history.jsonl")
+    a = ap.parse_args(argv)
+
+    full_until = date.fromisoformat(a.history_until) if a.history_until else \
+        LAST_ORDER_DAY - timedelta(days=a.days + 2)
+    small_until = FIRST_DAY + (full_until - FIRST_DAY) / 10
+    work = a.work or Path(tempfile.mkdtemp(prefix="tpch-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    generated = generate(a.scale, a.cache)
+    generate_s = time.perf_counter() - t0
+    server = ConnectServer(port=free_port(), driver_memory=a.driver_memory,
+                           log_path=work / "connect.log").start()
+    try:
+        spark = spark_session("tpch-bench", remote=server.url)
+        full = pipeline(work, "full", a.scale, full_until, a.days, a.delete_every, a.deletes,
+                        spark, a.cache)
+        c, data_root = full["coordinator"], full["data_root"]
+        last = date.fromisoformat(full["daily"][-1]["day"]) + timedelta(days=1)
+        equal = check_oracle(c, generated, full["landed"], last)
+        plain_initial = plain_outputs(spark, data_root.as_uri(), full_until, work / "plain")
+        rec = recovery(c, spark, data_root, last, work)
+        files = state_files(c, c.epoch_ids()[-1])
+        small = None
+        if not a.skip_small_history:
+            small = pipeline(work, "small", a.scale, small_until, a.days, a.delete_every,
+                             a.deletes, spark, a.cache)
+        server_mb = max((vm_hwm_mb(p) or 0) for p in _java_children(server.proc.pid))
+    finally:
+        server.stop()
+    client_mb = vm_hwm_mb(__import__("os").getpid())
+
+    daily = full["daily"]
+    plain_days = [d for d in daily if not d["compacted"]]
+    med = statistics.median(d["seconds"] for d in daily)
+    ratio_bytes = statistics.median(d["bytes_written"] / d["bytes_landed"] for d in daily
+                                    if d["bytes_landed"])
+    compactions = [d["compaction_ms"] for d in daily if d["compacted"]]
+    summary = {
+        "tpch_scale_factor": a.scale,
+        "tpch_initial_epoch_seconds": full["initial_seconds"],
+        "tpch_initial_plain_spark_seconds": round(plain_initial, 1),
+        "tpch_initial_epoch_overhead_ratio": round(full["initial_seconds"] / plain_initial, 2),
+        "tpch_daily_epoch_seconds": med,
+        "tpch_daily_epoch_seconds_small_history": (statistics.median(
+            d["seconds"] for d in small["daily"]) if small else None),
+        "tpch_bytes_written_over_changed": round(ratio_bytes, 2),
+        f"tpch_state_files_after_{len(daily)}_epochs": sum(files.values()),
+        "tpch_compactions": len(compactions),
+        "tpch_compaction_ms_median": statistics.median(compactions) if compactions else None,
+        **rec,
+        "tpch_connect_server_peak_mb": round(server_mb),
+        "tpch_client_peak_mb": round(client_mb or 0),
+        "tpch_results_equal_duckdb": equal,
+    }
+    if small:
+        summary["tpch_daily_epoch_growth"] = round(
+            med / summary["tpch_daily_epoch_seconds_small_history"], 2)
+    details = {"generate_seconds": round(generate_s, 1), "full_history_until": str(full_until),
+               "small_history_until": str(small_until), "landing_seconds":
+               full["landing_seconds"], "initial_split": full["initial_split"],
+               "initial_bytes_written": full["initial_bytes"], "daily": daily,
+               "daily_without_compaction_median_s": statistics.median(
+                   d["seconds"] for d in plain_days) if plain_days else None,
+               "daily_split_median": {k: statistics.median(d[k] for d in daily) for k in (
+                   "restore_ms", "job_ms", "snapshot_write_ms", "ack_commit_and_driver_ms")},
+               "state_files_by_task": files,
+               "small": {k: v for k, v in (small or {}).items()
+                         if k not in ("coordinator", "data_root", "landed")},
+               "outputs": list(OUTPUTS), "edges": EDGES}
+    record(a.out, a.history, f"tpch_sf{a.scale:g}", summary, details)
+    if not a.work:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

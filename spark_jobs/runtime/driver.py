@@ -1,0 +1,59 @@
+"""An embedded driver: one epoch of a pipeline run in-process, what an Airflow DAG does task
+by task (begin, each task in dependency order, complete, which publishes). Benchmarks,
+tests and the command line use it; a deployment uses the Airflow provider."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from checkpointing import Coordinator, EpochMetadata, TaskPlan
+from checkpointing.lease import RunnerLease
+
+from .commit import commit
+from .job_run import Job, run_task
+
+log = logging.getLogger("spark_jobs.runtime.driver")
+
+
+@dataclass(frozen=True)
+class Pipeline:
+    """A pipeline's tasks: ``edges`` (task -> upstream tasks, in a topological order),
+    ``jobs`` (task -> job) and the epoch ``plan`` derived from them."""
+
+    edges: dict[str, list[str]]
+    jobs: dict[str, Job]
+    plan: dict[str, TaskPlan]
+
+
+def drive_epoch(pipeline: Pipeline, coordinator: Coordinator, spark: Any, data_uri: str,
+                run_id: str, *, attempt: int | None = None, stop_after: str | None = None,
+                epoch_id: int | None = None, endpoint_url: str | None = None,
+                **begin: Any) -> tuple[int, EpochMetadata | None]:
+    """Run one epoch for ``run_id``, or resume it.
+
+    A run that already completed its epoch answers with it and runs nothing; a run whose
+    epoch is still open (its driver died) resumes that epoch: tasks that acknowledged are not
+    run again, the others run as the next attempt (which fences the dead driver's). While
+    this process drives the epoch it renews the epoch's lease, so that another run can
+    abort it as ``runner_lost`` if this process dies (PROTOCOL 6.1). ``stop_after`` leaves
+    the epoch pending after that task acknowledged, as a crash would."""
+    if epoch_id is None:
+        lineage = str(begin.get("lineage") or "main")
+        done = coordinator.completed_epoch_of_run(run_id, lineage)
+        if done is not None:
+            log.info("run %s already completed epoch %d: nothing to run", run_id, done)
+            return done, coordinator.metadata(done)
+        open_epoch = coordinator.open_epoch_for_run(run_id, lineage)
+        epoch_id = (open_epoch.epoch_id if open_epoch is not None
+                    else coordinator.begin_epoch(pipeline.plan, run_id, **begin).epoch_id)
+    if attempt is None:
+        attempt = coordinator.next_attempt(epoch_id)
+    with RunnerLease(coordinator, epoch_id):
+        for task in pipeline.edges:  # insertion order is a topological order
+            run_task(pipeline.jobs[task], coordinator, epoch_id, task, attempt, spark, data_uri,
+                     endpoint_url=endpoint_url)
+            if task == stop_after:
+                return epoch_id, None
+        return epoch_id, commit(coordinator, epoch_id)

@@ -1,0 +1,326 @@
+"""The jobs of ``tpch_daily``, written only against the public job API (docs/JOBS.md).
+
+``ingest`` keeps every order's **contribution** (per order and TPC-H Q1 group: quantities,
+prices, revenue, revenue from suppliers of the customer's own nation) as state partitioned
+by order day. A day is rebuilt whole when its files land or are corrected, or when a
+deletion names one of its orders; every other day is carried by reference, so an epoch
+writes what its input changed. The rows a rebuilt day had before are written as
+``retracted/``: downstream tasks subtract them and add the day's new rows.
+
+Downstream, each task merges those signed changes into its own state:
+
+- ``q1_pricing``: TPC-H Q1's pricing summary per return flag and line status (exact
+  decimal sums and counts), a running aggregate of a few rows;
+- ``q5_revenue``: revenue per nation and order day through customer, supplier, nation and
+  region (Q5's joins, local suppliers only), kept by month: a month is rewritten when one
+  of its days changes;
+- ``top_customers``: revenue per customer (1.5 million keys at scale factor 10) as sorted
+  runs: each epoch writes a run of its changes only; when more than ``MAX_RUNS`` runs
+  exist they are compacted into one (the compaction's cost is in the epoch's metrics).
+  The top ``TOP_N`` customers by revenue are published.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from spark_jobs.runtime import (
+    DeclineEpoch,
+    JobResult,
+    JobRun,
+    TableSpec,
+    partition_value,
+    spark_uri,
+)
+
+RAW = "raw/"
+#: Q1 reads line items shipped up to 1998-12-01 minus 90 days.
+Q1_SHIPDATE_MAX = "1998-09-02"
+TOP_N = 20
+#: Runs of customer revenue kept before a compaction merges them into one.
+MAX_RUNS = 8
+#: Files of a compacted run of customer revenue (read in parallel).
+BASE_FILES = 4
+
+CONTRIB = ("o_orderkey long, o_custkey long, c_nationkey long, day string, "
+           "l_returnflag string, l_linestatus string, sum_qty decimal(38,2), "
+           "sum_base_price decimal(38,2), sum_disc_price decimal(38,4), "
+           "sum_charge decimal(38,6), sum_disc decimal(38,2), count_order long, "
+           "revenue decimal(38,4), local_revenue decimal(38,4)")
+MEASURES = ("sum_qty", "sum_base_price", "sum_disc_price", "sum_charge", "sum_disc",
+            "count_order")
+DELETED = "o_orderkey long, day string"
+Q1 = ("l_returnflag string, l_linestatus string, sum_qty decimal(38,2), "
+      "sum_base_price decimal(38,2), sum_disc_price decimal(38,4), "
+      "sum_charge decimal(38,6), sum_disc decimal(38,2), count_order long")
+Q5 = "c_nationkey long, day string, month string, revenue decimal(38,4)"
+CUSTOMER_RUN = "o_custkey long, revenue decimal(38,4), run string"
+
+
+def _day_of(key: str) -> str | None:
+    stem = key.rsplit("/", 1)[-1].removesuffix(".parquet")
+    return None if stem.startswith("history-") else stem
+
+
+def day_ranges(days: set[str]) -> list[list[str]]:
+    """Sorted days as [first, last] ranges of consecutive days: the history's 2,400 days
+    are one range in the handle's metrics."""
+    from datetime import date, timedelta
+
+    out: list[list[str]] = []
+    for d in sorted(days):
+        if out and date.fromisoformat(out[-1][1]) + timedelta(days=1) == date.fromisoformat(d):
+            out[-1][1] = d
+        else:
+            out.append([d, d])
+    return out
+
+
+def days_of(ranges: list[list[str]]) -> set[str]:
+    from datetime import date, timedelta
+
+    out = set()
+    for first, last in ranges:
+        d, end = date.fromisoformat(first), date.fromisoformat(last)
+        while d <= end:
+            out.add(d.isoformat())
+            d += timedelta(days=1)
+    return out
+
+
+def _read(run: JobRun, keys: list[str]) -> Any:
+    return run.spark.read.parquet(*[spark_uri(run.data.uri(k)) for k in keys])
+
+
+def _signed(df: Any, sign: int, cols: tuple[str, ...]) -> Any:
+    """``df`` with each measure in ``cols`` multiplied by ``sign`` (types kept)."""
+    from pyspark.sql import functions as F
+
+    if sign == 1:
+        return df
+    return df.select(*[(-F.col(c)).cast(df.schema[c].dataType).alias(c) if c in cols
+                       else F.col(c) for c in df.columns])
+
+
+# ---------------------------------------------------------------------------- ingest
+def ingest(run: JobRun) -> JobResult:
+    """Orders, line items and deletions landed since the last epoch -> per-order
+    contributions by order day (see the module docstring)."""
+    from pyspark.sql import functions as F
+
+    found = run.new_input(RAW, suffix=".parquet")
+    history = [k for k in found.replaced if _day_of(k) is None]
+    if history:
+        raise DeclineEpoch(f"{len(history)} history file(s) rewritten ({history[0]}): the "
+                           "history is landed once; land a correction as its day's files")
+    new = [k for k in found.new if k.startswith(("raw/orders/", "raw/lineitem/"))]
+    deletes = [k for k in found.new if k.startswith("raw/deletes/")]
+    day_files = {d for d in map(_day_of, new) if d}
+    history_keys = [k for k in new if _day_of(k) is None]
+
+    prev_days = run.partitions(run.previous, "orders")
+    deleted_before = run.read_parquet(run.files(run.previous, "deleted/"), DELETED)
+    deleted_now = (_read(run, deletes).select(
+        "o_orderkey", F.col("o_orderdate").cast("string").alias("day"))
+        if deletes else run.spark.createDataFrame([], DELETED))
+    delete_days = {r.day for r in deleted_now.select("day").distinct().collect()}
+    deleted = deleted_before.unionByName(deleted_now).dropDuplicates(["o_orderkey"])
+    # A day is rebuilt from its files when they changed; a day only a deletion touches is
+    # rebuilt from its previous rows.
+    rebuilt_from_files = set(day_files)
+    rebuilt_from_state = (delete_days & prev_days) - rebuilt_from_files
+    history_days: set[str] = set()
+
+    parts = []
+    if rebuilt_from_files or history_keys:
+        keys = sorted(history_keys) + [f"raw/{t}/{d}.parquet" for d in sorted(day_files)
+                                       for t in ("orders", "lineitem")]
+        fresh = _contributions(run, [k for k in keys if k.startswith("raw/orders/")],
+                               [k for k in keys if k.startswith("raw/lineitem/")])
+        if history_keys:  # the days the history holds, from one column of its orders
+            history_days = {r.day for r in _read(run, [
+                k for k in history_keys if k.startswith("raw/orders/")]).select(
+                F.col("o_orderdate").cast("string").alias("day")).distinct().collect()}
+        parts.append(fresh)
+    before_touched = set(rebuilt_from_files | rebuilt_from_state | history_days) & prev_days
+    before = run.read_parquet([f for f in run.files(run.previous, "orders/")
+                               if partition_value(f.name) in before_touched], CONTRIB)
+    if rebuilt_from_state:
+        parts.append(before.where(F.col("day").isin(sorted(rebuilt_from_state))))
+    touched = rebuilt_from_files | rebuilt_from_state | history_days
+
+    run.carry_partitions("orders", prev_days - touched)
+    rows = 0
+    if parts:
+        now = parts[0]
+        for p in parts[1:]:
+            now = now.unionByName(p)
+        now = now.join(deleted.select("o_orderkey"), "o_orderkey", "left_anti")
+        # One file per day: each day's rows in one write task.
+        run.write_state(now.repartition(F.col("day")), "orders", "day")
+        rows = len(touched)
+    run.write_state(before.coalesce(1), "retracted")
+    if deletes or run.files(run.previous, "deleted/"):
+        run.write_state(deleted.coalesce(1), "deleted")
+    return JobResult(offsets=found.offsets,
+                     row_counts={"files_new": len(found.new),
+                                 "files_replaced": len(found.replaced),
+                                 "orders_deleted": deleted_now.count() if deletes else 0,
+                                 "days_rebuilt": rows},
+                     metrics={"days_touched": day_ranges(touched)})
+
+
+def _contributions(run: JobRun, order_keys: list[str], lineitem_keys: list[str]) -> Any:
+    """Per order and Q1 group: the sums Q1, Q5 and customer revenue need."""
+    from pyspark.sql import functions as F
+
+    orders = (_read(run, order_keys).select("o_orderkey", "o_custkey", "o_orderdate")
+              .dropDuplicates(["o_orderkey"]))
+    lines = (_read(run, lineitem_keys).select(
+        "l_orderkey", "l_linenumber", "l_suppkey", "l_quantity", "l_extendedprice",
+        "l_discount", "l_tax", "l_returnflag", "l_linestatus", "l_shipdate")
+        .dropDuplicates(["l_orderkey", "l_linenumber"]))
+    customer = _read(run, ["dim/customer.parquet"]).select("c_custkey", "c_nationkey")
+    supplier = _read(run, ["dim/supplier.parquet"]).select("s_suppkey", "s_nationkey")
+    disc_price = F.col("l_extendedprice") * (F.lit(1) - F.col("l_discount"))
+    in_q1 = F.col("l_shipdate") <= F.lit(Q1_SHIPDATE_MAX).cast("date")
+
+    def q1(col: Any) -> Any:
+        return F.sum(F.when(in_q1, col))
+
+    joined = (lines.join(orders, lines.l_orderkey == orders.o_orderkey)
+              .join(F.broadcast(customer), F.col("o_custkey") == F.col("c_custkey"))
+              .join(F.broadcast(supplier), F.col("l_suppkey") == F.col("s_suppkey")))
+    agg = joined.groupBy("o_orderkey", "o_custkey", "c_nationkey", "o_orderdate",
+                         "l_returnflag", "l_linestatus").agg(
+        q1(F.col("l_quantity")).alias("sum_qty"),
+        q1(F.col("l_extendedprice")).alias("sum_base_price"),
+        q1(disc_price).alias("sum_disc_price"),
+        q1(disc_price * (F.lit(1) + F.col("l_tax"))).alias("sum_charge"),
+        q1(F.col("l_discount")).alias("sum_disc"),
+        F.count(F.when(in_q1, True)).alias("count_order"),
+        F.sum(disc_price).alias("revenue"),
+        F.sum(F.when(F.col("s_nationkey") == F.col("c_nationkey"), disc_price)
+              .otherwise(F.lit(0))).alias("local_revenue"))
+    cols = [c.split()[0] for c in CONTRIB.split(", ")]
+    types = dict(c.split() for c in CONTRIB.split(", "))
+    return agg.withColumn("day", F.col("o_orderdate").cast("string")).select(
+        *[F.coalesce(F.col(c), F.lit(0)).cast(types[c]).alias(c)
+          if c in MEASURES else F.col(c).cast(types[c]).alias(c) for c in cols])
+
+
+def _changes(run: JobRun) -> tuple[Any, Any, list[str]]:
+    """(rows added, rows retracted, days touched) of this epoch, from ``ingest``."""
+    handle = run.upstream["ingest"]
+    days = days_of(handle.metrics.get("days_touched", []))
+    added = run.read_parquet([f for f in run.files(handle, "orders/")
+                              if partition_value(f.name) in days], CONTRIB)
+    retracted = run.read_parquet(run.files(handle, "retracted/"), CONTRIB)
+    return added, retracted, sorted(days)
+
+
+# ---------------------------------------------------------------------------- Q1
+def q1_pricing(run: JobRun) -> JobResult:
+    """TPC-H Q1 as a running aggregate: previous sums + added - retracted."""
+    from pyspark.sql import functions as F
+
+    added, retracted, days = _changes(run)
+    prev = run.read_parquet(run.files(run.previous, "q1/"), Q1)
+    keys = ("l_returnflag", "l_linestatus")
+    merged = (prev.unionByName(added.select(*keys, *MEASURES))
+              .unionByName(_signed(retracted.select(*keys, *MEASURES), -1, MEASURES))
+              .groupBy(*keys).agg(*[F.sum(m).cast(prev.schema[m].dataType).alias(m)
+                                    for m in MEASURES])
+              .where(F.col("count_order") > 0))
+    state = run.write_state(merged.coalesce(1), "q1")
+    table = run.read_parquet(state, Q1).select(
+        *keys, *MEASURES,
+        (F.col("sum_qty") / F.col("count_order")).alias("avg_qty"),
+        (F.col("sum_base_price") / F.col("count_order")).alias("avg_price"),
+        (F.col("sum_disc") / F.col("count_order")).alias("avg_disc"))
+    run.write_table(table.coalesce(1), "tpch_q1_pricing",
+                    TableSpec(run.data.uri("tables/tpch_q1_pricing"), "overwrite"))
+    return JobResult(metrics={"days_changed": len(days)})
+
+
+# ---------------------------------------------------------------------------- Q5
+def q5_revenue(run: JobRun) -> JobResult:
+    """Revenue per nation and order day from local suppliers (Q5's joins), by month."""
+    from pyspark.sql import functions as F
+
+    added, retracted, days = _changes(run)
+    months = {d[:7] for d in days}
+    prev_months = run.partitions(run.previous, "q5")
+    run.carry_partitions("q5", prev_months - months)
+    spec = TableSpec(run.data.uri("tables/tpch_q5_revenue"), "replace_partitions", ("month",))
+    if not months:
+        run.keep_table("tpch_q5_revenue", spec)
+        return JobResult(row_counts={"months_rewritten": 0})
+    prev = run.read_parquet([f for f in run.files(run.previous, "q5/")
+                             if partition_value(f.name) in months], Q5)
+    delta = (added.select("c_nationkey", "day", F.col("local_revenue").alias("revenue"))
+             .unionByName(_signed(retracted.select("c_nationkey", "day", F.col(
+                 "local_revenue").alias("revenue")), -1, ("revenue",))))
+    merged = (prev.select("c_nationkey", "day", "revenue").unionByName(delta)
+              .groupBy("c_nationkey", "day").agg(F.sum("revenue").cast("decimal(38,4)")
+                                                 .alias("revenue"))
+              .where(F.col("revenue") != 0)
+              .withColumn("month", F.substring("day", 1, 7)))
+    state = run.write_state(merged.repartition(F.col("month")), "q5", "month")
+    nation = _read(run, ["dim/nation.parquet"]).select("n_nationkey", "n_name", "n_regionkey")
+    region = _read(run, ["dim/region.parquet"]).select("r_regionkey", "r_name")
+    table = (run.read_parquet(state, Q5)
+             .join(F.broadcast(nation), F.col("c_nationkey") == F.col("n_nationkey"))
+             .join(F.broadcast(region), F.col("n_regionkey") == F.col("r_regionkey"))
+             .select("r_name", "n_name", F.col("day").cast("date").alias("o_orderdate"),
+                     "revenue", "month"))
+    present = {partition_value(f.name) for f in state}
+    run.write_table(table, "tpch_q5_revenue", spec, replaced=sorted(months - present))
+    return JobResult(row_counts={"months_rewritten": len(months)})
+
+
+# ---------------------------------------------------------------------------- customers
+def top_customers(run: JobRun) -> JobResult:
+    """Revenue per customer as sorted runs (compacted past MAX_RUNS); the top TOP_N."""
+    from pyspark.sql import functions as F
+
+    added, retracted, _ = _changes(run)
+    delta = (added.select("o_custkey", "revenue")
+             .unionByName(_signed(retracted.select("o_custkey", "revenue"), -1, ("revenue",)))
+             .groupBy("o_custkey").agg(F.sum("revenue").cast("decimal(38,4)")
+                                       .alias("revenue"))
+             .where(F.col("revenue") != 0))
+    runs = sorted(run.partitions(run.previous, "customers"))
+    name = f"r{run.epoch_id:010d}"
+    compact = len(runs) + 1 > MAX_RUNS
+    t0 = time.monotonic()
+    if compact:
+        old = run.read_parquet(run.files(run.previous, "customers/"), CUSTOMER_RUN)
+        merged = (old.select("o_custkey", "revenue").unionByName(delta)
+                  .groupBy("o_custkey").agg(F.sum("revenue").cast("decimal(38,4)")
+                                            .alias("revenue"))
+                  .where(F.col("revenue") != 0)
+                  .withColumn("run", F.lit(name))
+                  .repartitionByRange(BASE_FILES, "o_custkey").sortWithinPartitions(
+                      "o_custkey"))
+        state = run.write_state(merged, "customers", "run")
+    else:
+        run.carry_partitions("customers", set(runs))
+        state = run.write_state(delta.withColumn("run", F.lit(name)).coalesce(1)
+                                .sortWithinPartitions("o_custkey"), "customers", "run")
+    compaction_ms = (time.monotonic() - t0) * 1000 if compact else None
+    every = run.read_parquet(state + [f for f in run.files(run.previous, "customers/")
+                                      if not compact], CUSTOMER_RUN)
+    customer = _read(run, ["dim/customer.parquet"]).select("c_custkey", "c_name",
+                                                           "c_nationkey")
+    top = (every.groupBy("o_custkey").agg(F.sum("revenue").cast("decimal(38,4)")
+                                          .alias("revenue"))
+           .where(F.col("revenue") > 0)
+           .orderBy(F.desc("revenue"), "o_custkey").limit(TOP_N)
+           .join(customer, F.col("o_custkey") == F.col("c_custkey"))
+           .select("c_custkey", "c_name", "c_nationkey", "revenue"))
+    run.write_table(top.coalesce(1), "tpch_top_customers",
+                    TableSpec(run.data.uri("tables/tpch_top_customers"), "overwrite"))
+    return JobResult(row_counts={"runs": 1 if compact else len(runs) + 1},
+                     metrics={"compacted": compact, "compaction_ms": compaction_ms})
