@@ -72,3 +72,29 @@ def race(fn: Callable[[int], Any], n: int = 16) -> tuple[list[Any], list[BaseExc
     for t in threads:
         t.join()
     return results, errors
+
+
+def sigkill_mid_epoch_then_rerun(args: list[str], env: dict[str, str], c: Coordinator,
+                                 epoch: int) -> None:
+    """Run the embedded runner ``args``, SIGKILL it once a task acknowledged ``epoch`` and
+    the epoch is undecided (mid-epoch), then run it again with the same arguments: it must
+    resume and complete that epoch."""
+    import os
+    import signal
+    import subprocess
+    import time
+
+    p = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.time() + 300
+    while time.time() < deadline and p.poll() is None:
+        if epoch in c.epoch_ids() and c.metadata(epoch) is None and \
+                c.missing_tasks(epoch) != sorted(c.barrier(epoch).plan):
+            break  # a task acknowledged, the epoch is not decided: mid-epoch
+        time.sleep(0.1)
+    assert p.poll() is None, p.communicate()[1][-2000:]
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    assert c.metadata(epoch) is None and c.missing_tasks(epoch)
+    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f'"epoch_id": {epoch}' in r.stdout and '"status": "completed"' in r.stdout

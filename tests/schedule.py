@@ -22,7 +22,7 @@ MODULE_SECONDS = {
     "test_demo.py": 130, "test_airflow_dags.py": 125, "test_airflow_postgres.py": 95,
     "test_readme_commands.py": 90, "test_airflow_cli.py": 150,
     "test_airflow_failure_paths.py": 110, "test_decided_epochs.py": 20,
-    "test_tables.py": 45, "test_iceberg_tables.py": 40, "test_user_pipeline.py": 220,
+    "test_tables.py": 45, "test_iceberg_tables.py": 40, "test_user_pipeline.py": 120,
     "test_tpch.py": 180,
 }
 DEFAULT_SECONDS = 10.0

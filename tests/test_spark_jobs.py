@@ -12,6 +12,7 @@ from checkpointing import Coordinator, LocalStorage, read_manifest
 from spark_jobs.flights.landing import land
 from spark_jobs.flights.pipeline import run_epoch
 from tests import oracle
+from tests.helpers import sigkill_mid_epoch_then_rerun
 from tests.oracle import assert_gold_matches_oracle, published, raw_files
 
 D = [date(2013, 1, d) for d in range(1, 6)]
@@ -144,10 +145,7 @@ def kill_mid_epoch_then_rerun(tmp_path, *extra: str) -> Coordinator:
     """The embedded runner (with ``extra`` arguments) SIGKILLed while its epoch is open and
     a task has acknowledged, rerun with the same run id; checked against the oracle."""
     import os
-    import signal
-    import subprocess
     import sys
-    import time
 
     data = LocalStorage(tmp_path / "data")
     land(data, D[:2], weather=False)
@@ -156,20 +154,7 @@ def kill_mid_epoch_then_rerun(tmp_path, *extra: str) -> Coordinator:
             *extra]
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}
     c = Coordinator(LocalStorage(tmp_path / "ckpt"), "flights_daily")
-    p = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.time() + 300
-    while time.time() < deadline and p.poll() is None:
-        if c.epoch_ids() and c.missing_tasks(1) != sorted(c.barrier(1).plan) and \
-                c.metadata(1) is None:
-            break  # a task acknowledged, the epoch is not decided: mid-epoch
-        time.sleep(0.2)
-    assert p.poll() is None, p.communicate()[1][-2000:]
-    os.kill(p.pid, signal.SIGKILL)
-    p.wait()
-    assert c.metadata(1) is None and c.missing_tasks(1)
-    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert '"epoch_id": 1' in r.stdout and '"status": "completed"' in r.stdout
+    sigkill_mid_epoch_then_rerun(args, env, c, 1)
     assert c.epoch_ids() == [1]
     assert_gold_matches_oracle(c, data, ROUTE, "gold_route_stats")
     assert_gold_matches_oracle(c, data, CARRIER, "gold_carrier_stats")

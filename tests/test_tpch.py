@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
-import time
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -22,6 +20,7 @@ from spark_jobs.tpch import jobs
 from spark_jobs.tpch.landing import LandingError, generate, land
 from spark_jobs.tpch.pipeline import run_epoch
 from tests import tpch_oracle as oracle
+from tests.helpers import sigkill_mid_epoch_then_rerun
 from tests.oracle import published
 
 pytestmark = pytest.mark.slow
@@ -136,20 +135,7 @@ def test_killed_epoch_run_again_counts_nothing_twice(tpch, spark, spark_connect,
             f"file://{tmp_path}/ckpt", "--data", data.uri(""), "--run-id", "d2",
             "--until", _until(2), "--remote", spark_connect.url]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    p = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    deadline = time.time() + 300
-    while time.time() < deadline and p.poll() is None:
-        if 3 in c.epoch_ids() and c.metadata(3) is None and \
-                c.missing_tasks(3) != sorted(c.barrier(3).plan):
-            break  # ingest acknowledged, the epoch is not decided: mid-epoch
-        time.sleep(0.1)
-    assert p.poll() is None, p.communicate()[1][-2000:]
-    os.kill(p.pid, signal.SIGKILL)
-    p.wait()
-    assert c.metadata(3) is None and c.missing_tasks(3)
-    r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert '"epoch_id": 3' in r.stdout and '"status": "completed"' in r.stdout
+    sigkill_mid_epoch_then_rerun(args, env, c, 3)
     assert c.completed_handles(3)["ingest"].attempt == 1  # not run again
     check(c, generated, _until(2), _deleted(landed, _until(2)))
 
