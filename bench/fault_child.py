@@ -29,6 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from checkpointing import CheckpointConfig, Coordinator, SnapshotWriter, open_storage  # noqa: E402
+from checkpointing.epoch_store import EpochStore  # noqa: E402
 from checkpointing.errors import CheckpointError  # noqa: E402
 from checkpointing.lease import RunnerLease  # noqa: E402
 from spark_jobs import runtime  # noqa: E402
@@ -86,7 +87,7 @@ def _wrap_before(cls, name: str, when, action: str) -> None:  # noqa: ANN001
 
 
 def arm_coordinator_fault(point: str, action: str) -> None:
-    real = Coordinator._write_decision
+    real = EpochStore.write_decision
 
     def write_decision(self, meta):  # noqa: ANN001, ANN202
         if point == "before_decision" and meta.completed:
@@ -95,7 +96,7 @@ def arm_coordinator_fault(point: str, action: str) -> None:
         if point == "after_decision" and meta.completed:
             fire(action)
         return result
-    Coordinator._write_decision = write_decision
+    EpochStore.write_decision = write_decision
 
 
 def run_epoch_cmd(a: argparse.Namespace) -> int:

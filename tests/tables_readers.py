@@ -88,9 +88,9 @@ def die_after_table_commit(c, epoch_id: int, endpoint: str | None) -> None:
     child = f"""
 import os, sys
 sys.path.insert(0, {str(root)!r})
-import checkpointing.coordinator as co
+import checkpointing.epoch_finisher as finisher
 from checkpointing import Coordinator, open_storage
-co.publish = lambda *a, **k: os._exit(9)   # dies between the table commit and the manifest
+finisher.publish = lambda *a, **k: os._exit(9)   # dies between the table commit and the manifest
 storage = open_storage({c.storage.uri("").rstrip("/")!r}, endpoint_url={endpoint!r})
 Coordinator(storage, "p").complete({epoch_id})
 """
