@@ -67,20 +67,6 @@ def vm_hwm_mb(pid: int) -> float | None:
     return None
 
 
-def _java_children(pid: int) -> list[int]:
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                stat = (d / "stat").read_text().rsplit(")", 1)[1].split()
-                cmd = (d / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if int(stat[1]) == pid or (b"java" in cmd and b"SparkConnectServer" in cmd):
-                out.append(int(d.name))
-    return out
-
-
 # ---------------------------------------------------------------------------- plain Spark
 def plain_outputs(spark: Any, data_uri: str, until: date, out: Path) -> float:
     """The published outputs computed straight from the landed files before ``until``, no
@@ -233,7 +219,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench.pipeline_bench import record
     from spark_jobs.runtime import spark_session
     from spark_jobs.runtime.connect_server import ConnectServer
-    from spark_jobs.runtime.processes import free_port
+    from spark_jobs.runtime.processes import free_port, process_groups
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scale", type=float, default=1.0)
@@ -274,7 +260,9 @@ def main(argv: list[str] | None = None) -> int:
         if not a.skip_small_history:
             small = pipeline(work, "small", a.scale, small_until, a.days, a.delete_every,
                              a.deletes, spark, a.cache)
-        server_mb = max((vm_hwm_mb(p) or 0) for p in _java_children(server.proc.pid))
+        # The server's own process group (its launcher and JVM), not any other server's.
+        server_mb = max((vm_hwm_mb(p) or 0) for p, group in process_groups()
+                        if group == server.proc.pid)
     finally:
         server.stop()
     client_mb = vm_hwm_mb(__import__("os").getpid())
