@@ -135,28 +135,34 @@ def epoch_bytes(c: Coordinator, epoch: int) -> int:
     return sum(h.bytes_written for h in c.completed_handles(epoch).values())
 
 
-def day_bytes(data_root: Path, day: date) -> int:
-    return sum((data_root / f"raw/{t}/{day.isoformat()}.parquet").stat().st_size
-               for t in ("orders", "lineitem")
-               if (data_root / f"raw/{t}/{day.isoformat()}.parquet").exists()) + (
-        (data_root / f"raw/deletes/{day.isoformat()}.parquet").stat().st_size
-        if (data_root / f"raw/deletes/{day.isoformat()}.parquet").exists() else 0)
+def day_bytes(data: Any, day: date) -> int:
+    """Bytes that landed for ``day``: its orders, line items and deletions."""
+    from checkpointing.errors import NotFound
+
+    total = 0
+    for key in (f"raw/orders/{day}.parquet", f"raw/lineitem/{day}.parquet",
+                f"raw/deletes/{day}.parquet"):
+        try:
+            total += data.head(key).size
+        except NotFound:
+            pass
+    return total
 
 
-def run_days(c: Coordinator, spark: Any, data_root: Path, start: date, days: int
+def run_days(c: Coordinator, spark: Any, data_uri: str, start: date, days: int
              ) -> list[dict[str, Any]]:
     out = []
     for i in range(days):
         day = start + timedelta(days=i)
         t0 = time.perf_counter()
-        epoch, meta = run_epoch(c, spark, data_root.as_uri(), f"day-{day}",
+        epoch, meta = run_epoch(c, spark, data_uri, f"day-{day}",
                                 data_interval=_interval(day + timedelta(days=1)))
         secs = time.perf_counter() - t0
         assert meta is not None and meta.completed, (epoch, meta)
         top = c.completed_handles(epoch)["top_customers"]
         out.append({"epoch": epoch, "day": day.isoformat(), "seconds": round(secs, 2),
                     "bytes_written": epoch_bytes(c, epoch),
-                    "bytes_landed": day_bytes(data_root, day),
+                    "bytes_landed": day_bytes(open_storage(data_uri), day),
                     "compacted": bool(top.metrics.get("compacted")),
                     "compaction_ms": top.metrics.get("compaction_ms"),
                     **epoch_split(c, epoch)})
@@ -167,43 +173,84 @@ def state_files(c: Coordinator, epoch: int) -> dict[str, int]:
     return {t: len(h.files) for t, h in c.completed_handles(epoch).items()}
 
 
-def pipeline(work: Path, name: str, scale: float, history_until: date, days: int,
-             delete_every: int, deletes: int, spark: Any, cache: Path,
-             storage_uri: str | None = None) -> dict[str, Any]:
-    data_root = work / f"data-{name}"
+def pipeline(root: str, name: str, scale: float, history_until: date, days: int,
+             delete_every: int, deletes: int, spark: Any, cache: Path) -> dict[str, Any]:
+    """Land the data under ``root``/data-<name> (a directory URI or s3://bucket/prefix),
+    run the history epoch and ``days`` daily epochs with checkpoints under
+    ``root``/ckpt-<name>."""
+    data_uri = f"{root.rstrip('/')}/data-{name}"
     t0 = time.perf_counter()
-    landed = land(open_storage(data_root.as_uri()), scale, history_until, days + 1,
+    # The daily days, then one for the recovery and one for the task-process epoch.
+    landed = land(open_storage(data_uri), scale, history_until, days + 2,
                   delete_every=delete_every, deletes=deletes, cache=cache)
     landing_s = time.perf_counter() - t0
-    c = Coordinator(open_storage(storage_uri or (work / f"ckpt-{name}").as_uri()),
-                    f"tpch_{name}")
+    c = Coordinator(open_storage(f"{root.rstrip('/')}/ckpt-{name}"), f"tpch_{name}")
     t0 = time.perf_counter()
-    epoch, meta = run_epoch(c, spark, data_root.as_uri(), "history",
+    epoch, meta = run_epoch(c, spark, data_uri, "history",
                             data_interval=_interval(history_until))
     initial_s = time.perf_counter() - t0
-    daily = run_days(c, spark, data_root, history_until, days)
-    return {"coordinator": c, "data_root": data_root, "landed": landed,
+    daily = run_days(c, spark, data_uri, history_until, days)
+    return {"coordinator": c, "data_uri": data_uri, "landed": landed,
             "landing_seconds": round(landing_s, 1), "initial_seconds": round(initial_s, 1),
             "initial_split": epoch_split(c, epoch), "initial_bytes": epoch_bytes(c, epoch),
             "daily": daily}
 
 
-def recovery(c: Coordinator, spark: Any, data_root: Path, day: date, work: Path
+def recovery(c: Coordinator, spark: Any, data_uri: str, day: date, work: Path
              ) -> dict[str, Any]:
     """A daily epoch killed after its ingest acknowledged (the downstream tasks die), run
     again: the retry's seconds, against plain Spark recomputing the outputs from all
     history."""
     until = day + timedelta(days=1)
     b = c.begin_epoch(PLAN, f"day-{day}", data_interval=_interval(until))
-    run_task(JOBS["ingest"], c, b.epoch_id, "ingest", 1, spark, data_root.as_uri())
+    run_task(JOBS["ingest"], c, b.epoch_id, "ingest", 1, spark, data_uri)
     t0 = time.perf_counter()
-    epoch, meta = run_epoch(c, spark, data_root.as_uri(), f"day-{day}",
+    epoch, meta = run_epoch(c, spark, data_uri, f"day-{day}",
                             data_interval=_interval(until))
     retry = time.perf_counter() - t0
     assert meta.completed and epoch == b.epoch_id
-    recompute = plain_outputs(spark, data_root.as_uri(), until, work / "recompute")
+    recompute = plain_outputs(spark, data_uri, until, work / "recompute")
     return {"retry_seconds": round(retry, 2), "recompute_seconds": round(recompute, 2),
             "tpch_recovery_speedup": round(recompute / retry, 1)}
+
+
+def task_process_epoch(c: Coordinator, remote: str, data_uri: str, day: date
+                       ) -> dict[str, Any]:
+    """One daily epoch run as a task process runs it (``python -m
+    spark_jobs.runtime.run_epoch``, a fresh interpreter, the pipeline's four tasks against
+    the same Connect server): its seconds and peak resident memory (VmHWM, polled)."""
+    import subprocess
+
+    cmd = [sys.executable, "-m", "spark_jobs.runtime.run_epoch",
+           "--jobs", "spark_jobs.tpch.pipeline:PIPELINE", "--storage", c.storage.uri(""),
+           "--data", data_uri, "--pipeline", c.pipeline_id, "--run-id", f"day-{day}",
+           "--until", (day + timedelta(days=1)).isoformat(), "--remote", remote]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    peak = 0.0
+    while proc.poll() is None:
+        peak = max(peak, vm_hwm_mb(proc.pid) or 0)
+        time.sleep(0.1)
+    out, err = proc.communicate()
+    if proc.returncode:
+        raise RuntimeError(f"run_epoch exited {proc.returncode}: {err.strip()[-500:]}")
+    return {"day": day.isoformat(), "seconds": round(time.perf_counter() - t0, 2),
+            "peak_mb": round(peak), "result": out.strip()}
+
+
+def start_s3(work: Path) -> dict[str, Any]:
+    """A MinIO on 127.0.0.1 (the tests' harness), its credentials in this process's
+    environment (the Connect server inherits them), and a bucket: ``root`` is its URI."""
+    import os
+
+    from tests.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server
+
+    server = start_s3_server("minio")
+    os.environ.update({"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+                       "AWS_ENDPOINT_URL": server.endpoint})
+    server.client().create_bucket(Bucket="tpch-bench")
+    return {"server": server, "endpoint": server.endpoint, "root": "s3://tpch-bench/run"}
 
 
 def check_oracle(c: Coordinator, generated: Path, landed: Any, until: date) -> bool:
@@ -227,44 +274,66 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--delete-every", type=int, default=7)
     ap.add_argument("--deletes", type=int, default=100, help="orders deleted per deletion day")
     ap.add_argument("--history-until", default=None,
-                    help="full history's end (default: --days + 2 days before 1998-08-02)")
+                    help="full history's end (default: --days + 3 days before 1998-08-02)")
     ap.add_argument("--driver-memory", default="8g")
     ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     ap.add_argument("--work", type=Path, default=None)
     ap.add_argument("--skip-small-history", action="store_true")
+    ap.add_argument("--streaming-days", type=int, default=5,
+                    help="days compared with Structured Streaming (0: none; local only)")
+    ap.add_argument("--s3", action="store_true",
+                    help="data and checkpoints on a MinIO started here (tests/s3server.py)")
     ap.add_argument("--out", type=Path, default=RESULTS / "latest.json")
     ap.add_argument("--history", type=Path, default=RESULTS / "history.jsonl")
     a = ap.parse_args(argv)
 
     full_until = date.fromisoformat(a.history_until) if a.history_until else \
-        LAST_ORDER_DAY - timedelta(days=a.days + 2)
+        LAST_ORDER_DAY - timedelta(days=a.days + 3)
     small_until = FIRST_DAY + (full_until - FIRST_DAY) / 10
     work = a.work or Path(tempfile.mkdtemp(prefix="tpch-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     generated = generate(a.scale, a.cache)
     generate_s = time.perf_counter() - t0
+    s3 = start_s3(work) if a.s3 else None
+    root = s3["root"] if s3 else work.as_uri()
     server = ConnectServer(port=free_port(), driver_memory=a.driver_memory,
+                           s3_endpoint=s3["endpoint"] if s3 else None,
                            log_path=work / "connect.log").start()
+    spark = None
     try:
         spark = spark_session("tpch-bench", remote=server.url)
-        full = pipeline(work, "full", a.scale, full_until, a.days, a.delete_every, a.deletes,
+        full = pipeline(root, "full", a.scale, full_until, a.days, a.delete_every, a.deletes,
                         spark, a.cache)
-        c, data_root = full["coordinator"], full["data_root"]
+        c, data_uri = full["coordinator"], full["data_uri"]
         last = date.fromisoformat(full["daily"][-1]["day"]) + timedelta(days=1)
         equal = check_oracle(c, generated, full["landed"], last)
-        plain_initial = plain_outputs(spark, data_root.as_uri(), full_until, work / "plain")
-        rec = recovery(c, spark, data_root, last, work)
+        plain_initial = plain_outputs(spark, data_uri, full_until, work / "plain")
+        rec = recovery(c, spark, data_uri, last, work)
+        task = task_process_epoch(c, server.url, data_uri, last + timedelta(days=1))
         files = state_files(c, c.epoch_ids()[-1])
+        streaming = None
+        if a.streaming_days and not a.s3:
+            from bench.tpch_streaming import compare
+
+            streaming = compare(spark, Path(open_storage(data_uri).root), work / "ss",
+                                generated, full["daily"], jobs.TOP_N, jobs.Q1_SHIPDATE_MAX,
+                                a.streaming_days)
         small = None
         if not a.skip_small_history:
-            small = pipeline(work, "small", a.scale, small_until, a.days, a.delete_every,
+            small = pipeline(root, "small", a.scale, small_until, a.days, a.delete_every,
                              a.deletes, spark, a.cache)
         # The server's own process group (its launcher and JVM), not any other server's.
         server_mb = max((vm_hwm_mb(p) or 0) for p, group in process_groups()
                         if group == server.proc.pid)
     finally:
+        if spark is not None:
+            # Before the server goes: a client left open retries its release for minutes
+            # at exit (RETRIES_EXCEEDED), as a run of this bench measured (9 min).
+            spark.stop()
         server.stop()
+        if s3:
+            s3["server"].stop()
     client_mb = vm_hwm_mb(__import__("os").getpid())
 
     daily = full["daily"]
@@ -286,7 +355,9 @@ def main(argv: list[str] | None = None) -> int:
         "tpch_compactions": len(compactions),
         "tpch_compaction_ms_median": statistics.median(compactions) if compactions else None,
         **rec,
+        **({k: v for k, v in streaming.items() if k.startswith("tpch_")} if streaming else {}),
         "tpch_connect_server_peak_mb": round(server_mb),
+        "tpch_task_process_peak_mb": task["peak_mb"],
         "tpch_client_peak_mb": round(client_mb or 0),
         "tpch_results_equal_duckdb": equal,
     }
@@ -302,7 +373,9 @@ def main(argv: list[str] | None = None) -> int:
                "daily_split_median": {k: statistics.median(d[k] for d in daily) for k in (
                    "restore_ms", "spark_writes_ms", "job_other_ms",
                    "ack_commit_and_driver_ms")},
-               "state_files_by_task": files,
+               "state_files_by_task": files, "task_process_epoch": task,
+               "structured_streaming": streaming, "storage": "s3 (MinIO)" if a.s3 else
+               "local",
                "small": {k: v for k, v in (small or {}).items()
                          if k not in ("coordinator", "data_root", "landed")},
                "outputs": list(OUTPUTS), "edges": EDGES}

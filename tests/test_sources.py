@@ -166,3 +166,27 @@ def test_an_index_of_seen_files_finds_a_correction_of_any_age(tmp_path):
     _land(st, "2012-12-31", t0 + 367 * day_s)
     late = epoch()
     assert late.new == late.late == ["raw/flights/2012-12-31.csv"] and late.replaced == []
+
+
+def test_filesystem_hashes_a_file_again_only_when_its_stamp_changed(tmp_path):
+    """On a filesystem the content id is an md5 (a read of the whole file): unchanged files
+    in the window are not hashed again (their size and mtime are kept in the offsets), a
+    rewritten one is, and an offsets without stamps (an earlier version) hashes as before."""
+    st = LocalStorage(tmp_path)
+    t0 = 1_700_000_000.0
+    for i, day in enumerate(("2013-01-01", "2013-01-02")):
+        _land(st, day, t0 + i)
+    def heads() -> int:
+        return st.stats.snapshot().get("HEAD", 0)
+
+    first = new_input(st, "raw/flights/", None)
+    assert heads() == 2 and set(first.offsets["stamps"]) == set(first.new)
+    again = new_input(st, "raw/flights/", first.offsets)
+    assert again.new == [] and heads() == 2  # nothing hashed
+    # Same size, new content, new mtime: hashed, and seen as a correction.
+    _land(st, "2013-01-01", t0 + 5, b"a,b\n1,3\n")
+    fixed = new_input(st, "raw/flights/", again.offsets)
+    assert fixed.replaced == ["raw/flights/2013-01-01.csv"] and heads() == 3
+    legacy = {k: v for k, v in fixed.offsets.items() if k != "stamps"}
+    assert new_input(st, "raw/flights/", legacy).new == []
+    assert heads() == 5
