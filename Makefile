@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: install demo test test-package lint bench bench-coordinator bench-airflow bench-tables bench-sources bench-scale faults soak drills
+.PHONY: install demo test test-package lint bench bench-coordinator bench-airflow bench-tables bench-sources bench-scale bench-scale-topology faults soak drills
 
 install:
 	scripts/bootstrap.sh
@@ -68,6 +68,13 @@ bench-sources: install
 # keys; about an hour on 2 cores). ARGS="--scale 1" for a quicker run.
 bench-scale: install
 	$(PY) bench/tpch_bench.py --scale 10 $(ARGS)
+
+# tpch_daily at scale factor 1 through the deployment topology (scripts/cluster.sh's
+# processes, CeleryExecutor), a Celery worker killed mid-task (bench/tpch_topology.py).
+bench-scale-topology: install
+	scripts/install_minio.sh
+	scripts/install_spark_s3.sh
+	$(PY) bench/tpch_topology.py $(ARGS)
 
 # One flights_daily DAG run under `airflow standalone`, tasks on local Spark vs Spark Connect.
 bench-airflow: install

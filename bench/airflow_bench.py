@@ -3,7 +3,10 @@
 For each mode (``local``: every task starts a Spark of its own; ``connect``: every task is
 a client of one Spark Connect server), an `airflow standalone` (LocalExecutor on
 PostgreSQL when ``CKPT_TEST_PG_URL`` is set, else SQLite) runs one warm-up day and then
-``--epochs`` days one after the other. Reported per mode: the median seconds from a run's
+``--epochs`` days one after the other, each followed by a run of the **floor**: a DAG of
+the same shape (task ids and dependencies) whose tasks do nothing
+(``airflow_floor_seconds_<mode>``, ``airflow_over_floor_ratio_<mode>`` = flights_daily /
+floor). Reported per mode: the median seconds from a run's
 start to its end (Airflow's own timestamps), how long after its commit step the run ends
 (``airflow_run_end_lag_seconds``: the epoch watchdog noticing the decision), the median
 duration of each task, and where a
@@ -45,20 +48,64 @@ def _ts(s: str) -> float:
     return datetime.fromisoformat(s.replace("Z", "+00:00")).timestamp()
 
 
-def run_day(sa: Standalone, n: int) -> dict[str, Any]:
-    """Trigger the run that processes day ``n`` (1-based) and wait for it."""
+FLOOR_DAG = f"floor_{DAG}"
+#: The floor: a DAG of flights_daily's shape (its task ids and dependencies, read from the
+#: REST API of the same standalone) whose tasks do nothing but run: what Airflow alone costs.
+FLOOR_SOURCE = """\
+from datetime import datetime
+
+from airflow.providers.standard.operators.python import PythonOperator
+from airflow.sdk import DAG
+
+SHAPE = {shape!r}
+
+with DAG("{dag_id}", schedule=None, start_date=datetime(2013, 1, 1), catchup=False):
+    ops = {{t: PythonOperator(task_id=t, python_callable=lambda: None) for t in SHAPE}}
+    for task, downstream in SHAPE.items():
+        for d in downstream:
+            ops[task] >> ops[d]
+"""
+
+
+def run_day(sa: Standalone, n: int, dag: str = DAG) -> dict[str, Any]:
+    """Trigger the run of ``dag`` that processes day ``n`` (1-based) and wait for it."""
     logical = (START + timedelta(days=n)).isoformat() + "T00:00:00Z"
-    run = sa.trigger(DAG, logical)
-    state = sa.wait_run(DAG, run, timeout=1800)
+    run = sa.trigger(dag, logical)
+    state = sa.wait_run(dag, run, timeout=1800)
     if state != "success":
         raise RuntimeError(f"run {run} ended {state}: {sa.tail()}")
-    r = sa.get(f"/api/v2/dags/{DAG}/dagRuns/{run}").json()
-    tis = sa.get(f"/api/v2/dags/{DAG}/dagRuns/{run}/taskInstances").json()["task_instances"]
-    commit = next(t for t in tis if t["task_id"] == "checkpoint_commit")
+    r = sa.get(f"/api/v2/dags/{dag}/dagRuns/{run}").json()
+    tis = sa.get(f"/api/v2/dags/{dag}/dagRuns/{run}/taskInstances").json()["task_instances"]
+    commit = next((t for t in tis if t["task_id"] == "checkpoint_commit"), None)
     return {"run_id": run, "seconds": round(_ts(r["end_date"]) - _ts(r["start_date"]), 2),
             # what the run waits for after its epoch is decided (the watchdog's lag)
-            "end_lag_seconds": round(_ts(r["end_date"]) - _ts(commit["end_date"]), 2),
+            "end_lag_seconds": round(_ts(r["end_date"]) - _ts(commit["end_date"]), 2)
+            if commit else None,
             "tasks": {t["task_id"]: round(t["duration"] or 0.0, 2) for t in tis}}
+
+
+def dags_folder(work: Path) -> Path:
+    """A DAG folder holding the repository's DAG files (links) and, once written, the
+    floor DAG."""
+    folder = work / "dags"
+    folder.mkdir()
+    for f in (ROOT / "dags").glob("*.py"):
+        (folder / f.name).symlink_to(f)
+    return folder
+
+
+def add_floor(sa: Standalone, folder: Path, timeout: float = 120) -> dict[str, list[str]]:
+    """Write the floor DAG with flights_daily's shape; wait until Airflow knows it."""
+    tasks = sa.get(f"/api/v2/dags/{DAG}/tasks").json()["tasks"]
+    shape = {t["task_id"]: sorted(t["downstream_task_ids"]) for t in tasks}
+    (folder / f"{FLOOR_DAG}.py").write_text(FLOOR_SOURCE.format(shape=shape,
+                                                                dag_id=FLOOR_DAG))
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if sa.get(f"/api/v2/dags/{FLOOR_DAG}").status_code == 200:
+            return shape
+        time.sleep(1)
+    raise RuntimeError(f"{FLOOR_DAG} not parsed in {timeout:g}s: {sa.tail()}")
 
 
 def task_split(coord: Coordinator, epochs: list[int]) -> dict[str, dict[str, float]]:
@@ -94,11 +141,18 @@ def bench_mode(mode: str, epochs: int, work: Path) -> dict[str, Any]:
         env.update(connect_env(server))
     else:
         env["CKPT_SPARK_MODE"] = "local"
-    sa = Standalone(work / "airflow", **env)
+    folder = dags_folder(work)
+    sa = Standalone(work / "airflow", AIRFLOW__CORE__DAGS_FOLDER=str(folder), **env)
+    floor: list[dict[str, Any]] = []
     try:
         sa.start()
+        add_floor(sa, folder)
         warm = run_day(sa, 1)  # JIT, imports, the server's first session: not measured
-        runs = [run_day(sa, n) for n in range(2, epochs + 2)]
+        run_day(sa, 1, FLOOR_DAG)
+        runs = []
+        for n in range(2, epochs + 2):  # interleaved: the same load on the same machine
+            runs.append(run_day(sa, n))
+            floor.append(run_day(sa, n, FLOOR_DAG))
     finally:
         sa.stop()
         if server is not None:
@@ -106,6 +160,10 @@ def bench_mode(mode: str, epochs: int, work: Path) -> dict[str, Any]:
     coord = Coordinator(LocalStorage(work / "ckpt"), DAG)
     tasks = sorted({t for r in runs for t in r["tasks"]})
     return {"epoch_seconds": statistics.median(r["seconds"] for r in runs),
+            "floor_seconds": statistics.median(r["seconds"] for r in floor),
+            "floor_seconds_all": [r["seconds"] for r in floor],
+            "floor_task_seconds": {t: statistics.median(r["tasks"].get(t, 0.0)
+                                                        for r in floor) for t in tasks},
             "epoch_seconds_all": [r["seconds"] for r in runs],
             "warmup_seconds": warm["seconds"],
             "end_lag_seconds": statistics.median(r["end_lag_seconds"] for r in runs),
@@ -139,6 +197,10 @@ def main(argv: list[str] | None = None) -> int:
                               for m, r in modes.items()}
     result["airflow_run_end_lag_seconds"] = statistics.median(
         lag for r in modes.values() for lag in r["end_lag_seconds_all"])
+    for m, r in modes.items():
+        result[f"airflow_floor_seconds_{m}"] = r["floor_seconds"]
+        result[f"airflow_over_floor_ratio_{m}"] = round(r["epoch_seconds"] /
+                                                        r["floor_seconds"], 2)
     if "local" in modes and "connect" in modes:
         result["airflow_connect_over_local_ratio"] = round(
             modes["connect"]["epoch_seconds"] / modes["local"]["epoch_seconds"], 3)

@@ -61,8 +61,8 @@ class DrillError(RuntimeError):
 class Airflow:
     """The deployment's REST API as its admin (SimpleAuthManager, the compose password)."""
 
-    def __init__(self, url: str, password: str):
-        self.url = url
+    def __init__(self, url: str, password: str, dag: str = DAG):
+        self.url, self.dag = url, dag
         r = requests.post(f"{url}/auth/token", json={"username": "admin", "password": password},
                           timeout=30)
         r.raise_for_status()
@@ -80,14 +80,14 @@ class Airflow:
         raise AssertionError("unreachable")
 
     def trigger(self, logical: date) -> str:
-        r = self.call("POST", f"/api/v2/dags/{DAG}/dagRuns",
+        r = self.call("POST", f"/api/v2/dags/{self.dag}/dagRuns",
                       json={"logical_date": f"{logical.isoformat()}T00:00:00Z"})
         if r.status_code != 200:
             raise DrillError(f"trigger {logical}: {r.status_code} {r.text[:300]}")
         return r.json()["dag_run_id"]
 
     def state(self, run_id: str) -> str:
-        return self.call("GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}").json()["state"]
+        return self.call("GET", f"/api/v2/dags/{self.dag}/dagRuns/{run_id}").json()["state"]
 
     def wait_run(self, run_id: str, timeout: float = 1200) -> str:
         deadline = time.monotonic() + timeout
@@ -99,7 +99,7 @@ class Airflow:
         raise DrillError(f"run {run_id} not finished in {timeout:g}s")
 
     def task_instances(self, run_id: str) -> dict[str, dict]:
-        r = self.call("GET", f"/api/v2/dags/{DAG}/dagRuns/{run_id}/taskInstances")
+        r = self.call("GET", f"/api/v2/dags/{self.dag}/dagRuns/{run_id}/taskInstances")
         return {t["task_id"]: t for t in r.json()["task_instances"]}
 
     def wait_task(self, run_id: str, task_id: str, states: tuple[str, ...] = ("running",),
