@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.drills import DRILL_ENV, Airflow, DrillError, worker_of  # noqa: E402
 from checkpointing import Coordinator, open_storage  # noqa: E402
+from checkpointing.attempts import scan_task  # noqa: E402
 from scripts.cluster import celery_workers, down, up  # noqa: E402
 from spark_jobs.tpch.landing import DEFAULT_CACHE, LAST_ORDER_DAY, generate, land  # noqa: E402
 
@@ -53,18 +54,47 @@ def run_day(af: Airflow, logical: date, kill: Any = None) -> dict[str, Any]:
             "task_seconds": {t: ti.get("duration") for t, ti in tis.items()}}
 
 
-def worker_killer(cluster: Any, af: Airflow, after: float) -> Any:
-    """A ``kill(run_id)`` that SIGKILLs the Celery worker running ``ingest`` once it has run
-    ``after`` seconds, then starts that worker again."""
+def task_log(home: Path, run_id: str, task_id: str, try_number: int) -> Path:
+    """The task's log file as the Celery worker writes it (AIRFLOW_HOME is the cluster
+    home's ``airflow``)."""
+    return (home / "airflow" / "logs" / f"dag_id={DAG}" / f"run_id={run_id}" /
+            f"task_id={task_id}" / f"attempt={try_number}.log")
+
+
+def worker_killer(cluster: Any, af: Airflow, coord: Coordinator, home: Path,
+                  after: float) -> Any:
+    """A ``kill(run_id)`` that SIGKILLs the Celery worker running ``ingest`` ``after``
+    seconds after the task logged its restore (the runtime's "task ingest attempt N of
+    epoch E restored ..." line, just before the Spark work; a first attempt writes no start
+    object to poll), then starts that worker again. Whether the attempt had acknowledged
+    before the kill is recorded: the drill means something only when it had not."""
+    def epoch_of(run_id: str, timeout: float = 600) -> int:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = [e for e in coord.epoch_ids() if coord.barrier(e).run_id == run_id]
+            if found:
+                return found[-1]
+            time.sleep(0.2)
+        raise DrillError(f"no epoch for run {run_id} in {timeout:g}s")
+
     def kill(run_id: str) -> dict[str, Any]:
+        epoch = epoch_of(run_id)
         ti = af.wait_task(run_id, VICTIM, timeout=1800)
+        deadline = time.monotonic() + 600
+        line = f"task {VICTIM} attempt {ti['try_number']} of epoch {epoch}"
+        path = task_log(home, run_id, VICTIM, ti["try_number"])
+        while True:
+            if path.exists() and line in path.read_text(errors="replace"):
+                break
+            if time.monotonic() > deadline:
+                raise DrillError(f"{VICTIM} try {ti['try_number']} never logged its restore")
+            time.sleep(0.1)
         time.sleep(after)
-        ti = af.task_instances(run_id)[VICTIM]
-        if ti["state"] != "running":
-            raise DrillError(f"{VICTIM} finished before the kill ({ti['state']})")
         victim = worker_of(cluster, ti["id"])
         cluster.kill(victim, signal.SIGKILL)
         t_kill = time.monotonic()
+        acked = ti["try_number"] in scan_task(coord.storage, coord.layout, epoch,
+                                              VICTIM).acks
         retry = af.wait_task(run_id, VICTIM, ("running", "success"),
                              min_try=ti["try_number"] + 1, timeout=1200)
         noticed = time.monotonic() - t_kill
@@ -72,8 +102,9 @@ def worker_killer(cluster: Any, af: Airflow, after: float) -> Any:
         deadline = time.monotonic() + 120
         while len(celery_workers(cluster)) < 2 and time.monotonic() < deadline:
             time.sleep(2)
-        return {"killed": victim, "try": ti["try_number"], "after_s": after,
-                "retry_started_s": round(noticed, 1)}
+        return {"killed": victim, "epoch": epoch, "try": ti["try_number"],
+                "after_start_s": after, "acked_before_kill": acked,
+                "retry_started_s": round(noticed, 1), "retry_seen": retry["state"]}
     return kill
 
 
@@ -84,8 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scale", type=float, default=1.0)
     ap.add_argument("--days", type=int, default=3, help="daily runs after the history")
     ap.add_argument("--kill-day", type=int, default=2, help="which daily run loses a worker")
-    ap.add_argument("--kill-after", type=float, default=4.0,
-                    help="seconds the ingest has run when its worker is killed")
+    ap.add_argument("--kill-after", type=float, default=0.3,
+                    help="seconds after the ingest's restore that its worker dies")
     ap.add_argument("--deletes", type=int, default=100)
     ap.add_argument("--home", type=Path, default=None)
     ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
@@ -113,24 +144,30 @@ def main(argv: list[str] | None = None) -> int:
                       deletes=a.deletes, cache=a.cache)
         result["landing_seconds"] = round(time.monotonic() - t0, 1)
         af = Airflow(cluster.api_url, env["AIRFLOW_ADMIN_PASSWORD"], dag=DAG)
-        killer = worker_killer(cluster, af, a.kill_after)
+        coord = Coordinator(open_storage(env["CKPT_STORAGE"], endpoint_url=endpoint), DAG)
+        killer = worker_killer(cluster, af, coord, home, a.kill_after)
         for i in range(a.days + 1):  # run 0 consumes the history
             logical = history_until + timedelta(days=i)
             runs.append(run_day(af, logical, killer if i == a.kill_day else None))
             print(json.dumps(runs[-1]), flush=True)
             if runs[-1]["state"] != "success":
                 raise DrillError(f"run of {logical} ended {runs[-1]['state']}")
-        coord = Coordinator(open_storage(env["CKPT_STORAGE"], endpoint_url=endpoint), DAG)
         until = (history_until + timedelta(days=a.days)).isoformat()
         deleted = sorted(k for d, ks in landed.deletes.items() if d < until for k in ks)
         check(coord, generated, until, deleted)  # raises on any difference
         killed = runs[a.kill_day]
+        handle = coord.completed_handles(killed["fault"]["epoch"])[VICTIM]
         result.update({
             "tpch_topology_equal_duckdb": True, "deleted_orders": len(deleted),
             "tpch_topology_history_run_seconds": runs[0]["seconds"],
             "tpch_topology_daily_run_seconds": [r["seconds"] for r in runs[1:]],
             "tpch_topology_killed_run_seconds": killed["seconds"],
             "killed_ingest_tries": killed["tries"][VICTIM],
+            # the attempt whose acknowledgement the epoch completed with, and where it
+            # restored from: a retry that redid the work restores from the last epoch
+            "killed_ingest_acked_attempt": handle.attempt,
+            "killed_ingest_restored_from": handle.restored_from,
+            "killed_before_ack": not killed["fault"]["acked_before_kill"],
             "epochs_completed": coord.latest_completed()})
     except Exception as exc:  # noqa: BLE001 - recorded, then the cluster comes down
         result["error"] = f"{type(exc).__name__}: {str(exc)[:500]}"
@@ -140,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         a.out.parent.mkdir(parents=True, exist_ok=True)
         a.out.write_text(json.dumps(result, indent=2) + "\n")
         print(json.dumps({k: v for k, v in result.items() if k != "runs"}, indent=2))
-    return 0 if result.get("tpch_topology_equal_duckdb") else 1
+    return 0 if result.get("tpch_topology_equal_duckdb") and result.get(
+        "killed_before_ack") else 1
 
 
 if __name__ == "__main__":

@@ -41,7 +41,14 @@ from pathlib import Path
 
 import yaml
 
-from spark_jobs.runtime.processes import free_port, listening, process_groups, stop_group, tail
+from spark_jobs.runtime.processes import (
+    descendants,
+    free_port,
+    listening,
+    process_groups,
+    stop_group,
+    tail,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPOSE = ROOT / "docker" / "docker-compose.yml"
@@ -296,11 +303,20 @@ class Cluster:
             return 0
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> int:
-        """Signal a service's whole process group (as a container's death would); its pid."""
+        """Signal every process of a service, as a container's death would: its process
+        group and every descendant, including those in a session of their own (Airflow's
+        task processes; a group signal alone left a Celery worker's running task alive,
+        and it acknowledged after its worker was gone). Returns the service's pid."""
         svc = self.services[name]
         if not self.alive(name):
             raise ClusterError(f"{name} is not running")
+        tree = descendants(svc.pid)  # before the signal: orphans lose their parent link
         os.killpg(svc.pid, sig)
+        for pid in tree:
+            try:
+                os.kill(pid, sig)
+            except ProcessLookupError:
+                pass
         return svc.pid
 
     def stop(self, name: str, timeout: float = 30) -> None:

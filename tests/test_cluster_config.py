@@ -5,6 +5,7 @@ processes is the deployment users run in containers."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 
@@ -154,3 +155,37 @@ def test_down_stops_a_service_with_its_children_and_deletes_volumes(tmp_path):
     assert down(tmp_path, log=lambda *a, **k: None, volumes=True) == []
     assert [p for p, g in process_groups() if g == group] == []
     assert not (tmp_path / "minio").exists() and (tmp_path / "logs").exists()
+
+
+def test_kill_takes_descendants_that_left_the_group(tmp_path):
+    """`kill` is a container's death: a descendant in a session of its own (as Airflow's
+    task processes are) dies with its service, not only the service's process group."""
+    from scripts.cluster import Cluster, Service
+    from spark_jobs.runtime.processes import descendants
+
+    (tmp_path / "logs").mkdir()
+    svc = Service("redis", ["sh", "-c", "setsid sleep 300 & sleep 300; wait"],
+                  {"PATH": "/usr/bin:/bin"}, str(tmp_path / "logs" / "redis.log"))
+    c = Cluster(tmp_path, Ports({}), {"redis": svc})
+    c.save()
+    c.start("redis", timeout=10)
+    pid = c.services["redis"].pid
+    deadline = time.monotonic() + 10
+    while len(descendants(pid)) < 2:  # both sleeps, one in a session of its own
+        assert time.monotonic() < deadline, "the service's children did not start"
+        time.sleep(0.05)
+    tree = descendants(pid)
+    assert any(os.getsid(p) == p for p in tree), "no child left the session"
+    c.kill("redis")
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in tree):
+        assert time.monotonic() < deadline, f"left alive: {[p for p in tree if _alive(p)]}"
+        time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"

@@ -47,6 +47,26 @@ def process_groups() -> list[tuple[int, int]]:
     return out
 
 
+def descendants(pid: int) -> list[int]:
+    """Every live process descended from ``pid`` (children first found, then theirs),
+    whatever its process group or session: a task process that called setsid is still one."""
+    children: dict[int, list[int]] = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] != "Z":
+                children.setdefault(int(fields[1]), []).append(int(d.name))
+    out, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            out.append(child)
+            todo.append(child)
+    return out
+
+
 def group_alive(pgid: int) -> bool:
     """Whether a live (not zombie) process is in process group ``pgid``."""
     if not Path("/proc").is_dir():  # no /proc: ask the kernel (zombies count there)
