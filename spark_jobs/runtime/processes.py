@@ -9,7 +9,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 
@@ -33,9 +33,8 @@ def listening(port: int, host: str = "127.0.0.1", timeout: float = 0.5) -> bool:
         return False
 
 
-def process_groups() -> list[tuple[int, int]]:
-    """(pid, process group) of every live (not zombie) process, from /proc."""
-    out = []
+def _live_processes() -> Iterator[tuple[int, int, int]]:
+    """(pid, parent pid, process group) of every live (not zombie) process, from /proc."""
     for d in Path("/proc").iterdir():
         if d.name.isdigit():
             try:
@@ -43,22 +42,20 @@ def process_groups() -> list[tuple[int, int]]:
             except OSError:
                 continue
             if fields[0] != "Z":
-                out.append((int(d.name), int(fields[2])))
-    return out
+                yield int(d.name), int(fields[1]), int(fields[2])
+
+
+def process_groups() -> list[tuple[int, int]]:
+    """(pid, process group) of every live (not zombie) process, from /proc."""
+    return [(pid, group) for pid, _, group in _live_processes()]
 
 
 def descendants(pid: int) -> list[int]:
     """Every live process descended from ``pid`` (children first found, then theirs),
     whatever its process group or session: a task process that called setsid is still one."""
     children: dict[int, list[int]] = {}
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if fields[0] != "Z":
-                children.setdefault(int(fields[1]), []).append(int(d.name))
+    for child, parent, _ in _live_processes():
+        children.setdefault(parent, []).append(child)
     out, todo = [], [pid]
     while todo:
         for child in children.get(todo.pop(), []):
