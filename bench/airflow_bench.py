@@ -109,16 +109,32 @@ def add_floor(sa: Standalone, folder: Path, timeout: float = 120) -> dict[str, l
 
 
 def task_split(coord: Coordinator, epochs: list[int]) -> dict[str, dict[str, float]]:
-    """Median restore and run milliseconds per task over ``epochs`` (epoch statistics)."""
+    """Median milliseconds per task over ``epochs``: restore and run (epoch statistics;
+    run includes the snapshot's writes), and what the task spent before its job (the
+    handle's ``task_overhead_ms``: process age at the job's start, opening the session)."""
     acc: dict[str, dict[str, list[float]]] = {}
     for e in epochs:
+        handles = coord.completed_handles(e)
         for t in epoch_stats(coord, e).tasks:
-            d = acc.setdefault(t.task_id, {"restore_ms": [], "run_ms": []})
+            d = acc.setdefault(t.task_id, {})
             for k in ("restore_ms", "run_ms"):
                 if getattr(t, k, None) is not None:
-                    d[k].append(getattr(t, k))
+                    d.setdefault(k, []).append(getattr(t, k))
+            h = handles.get(t.task_id)
+            for k, v in ((h.metrics.get("task_overhead_ms") or {}) if h else {}).items():
+                d.setdefault(k, []).append(v)
     return {task: {k: round(statistics.median(v), 1) for k, v in d.items() if v}
-                for task, d in acc.items()}
+            for task, d in acc.items()}
+
+
+def fixed_overhead_seconds(runs: list[dict[str, Any]], split: dict[str, dict[str, float]]
+                           ) -> float | None:
+    """Median over checkpointed tasks and runs of (Airflow's duration - the task's median
+    run time): what a task costs besides its Spark work (process, imports, session, restore,
+    acknowledgement)."""
+    gaps = [r["tasks"][t] - s["run_ms"] / 1000 for r in runs for t, s in split.items()
+            if "run_ms" in s and t in r["tasks"]]
+    return round(statistics.median(gaps), 2) if gaps else None
 
 
 def bench_mode(mode: str, epochs: int, work: Path) -> dict[str, Any]:
@@ -170,7 +186,8 @@ def bench_mode(mode: str, epochs: int, work: Path) -> dict[str, Any]:
             "end_lag_seconds_all": [r["end_lag_seconds"] for r in runs],
             "task_seconds": {t: statistics.median(r["tasks"].get(t, 0.0) for r in runs)
                              for t in tasks},
-            "task_split_ms": task_split(coord, list(range(2, epochs + 2)))}
+            "task_split_ms": (split := task_split(coord, list(range(2, epochs + 2)))),
+            "task_fixed_overhead_seconds": fixed_overhead_seconds(runs, split)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -201,6 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         result[f"airflow_floor_seconds_{m}"] = r["floor_seconds"]
         result[f"airflow_over_floor_ratio_{m}"] = round(r["epoch_seconds"] /
                                                         r["floor_seconds"], 2)
+        result[f"task_fixed_overhead_seconds_{m}"] = r["task_fixed_overhead_seconds"]
     if "local" in modes and "connect" in modes:
         result["airflow_connect_over_local_ratio"] = round(
             modes["connect"]["epoch_seconds"] / modes["local"]["epoch_seconds"], 3)

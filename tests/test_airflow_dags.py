@@ -45,6 +45,10 @@ def test_dag_run_is_one_completed_epoch(af):
     handles = c.completed_handles(1)
     assert all(h.attempt == 1 for h in handles.values())
     assert sorted(handles["ingest_flights"].offsets["files"]) == ["raw/flights/2013-01-01.csv"]
+    # Each task records what it spent before its job (for the DAG run bench's split).
+    for h in handles.values():
+        over = h.metrics["task_overhead_ms"]
+        assert over["session_ms"] > 0 and over["process_age_ms"] > 0, over
 
 
 def test_retry_restores_and_never_double_counts(af):

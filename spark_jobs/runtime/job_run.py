@@ -353,8 +353,13 @@ Job = Callable[[JobRun], JobResult]
 
 
 def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, attempt: int,
-             spark: Any, data_uri: str, *, endpoint_url: str | None = None) -> Acknowledgement:
-    """Run one attempt of ``job`` under the checkpoint contract (module docstring)."""
+             spark: Any, data_uri: str, *, endpoint_url: str | None = None,
+             overhead_ms: dict[str, float | None] | None = None) -> Acknowledgement:
+    """Run one attempt of ``job`` under the checkpoint contract (module docstring).
+
+    ``overhead_ms`` is what the caller spent before this call (starting the process,
+    opening the Spark session): recorded in the handle's metrics as ``task_overhead_ms``
+    (PROTOCOL's timings are a fixed set; metrics are free-form)."""
     start = coordinator.register_attempt(epoch_id, task_id, attempt)
     if start.existing is not None:
         log.info("task %s already acknowledged epoch %d (attempt %d): not running again",
@@ -389,7 +394,9 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
         handle = writer.handle(
             offsets=result.offsets, row_counts=result.row_counts,
             metrics={**result.metrics, "bytes_referenced": writer.bytes_referenced,
-                     "files_hashed_by_store": writer.hashed_by_store},
+                     "files_hashed_by_store": writer.hashed_by_store,
+                     **({"task_overhead_ms": {k: round(v, 1) for k, v in overhead_ms.items()
+                                              if v is not None}} if overhead_ms else {})},
             timings={"started_at": started_at, "restore_ms": round(restore_ms, 1),
                      "run_ms": round(run_ms, 1), "sync_ms": round(run.snapshot_write_ms, 1)},
             restored_from={"epoch_id": previous.epoch_id if previous else None},

@@ -42,6 +42,17 @@ FAULT_ENV = "CKPT_FAULT_INJECT"
 _EXIT_CODE = re.compile(r"Error code is: (\d+)\.")
 
 
+def process_age_ms() -> float | None:
+    """Milliseconds since this process started (Linux /proc), None elsewhere: how long a
+    task spent being started and importing before its job."""
+    try:
+        start_ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return round((uptime - start_ticks / os.sysconf("SC_CLK_TCK")) * 1000, 1)
+
+
 class CheckpointedSparkOperator(BaseOperator):
     """One checkpointed Spark job of the DAG's epoch (restore, run, snapshot, acknowledge).
 
@@ -119,15 +130,18 @@ class CheckpointedSparkOperator(BaseOperator):
         s = self.settings
         coord = s.coordinator()
         s3 = s.storage.startswith("s3") or s.data.startswith("s3")
+        overhead = {"process_age_ms": process_age_ms()}  # start and imports, before the job
+        t0 = time.monotonic()
         try:
             spark = spark_session(f"{s.pipeline_id}.{self.task_id}", s3=s3,
                                   endpoint_url=s.endpoint_url, remote=remote,
                                   conf=dict(s.spark_conf) if remote else None)
         except SparkConnectError as exc:
             raise AirflowException(str(exc)) from None  # a server down: retrying may help
+        overhead["session_ms"] = (time.monotonic() - t0) * 1000
         try:
             ack = run_task(job, coord, epoch, self.task_id, attempt, spark, s.data,
-                           endpoint_url=s.endpoint_url)
+                           endpoint_url=s.endpoint_url, overhead_ms=overhead)
         except DeclineEpoch as exc:
             raise AirflowFailException(f"{self.task_id} declined epoch {epoch}: {exc}") from None
         except (CheckpointError, ConnectUnsupported) as exc:
