@@ -7,6 +7,7 @@ leaves no process behind. The full drills are `make drills` (bench/drills.py).""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,11 @@ def test_three_epochs_through_celery_with_a_worker_killed(tmp_path):
         tis = d.af.task_instances(first)
         on_workers = [t for t in tis if t != "checkpoint_timeout"]
         assert tis["checkpoint_timeout"]["state"] == "success"
+        # The worker stores a task's result after Airflow saw the task end: wait for it.
+        deadline = time.monotonic() + 30
+        while celery_results(cluster).get("SUCCESS", 0) < len(on_workers) and \
+                time.monotonic() < deadline:
+            time.sleep(1)
         assert celery_results(cluster).get("SUCCESS", 0) >= len(on_workers)
 
         res = d.worker_kill()
