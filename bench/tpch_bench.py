@@ -16,7 +16,13 @@ factor ``--scale``:
 4. **Recovery**: a daily epoch whose tasks are killed after the ingest acknowledged is run
    again (the retry restores from the last epoch), against recomputing its outputs from all
    history with plain Spark (``tpch_recovery_speedup`` = recompute / retry).
-5. Peak memory (VmHWM) of the Connect server's JVM and of this client process.
+5. One more daily epoch as a task process runs it (``python -m
+   spark_jobs.runtime.run_epoch``): its peak memory (``tpch_task_process_peak_mb``).
+6. **Structured Streaming** over the same files on the first ``--streaming-days`` days
+   (``bench/tpch_streaming.py``; local storage only): ``tpch_vs_structured_streaming_daily_ratio``.
+7. Peak memory (VmHWM) of the Connect server's process group and of this client process.
+
+``--s3`` puts data and checkpoints in a bucket of a MinIO started here.
 
 Every epoch's outputs after the last are checked against DuckDB (tests/tpch_oracle.py).
 
