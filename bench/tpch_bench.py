@@ -157,7 +157,7 @@ def day_bytes(data: Any, day: date) -> int:
 
 def run_days(c: Coordinator, spark: Any, data_uri: str, start: date, days: int
              ) -> list[dict[str, Any]]:
-    out = []
+    out, data = [], open_storage(data_uri)
     for i in range(days):
         day = start + timedelta(days=i)
         t0 = time.perf_counter()
@@ -168,7 +168,7 @@ def run_days(c: Coordinator, spark: Any, data_uri: str, start: date, days: int
         top = c.completed_handles(epoch)["top_customers"]
         out.append({"epoch": epoch, "day": day.isoformat(), "seconds": round(secs, 2),
                     "bytes_written": epoch_bytes(c, epoch),
-                    "bytes_landed": day_bytes(open_storage(data_uri), day),
+                    "bytes_landed": day_bytes(data, day),
                     "compacted": bool(top.metrics.get("compacted")),
                     "compaction_ms": top.metrics.get("compaction_ms"),
                     **epoch_split(c, epoch)})
@@ -383,7 +383,7 @@ def main(argv: list[str] | None = None) -> int:
                "structured_streaming": streaming, "storage": "s3 (MinIO)" if a.s3 else
                "local",
                "small": {k: v for k, v in (small or {}).items()
-                         if k not in ("coordinator", "data_root", "landed")},
+                         if k not in ("coordinator", "data_uri", "landed")},
                "outputs": list(OUTPUTS), "edges": EDGES}
     record(a.out, a.history, f"tpch_sf{a.scale:g}", summary, details)
     if not a.work:

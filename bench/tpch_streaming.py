@@ -26,6 +26,7 @@ import os
 import shutil
 import statistics
 import time
+from datetime import date, timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -170,14 +171,12 @@ def compare(spark: Any, data_root: Path, work: Path, generated: Path,
     for d in ours:
         if len(compared) == days:
             break
-        ctl.stage_day(d["day"])
         if (data_root / "raw" / "deletes" / f"{d['day']}.parquet").exists():
             break  # a deletion day: the append-only stream cannot take it; stop here
+        ctl.stage_day(d["day"])
         theirs.append(ctl.run())
         compared.append(d)
     last = compared[-1]["day"]
-    from datetime import date, timedelta
-
     until = (date.fromisoformat(last) + timedelta(days=1)).isoformat()
     equal = equal_to_duckdb(ctl.results(), data_root, generated, until, top_n)
     ours_s = statistics.median(d["seconds"] for d in compared)
