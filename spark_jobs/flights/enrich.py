@@ -24,7 +24,11 @@ WEATHER_COLS = ["temp", "humid", "wind_speed", "precip", "visib"]
 
 
 def _touched_dates(run: JobRun, task: str, schema: T.StructType) -> set[str]:
+    """The dates the source added or retracted rows of in this epoch: the partitions it
+    rewrote (its handle's metrics), else read from its delta outputs."""
     h = run.upstream[task]
+    if "partitions_rewritten" in h.metrics:
+        return set(h.metrics["partitions_rewritten"])
     dates: set[str] = set()
     for out in ("delta_added", "delta_retracted"):
         df = run.read_parquet(run.files(h, "", outputs=out), schema)
@@ -62,12 +66,12 @@ def enrich(run: JobRun) -> JobResult:
                     .join(F.broadcast(airports.withColumnRenamed("faa", "dest")
                                       .withColumnRenamed("airport", "dest_airport")),
                           "dest", "left")
-                    .drop("source_file")).cache()
-        n = enriched.count()
-        run.write_state(enriched.repartition("row_date"), "enriched", "row_date")
+                    .drop("source_file")).repartition("row_date").cache()
+        run.write_state(enriched, "enriched", "row_date")  # computes and caches it
         # A recomputed date with no flight left is replaced by nothing.
-        run.write_table(enriched.repartition("row_date"), "gold_flights_enriched",
-                        gold_table(run, "gold_flights_enriched", "row_date"), replaced=dates)
+        n = run.write_table(enriched, "gold_flights_enriched",  # counts as it writes
+                            gold_table(run, "gold_flights_enriched", "row_date"),
+                            replaced=dates)
     else:
         run.keep_table("gold_flights_enriched",
                        gold_table(run, "gold_flights_enriched", "row_date"))

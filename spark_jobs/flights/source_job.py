@@ -150,14 +150,14 @@ def make_source_job(spec: SourceSpec, name: str, module: str):
 
         unreadable_df = run.spark.createDataFrame(
             [(None, f"unreadable_file:{why}", k) for k, why in unreadable], quarantine_schema())
-        quarantine = quarantine.unionByName(unreadable_df).cache()
-        n_bad_rows = quarantine.where(~F.col("reason").startswith("unreadable_file")).count()
+        quarantine = quarantine.unionByName(unreadable_df)
         run.write_output(added, "delta_added", rows=n_added)
         if n_retracted:
             run.write_output(retracted, "delta_retracted", rows=n_retracted)
         else:
             run.stage_empty("delta_retracted")  # no Spark job for nothing
-        run.write_output(quarantine, "quarantine", rows=n_bad_rows + len(unreadable))
+        # counted by its write: one unreadable file is one row
+        n_bad_rows = run.write_output(quarantine, "quarantine") - len(unreadable)
         return JobResult(
             offsets=found.offsets,
             row_counts={"rows_read": n_good + n_bad_rows, "rows_added": n_added,

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..runtime import JobResult, JobRun, TableSpec, named_job
+from ..runtime import JobResult, JobRun, TableSpec, named_job, partition_value
 from .ingest_flights import BRONZE_SCHEMA
 
 BUCKETS = 8
@@ -85,6 +85,26 @@ def finish(df: DataFrame, keys: list[str]) -> DataFrame:
         F.pmod(F.hash(*keys), F.lit(BUCKETS)).cast("int").alias("bucket"))
 
 
+def _output_rows(run: JobRun, handle, output: str, df: DataFrame) -> int:
+    """Rows of ``output`` of an upstream ``handle``: as recorded by its writer, else
+    counted."""
+    out = handle.outputs.get(output)
+    return out.rows if out is not None and out.rows is not None else df.count()
+
+
+def _bucket_rows(run: JobRun, schema: T.StructType, buckets: set[str]) -> dict[str, int]:
+    """Rows per bucket of the previous state's ``buckets`` (kept by reference): from the
+    previous handle's ``bucket_rows`` metric, else counted from its files."""
+    if not buckets:
+        return {}
+    known = (run.previous.metrics.get("bucket_rows") or {}) if run.previous else {}
+    if buckets <= set(known):
+        return {b: int(known[b]) for b in buckets}
+    refs = [f for f in run.files(run.previous, "stats/") if partition_value(f.name) in buckets]
+    counted = run.read_parquet(refs, schema).groupBy("bucket").count().collect()
+    return {**{b: 0 for b in buckets}, **{str(r.bucket): r["count"] for r in counted}}
+
+
 def make_stats_job(keys: list[str], output: str, name: str,
                    prepare: Callable[[DataFrame], DataFrame] | None = None):
     """A job keeping the aggregates per ``keys`` and publishing them as ``output``.
@@ -102,7 +122,9 @@ def make_stats_job(keys: list[str], output: str, name: str,
         retracted = prep(run.read_parquet(run.files(src, "", outputs="delta_retracted"),
                                           BRONZE_SCHEMA))
         prev = run.read_parquet(run.files(run.previous, "stats/"), schema)
-        n_retracted = retracted.count()
+        # The source counted its outputs when it wrote them: no count job here.
+        n_added, n_retracted = (_output_rows(run, src, o, df) for o, df in
+                                (("delta_added", added), ("delta_retracted", retracted)))
         touched = added.select(*keys).unionByName(retracted.select(*keys)).distinct()
         prev_touched = prev.join(touched, keys, "left_semi")
         if n_retracted:
@@ -111,25 +133,35 @@ def make_stats_job(keys: list[str], output: str, name: str,
         else:
             fresh = merge(prev_touched.select(*keys, *[n for n, _ in METRICS]),
                           aggregate(added, keys), keys)
-        fresh = finish(fresh, keys).cache()
+        fresh_rows = Observation()
+        fresh = finish(fresh, keys).observe(fresh_rows, F.count(F.lit(1)).alias("n"))
         # The buckets of every touched key, also of a key whose rows were all retracted.
-        buckets = {str(r.b) for r in touched.select(
-            F.pmod(F.hash(*keys), F.lit(BUCKETS)).alias("b")).distinct().collect()}
-        run.carry_partitions("stats", run.partitions(run.previous, "stats") - buckets)
+        buckets = set()
+        if n_added or n_retracted:
+            buckets = {str(r.b) for r in touched.select(
+                F.pmod(F.hash(*keys), F.lit(BUCKETS)).alias("b")).distinct().collect()}
+        kept = run.partitions(run.previous, "stats") - buckets
+        run.carry_partitions("stats", kept)
         table = gold_table(run, output, "bucket")
+        rows = _bucket_rows(run, schema, kept)
         if buckets:
             rest = prev.where(F.col("bucket").isin([int(b) for b in buckets])) \
                        .join(touched, keys, "left_anti")
-            changed = rest.unionByName(fresh).repartition("bucket")
-            run.write_state(changed, "stats", "bucket")
-        n_keys = run.read_parquet(run.writer.files("stats/"), schema).count()
-        if buckets:
-            run.write_table(changed, output, table, rows=n_keys, replaced=buckets)
+            changed = rest.unionByName(fresh).repartition("bucket").cache()
+            per_bucket = Observation()
+            run.write_state(changed.observe(  # computes and caches it, counting as it goes
+                per_bucket, *[F.count_if(F.col("bucket") == int(b)).alias(b)
+                              for b in sorted(buckets)]), "stats", "bucket")
+            rows.update({b: int(n) for b, n in per_bucket.get.items()})
+            run.write_table(changed, output, table, rows=sum(rows.values()),
+                            replaced=buckets)
         else:
-            run.keep_table(output, table, rows=n_keys)
-        return JobResult(row_counts={"keys": n_keys, "keys_touched": fresh.count(),
-                                     "rows_added": added.count(), "rows_retracted": n_retracted},
-                         metrics={"buckets_rewritten": sorted(buckets)})
+            run.keep_table(output, table, rows=sum(rows.values()))
+        return JobResult(row_counts={"keys": sum(rows.values()),
+                                     "keys_touched": int(fresh_rows.get["n"]) if buckets else 0,
+                                     "rows_added": n_added, "rows_retracted": n_retracted},
+                         metrics={"buckets_rewritten": sorted(buckets),
+                                  "bucket_rows": dict(sorted(rows.items()))})
 
     return named_job(job, name, __name__)
 

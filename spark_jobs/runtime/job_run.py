@@ -196,22 +196,26 @@ class JobRun:
         return [self.writer.add_stored(f"{name}/{k[len(prefix):]}", k)
                 for k in self._stored(prefix)]
 
-    def write_output(self, df: Any, output: str, rows: int | None = None) -> None:
-        """Stage ``df`` as output ``output`` (published only when the epoch completes)."""
+    def write_output(self, df: Any, output: str, rows: int | None = None) -> int:
+        """Stage ``df`` as output ``output`` (published only when the epoch completes).
+        Returns its row count: ``rows`` when given, else counted by the write itself."""
         path, prefix = self._target(f"out-{output}", "staging")
         files = self.spark.conf.get(OUTPUT_FILES_CONF, None)
+        df, counted = _counting(df, rows)
         if files:
             df = df.coalesce(int(files))
         with self._snapshot_write():
             df.write.mode("overwrite").parquet(path)
+        rows = counted()
         if prefix is None:
             parts = sorted(p for p in Path(path).iterdir() if p.suffix == ".parquet")
             self.writer.stage_output(output, parts, rows=rows)
         else:
             self.writer.stage_stored_output(output, self._stored(prefix), rows=rows)
+        return rows
 
     def write_table(self, df: Any, output: str, spec: TableSpec, rows: int | None = None,
-                    replaced: Any = ()) -> None:
+                    replaced: Any = ()) -> int:
         """Stage ``df`` as table output ``output`` (PROTOCOL 6.12): Spark writes Parquet
         straight into the table's location, in a directory of this attempt that the table's
         log does not reference; the epoch's completion commits it as one table version
@@ -224,13 +228,17 @@ class JobRun:
         previous epoch's files of the other partitions stay (by reference, not rewritten).
         ``replaced`` names partitions the epoch recomputed and found empty (values, or
         value tuples for several partition columns): removed from the table.
-        ``append``: ``df`` holds the rows the epoch adds."""
+        ``append``: ``df`` holds the rows the epoch adds.
+
+        Returns the rows written: ``rows`` when given, else counted by the write itself
+        (no separate Spark job)."""
         from pyspark.sql import functions as F
         from pyspark.sql.pandas.types import to_arrow_schema
 
         from checkpointing.storage import open_storage
         from checkpointing.tables import staged_dir
 
+        df, counted = _counting(df, rows)
         dirs = list(spec.partition_by)
         if spec.format == "iceberg":
             # Iceberg reads partition values from the files' statistics: the files keep
@@ -260,6 +268,7 @@ class JobRun:
             writer = writer.partitionBy(*dirs)
         with self._snapshot_write():
             writer.parquet(target)
+        rows = counted()
         if local:
             parts = sorted(p for p in Path(target).rglob("*.parquet"))
             self.writer.stage_table_output(output, spec, parts, rows=rows,
@@ -267,11 +276,12 @@ class JobRun:
                                                   for p in parts],
                                            table_storage=store, schema=schema,
                                            replaced=replaced)
-            return
+            return rows
         keys = [o.key for o in store.list(prefix + "/") if o.key.endswith(".parquet")
                 and not o.key.rsplit("/", 1)[-1].startswith((".", "_"))]
         self.writer.stage_stored_table_output(output, spec, keys, schema, rows=rows,
                                               table_storage=store, replaced=replaced)
+        return rows
 
     def keep_table(self, output: str, spec: TableSpec, rows: int | None = None,
                    replaced: Any = ()) -> None:
@@ -313,6 +323,19 @@ class JobRun:
 
 
 _PART = "part"
+
+
+def _counting(df: Any, rows: int | None) -> tuple[Any, Callable[[], int]]:
+    """``df`` observed so that the action writing it also counts its rows (Spark's
+    ``Observation``: one pass, no count job), and a function giving the count after that
+    action; with ``rows`` known, ``df`` unchanged and ``rows``."""
+    if rows is not None:
+        return df, lambda: rows
+    from pyspark.sql import Observation
+    from pyspark.sql import functions as F
+
+    obs = Observation()
+    return df.observe(obs, F.count(F.lit(1)).alias("rows")), lambda: int(obs.get["rows"])
 _PARTITION_TYPES = ("string", "integer", "long", "short", "byte", "boolean", "date")
 
 
@@ -352,6 +375,13 @@ def partition_value(name: str) -> str | None:
 Job = Callable[[JobRun], JobResult]
 
 
+def job_tag(pipeline_id: str, epoch_id: int, task_id: str, attempt: int) -> str:
+    """The Spark job tag of one attempt's actions (``spark.addTag``): Spark's UI and REST
+    API list every job an attempt ran under it, and ``spark.interruptTag`` cancels them.
+    Tags may not hold commas; ids never do (PROTOCOL 3)."""
+    return f"ckpt.{pipeline_id}.{task_id}.e{epoch_id}.a{attempt}"
+
+
 def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, attempt: int,
              spark: Any, data_uri: str, *, endpoint_url: str | None = None,
              overhead_ms: dict[str, float | None] | None = None) -> Acknowledgement:
@@ -379,6 +409,8 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
                  open_storage(data_uri, endpoint_url=endpoint_url) if data_uri else None,
                  previous, upstream, writer,
                  scratch)
+    tag = job_tag(coordinator.pipeline_id, epoch_id, task_id, attempt)
+    spark.addTag(tag)
     try:
         t1 = time.monotonic()
         try:
@@ -410,6 +442,7 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
             _delete_attempt_files(coordinator, epoch_id, task_id, attempt)
             raise
     finally:
+        spark.removeTag(tag)
         shutil.rmtree(scratch, ignore_errors=True)
         # Jobs cache DataFrames for the length of one task. Spark matches cached data by
         # plan, and a plan over the same file paths matches even when the files changed
