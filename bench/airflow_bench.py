@@ -3,13 +3,18 @@
 For each mode (``local``: every task starts a Spark of its own; ``connect``: every task is
 a client of one Spark Connect server), an `airflow standalone` (LocalExecutor on
 PostgreSQL when ``CKPT_TEST_PG_URL`` is set, else SQLite) runs one warm-up day and then
-``--epochs`` days one after the other, each followed by a run of the **floor**: a DAG of
-the same shape (task ids and dependencies) whose tasks do nothing
-(``airflow_floor_seconds_<mode>``, ``airflow_over_floor_ratio_<mode>`` = flights_daily /
-floor). Reported per mode: the median seconds from a run's
-start to its end (Airflow's own timestamps), how long after its commit step the run ends
-(``airflow_run_end_lag_seconds``: the epoch watchdog noticing the decision), the median
-duration of each task, and where a
+``--epochs`` days one after the other. Each day runs three times: first flights_daily with
+checkpointing disabled (the run conf's switch: the same jobs on the same server, restoring
+the same epoch, without the protocol; ``airflow_unchecked_seconds_<mode>``,
+``airflow_checkpoint_overhead_ratio_<mode>`` = checkpointed / unchecked), then
+flights_daily, then the **floor**: a DAG of the same shape (task ids and dependencies)
+whose tasks do nothing (``airflow_floor_seconds_<mode>``, ``airflow_over_floor_ratio_<mode>``
+= flights_daily / floor). In connect mode it also counts each task's Spark jobs and
+actions on the server's UI (``spark_actions_per_epoch_connect``) and times a retry that
+resumes a killed Spark action (bench/reattach_bench.py: ``reattach_recovery_ratio``).
+Reported per mode: the median seconds from a run's start to its end (Airflow's own
+timestamps), how long after its commit step the run ends (``airflow_run_end_lag_seconds``:
+the epoch watchdog noticing the decision), the median duration of each task, and where a
 checkpointed task's time goes (the epoch statistics' restore and run times; the rest of a
 task's duration is process start, Spark session and acknowledging).
 
@@ -33,6 +38,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.reattach_bench import measure as measure_reattach  # noqa: E402
+from bench.spark_actions import jobs_by_tag, per_task  # noqa: E402
 from checkpointing import Coordinator, LocalStorage  # noqa: E402
 from checkpointing.stats import epoch_stats  # noqa: E402
 from spark_jobs.flights.landing import land  # noqa: E402
@@ -67,10 +74,15 @@ with DAG("{dag_id}", schedule=None, start_date=datetime(2013, 1, 1), catchup=Fal
 """
 
 
-def run_day(sa: Standalone, n: int, dag: str = DAG) -> dict[str, Any]:
-    """Trigger the run of ``dag`` that processes day ``n`` (1-based) and wait for it."""
-    logical = (START + timedelta(days=n)).isoformat() + "T00:00:00Z"
-    run = sa.trigger(dag, logical)
+def run_day(sa: Standalone, n: int, dag: str = DAG, checkpointing: bool = True
+            ) -> dict[str, Any]:
+    """Trigger the run of ``dag`` that processes day ``n`` (1-based) and wait for it; with
+    ``checkpointing`` off, the run conf's switch (its logical date a second later: the same
+    data interval, another run)."""
+    logical = (START + timedelta(days=n)).isoformat() + \
+        ("T00:00:00Z" if checkpointing else "T00:00:01Z")
+    run = sa.trigger(dag, logical, None if checkpointing else
+                     {"checkpoint": {"enabled": False}})
     state = sa.wait_run(dag, run, timeout=1800)
     if state != "success":
         raise RuntimeError(f"run {run} ended {state}: {sa.tail()}")
@@ -151,15 +163,17 @@ def bench_mode(mode: str, epochs: int, work: Path) -> dict[str, Any]:
         env.update({"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN":
                     fresh_database(f"ckpt_bench_{mode}"),
                     "AIRFLOW__CORE__EXECUTOR": "LocalExecutor"})
-    server = None
+    server, ui = None, free_port()
     if mode == "connect":
-        server = ConnectServer(port=free_port(), log_path=work / "connect.log").start()
+        server = ConnectServer(port=free_port(), log_path=work / "connect.log",
+                               conf={"spark.ui.port": str(ui)}).start()
         env.update(connect_env(server))
     else:
         env["CKPT_SPARK_MODE"] = "local"
     folder = dags_folder(work)
     sa = Standalone(work / "airflow", AIRFLOW__CORE__DAGS_FOLDER=str(folder), **env)
     floor: list[dict[str, Any]] = []
+    unchecked: list[dict[str, Any]] = []
     try:
         sa.start()
         add_floor(sa, folder)
@@ -167,8 +181,19 @@ def bench_mode(mode: str, epochs: int, work: Path) -> dict[str, Any]:
         run_day(sa, 1, FLOOR_DAG)
         runs = []
         for n in range(2, epochs + 2):  # interleaved: the same load on the same machine
+            # Day n without checkpointing first: it restores the same epoch (n - 1) as the
+            # checkpointed run after it, so both do the same Spark work.
+            unchecked.append(run_day(sa, n, checkpointing=False))
             runs.append(run_day(sa, n))
             floor.append(run_day(sa, n, FLOOR_DAG))
+        sa.stop()
+        actions = reattach = None
+        if server is not None:
+            # Spark jobs and actions per task, from the server's UI (every attempt's
+            # actions carry the runtime's job tag), then a killed action resumed.
+            actions = per_task(jobs_by_tag(f"http://127.0.0.1:{ui}"), DAG)
+            (work / "reattach").mkdir()
+            reattach = measure_reattach(server.url, work / "reattach")
     finally:
         sa.stop()
         if server is not None:
@@ -178,6 +203,10 @@ def bench_mode(mode: str, epochs: int, work: Path) -> dict[str, Any]:
     return {"epoch_seconds": statistics.median(r["seconds"] for r in runs),
             "floor_seconds": statistics.median(r["seconds"] for r in floor),
             "floor_seconds_all": [r["seconds"] for r in floor],
+            "unchecked_seconds": statistics.median(r["seconds"] for r in unchecked),
+            "unchecked_seconds_all": [r["seconds"] for r in unchecked],
+            "unchecked_task_seconds": {t: statistics.median(r["tasks"].get(t, 0.0)
+                                                            for r in unchecked) for t in tasks},
             "floor_task_seconds": {t: statistics.median(r["tasks"].get(t, 0.0)
                                                         for r in floor) for t in tasks},
             "epoch_seconds_all": [r["seconds"] for r in runs],
@@ -187,7 +216,8 @@ def bench_mode(mode: str, epochs: int, work: Path) -> dict[str, Any]:
             "task_seconds": {t: statistics.median(r["tasks"].get(t, 0.0) for r in runs)
                              for t in tasks},
             "task_split_ms": (split := task_split(coord, list(range(2, epochs + 2)))),
-            "task_fixed_overhead_seconds": fixed_overhead_seconds(runs, split)}
+            "task_fixed_overhead_seconds": fixed_overhead_seconds(runs, split),
+            "spark_actions_per_task": actions, "reattach": reattach}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -219,6 +249,18 @@ def main(argv: list[str] | None = None) -> int:
         result[f"airflow_over_floor_ratio_{m}"] = round(r["epoch_seconds"] /
                                                         r["floor_seconds"], 2)
         result[f"task_fixed_overhead_seconds_{m}"] = r["task_fixed_overhead_seconds"]
+        result[f"airflow_unchecked_seconds_{m}"] = r["unchecked_seconds"]
+        result[f"airflow_checkpoint_overhead_ratio_{m}"] = round(
+            r["epoch_seconds"] / r["unchecked_seconds"], 2)
+        if r.get("spark_actions_per_task"):
+            # the median epoch's actions over all tasks (warm-up included: same code path)
+            per_epoch = [sum(x) for x in zip(*(t["actions"] for t in
+                                               r["spark_actions_per_task"].values()),
+                                             strict=False)]
+            result[f"spark_actions_per_epoch_{m}"] = statistics.median(per_epoch)
+        if r.get("reattach"):
+            for k in ("reattach_recovery_ratio", "reattach_restart_control_ratio"):
+                result[k] = r["reattach"][k]
     if "local" in modes and "connect" in modes:
         result["airflow_connect_over_local_ratio"] = round(
             modes["connect"]["epoch_seconds"] / modes["local"]["epoch_seconds"], 3)

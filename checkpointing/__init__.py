@@ -12,6 +12,7 @@ from .documents import PROTOCOL_VERSION
 from .epoch_metadata import EpochMetadata
 from .errors import *  # noqa: F403
 from .incremental import SnapshotWriter, restore_files
+from .operations import EngineOperation
 from .publish import Manifest, read_manifest
 from .retention import run_retention
 from .savepoints import create_savepoint, delete_savepoint, list_savepoints, read_savepoint
@@ -23,7 +24,8 @@ from .verify import verify_epoch
 
 __all__ = [
     "Acknowledgement", "AlignmentError", "AttemptStart", "Barrier", "CheckpointConfig",
-    "Coordinator", "EpochMetadata", "FileRef", "LocalStorage", "Manifest", "OutputRef",
+    "Coordinator", "EngineOperation", "EpochMetadata", "FileRef", "LocalStorage", "Manifest",
+    "OutputRef",
     "PROTOCOL_VERSION", "RestoreMappingError", "SnapshotWriter", "StateHandle", "Storage",
     "TableSpec", "TaskPlan", "create_savepoint", "delete_savepoint", "epoch_stats",
     "list_savepoints", "open_storage", "plan_from_edges", "read_manifest", "read_savepoint",

@@ -21,10 +21,19 @@ class TaskAttempts:
     starts: set[int] = field(default_factory=set)
     acks: dict[int, ObjectInfo] = field(default_factory=dict)
     declines: dict[int, ObjectInfo] = field(default_factory=dict)
+    #: operation records (PROTOCOL 5.17): hints, not registrations; never fence
+    operations: dict[int, ObjectInfo] = field(default_factory=dict)
 
     @property
     def highest(self) -> int:
         return max([*self.starts, *self.acks, *self.declines], default=0)
+
+    def resumable_operation(self, attempt: int) -> ObjectInfo | None:
+        """The operation record an ``attempt`` may resume (PROTOCOL 6.3): that of the
+        highest lower attempt that neither acknowledged nor declined, if it left one."""
+        lower = [a for a in self.operations if a < attempt
+                 and a not in self.acks and a not in self.declines]
+        return self.operations[max(lower)] if lower else None
 
     @property
     def effective_ack(self) -> tuple[int, ObjectInfo] | None:
@@ -43,6 +52,8 @@ def _collect(infos: list[ObjectInfo], into: dict[str, TaskAttempts]) -> None:
             ta.starts.add(attempt)
         elif kind == "ack":
             ta.acks[attempt] = info
+        elif kind == "operation":
+            ta.operations[attempt] = info
         else:
             ta.declines[attempt] = info
 

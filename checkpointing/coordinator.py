@@ -45,6 +45,7 @@ from .ids import validate_attempt, validate_epoch_id, validate_id
 from .layout import Layout
 from .lineages import MAIN
 from .markers import ATTEMPT_START, DECLINE, RUN_INDEX
+from .operations import OPERATION, EngineOperation
 from .parent_selector import LATEST, ParentSelector, RestoreMappingError
 from .promotion import PromotionRule
 from .registry import OpenEpoch, Registry
@@ -74,6 +75,9 @@ class AttemptStart:
     task_id: str
     attempt: int
     existing: Acknowledgement | None = None
+    #: the operation a killed lower attempt left running, which this one may resume
+    #: (PROTOCOL 5.17, 6.3); None when there is none or its record is unreadable
+    resume: EngineOperation | None = None
 
 
 @dataclass(frozen=True)
@@ -373,7 +377,26 @@ class Coordinator:
                                     ATTEMPT_START.encode(body))
             except PreconditionFailed:
                 pass  # the same attempt registered twice: idempotent
-        return AttemptStart(epoch_id, task_id, attempt)
+        return AttemptStart(epoch_id, task_id, attempt,
+                            resume=self._resumable(ta.resumable_operation(attempt)))
+
+    def _resumable(self, info: Any) -> EngineOperation | None:
+        """The operation record at ``info`` (a hint: unreadable means none, 5.17)."""
+        if info is None:
+            return None
+        try:
+            return OPERATION.decode(self.storage.read(info.key)[0], info.key)
+        except (CheckpointError, OSError) as exc:
+            log.warning("pipeline %s: operation record %s ignored: %s", self.pipeline_id,
+                        info.key, exc)
+            return None
+
+    def record_operation(self, epoch_id: int, op: EngineOperation) -> None:
+        """Record the long engine action ``op.attempt`` starts now (PROTOCOL 5.17), for its
+        next attempt to resume should this one be killed. A plain write: a hint."""
+        key = self.layout.attempt_object(epoch_id, op.task_id, op.attempt, "operation")
+        self.storage.write(key, OPERATION.encode({**op.to_json(),
+                                                  "writer": writer_identity()}))
 
     def acknowledge(self, epoch_id: int, task_id: str, attempt: int,
                     handle: StateHandle) -> Acknowledgement:

@@ -22,6 +22,9 @@ from .layout import Layout
 from .state_handle import FileRef, OutputRef, StateHandle
 from .storage import Storage
 
+#: the sha256 of a file written with checkpointing disabled (never hashed)
+UNHASHED = "0" * 64
+
 
 def sha256_file(path: str | os.PathLike[str]) -> tuple[str, int]:
     """(hex sha256, size) of a local file, streamed."""
@@ -59,6 +62,9 @@ class SnapshotWriter:
     attempt: int
     previous: StateHandle | None = None
     shared: bool = True
+    #: False for a run with checkpointing disabled: files are not hashed (their sha256 is
+    #: :data:`UNHASHED`), nothing is deduplicated, nothing can be verified
+    digests: bool = True
     _files: dict[str, FileRef] = field(default_factory=dict)
     _outputs: dict[str, OutputRef] = field(default_factory=dict)
     bytes_written: int = 0
@@ -77,7 +83,7 @@ class SnapshotWriter:
     def add_file(self, name: str, path: str | os.PathLike[str]) -> FileRef:
         """Add a local file under logical ``name``; upload it only if it changed."""
         _check_name(name)
-        digest, size = sha256_file(path)
+        digest, size = self._file_digest(path)
         prev = self._previous_by_digest.get((digest, size))
         if prev is not None:
             ref = FileRef(name, prev.uri, size, digest, prev.shared)
@@ -109,10 +115,19 @@ class SnapshotWriter:
         self._files[name] = ref
         return ref
 
-    def _stored_digest(self, key: str) -> tuple[str, int]:
+    def _stored_digest(self, key: str, store: Storage | None = None) -> tuple[str, int]:
         """(sha256, size) of a file a distributed writer stored: the store's own checksum
         when it recorded one at upload (one HEAD), else by streaming the file back."""
-        return _digest_of_stored(self.storage, key, self)
+        store = store or self.storage
+        if not self.digests:
+            return UNHASHED, store.head(key).size
+        return _digest_of_stored(store, key, self)
+
+    def _file_digest(self, path: str | os.PathLike[str]) -> tuple[str, int]:
+        """(sha256, size) of a local file (size only when ``digests`` is off)."""
+        if not self.digests:
+            return UNHASHED, os.path.getsize(path)
+        return sha256_file(path)
 
     @_persisting
     def stage_stored_output(self, output: str, keys: list[str], rows: int | None = None,
@@ -166,7 +181,7 @@ class SnapshotWriter:
         for i, path in enumerate(paths):
             name = names[i] if names else Path(path).name
             _check_name(name)
-            digest, size = sha256_file(path)
+            digest, size = self._file_digest(path)
             key = f"{prefix}{output}/{name}"
             self.storage.upload_file(key, str(path))
             self.bytes_written += size
@@ -200,7 +215,7 @@ class SnapshotWriter:
             _check_name(name)
             meta = pq.read_metadata(path)
             schema = schema or meta.schema.to_arrow_schema()
-            digest, size = sha256_file(path)
+            digest, size = self._file_digest(path)
             key = f"{prefix}/{name}"
             store.upload_file(key, str(path))
             self.bytes_written += size
@@ -223,7 +238,7 @@ class SnapshotWriter:
                             self.attempt) + "/"
         refs = []
         for key in keys:
-            digest, size = _digest_of_stored(store, key, self)
+            digest, size = self._stored_digest(key, store)
             self.bytes_written += size
             refs.append(FileRef(key[len(prefix):] if key.startswith(prefix) else key,
                                 store.uri(key), size, digest, False))

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from .ids import validate_attempt, validate_epoch_id, validate_id
 
-_ATTEMPT_OBJ_RE = re.compile(r"attempt-(\d{4})\.(start|ack|decline)$")
+_ATTEMPT_OBJ_RE = re.compile(r"attempt-(\d{4})\.(start|ack|decline|operation)$")
 
 
 def epoch_dir_name(epoch_id: int) -> str:
@@ -91,7 +91,7 @@ class Layout:
         return f"{self.tasks_prefix(epoch_id)}{validate_id(task_id, 'task id')}/"
 
     def attempt_object(self, epoch_id: int, task_id: str, attempt: int, kind: str) -> str:
-        assert kind in ("start", "ack", "decline")
+        assert kind in ("start", "ack", "decline", "operation")
         attempt_s = f"attempt-{validate_attempt(attempt):04d}"
         return f"{self.task_prefix(epoch_id, task_id)}{attempt_s}.{kind}"
 

@@ -16,6 +16,7 @@ import time
 from datetime import date, timedelta
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from checkpointing import Coordinator, LocalStorage, read_manifest
@@ -405,3 +406,58 @@ def test_abort_route_and_downstream_asset_dag(af):
     from checkpointing.publish import published_tables
     assert xcom["table_version"] == published_tables(m, xcom["event_epoch_id"])[
         "gold_route_stats"], (xcom, m.history)
+
+
+def _checkpoint_keys(c: Coordinator) -> dict[str, str]:
+    """Every object of the pipeline's checkpoint storage but the unchecked scratch, with
+    its etag: what a run with checkpointing disabled must leave as it found it."""
+    scratch = f"{c.layout.base}unchecked/"
+    return {o.key: o.etag for o in c.storage.list(c.layout.base)
+            if not o.key.startswith(scratch)}
+
+
+def _latest_table(c: Coordinator, output: str):
+    """A gold table at its newest version (not the manifest's), read by delta-rs."""
+    from checkpointing.delta import open_table
+
+    location = read_manifest(c.storage, c.layout).outputs[output].meta["table"]["location"]
+    return open_table(location, None).to_pandas()
+
+
+def test_a_run_with_checkpointing_disabled_publishes_the_same_tables_and_no_epoch(af):
+    """Issue 27's switch (run conf ``{"checkpoint": {"enabled": false}}``): the same DAG
+    and jobs run day 6 from the latest completed epoch's state without the checkpoint
+    protocol. No epoch document is written or changed, the tables' newest versions equal
+    the oracle; the checkpointed run of the same day then publishes the same tables."""
+    sa, tmp = af
+    c = coord(tmp)
+    data = LocalStorage(tmp / "data")
+    land(data, [date(2013, 1, 6)], dims=False, seed=9)
+    before, latest = _checkpoint_keys(c), c.latest_completed()
+    run = sa.trigger(DAG, "2013-01-07T00:00:00Z", {"checkpoint": {"enabled": False}})
+    assert sa.wait_run(DAG, run) == "success", sa.tail()
+    tries = sa.task_tries(DAG, run)
+    assert tries["checkpoint_commit"][0] == tries["checkpoint_timeout"][0] == "skipped"
+    assert tries["route_stats"] == ("success", 1), tries
+    assert _checkpoint_keys(c) == before and c.latest_completed() == latest
+    assert list(c.storage.list(f"{c.layout.base}unchecked/"))  # its files, in its scratch
+    rows, _, _ = oracle.clean_flights(oracle.raw_files(data, "2013-01-07"))
+    keys = {"gold_route_stats": ["origin", "dest"], "gold_carrier_stats": ["carrier"]}
+    unchecked = {}
+    for output, k in keys.items():
+        want = oracle.stats(upper_carriers(rows) if output == "gold_carrier_stats" else rows,
+                            k)
+        got = _latest_table(c, output)[k + oracle.METRIC_COLS].sort_values(k) \
+            .reset_index(drop=True)
+        pd.testing.assert_frame_equal(got, want, check_dtype=False, check_exact=False,
+                                      rtol=1e-9)
+        unchecked[output] = got
+
+    checked = sa.trigger(DAG, "2013-01-07T00:00:01Z")  # the same day, checkpointed
+    assert sa.wait_run(DAG, checked) == "success", sa.tail()
+    assert c.latest_completed() > latest
+    for output, k in keys.items():
+        got = oracle.published(c, output)[k + oracle.METRIC_COLS].sort_values(k) \
+            .reset_index(drop=True)
+        pd.testing.assert_frame_equal(got, unchecked[output], check_dtype=False,
+                                      check_exact=False, rtol=1e-9)

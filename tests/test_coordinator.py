@@ -12,6 +12,7 @@ from checkpointing import (
     StateHandle,
     read_manifest,
 )
+from checkpointing.attempts import scan_task
 from checkpointing.barrier import TaskPlan
 from checkpointing.errors import (
     EpochAlreadyDecided,
@@ -25,6 +26,7 @@ from checkpointing.errors import (
     UnknownTask,
     UnsupportedVersion,
 )
+from checkpointing.operations import EngineOperation
 from tests.helpers import DIAMOND, FakeClock, ack_task, run_epoch
 
 
@@ -73,6 +75,42 @@ def test_stale_attempt_is_fenced(storage, tmp_path):
     ack_task(c, b.epoch_id, "src_a", attempt=2, tmp=tmp_path)
     with pytest.raises(StaleAttempt):
         c.acknowledge(b.epoch_id, "src_a", 1, StateHandle("src_a", b.epoch_id, 1))
+
+
+def _operation(task: str, attempt: int, action: str = "state:s") -> EngineOperation:
+    return EngineOperation(task, attempt, action, "spark-connect", "s-1", f"op-{attempt}",
+                           "2013-01-01T00:00:00.000Z", observations=("o1", "o2"))
+
+
+def test_next_attempt_gets_the_killed_attempts_operation(storage, tmp_path):
+    """PROTOCOL 5.17/6.3: the operation a killed attempt left is offered to the next one;
+    never to the attempt itself, never once the recording attempt acknowledged or
+    declined, and an unreadable record is no record (a hint, not a refusal)."""
+    c = Coordinator(storage, "p")
+    b = c.begin_epoch(DIAMOND, "r")
+    e = b.epoch_id
+    assert c.register_attempt(e, "src_a", 1).resume is None
+    c.record_operation(e, _operation("src_a", 1, "state:bronze"))
+    c.record_operation(e, _operation("src_a", 1, "output:delta"))  # the latest action wins
+    assert c.register_attempt(e, "src_a", 1).resume is None  # its own record
+    resumed = c.register_attempt(e, "src_a", 2).resume
+    assert resumed == _operation("src_a", 1, "output:delta")
+    assert resumed.observations == ("o1", "o2")
+    # attempt 2 died before any long action: attempt 3 may still resume attempt 1's
+    assert c.register_attempt(e, "src_a", 3).resume == resumed
+    ack_task(c, e, "src_a", attempt=3, tmp=tmp_path)
+    # another task: a record of a declined attempt is not offered
+    c.record_operation(e, _operation("src_b", 1))
+    assert scan_task(storage, c.layout, e, "src_b").resumable_operation(2) is not None
+    c.decline(e, "src_b", 1, "bad data")
+    assert scan_task(storage, c.layout, e, "src_b").resumable_operation(2) is None
+    c2 = Coordinator(storage, "q")
+    b2 = c2.begin_epoch(DIAMOND, "r")
+    c2.record_operation(b2.epoch_id, _operation("src_a", 1))
+    storage.write(c2.layout.attempt_object(b2.epoch_id, "src_a", 1, "operation"), b"{not json")
+    assert c2.register_attempt(b2.epoch_id, "src_a", 2).resume is None
+    assert storage.read(c2.layout.attempt_object(b2.epoch_id, "src_a", 1, "operation"))[0] \
+        == b"{not json"  # left as it was
 
 
 def test_racing_stale_ack_is_never_effective(storage, tmp_path):

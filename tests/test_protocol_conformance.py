@@ -45,6 +45,7 @@ def layout_keys() -> dict[str, str]:
         "start": lay.attempt_object(7, "t1", 2, "start"),
         "ack": lay.attempt_object(7, "t1", 2, "ack"),
         "decline": lay.attempt_object(7, "t1", 2, "decline"),
+        "operation": lay.attempt_object(7, "t1", 2, "operation"),
         "lease": lay.lease(7), "alert": lay.alert(7), "failure": lay.failure_record(7),
         "state": lay.state_prefix(7, "t1", 2) + "part-0.parquet",
         "staging": lay.staging_prefix(7, "t1", 2) + "part-0.parquet",
@@ -128,6 +129,7 @@ def written_documents(tmp_path: Path) -> dict[str, list[dict]]:
     from checkpointing.lease import RunnerLease
     from checkpointing.lineages import Promotion, new_origin, record_origin, record_promotion
     from checkpointing.listing import list_epochs
+    from checkpointing.operations import EngineOperation
     from tests.helpers import ack_task
 
     root = tmp_path / "ckpt"
@@ -139,6 +141,10 @@ def written_documents(tmp_path: Path) -> dict[str, list[dict]]:
                       input_range={"logical_date": "2013-01-02"})
     with RunnerLease(c, b.epoch_id):
         ack_task(c, b.epoch_id, "ingest", files={"bronze": b"abc"}, tmp=tmp_path)
+        c.record_operation(b.epoch_id, EngineOperation(
+            "stats", 1, "state:stats", "spark-connect", "0b6e4a9c-6f1d-4c55-9a4e-2f1c3d9b8e71",
+            "6ba3a0fc-5ecc-49ff-ac81-79827450d110", "2013-01-02T00:05:03.120Z",
+            user_id="airflow", observations=("5d1f0c52",)))
         ack_task(c, b.epoch_id, "stats", attempt=2, files={"stats": b"def"},
                  outputs={"gold": b"ghi"}, tmp=tmp_path)
         lease = json.loads(st.read(c.layout.lease(b.epoch_id))[0])
@@ -172,6 +178,7 @@ def decoders(tmp_path: Path) -> dict[str, Callable[[bytes], object]]:
     from checkpointing.history import FailureRecord
     from checkpointing.lease import lease_ttl
     from checkpointing.lineages import LineageOrigin, Promotion
+    from checkpointing.operations import OPERATION
     from checkpointing.publish import Manifest
     from checkpointing.registry import Registry
     from checkpointing.savepoints import read_savepoint
@@ -193,6 +200,7 @@ def decoders(tmp_path: Path) -> dict[str, Callable[[bytes], object]]:
     out["ckpt.savepoint"] = savepoint
     out["ckpt.epoch-summary"] = lambda data: decode_summary(data, "doc")
     out["ckpt.lease"] = lambda data: lease_ttl(data, "doc")
+    out["ckpt.operation"] = lambda data: OPERATION.decode(data, "doc")
     return out
 
 

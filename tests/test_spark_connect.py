@@ -193,3 +193,86 @@ def test_a_port_taken_before_the_server_binds_it_is_not_mistaken_for_the_server(
             assert not cs._owns_port(server.proc.pid, taken)
         finally:
             server.stop()
+
+
+def _slow_task(tmp_path: Path, remote: str, attempt: int, marks: Path
+               ) -> subprocess.Popen:
+    args = task_args(f"file://{tmp_path}/ckpt", "tests.connect_jobs:slow_squares", "squares",
+                     remote)
+    return subprocess.Popen([sys.executable, "-m", *args, "--attempt", str(attempt)],
+                            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "CKPT_TEST_MARKS": str(marks)})
+
+
+def _state_rows(handle) -> list[tuple[int, int]]:
+    """The (id, square) rows of a handle's state files, read with pyarrow (not Spark)."""
+    import pyarrow.parquet as pq
+
+    rows = []
+    for f in handle.files:
+        if f.name.endswith(".parquet"):
+            t = pq.read_table(f.uri.removeprefix("file://"))
+            rows += list(zip(t.column("id").to_pylist(), t.column("square").to_pylist(),
+                             strict=True))
+    return sorted(rows)
+
+
+def test_killed_task_resumes_its_running_spark_action_instead_of_running_it_again(
+        spark_connect, tmp_path):
+    """Issue 27: attempt 1's slow write is SIGKILLed at about 80 % of its rows; attempt 2
+    reattaches to the server's still-running operation: every row was computed once (one
+    marker each), the state holds exactly the oracle's rows, the counts observed by that
+    one write reach attempt 2's handle, and the handle says what it resumed."""
+    from tests.connect_jobs import SLOW_ROWS
+
+    c = Coordinator(LocalStorage(tmp_path / "ckpt"), "connect_errors")
+    c.begin_epoch(plan_from_edges({"squares": []}, set()), "run-slow")
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    first = _slow_task(tmp_path, spark_connect.url, 1, marks)
+    deadline = time.monotonic() + 240
+    while len(os.listdir(marks)) < SLOW_ROWS * 8 // 10:
+        assert first.poll() is None, first.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, "the slow action never got to 80 %"
+        time.sleep(0.05)
+    first.kill()
+    first.wait()
+    done_at_kill = len(os.listdir(marks))
+    assert done_at_kill < SLOW_ROWS, "the action finished before the kill"
+
+    second = _slow_task(tmp_path, spark_connect.url, 2, marks)
+    out, err = second.communicate(timeout=300)
+    assert second.returncode == 0, err[-4000:]
+    assert "resumed state:squares from attempt 1" in err, err[-3000:]
+    assert sorted(int(m.split("-")[0]) for m in os.listdir(marks)) == list(range(SLOW_ROWS))
+    ack = c.read_ack(c.layout.attempt_object(1, "squares", 2, "ack"))
+    oracle = [(i, i * i) for i in range(SLOW_ROWS)]
+    assert _state_rows(ack.state_handle) == oracle
+    assert ack.state_handle.row_counts == {"rows": SLOW_ROWS,
+                                           "total": sum(s for _, s in oracle)}
+    assert ack.state_handle.metrics["resumed"] == {"from_attempt": 1,
+                                                  "actions": ["state:squares"]}
+
+
+def test_an_operation_the_server_no_longer_holds_runs_again(spark_connect, tmp_path):
+    """The record of a killed attempt names an operation the server does not hold (its
+    session was released): the next attempt runs the action again, and still acknowledges
+    the oracle's rows."""
+    from checkpointing.operations import EngineOperation
+    from tests.connect_jobs import SLOW_ROWS
+
+    c = Coordinator(LocalStorage(tmp_path / "ckpt"), "connect_errors")
+    c.begin_epoch(plan_from_edges({"squares": []}, set()), "run-gone")
+    c.record_operation(1, EngineOperation(
+        "squares", 1, "state:squares", "spark-connect", "0b6e4a9c-6f1d-4c55-9a4e-2f1c3d9b8e71",
+        "6ba3a0fc-5ecc-49ff-ac81-79827450d110", "2013-01-01T00:00:00.000Z"))
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    second = _slow_task(tmp_path, spark_connect.url, 2, marks)
+    out, err = second.communicate(timeout=300)
+    assert second.returncode == 0, err[-4000:]
+    assert "could not resume state:squares of attempt 1" in err, err[-3000:]
+    assert len(os.listdir(marks)) == SLOW_ROWS  # computed by attempt 2, once
+    ack = c.read_ack(c.layout.attempt_object(1, "squares", 2, "ack"))
+    assert "resumed" not in ack.state_handle.metrics
+    assert _state_rows(ack.state_handle) == [(i, i * i) for i in range(SLOW_ROWS)]

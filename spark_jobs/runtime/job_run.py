@@ -22,7 +22,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checkpointing import Acknowledgement, Coordinator, SnapshotWriter, StateHandle
+from checkpointing import (
+    Acknowledgement,
+    Coordinator,
+    EngineOperation,
+    SnapshotWriter,
+    StateHandle,
+)
 from checkpointing.documents import now_iso
 from checkpointing.errors import EpochAlreadyDecided
 from checkpointing.state_handle import FileRef
@@ -31,6 +37,7 @@ from checkpointing.tables import TableSpec
 
 from .connect import SparkConnectError, is_connect, unsupported_feature
 from .file_source import MAX_FILE_AGE_SECONDS, NewInput, SeenIndex, new_input
+from .reattach import new_operation, operation_id, reattach, release_session
 from .session import spark_uri
 from .spark_conf import OUTPUT_FILES_CONF
 
@@ -74,6 +81,11 @@ class JobRun:
     #: ``sync_ms`` of the handle's timings (the job waits for it, as Flink's synchronous
     #: part); making them durable afterwards is the writer's ``async_ms``
     snapshot_write_ms: float = 0.0
+    #: the operation a killed earlier attempt left running (connect mode), which this
+    #: attempt resumes when its job reaches the same action (PROTOCOL 6.3)
+    resume: EngineOperation | None = None
+    #: actions this attempt took over from the earlier attempt's operation
+    resumed: list[str] = field(default_factory=list)
 
     # ------------------------------------------------------------------ reading
     @property
@@ -163,14 +175,46 @@ class JobRun:
         object-store checkpoints and for Spark Connect sessions."""
         return is_connect(self.spark) or not isinstance(self.coordinator.storage, LocalStorage)
 
-    def _target(self, sub: str, kind: str) -> tuple[str, str | None]:
-        """(Spark path, storage key prefix or None) of an attempt-scoped write target."""
+    def _target(self, sub: str, kind: str, attempt: int | None = None
+                ) -> tuple[str, str | None]:
+        """(Spark path, storage key prefix or None) of an attempt-scoped write target (this
+        attempt's, or ``attempt``'s when resuming its operation)."""
         if not self.distributed:
             return str(self.scratch / sub), None
         layout = self.coordinator.layout
         prefix = (layout.state_prefix if kind == "state" else layout.staging_prefix)(
-            self.epoch_id, self.task_id, self.attempt) + f"spark/{sub}/"
+            self.epoch_id, self.task_id, attempt or self.attempt) + f"spark/{sub}/"
         return spark_uri(self.coordinator.storage.uri(prefix)), prefix
+
+    def _spark_write(self, action: str, df: Any, target: Callable[[int], Any],
+                     write: Callable[[Any, Any], None]) -> Any:
+        """Run one write ``action`` (``<kind>:<name>``) of ``df`` into ``target(attempt)``
+        and return that target. In connect mode the action is recorded before it starts
+        (PROTOCOL 5.17); a retry whose killed predecessor was running this very action
+        waits for that operation instead and returns the predecessor's target."""
+        with self._snapshot_write():
+            op = self.resume
+            if op is not None and op.action == action and is_connect(self.spark) \
+                    and not self.resumed:
+                why = reattach(self.spark, op, df)
+                if why is None:
+                    log.info("task %s attempt %d resumed %s from attempt %d's operation "
+                             "instead of running it again", self.task_id, self.attempt,
+                             action, op.attempt)
+                    self.resumed.append(action)
+                    return target(op.attempt)
+                log.info("task %s attempt %d could not resume %s of attempt %d (%s): "
+                         "running it again", self.task_id, self.attempt, action, op.attempt,
+                         why)
+            t = target(self.attempt)
+            if not is_connect(self.spark):
+                write(df, t)
+                return t
+            rec = new_operation(self.spark, self.task_id, self.attempt, action, df, time.time())
+            self.coordinator.record_operation(self.epoch_id, rec)
+            with operation_id(self.spark, rec.operation_id):
+                write(df, t)
+            return t
 
     def _stored(self, prefix: str) -> list[str]:
         return [o.key for o in self.coordinator.storage.list(prefix)
@@ -179,18 +223,16 @@ class JobRun:
     def write_state(self, df: Any, name: str, partition_col: str | None = None) -> list[FileRef]:
         """Write ``df`` as state files ``name/...`` into an attempt-scoped location, then
         snapshot: files identical to the previous epoch's are referenced, not kept twice."""
-        path, prefix = self._target(name, "state")
         if partition_col:
             # partitionBy drops its column from the files, and state is read back by file,
             # not by directory: partition by a copy so the column stays in the data.
             from pyspark.sql import functions as F
 
             df = df.withColumn(_PART, F.col(partition_col).cast("string"))
-            with self._snapshot_write():
-                df.write.mode("overwrite").partitionBy(_PART).parquet(path)
-        else:
-            with self._snapshot_write():
-                df.write.mode("overwrite").parquet(path)
+        parts = [_PART] if partition_col else []
+        path, prefix = self._spark_write(
+            f"state:{name}", df, lambda a: self._target(name, "state", a),
+            lambda d, t: d.write.mode("overwrite").partitionBy(*parts).parquet(t[0]))
         if prefix is None:
             return self.writer.add_directory(path, prefix=f"{name}/")
         return [self.writer.add_stored(f"{name}/{k[len(prefix):]}", k)
@@ -199,13 +241,13 @@ class JobRun:
     def write_output(self, df: Any, output: str, rows: int | None = None) -> int:
         """Stage ``df`` as output ``output`` (published only when the epoch completes).
         Returns its row count: ``rows`` when given, else counted by the write itself."""
-        path, prefix = self._target(f"out-{output}", "staging")
         files = self.spark.conf.get(OUTPUT_FILES_CONF, None)
         df, counted = _counting(df, rows)
         if files:
             df = df.coalesce(int(files))
-        with self._snapshot_write():
-            df.write.mode("overwrite").parquet(path)
+        path, prefix = self._spark_write(
+            f"output:{output}", df, lambda a: self._target(f"out-{output}", "staging", a),
+            lambda d, t: d.write.mode("overwrite").parquet(t[0]))
         rows = counted()
         if prefix is None:
             parts = sorted(p for p in Path(path).iterdir() if p.suffix == ".parquet")
@@ -259,15 +301,18 @@ class JobRun:
                                  .schema)
         store = open_storage(spec.location, endpoint_url=getattr(
             self.coordinator.storage, "endpoint_url", None))
-        prefix = staged_dir(self.coordinator.layout.pipeline_id, self.epoch_id, self.task_id,
-                            self.attempt)
         local = not self.distributed and isinstance(store, LocalStorage)
-        target = str(self.scratch / f"table-{output}") if local else spark_uri(store.uri(prefix))
-        writer = df.write.mode("overwrite")
-        if dirs:
-            writer = writer.partitionBy(*dirs)
-        with self._snapshot_write():
-            writer.parquet(target)
+        target = str(self.scratch / f"table-{output}")
+        if local:
+            with self._snapshot_write():
+                df.write.mode("overwrite").partitionBy(*dirs).parquet(target)
+        else:
+            prefix = self._spark_write(
+                f"table:{output}", df,
+                lambda a: staged_dir(self.coordinator.layout.pipeline_id, self.epoch_id,
+                                     self.task_id, a),
+                lambda d, p: d.write.mode("overwrite").partitionBy(*dirs).parquet(
+                    spark_uri(store.uri(p))))
         rows = counted()
         if local:
             parts = sorted(p for p in Path(target).rglob("*.parquet"))
@@ -408,7 +453,7 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
     run = JobRun(coordinator, epoch_id, task_id, attempt, spark,
                  open_storage(data_uri, endpoint_url=endpoint_url) if data_uri else None,
                  previous, upstream, writer,
-                 scratch)
+                 scratch, resume=start.resume if is_connect(spark) else None)
     tag = job_tag(coordinator.pipeline_id, epoch_id, task_id, attempt)
     spark.addTag(tag)
     try:
@@ -427,6 +472,8 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
             offsets=result.offsets, row_counts=result.row_counts,
             metrics={**result.metrics, "bytes_referenced": writer.bytes_referenced,
                      "files_hashed_by_store": writer.hashed_by_store,
+                     **({"resumed": {"from_attempt": run.resume.attempt,
+                                     "actions": run.resumed}} if run.resumed else {}),
                      **({"task_overhead_ms": {k: round(v, 1) for k, v in overhead_ms.items()
                                               if v is not None}} if overhead_ms else {})},
             timings={"started_at": started_at, "restore_ms": round(restore_ms, 1),
@@ -443,6 +490,10 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
             raise
     finally:
         spark.removeTag(tag)
+        if run.resume is not None:
+            # The killed attempt's session: its cached data, and its operation if this
+            # attempt ran the action again instead of resuming it.
+            release_session(spark, run.resume.session_id, run.resume.user_id)
         shutil.rmtree(scratch, ignore_errors=True)
         # Jobs cache DataFrames for the length of one task. Spark matches cached data by
         # plan, and a plan over the same file paths matches even when the files changed

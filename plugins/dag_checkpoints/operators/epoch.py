@@ -29,15 +29,8 @@ from checkpointing.errors import (
 from checkpointing.lineages import MAIN, read_origin
 
 from ..notifications import announce
-from ..runconf import BEGIN_TASK_ID, checkpoint_conf
+from ..runconf import BEGIN_TASK_ID, checkpoint_conf, checkpointing_enabled, data_interval
 from ..settings import CheckpointSettings
-
-
-def _interval(context: Any) -> dict[str, str] | None:
-    start, end = context.get("data_interval_start"), context.get("data_interval_end")
-    if start is None or end is None:
-        return None
-    return {"start": start.isoformat(), "end": end.isoformat()}
 
 
 class BeginEpochOperator(BaseOperator):
@@ -73,6 +66,8 @@ class BeginEpochOperator(BaseOperator):
                          | {"checkpoint_plan", "checkpoint_inputs", "checkpoint_settings"})
 
     def execute(self, context: Any) -> int:
+        if not checkpointing_enabled(context):
+            return self._unchecked(context)
         coord = self.settings.coordinator()
         run_id = context["dag_run"].run_id
         lineage, publish, promote = self._lineage(coord, context)
@@ -83,7 +78,7 @@ class BeginEpochOperator(BaseOperator):
         try:
             barrier = coord.begin_epoch(self.plan, run_id, lineage=lineage,
                                         publish_on_complete=publish,
-                                        data_interval=_interval(context),
+                                        data_interval=data_interval(context),
                                         allow_non_restored_state=self.allow_non_restored_state,
                                         promote=promote, owner=context["dag_run"].dag_id,
                                         input_range={"logical_date": str(
@@ -102,6 +97,18 @@ class BeginEpochOperator(BaseOperator):
                       barrier.parent_epoch_id, barrier.parent_savepoint,
                       "" if publish else "; publishes nothing (not the backfill's last run)")
         return barrier.epoch_id
+
+    def _unchecked(self, context: Any) -> int:
+        """A run with checkpointing disabled opens no epoch (epoch 0 for its tasks); it
+        clears what earlier such runs left in their scratch."""
+        from spark_jobs.runtime.unchecked import clear_earlier_runs
+
+        s = self.settings
+        deleted = clear_earlier_runs(s.coordinator().storage, s.pipeline_id,
+                                     context["dag_run"].run_id)
+        self.log.info("checkpointing disabled for this run: no epoch, no checkpoint written "
+                      "(%d file(s) of earlier unchecked runs deleted)", deleted)
+        return 0
 
     @staticmethod
     def _lineage(coord: Any, context: Any) -> tuple[str, bool, bool]:
@@ -143,6 +150,9 @@ class CommitEpochOperator(BaseOperator):
         self.settings, self.begin_task_id = settings, begin_task_id
 
     def execute(self, context: Any) -> int:
+        if not checkpointing_enabled(context):
+            raise AirflowSkipException("checkpointing disabled for this run: no epoch to "
+                                       "complete (each task committed its tables itself)")
         epoch = context["ti"].xcom_pull(task_ids=self.begin_task_id)
         if epoch is None:
             raise AirflowFailException("no epoch to commit: the begin step did not run")

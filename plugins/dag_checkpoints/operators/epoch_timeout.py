@@ -11,6 +11,7 @@ from checkpointing import Coordinator
 from checkpointing.decision import Decision
 from checkpointing.errors import FailureBudgetExhausted
 
+from ..runconf import checkpointing_enabled
 from ..settings import CheckpointSettings
 from ..timeouts import expire_epoch, log, watchdog_outcome
 from ..triggers.epoch_deadline import MAX_POLL_SECONDS, EpochDeadlineTrigger
@@ -42,6 +43,9 @@ class EpochTimeoutOperator(BaseOperator):
         self.commit_task_id = commit_task_id
 
     def execute(self, context: Any) -> str | None:
+        if not checkpointing_enabled(context):
+            raise AirflowSkipException("checkpointing disabled for this run: no epoch to "
+                                       "watch")
         epoch = context["ti"].xcom_pull(task_ids=self.begin_task_id)
         if epoch is None:
             raise AirflowFailException(f"no epoch to watch: {self.begin_task_id} has not run")

@@ -33,13 +33,16 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from checkpointing.errors import CheckpointError
 
-from ..runconf import BEGIN_TASK_ID, checkpoint_conf
+from ..runconf import BEGIN_TASK_ID, checkpoint_conf, checkpointing_enabled, data_interval
 from ..settings import CheckpointSettings
 
 #: Fault injection for tests and drills: "<task_id>:<attempt>" fails that attempt after its
 #: snapshot and before its acknowledgement, the worst moment for exactly-once.
 FAULT_ENV = "CKPT_FAULT_INJECT"
 _EXIT_CODE = re.compile(r"Error code is: (\d+)\.")
+#: the XCom key under which a task of a run with checkpointing disabled passes its state
+#: handle to its downstream tasks
+UNCHECKED_HANDLE_KEY = "checkpoint_handle"
 
 
 def process_age_ms() -> float | None:
@@ -97,6 +100,8 @@ class CheckpointedSparkOperator(BaseOperator):
         if self.settings is None:
             raise AirflowFailException(f"{self.task_id}: no checkpoint settings; build the DAG "
                                        "with dag_checkpoints.checkpoint_dag(dag, settings)")
+        if not checkpointing_enabled(context):
+            return self._unchecked(context)
         epoch, attempt = epoch_and_attempt(context, self.begin_task_id)
         if self.settings.spark_mode == "submit":
             return self._submit(context, epoch, attempt)
@@ -152,6 +157,48 @@ class CheckpointedSparkOperator(BaseOperator):
         self.log.info("acknowledged epoch %d as attempt %d: %s", epoch, ack.attempt,
                       ack.state_handle.row_counts)
         return dict(ack.state_handle.row_counts)
+
+    def _unchecked(self, context: Any) -> dict[str, int]:
+        """Run the job with checkpointing disabled (:mod:`spark_jobs.runtime.unchecked`):
+        upstream handles come from the upstream tasks' XComs, this task's goes to its
+        own, and its table outputs are committed now."""
+        from checkpointing import StateHandle
+        from spark_jobs.runtime import SparkConnectError, spark_session
+        from spark_jobs.runtime.unchecked import run_unchecked_task
+
+        s = self.settings
+        if s.spark_mode == "submit":
+            raise AirflowFailException(f"{self.task_id}: runs with checkpointing disabled "
+                                       "support spark_mode 'local' and 'connect' only")
+        ti = context["ti"]
+        ups = sorted(t.task_id for t in self.get_flat_relatives(upstream=True)
+                     if getattr(t, "is_checkpointed", False))
+        pulled = ti.xcom_pull(task_ids=ups, key=UNCHECKED_HANDLE_KEY) if ups else []
+        if len(ups) == 1:
+            pulled = [pulled]
+        upstream = {t: StateHandle.from_json(h) for t, h in zip(ups, pulled or [],
+                                                                 strict=False) if h}
+        remote = spark_connect_url(s.spark_connect_conn_id) if s.spark_mode == "connect" \
+            else None
+        try:
+            spark = spark_session(f"{s.pipeline_id}.{self.task_id}",
+                                  s3=s.storage.startswith("s3") or s.data.startswith("s3"),
+                                  endpoint_url=s.endpoint_url, remote=remote,
+                                  conf=dict(s.spark_conf) if remote else None)
+        except SparkConnectError as exc:
+            raise AirflowException(str(exc)) from None
+        try:
+            handle = run_unchecked_task(
+                with_fault(self.job_callable(), self.task_id, ti.try_number,
+                           fault_spec(context)),
+                s.coordinator(), context["dag_run"].run_id, self.task_id, spark, s.data,
+                upstream, data_interval(context), endpoint_url=s.endpoint_url)
+        finally:
+            if remote:
+                spark.stop()
+        ti.xcom_push(key=UNCHECKED_HANDLE_KEY, value=handle.to_json())
+        self.log.info("ran with checkpointing disabled: %s", handle.row_counts)
+        return dict(handle.row_counts)
 
     def _submit(self, context: Any, epoch: int, attempt: int) -> None:
         """spark-submit to the Spark connection's master; the driver runs the runtime's
