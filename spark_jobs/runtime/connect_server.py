@@ -64,6 +64,10 @@ class ConnectServer:
         conf = {"spark.connect.grpc.binding.address": self.host,
                 "spark.connect.grpc.binding.port": str(self.port),
                 "spark.ui.showConsoleProgress": "false",
+                # An operation whose client died stays running this long for a retry to
+                # reattach to (PROTOCOL 6.3): Airflow notices a killed task after its
+                # heartbeat timeout, then waits its retry_delay (the default is 5 min).
+                "spark.connect.execute.manager.detachedTimeout": "900s",
                 "spark.sql.warehouse.dir": str(self.warehouse or
                                                RUN_DIR / f"spark-warehouse-{self.port}"),
                 "spark.driver.extraJavaOptions":

@@ -91,6 +91,9 @@ class UncheckedCoordinator:
     def barrier(self, epoch_id: int) -> _Barrier:
         return _Barrier(self.interval, self.parent_epoch_id)
 
+    def record_operation(self, epoch_id: int, op: Any) -> None:
+        """Nothing: no epoch, so no later attempt resumes this run's operations."""
+
 
 def latest_state(coordinator: Coordinator) -> tuple[int | None, dict[str, StateHandle]]:
     """(epoch id, handles) of the main line's latest completed epoch, read only."""

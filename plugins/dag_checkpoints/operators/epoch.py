@@ -151,8 +151,7 @@ class CommitEpochOperator(BaseOperator):
 
     def execute(self, context: Any) -> int:
         if not checkpointing_enabled(context):
-            raise AirflowSkipException("checkpointing disabled for this run: no epoch to "
-                                       "complete (each task committed its tables itself)")
+            self._unchecked(context)
         epoch = context["ti"].xcom_pull(task_ids=self.begin_task_id)
         if epoch is None:
             raise AirflowFailException("no epoch to commit: the begin step did not run")
@@ -194,6 +193,21 @@ class CommitEpochOperator(BaseOperator):
             f"epoch {meta.epoch_id} aborted ({meta.reason}: {meta.detail}): within the "
             "failure budget, the next epoch picks up its input; nothing published")
 
+    def _unchecked(self, context: Any) -> None:
+        """A run with checkpointing disabled has no epoch to complete; its tasks committed
+        their tables themselves. The run fails when one of them failed (else skipped, as
+        the watchdog: no asset event for a run outside the checkpoints)."""
+        jobs = sorted(t.task_id for t in self.get_flat_relatives(upstream=True)
+                      if getattr(t, "is_checkpointed", False))
+        states = _task_states(context)
+        failed = [t for t in jobs if states.get(t) == "failed"]
+        if failed:
+            not_run = [t for t in jobs if states.get(t) == "upstream_failed"]
+            raise AirflowFailException(f"run with checkpointing disabled: task(s) {failed} "
+                                       f"failed" + (f"; not run: {not_run}" if not_run else ""))
+        raise AirflowSkipException("checkpointing disabled for this run: no epoch to "
+                                   "complete (each task committed its tables itself)")
+
     def _emit_asset_events(self, context: Any, coord: Any) -> None:
         """Fill the outlets' asset events with what this epoch published."""
         from ..assets import event_extra
@@ -221,11 +235,16 @@ class CommitEpochOperator(BaseOperator):
 def _failed_and_not_run(context: Any, missing: list[str]) -> tuple[list[str], list[str]]:
     """Split the tasks that did not acknowledge into those that failed (Airflow's state of
     the task in this run) and those that never ran (upstream failed, skipped, ...)."""
+    by_task = _task_states(context)
+    failed = [t for t in missing if by_task.get(t) == "failed"]
+    return failed, [t for t in missing if t not in failed]
+
+
+def _task_states(context: Any) -> dict[str, str]:
+    """Airflow's state of each task of this run (empty outside a real task runner)."""
     ti, run = context["ti"], context["dag_run"]
     try:
         states = ti.get_task_states(dag_id=run.dag_id, run_ids=[run.run_id])
-        by_task = states.get(run.run_id, {})
     except Exception:  # noqa: BLE001 - outside a real task runner: no state to consult
-        by_task = {}
-    failed = [t for t in missing if by_task.get(t) == "failed"]
-    return failed, [t for t in missing if t not in failed]
+        return {}
+    return dict(states.get(run.run_id, {}))

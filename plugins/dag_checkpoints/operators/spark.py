@@ -174,7 +174,7 @@ class CheckpointedSparkOperator(BaseOperator):
         ups = sorted(t.task_id for t in self.get_flat_relatives(upstream=True)
                      if getattr(t, "is_checkpointed", False))
         pulled = ti.xcom_pull(task_ids=ups, key=UNCHECKED_HANDLE_KEY) if ups else []
-        if len(ups) == 1:
+        if isinstance(pulled, dict):  # one task's value, whatever the Airflow version
             pulled = [pulled]
         upstream = {t: StateHandle.from_json(h) for t, h in zip(ups, pulled or [],
                                                                  strict=False) if h}
