@@ -78,6 +78,39 @@ def test_checkpoint_conf_of_a_run():
     assert checkpoint_conf({"checkpoint": {"lineage": "bf-1"}}) == {"lineage": "bf-1"}
 
 
+def test_checkpointing_is_disabled_only_by_an_explicit_false():
+    from types import SimpleNamespace
+
+    from dag_checkpoints.runconf import checkpointing_enabled
+
+    def ctx(conf):
+        return {"dag_run": SimpleNamespace(conf=conf)}
+
+    assert checkpointing_enabled({}) and checkpointing_enabled(ctx(None))
+    assert checkpointing_enabled(ctx({"checkpoint": {"enabled": True}}))
+    assert checkpointing_enabled(ctx({"checkpoint": {"enabled": "false"}}))  # not a bool
+    assert not checkpointing_enabled(ctx({"checkpoint": {"enabled": False}}))
+
+
+def test_an_unchecked_run_writes_only_its_scratch_and_clears_earlier_ones(tmp_path):
+    """Runs with checkpointing disabled keep their files under <pipeline>/unchecked/<run>/;
+    the next such run's begin deletes the earlier runs' and nothing else."""
+    from checkpointing import LocalStorage
+    from spark_jobs.runtime.unchecked import UncheckedLayout, clear_earlier_runs, run_key
+
+    st = LocalStorage(tmp_path)
+    old, new = UncheckedLayout("p", run=run_key("r1")), UncheckedLayout("p", run=run_key("r2"))
+    assert old.state_prefix(1, "t", 1) == f"p/unchecked/{run_key('r1')}/state/t/"
+    assert old.staging_prefix(9, "t", 3) == f"p/unchecked/{run_key('r1')}/staging/t/"
+    for key in (old.state_prefix(1, "t", 1) + "a.parquet", new.state_prefix(1, "t", 1) + "b",
+                "p/counter.json", "p/epochs/0000000001/barrier.json", "q/unchecked/x/y"):
+        st.write(key, b"x")
+    assert clear_earlier_runs(st, "p", "r2") == 1
+    left = sorted(o.key for o in st.list(""))
+    assert left == sorted([new.state_prefix(1, "t", 1) + "b", "p/counter.json",
+                           "p/epochs/0000000001/barrier.json", "q/unchecked/x/y"])
+
+
 def test_blank_or_padded_storage_is_refused_with_one_line(tmp_path, monkeypatch):
     """A blank CKPT_STORAGE once made the api-server create a directory named ' '."""
     import pytest
