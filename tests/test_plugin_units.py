@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 
 def test_unreachable_spark_master_is_named():
     import socket
@@ -169,3 +171,42 @@ def test_racing_announcers_deliver_an_alert_once(tmp_path):
     assert not errors, errors
     assert sorted(delivered) == [1, 2]
     assert sorted(a.epoch_id for a in results if a is not None) == [1, 2]
+
+
+def test_airflow_api_asks_again_when_airflow_is_unavailable():
+    """Airflow answers 503 while SQLite is locked ("Database is locked"): the call asks
+    again (twice here) and gets the answer; a 503 that lasts is Airflow's error, once."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from dag_checkpoints.airflow_api import AirflowApi, AirflowApiError
+
+    seen: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 - http.server's name
+            seen.append(self.path)
+            self.rfile.read(int(self.headers["Content-Length"]))
+            locked = self.path == "/api/v2/locked" or len(seen) <= 2
+            body = json.dumps({"detail": "Database is locked"} if locked else {"id": 7})
+            self.send_response(503 if locked else 200)
+            self.send_header("Content-Type", "application/json")
+            self.end_headers()
+            self.wfile.write(body.encode())
+
+        def log_message(self, *a):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    api = AirflowApi(f"http://127.0.0.1:{server.server_port}")
+    try:
+        assert api.call("POST", "/api/v2/backfills", {}) == {"id": 7}
+        assert len(seen) == 3
+        seen.clear()
+        with pytest.raises(AirflowApiError, match="Database is locked") as err:
+            api.call("POST", "/api/v2/locked", {})
+        assert err.value.status == 503 and len(seen) == 4  # the first try and 3 more
+    finally:
+        server.shutdown()

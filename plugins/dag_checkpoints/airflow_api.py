@@ -22,6 +22,22 @@ class AirflowApiError(RuntimeError):
         self.status = status
 
 
+def _session() -> requests.Session:
+    """A session that asks again when Airflow answers 503 (on SQLite, Airflow refuses a
+    backfill while its scheduler holds the database: "Database is locked"), after 0.5, 1
+    and 2 s, as urllib3's Retry does; a request that reached Airflow and timed out is not
+    sent twice."""
+    from requests.adapters import HTTPAdapter
+    from urllib3.util.retry import Retry
+
+    http = requests.Session()
+    retry = Retry(total=3, connect=2, read=0, status=3, status_forcelist=(503,),
+                  allowed_methods=None, backoff_factor=0.5, raise_on_status=False)
+    http.mount("http://", HTTPAdapter(max_retries=retry))
+    http.mount("https://", HTTPAdapter(max_retries=retry))
+    return http
+
+
 def _midnight(d: date) -> str:
     return datetime(d.year, d.month, d.day, tzinfo=UTC).isoformat()
 
@@ -37,7 +53,8 @@ class AirflowApi:
     def call(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         url = f"{self.base_url.rstrip('/')}{path}"
         try:
-            r = requests.request(method, url, json=body, headers=self.headers,
+            with _session() as http:
+                r = http.request(method, url, json=body, headers=self.headers,
                                  timeout=self.timeout)
         except requests.RequestException as exc:
             raise AirflowApiError(f"Airflow's API at {self.base_url} is unreachable: "

@@ -100,6 +100,10 @@ def reattach(spark: Any, op: EngineOperation, df: Any) -> str | None:
                                             for k, v in zip(m.keys, m.values, strict=False)})
                 if resp.HasField("result_complete"):
                     _release_execute(client, op)
+                    if any(not o._result for o in ours.values()):
+                        # The killed client had read (and released) the responses that
+                        # carried them: the figures are lost, the action must run again.
+                        return "its observed metrics went to the killed attempt"
                     return None
         except grpc.RpcError as exc:
             error_class, params = _error_info(exc)
