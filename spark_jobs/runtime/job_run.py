@@ -489,14 +489,24 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
             _delete_attempt_files(coordinator, epoch_id, task_id, attempt)
             raise
     finally:
-        spark.removeTag(tag)
         if run.resume is not None:
             # The killed attempt's session: its cached data, and its operation if this
             # attempt ran the action again instead of resuming it.
             release_session(spark, run.resume.session_id, run.resume.user_id)
         shutil.rmtree(scratch, ignore_errors=True)
-        # Jobs cache DataFrames for the length of one task. Spark matches cached data by
-        # plan, and a plan over the same file paths matches even when the files changed
-        # since: a session that outlives the task (embedded runs, the benchmarks) would
-        # read another attempt's or epoch's rows. Drop them at the task boundary.
+        end_of_task(spark, tag)
+
+
+def end_of_task(spark: Any, tag: str) -> None:
+    """Drop the attempt's tag and cached data from its session. Jobs cache DataFrames for
+    the length of one task; Spark matches cached data by plan, and a plan over the same
+    file paths matches even when the files changed since: a session that outlives the task
+    (embedded runs, the benchmarks) would read another attempt's or epoch's rows. Never
+    raises: a session that is gone (a retry released a fenced attempt's) must not hide
+    the error the attempt is ending with."""
+    try:
+        spark.removeTag(tag)
         spark.catalog.clearCache()
+    except Exception as exc:  # noqa: BLE001 - any Spark or gRPC error of a dead session
+        log.info("end of task: session not cleaned (%s)", str(exc).strip().splitlines()[0]
+                 if str(exc).strip() else type(exc).__name__)

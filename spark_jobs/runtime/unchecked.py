@@ -35,7 +35,7 @@ from checkpointing.layout import Layout
 from checkpointing.storage import Storage, open_storage
 from checkpointing.table_commit import commit_tables
 
-from .job_run import Job, JobRun, job_tag
+from .job_run import Job, JobRun, end_of_task, job_tag
 
 log = logging.getLogger("spark_jobs.runtime.unchecked")
 LINEAGE = "unchecked"
@@ -143,9 +143,8 @@ def run_unchecked_task(job: Job, coordinator: Coordinator, run_id: str, task_id:
     try:
         result = job(run)
     finally:
-        spark.removeTag(tag)
         shutil.rmtree(scratch, ignore_errors=True)
-        spark.catalog.clearCache()  # as run_task: a session may outlive the task
+        end_of_task(spark, tag)
     handle = writer.handle(offsets=result.offsets, row_counts=result.row_counts,
                            metrics=dict(result.metrics),
                            timings={"started_at": started,
