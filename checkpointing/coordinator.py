@@ -393,7 +393,10 @@ class Coordinator:
 
     def record_operation(self, epoch_id: int, op: EngineOperation) -> None:
         """Record the long engine action ``op.attempt`` starts now (PROTOCOL 5.17), for its
-        next attempt to resume should this one be killed. A plain write: a hint."""
+        next attempt to resume should this one be killed. A plain write: a hint. Refused
+        in a decided epoch (6.11), whose files retention may have deleted: the record must
+        not bring its directory back."""
+        self._refuse_if_decided(epoch_id, op.task_id)
         key = self.layout.attempt_object(epoch_id, op.task_id, op.attempt, "operation")
         self.storage.write(key, OPERATION.encode({**op.to_json(),
                                                   "writer": writer_identity()}))

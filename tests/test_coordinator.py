@@ -111,6 +111,11 @@ def test_next_attempt_gets_the_killed_attempts_operation(storage, tmp_path):
     assert c2.register_attempt(b2.epoch_id, "src_a", 2).resume is None
     assert storage.read(c2.layout.attempt_object(b2.epoch_id, "src_a", 1, "operation"))[0] \
         == b"{not json"  # left as it was
+    # Nothing is recorded into a decided epoch (6.11), even one retention deleted.
+    c2.abort(b2.epoch_id, "cancelled", "by hand")
+    with pytest.raises(EpochAlreadyDecided):
+        c2.record_operation(b2.epoch_id, _operation("src_b", 1))
+    assert not storage.exists(c2.layout.attempt_object(b2.epoch_id, "src_b", 1, "operation"))
 
 
 def test_racing_stale_ack_is_never_effective(storage, tmp_path):
