@@ -217,7 +217,7 @@ class Drills:
         return verdict, lost, dup
 
     def epochs_of_run(self, run_id: str) -> list[int]:
-        return [e for e in self.coord.epoch_ids() if self.coord.barrier(e).run_id == run_id]
+        return [b.epoch_id for b in self.coord.barriers() if b.run_id == run_id]
 
     def completed_once(self, run_id: str) -> bool:
         done = [e for e in self.epochs_of_run(run_id)
@@ -336,8 +336,8 @@ class Drills:
         res = FaultResult("backfill_from_savepoint")
         c = self.coord
         latest = c.latest_completed()
-        main_epochs = [e for e in c.epoch_ids() if c.barrier(e).lineage == "main"
-                       and (m := c.metadata(e)) is not None and m.completed]
+        main_epochs = [b.epoch_id for b in c.barriers("main")
+                       if (m := c.metadata(b.epoch_id)) is not None and m.completed]
         origin = main_epochs[-3] if len(main_epochs) >= 3 else main_epochs[0]
         sp = create_savepoint(c, f"drill-sp-{origin}", origin)
         first = (date.fromisoformat(c.barrier(origin).data_interval["end"][:10]))
@@ -364,10 +364,10 @@ class Drills:
             raise DrillError("backfill not completed in 1800 s")
         runs = self.af.call("GET", f"/api/v2/dags/{DAG}/dagRuns",
                             params={"run_type": "backfill"}).json()["dag_runs"]
-        states = sorted(r["state"] for r in runs if r["dag_run_id"] in
-                        {c.barrier(e).run_id for e in c.epoch_ids()
-                         if c.barrier(e).lineage == bf["lineage"]})
-        ours = [e for e in c.epoch_ids() if c.barrier(e).lineage == bf["lineage"]]
+        theirs = c.barriers(bf["lineage"])
+        states = sorted(r["state"] for r in runs
+                        if r["dag_run_id"] in {b.run_id for b in theirs})
+        ours = [b.epoch_id for b in theirs]
         m = read_manifest(c.storage, c.layout)
         m_seen = [s for s in seen if s[1] == bf["lineage"]]
         switched_once = (seen[0] == (before, "main") and m_seen == [(ours[-1], bf["lineage"])]

@@ -71,7 +71,7 @@ def worker_killer(cluster: Any, af: Airflow, coord: Coordinator, home: Path,
     def epoch_of(run_id: str, timeout: float = 600) -> int:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            found = [e for e in coord.epoch_ids() if coord.barrier(e).run_id == run_id]
+            found = [b.epoch_id for b in coord.barriers() if b.run_id == run_id]
             if found:
                 return found[-1]
             time.sleep(0.2)

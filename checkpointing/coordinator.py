@@ -96,6 +96,7 @@ class BeginRequest:
     allow_non_restored_state: bool = False
     promote: bool = False
     owner: str | None = None
+    join: bool = False
 
     def __post_init__(self) -> None:
         validate_id(self.lineage, "lineage")
@@ -174,6 +175,7 @@ class Coordinator:
         allow_non_restored_state: bool = False,
         promote: bool = False,
         owner: str | None = None,
+        join: bool = False,
     ) -> Barrier:
         """Allocate the next epoch id and write its barrier (PROTOCOL 6.1).
 
@@ -183,10 +185,14 @@ class Coordinator:
         ``promote``: this backfill epoch continues the main line when it completes, if its
         input reaches main's (PROTOCOL 6.5, 1.4). ``owner``: the DAG opening the epoch; the
         first begin records it, and a begin of another owner is refused (1.7).
+        ``join``: when the run already has an epoch open in the lineage, return it instead
+        of allocating another, decided inside the allocation's compare-and-swap, so that
+        the run's tasks that each begin its epoch (its root tasks, racing) share one
+        (PROTOCOL 6.1, 1.10). See :meth:`begin_or_join`.
         """
         req = BeginRequest(plan, str(run_id), lineage, data_interval, input_range,
                            parent_epoch_id, parent_savepoint, publish_on_complete,
-                           allow_non_restored_state, promote, owner)
+                           allow_non_restored_state, promote, owner, join)
         # The order is the protocol's (6.1); each step may refuse, and none before the
         # allocation writes anything but decisions of epochs already due.
         req = self._resolve_explicit_parent(req)
@@ -198,12 +204,19 @@ class Coordinator:
             parent, fallback = self.parents.choose_latest(reg, req.lineage, req.plan,
                                                           req.allow_non_restored_state)
         burned = self._own_burned_entry(reg, req.run_id, req.lineage)
-        entry = burned if burned is not None else self._allocate(req)
+        entry, joined = (burned, False) if burned is not None else self._allocate(req)
         if burned is not None:
-            # This run's previous try allocated the id and died before the barrier: the id
-            # is this run's, so it is completed now rather than left to block until expiry.
-            log.warning("pipeline %s: run %s reclaims epoch %d, allocated by its previous "
-                        "try without a barrier", self.pipeline_id, req.run_id, entry.epoch_id)
+            # This run's previous try allocated the id and died before the barrier (or,
+            # joining, another task of the run is writing it): the id is this run's, so its
+            # barrier is written now rather than the id left to block until expiry.
+            log.log(logging.INFO if req.join else logging.WARNING,
+                    "pipeline %s: run %s writes the barrier of epoch %d, allocated by %s",
+                    self.pipeline_id, req.run_id, entry.epoch_id,
+                    "another task of the run" if req.join else "its previous try")
+        if joined:
+            barrier = self.store.barrier_or_none(entry.epoch_id)
+            if barrier is not None:
+                return barrier
         barrier = Barrier(
             pipeline_id=self.pipeline_id, epoch_id=entry.epoch_id, run_id=req.run_id,
             lineage=req.lineage, plan=dict(req.plan), created_at=entry.created_at,
@@ -213,7 +226,19 @@ class Coordinator:
             parent_savepoint=req.parent_savepoint, publish_on_complete=req.publish_on_complete,
             writer=writer_identity(), restore_fallback=tuple(fallback), promote=req.promote,
         )
-        return self._write_barrier(barrier, reclaimed=burned is not None)
+        return self._write_barrier(barrier, reclaimed=burned is not None or joined)
+
+    def begin_or_join(self, plan: Mapping[str, TaskPlan], run_id: str, *,
+                      lineage: str = "main", **begin: Any) -> Barrier:
+        """The epoch ``run_id`` has open in ``lineage``, else a new one: what each root task
+        of a DAG run calls, so that the epoch begins with the first task that needs it and
+        racing roots share it (PROTOCOL 6.1, 1.10). Other arguments as :meth:`begin_epoch`.
+        A run whose epochs are all decided gets a new one: the caller decides whether the
+        run may begin again."""
+        existing = self.open_epoch_for_run(run_id, lineage)
+        if existing is not None:
+            return existing
+        return self.begin_epoch(plan, run_id, lineage=lineage, join=True, **begin)
 
     def _resolve_explicit_parent(self, req: BeginRequest) -> BeginRequest:
         """A backfill lineage without completed epochs starts from its origin; an explicit
@@ -240,13 +265,19 @@ class Coordinator:
             reg = self.registry()
         return reg
 
-    def _allocate(self, req: BeginRequest) -> OpenEpoch:
+    def _allocate(self, req: BeginRequest) -> tuple[OpenEpoch, bool]:
         """Allocate the next id in the registry, admitted by the request decider inside the
-        same compare-and-swap (two racing begins cannot both pass)."""
+        same compare-and-swap (two racing begins cannot both pass); (entry, joined): a
+        joining begin gets the run's open entry instead, when there is one."""
         now = self.clock()
         created, deadline = now_iso(now), now_iso(now + self.config.timeout_seconds)
 
-        def allocate(reg: Registry) -> tuple[Registry, OpenEpoch]:
+        def allocate(reg: Registry) -> tuple[Registry | None, tuple[OpenEpoch, bool]]:
+            if req.join:
+                own = [o for o in reg.open
+                       if o.run_id == req.run_id and o.lineage == req.lineage]
+                if own:
+                    return None, (own[-1], True)
             self.decider.check_owner(reg, req.owner)
             self.decider.check_capacity(reg, req.lineage, now)
             entry = OpenEpoch(reg.last_epoch_id + 1, req.lineage, created, deadline,
@@ -254,7 +285,8 @@ class Coordinator:
             reg = replace(reg, last_epoch_id=entry.epoch_id, open=(*reg.open, entry),
                           owner=reg.owner or req.owner)
             st = reg.lineage(req.lineage)
-            return reg.with_lineage(req.lineage, replace(st, last_started_at=created)), entry
+            return (reg.with_lineage(req.lineage, replace(st, last_started_at=created)),
+                    (entry, False))
 
         return self.store.update_registry(allocate)
 
@@ -665,8 +697,17 @@ class Coordinator:
                 f"({self.storage.uri(ref.key)}): was it deleted by hand?") from None
 
     def epoch_ids(self) -> list[int]:
-        """Ids of every epoch that has a directory in storage, ascending."""
+        """Ids of every epoch that has a directory in storage, ascending. A directory can
+        exist without a barrier (PROTOCOL 6.11): use :meth:`barriers` to enumerate epochs."""
         return self.store.epoch_ids()
+
+    def barriers(self, lineage: str | None = None) -> list[Barrier]:
+        """The barriers of the epochs in storage (of ``lineage``, if given), ascending by id.
+        A directory without a barrier is skipped: its barrier is being written (a file
+        system makes the directory first) or a late writer left it after retention
+        (PROTOCOL 6.11); neither is an epoch a reader can describe yet."""
+        found = (self.store.barrier_or_none(e) for e in self.store.epoch_ids())
+        return [b for b in found if b is not None and lineage in (None, b.lineage)]
 
     def status(self, epoch_id: int) -> str:
         """``completed``, ``aborted``, ``decided`` (deleted, its outcome no longer kept),

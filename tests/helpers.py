@@ -87,8 +87,10 @@ def sigkill_mid_epoch_then_rerun(args: list[str], env: dict[str, str], c: Coordi
     p = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.time() + 300
     while time.time() < deadline and p.poll() is None:
-        if epoch in c.epoch_ids() and c.metadata(epoch) is None and \
-                c.missing_tasks(epoch) != sorted(c.barrier(epoch).plan):
+        # Not epoch_ids(): the directory exists a moment before its barrier.
+        barrier = c.store.barrier_or_none(epoch)
+        if barrier is not None and c.metadata(epoch) is None and \
+                c.missing_tasks(epoch) != sorted(barrier.plan):
             break  # a task acknowledged, the epoch is not decided: mid-epoch
         time.sleep(0.1)
     assert p.poll() is None, p.communicate()[1][-2000:]

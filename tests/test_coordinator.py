@@ -27,7 +27,7 @@ from checkpointing.errors import (
     UnsupportedVersion,
 )
 from checkpointing.operations import EngineOperation
-from tests.helpers import DIAMOND, FakeClock, ack_task, run_epoch
+from tests.helpers import DIAMOND, FakeClock, ack_task, race, run_epoch
 
 
 def test_full_epoch_completes_and_publishes(storage, tmp_path):
@@ -45,6 +45,38 @@ def test_ids_strictly_increase_and_parent_is_latest(storage, tmp_path):
     run_epoch(c, tmp=tmp_path)
     b2 = c.begin_epoch(DIAMOND, "r2")
     assert (b2.epoch_id, b2.parent_epoch_id) == (2, 1)
+
+
+def test_barriers_skip_an_epoch_directory_without_a_barrier(storage, tmp_path):
+    """A directory under ``epochs/`` exists before its barrier (a file system makes it
+    first) and after a late write into a deleted epoch (PROTOCOL 6.11): listed by
+    ``epoch_ids``, it is no epoch to describe, and enumerating barriers must not fail."""
+    c = Coordinator(storage, "p")
+    run_epoch(c, tmp=tmp_path)
+    b2 = c.begin_epoch(DIAMOND, "r2", lineage="other")
+    storage.write(c.layout.epoch_prefix(7) + "state/late.bin", b"late")
+    assert c.epoch_ids() == [1, 2, 7]
+    assert [b.epoch_id for b in c.barriers()] == [1, 2]
+    assert c.barriers("other") == [b2]
+    assert [b.run_id for b in c.barriers("main")] == ["r"]
+
+
+def test_roots_racing_to_begin_a_run_share_one_epoch(storage, tmp_path):
+    """A DAG run's root tasks each begin its epoch (PROTOCOL 6.1, 1.10): racing, they get
+    one epoch; the next run gets the next; a run whose epoch was decided is not joined."""
+    c = Coordinator(storage, "p", CheckpointConfig(max_concurrent_epochs=2))
+    results, errors = race(lambda i: Coordinator(storage, "p", CheckpointConfig(
+        max_concurrent_epochs=2)).begin_or_join(DIAMOND, "r1"), 8)
+    assert not errors, errors
+    assert {b.epoch_id for b in results} == {1}
+    assert len({b.to_bytes() for b in results}) == 1  # one barrier, read back by the others
+    assert [o.epoch_id for o in c.registry().open] == [1]
+    assert c.begin_or_join(DIAMOND, "r2").epoch_id == 2
+    c.abort(1, "cancelled", "by the test")
+    assert c.begin_or_join(DIAMOND, "r1").epoch_id == 3  # decided: a new epoch
+    # Without joining, a second begin of the same run is a second epoch (refused when full).
+    with pytest.raises(TooManyConcurrentEpochs):
+        c.begin_epoch(DIAMOND, "r2")
 
 
 def test_complete_refuses_until_every_task_acked(storage, tmp_path):
@@ -340,8 +372,8 @@ def test_malformed_and_foreign_metadata_refused_not_overwritten(storage, tmp_pat
     with pytest.raises(MalformedDocument):
         Coordinator(storage, "p").metadata(1)
     # A minor version from the future with extra fields is accepted.
-    storage.write(key, b'{"format":"ckpt.registry","protocol_version":"1.9","last_epoch_id":1,'
-                       b'"open":[],"lineages":{},"added_in_1_9":true}')
+    storage.write(key, b'{"format":"ckpt.registry","protocol_version":"1.11","last_epoch_id":1,'
+                       b'"open":[],"lineages":{},"added_in_1_11":true}')
     assert Coordinator(storage, "p").registry().last_epoch_id == 1
 
 

@@ -210,3 +210,14 @@ def test_airflow_api_asks_again_when_airflow_is_unavailable():
         assert err.value.status == 503 and len(seen) == 4  # the first try and 3 more
     finally:
         server.shutdown()
+
+
+@pytest.mark.parametrize(("airflow", "ours"), [(400, 409), (409, 409), (401, 401), (403, 403),
+                                               (503, 503), (500, 502), (504, 502)])
+def test_airflow_refusals_of_a_backfill_keep_their_kind(airflow, ours):
+    """Airflow refusing the range is a conflict; its own failure (500) is not one: the
+    request may be fine, so the answer says the gateway failed."""
+    from dag_checkpoints.airflow_api import AirflowApiError
+    from dag_checkpoints.backfill import _status
+
+    assert _status(AirflowApiError("no", airflow)) == ours

@@ -380,8 +380,11 @@ def start_backfill(coord: Coordinator, api: AirflowApi, dag_id: str, first_day: 
 
 def _status(exc: AirflowApiError) -> int:
     """Airflow's refusal as this API answers it: its auth errors and unavailability as
-    they are, any other refusal of the range as a conflict."""
-    return exc.status if exc.status in (401, 403, 503) else 409
+    they are, its own failures (other 5xx) as a bad gateway (the request may be fine; ask
+    again or read Airflow's log), any other refusal of the range as a conflict."""
+    if exc.status in (401, 403, 503):
+        return exc.status
+    return 502 if exc.status >= 500 else 409
 
 
 def airflow_preview(coord: Coordinator, api: AirflowApi, dag_id: str, first_day: str | date,
