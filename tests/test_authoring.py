@@ -144,8 +144,12 @@ def test_plan_is_derived_from_the_dag_through_plain_tasks():
     steps = checkpoint_dag(dag, CheckpointSettings("authoring_test", storage="file:///tmp/x"))
     assert steps.plan == {"a": TaskPlan((), False), "b": TaskPlan(("a",), True),
                           "c": TaskPlan(("a",), False)}
-    assert {t.task_id for t in steps.begin.downstream_list} == {"a", "checkpoint_timeout"}
-    assert {t.task_id for t in steps.commit.upstream_list} == {"b", "c"}
+    # The root job begins or joins the epoch itself: it starts with the begin step, not
+    # after it (PROTOCOL 6.1, 1.10); the watchdog and the commit step read the begin's XCom.
+    assert {t.task_id for t in steps.begin.downstream_list} == {"checkpoint_commit",
+                                                               "checkpoint_timeout"}
+    assert a.upstream_list == [] and a.epoch_plan == steps.plan
+    assert {t.task_id for t in steps.commit.upstream_list} == {"b", "c", "checkpoint_begin"}
     assert [x.name for x in steps.commit.outlets] == ["authoring_test.gold_b"]
     assert all(t.settings is not None for t in (a, b, c))
 

@@ -6,7 +6,12 @@ from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
+from . import airflow_fixes
 from .api import app
+
+# The api-server loads this plugin: Airflow defects that break clearing a checkpointed
+# DAG's runs (and backfills over them) are worked around here, while they last.
+airflow_fixes.apply()
 
 URL_PREFIX = "/ckpt"
 

@@ -5,9 +5,10 @@ Write the DAG as usual, with :class:`~dag_checkpoints.operators.CheckpointedSpar
 checkpointed tasks and their Airflow upstreams are the plan (tasks that must acknowledge and
 their upstream edges, through any plain task between two checkpointed ones), so there is no
 second list to drift; the begin step, the epoch's timeout watchdog and the commit step are
-added around them::
+added around them. The root jobs begin or join the run's epoch themselves, so they start
+with the begin step, not one scheduler loop after it (:mod:`dag_checkpoints.run_epoch`)::
 
-    begin ──► jobs (as wired) ──► commit        begin ──► checkpoint_timeout
+    jobs (as wired) ──► commit        begin ──► commit        begin ──► checkpoint_timeout
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from checkpointing import TaskPlan
 
 from .assets import published_assets
 from .operators import BeginEpochOperator, CommitEpochOperator, EpochTimeoutOperator
+from .run_epoch import checkpointed_upstream
 from .runconf import BEGIN_TASK_ID, COMMIT_TASK_ID, TIMEOUT_TASK_ID
 from .settings import CheckpointSettings
 
@@ -30,22 +32,8 @@ def is_checkpointed(task: Any) -> bool:
 def derive_plan(tasks: list[Any]) -> dict[str, TaskPlan]:
     """The epoch plan of checkpointed ``tasks``: each task's nearest checkpointed ancestors
     are its upstream edges (a plain task between two checkpointed ones is walked through)."""
-    ids = {t.task_id for t in tasks}
-    plan = {}
-    for t in tasks:
-        ups: set[str] = set()
-        stack, seen = list(t.upstream_list), set()
-        while stack:
-            u = stack.pop()
-            if u.task_id in seen:
-                continue
-            seen.add(u.task_id)
-            if u.task_id in ids:
-                ups.add(u.task_id)
-            else:
-                stack.extend(u.upstream_list)
-        plan[t.task_id] = TaskPlan(tuple(sorted(ups)), bool(getattr(t, "publishes", False)))
-    return plan
+    return {t.task_id: TaskPlan(tuple(checkpointed_upstream(t)),
+                                bool(getattr(t, "publishes", False))) for t in tasks}
 
 
 #: (storage, pipeline id) -> the DAG that claimed it in this process
@@ -92,6 +80,7 @@ def checkpoint_dag(dag: Any, settings: CheckpointSettings, *,
     for t in jobs:
         if t.settings is None:
             t.settings = settings
+        t.epoch_plan, t.allow_non_restored_state = plan, allow_non_restored_state
     begin = BeginEpochOperator(task_id=BEGIN_TASK_ID, settings=settings, plan=plan,
                                allow_non_restored_state=allow_non_restored_state, dag=dag)
     commit = CommitEpochOperator(task_id=COMMIT_TASK_ID, settings=settings, dag=dag,
@@ -100,9 +89,8 @@ def checkpoint_dag(dag: Any, settings: CheckpointSettings, *,
                                     begin_task_id=BEGIN_TASK_ID, commit_task_id=COMMIT_TASK_ID,
                                     dag=dag)
     begin >> watchdog  # beside the jobs, not before the commit: it waits for its decision
+    begin >> commit  # beside the roots, not before them: they begin or join the epoch too
     for t in jobs:
-        if not any(plan[t.task_id].upstream):
-            begin >> t
         if not any(t.task_id in plan[d.task_id].upstream for d in jobs if d is not t):
             t >> commit
     return CheckpointSteps(begin, commit, watchdog, plan)

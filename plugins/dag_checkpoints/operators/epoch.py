@@ -1,20 +1,15 @@
 """The steps around a DAG run's checkpointed jobs: the begin step opens the run's epoch
-(writes its barrier), the commit step completes it (publishing its outputs) or aborts it.
+beside its root jobs (which may open it first), the commit step completes it (publishing
+its outputs) or aborts it.
 The jobs themselves are :class:`dag_checkpoints.operators.CheckpointedSparkOperator`."""
 
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import (
-    AirflowException,
-    AirflowFailException,
-    AirflowRescheduleException,
-    AirflowSkipException,
-)
+from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from checkpointing import TaskPlan, read_manifest, run_retention
 from checkpointing.barrier import plan_to_json
@@ -23,25 +18,25 @@ from checkpointing.errors import (
     EpochIncomplete,
     EpochNotFound,
     FailureBudgetExhausted,
-    PolicyViolation,
-    PromotingBackfillRunning,
 )
-from checkpointing.lineages import MAIN, read_origin
 
 from ..notifications import announce
-from ..runconf import BEGIN_TASK_ID, checkpoint_conf, checkpointing_enabled, data_interval
+from ..run_epoch import open_run_epoch, task_states
+from ..runconf import BEGIN_TASK_ID, checkpointing_enabled
 from ..settings import CheckpointSettings
 
 
 class BeginEpochOperator(BaseOperator):
-    """Opens the run's epoch (writes its barrier) and returns the epoch id (XCom).
+    """Opens the run's epoch, or joins it, and returns the epoch id (XCom).
 
-    Idempotent per DAG run: a cleared or retried begin step reuses the run's open epoch.
+    It runs beside the run's root jobs, which begin or join the same epoch themselves
+    (:mod:`dag_checkpoints.run_epoch`): no job waits for it. Its success marks the epoch as
+    the run's, so that a retried job joins it; the watchdog and the commit step read the
+    epoch from it. Idempotent per DAG run: a cleared or retried begin step reuses the run's
+    open epoch.
     """
 
     ui_color = "#b3e2cd"
-    #: how long a main run's begin waits before it looks again for a promoting backfill
-    WAIT_FOR_BACKFILL_SECONDS = 30
 
     def __init__(self, *, settings: CheckpointSettings, plan: dict[str, TaskPlan],
                  allow_non_restored_state: bool = False, **kwargs: Any):
@@ -68,35 +63,7 @@ class BeginEpochOperator(BaseOperator):
     def execute(self, context: Any) -> int:
         if not checkpointing_enabled(context):
             return self._unchecked(context)
-        coord = self.settings.coordinator()
-        run_id = context["dag_run"].run_id
-        lineage, publish, promote = self._lineage(coord, context)
-        existing = coord.open_epoch_for_run(run_id, lineage)
-        if existing is not None:
-            self.log.info("run %s continues its open epoch %d", run_id, existing.epoch_id)
-            return existing.epoch_id
-        try:
-            barrier = coord.begin_epoch(self.plan, run_id, lineage=lineage,
-                                        publish_on_complete=publish,
-                                        data_interval=data_interval(context),
-                                        allow_non_restored_state=self.allow_non_restored_state,
-                                        promote=promote, owner=context["dag_run"].dag_id,
-                                        input_range={"logical_date": str(
-                                            context.get("logical_date"))})
-        except PromotingBackfillRunning as exc:
-            # Wait for the backfill without spending a retry: this run continues from it.
-            self.log.info("%s; trying again in %ds", exc, self.WAIT_FOR_BACKFILL_SECONDS)
-            raise AirflowRescheduleException(datetime.now(UTC) + timedelta(
-                seconds=self.WAIT_FOR_BACKFILL_SECONDS)) from None
-        except PolicyViolation as exc:
-            raise AirflowException(f"cannot open an epoch now: {exc}") from None
-        except CheckpointError as exc:
-            raise AirflowFailException(f"cannot open an epoch: {exc}") from None
-        self.log.info("opened epoch %d of %s, lineage %s (parent %s, savepoint %s)%s",
-                      barrier.epoch_id, self.settings.pipeline_id, lineage,
-                      barrier.parent_epoch_id, barrier.parent_savepoint,
-                      "" if publish else "; publishes nothing (not the backfill's last run)")
-        return barrier.epoch_id
+        return open_run_epoch(self.settings, self.plan, context, self.allow_non_restored_state)
 
     def _unchecked(self, context: Any) -> int:
         """A run with checkpointing disabled opens no epoch (epoch 0 for its tasks); it
@@ -109,26 +76,6 @@ class BeginEpochOperator(BaseOperator):
         self.log.info("checkpointing disabled for this run: no epoch, no checkpoint written "
                       "(%d file(s) of earlier unchecked runs deleted)", deleted)
         return 0
-
-    @staticmethod
-    def _lineage(coord: Any, context: Any) -> tuple[str, bool, bool]:
-        """(lineage, publish on complete, promote) of this run: ``main``, publish, no
-        promotion, unless the run belongs to a backfill from a checkpoint
-        (``conf["checkpoint"]["lineage"]``), whose epochs publish only at the backfill's
-        last logical date, which also continues the main line if the backfill asked to."""
-        conf = checkpoint_conf(getattr(context["dag_run"], "conf", None))
-        lineage = str(conf.get("lineage") or MAIN)
-        if lineage == MAIN:
-            return MAIN, True, False
-        origin = read_origin(coord.storage, coord.layout, lineage)
-        if origin is None:
-            raise AirflowFailException(f"run conf names lineage {lineage!r}, which has no "
-                                       "origin record: start backfills with ckpt-airflow "
-                                       "backfill or the REST API")
-        logical = context.get("logical_date")
-        day = logical.date().isoformat() if logical is not None else None
-        last = day == origin.publish_at
-        return lineage, last, last and origin.promote
 
 
 class CommitEpochOperator(BaseOperator):
@@ -199,7 +146,7 @@ class CommitEpochOperator(BaseOperator):
         the watchdog: no asset event for a run outside the checkpoints)."""
         jobs = sorted(t.task_id for t in self.get_flat_relatives(upstream=True)
                       if getattr(t, "is_checkpointed", False))
-        states = _task_states(context)
+        states = task_states(context)
         failed = [t for t in jobs if states.get(t) == "failed"]
         if failed:
             not_run = [t for t in jobs if states.get(t) == "upstream_failed"]
@@ -235,16 +182,6 @@ class CommitEpochOperator(BaseOperator):
 def _failed_and_not_run(context: Any, missing: list[str]) -> tuple[list[str], list[str]]:
     """Split the tasks that did not acknowledge into those that failed (Airflow's state of
     the task in this run) and those that never ran (upstream failed, skipped, ...)."""
-    by_task = _task_states(context)
+    by_task = task_states(context)
     failed = [t for t in missing if by_task.get(t) == "failed"]
     return failed, [t for t in missing if t not in failed]
-
-
-def _task_states(context: Any) -> dict[str, str]:
-    """Airflow's state of each task of this run (empty outside a real task runner)."""
-    ti, run = context["ti"], context["dag_run"]
-    try:
-        states = ti.get_task_states(dag_id=run.dag_id, run_ids=[run.run_id])
-    except Exception:  # noqa: BLE001 - outside a real task runner: no state to consult
-        return {}
-    return dict(states.get(run.run_id, {}))

@@ -33,6 +33,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from checkpointing.errors import CheckpointError
 
+from ..run_epoch import task_epoch
 from ..runconf import BEGIN_TASK_ID, checkpoint_conf, checkpointing_enabled, data_interval
 from ..settings import CheckpointSettings
 
@@ -94,6 +95,9 @@ class CheckpointedSparkOperator(BaseOperator):
         self.outputs = tuple(outputs)
         self.publishes, self.settings = publishes or bool(self.outputs), settings
         self.application, self.begin_task_id = application, begin_task_id
+        # Set by checkpoint_dag: what a root task needs to begin the run's epoch itself.
+        self.epoch_plan: dict[str, Any] | None = None
+        self.allow_non_restored_state = False
 
     # ------------------------------------------------------------------ execution
     def execute(self, context: Any) -> dict[str, int] | None:
@@ -102,7 +106,10 @@ class CheckpointedSparkOperator(BaseOperator):
                                        "with dag_checkpoints.checkpoint_dag(dag, settings)")
         if not checkpointing_enabled(context):
             return self._unchecked(context)
-        epoch, attempt = epoch_and_attempt(context, self.begin_task_id)
+        if self.epoch_plan is None:
+            raise AirflowFailException(f"{self.task_id}: not part of a checkpointed DAG; "
+                                       "call dag_checkpoints.checkpoint_dag(dag, settings)")
+        epoch, attempt = task_epoch(self, context), context["ti"].try_number
         if self.settings.spark_mode == "submit":
             return self._submit(context, epoch, attempt)
         remote = None
@@ -232,15 +239,6 @@ class CheckpointedSparkOperator(BaseOperator):
             if m and int(m.group(1)) == EXIT_DECLINED:
                 raise AirflowFailException(f"{self.task_id} declined epoch {epoch}") from None
             raise
-
-
-def epoch_and_attempt(context: Any, begin_task_id: str) -> tuple[int, int]:
-    """The run's epoch (the begin step's XCom) and this try's attempt number."""
-    ti = context["ti"]
-    epoch = ti.xcom_pull(task_ids=begin_task_id)
-    if epoch is None:
-        raise AirflowFailException(f"no epoch: {begin_task_id} has not run")
-    return int(epoch), ti.try_number
 
 
 def spark_connect_url(conn_id: str) -> str:

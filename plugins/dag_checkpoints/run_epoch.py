@@ -1,0 +1,167 @@
+"""Which epoch a task of a DAG run works for, and opening it.
+
+The epoch begins with the first task that needs it (PROTOCOL 6.1, 1.10): the begin step and
+the run's root jobs are started together, and each begins or joins the run's epoch, so no
+job waits a scheduler loop for the begin step. Roots racing each other share one epoch
+(:meth:`checkpointing.Coordinator.begin_or_join`).
+
+What keeps Airflow's clear and retry meaning what they meant with a begin step in front:
+
+- once the begin step succeeded in this run, its epoch (its XCom) is the run's: a retried
+  root joins that epoch, and fails there if it was decided meanwhile, as before;
+- while the begin step has not succeeded (it runs beside the roots, or the whole run was
+  cleared and it has not run again), a root begins or joins: the run's open epoch, else a
+  new one;
+- a job downstream takes the epoch its checkpointed upstream tasks acknowledged (their
+  ``checkpoint_epoch`` XCom), which is the epoch it must align with.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from airflow.sdk.exceptions import (
+    AirflowException,
+    AirflowFailException,
+    AirflowRescheduleException,
+)
+
+from checkpointing import TaskPlan
+from checkpointing.errors import CheckpointError, PolicyViolation, PromotingBackfillRunning
+from checkpointing.lineages import MAIN, read_origin
+
+from .runconf import BEGIN_TASK_ID, checkpoint_conf, data_interval
+from .settings import CheckpointSettings
+
+log = logging.getLogger(__name__)
+
+#: the XCom key under which each checkpointed task records the epoch it works for
+EPOCH_XCOM_KEY = "checkpoint_epoch"
+#: how long a main run waits before it looks again for a promoting backfill
+WAIT_FOR_BACKFILL_SECONDS = 30
+
+
+def open_run_epoch(settings: CheckpointSettings, plan: dict[str, TaskPlan], context: Any,
+                   allow_non_restored_state: bool = False) -> int:
+    """Begin the run's epoch, or join the one the run has open; its id. A run whose epochs
+    are all decided begins a new one (the caller knows it may). Airflow's answers: a
+    promoting backfill reschedules the task without spending a retry, a policy (capacity,
+    pause) is a retryable failure, anything else refused fails the task."""
+    coord = settings.coordinator()
+    run_id = context["dag_run"].run_id
+    lineage, publish, promote = run_lineage(coord, context)
+    existing = coord.open_epoch_for_run(run_id, lineage)
+    if existing is not None:
+        log.info("run %s continues its open epoch %d", run_id, existing.epoch_id)
+        return existing.epoch_id
+    try:
+        barrier = coord.begin_or_join(plan, run_id, lineage=lineage,
+                                      publish_on_complete=publish,
+                                      data_interval=data_interval(context),
+                                      allow_non_restored_state=allow_non_restored_state,
+                                      promote=promote, owner=context["dag_run"].dag_id,
+                                      input_range={"logical_date": str(
+                                          context.get("logical_date"))})
+    except PromotingBackfillRunning as exc:
+        # Wait for the backfill without spending a retry: this run continues from it.
+        log.info("%s; trying again in %ds", exc, WAIT_FOR_BACKFILL_SECONDS)
+        raise AirflowRescheduleException(datetime.now(UTC) + timedelta(
+            seconds=WAIT_FOR_BACKFILL_SECONDS)) from None
+    except PolicyViolation as exc:
+        raise AirflowException(f"cannot open an epoch now: {exc}") from None
+    except CheckpointError as exc:
+        raise AirflowFailException(f"cannot open an epoch: {exc}") from None
+    log.info("epoch %d of %s, lineage %s (parent %s, savepoint %s)%s",
+             barrier.epoch_id, settings.pipeline_id, lineage, barrier.parent_epoch_id,
+             barrier.parent_savepoint,
+             "" if publish else "; publishes nothing (not the backfill's last run)")
+    return barrier.epoch_id
+
+
+def run_lineage(coord: Any, context: Any) -> tuple[str, bool, bool]:
+    """(lineage, publish on complete, promote) of this run: ``main``, publish, no
+    promotion, unless the run belongs to a backfill from a checkpoint
+    (``conf["checkpoint"]["lineage"]``), whose epochs publish only at the backfill's last
+    logical date, which also continues the main line if the backfill asked to."""
+    conf = checkpoint_conf(getattr(context["dag_run"], "conf", None))
+    lineage = str(conf.get("lineage") or MAIN)
+    if lineage == MAIN:
+        return MAIN, True, False
+    origin = read_origin(coord.storage, coord.layout, lineage)
+    if origin is None:
+        raise AirflowFailException(f"run conf names lineage {lineage!r}, which has no "
+                                   "origin record: start backfills with ckpt-airflow "
+                                   "backfill or the REST API")
+    logical = context.get("logical_date")
+    day = logical.date().isoformat() if logical is not None else None
+    last = day == origin.publish_at
+    return lineage, last, last and origin.promote
+
+
+def task_epoch(task: Any, context: Any) -> int:
+    """The epoch the checkpointed ``task`` works for in this run (see the module's rules),
+    recorded in its ``checkpoint_epoch`` XCom for the tasks downstream."""
+    ti = context["ti"]
+    ups = checkpointed_upstream(task)
+    if ups:
+        epoch = _upstream_epoch(ti, ups)
+    else:
+        epoch = _begun_epoch(ti, context, task.begin_task_id)
+        if epoch is None:
+            epoch = open_run_epoch(task.settings, task.epoch_plan, context,
+                                   task.allow_non_restored_state)
+    ti.xcom_push(key=EPOCH_XCOM_KEY, value=epoch)
+    return epoch
+
+
+def checkpointed_upstream(task: Any) -> list[str]:
+    """The task ids of ``task``'s nearest checkpointed upstream tasks (through plain ones)."""
+    found, stack, seen = set(), list(task.upstream_list), set()
+    while stack:
+        u = stack.pop()
+        if u.task_id in seen:
+            continue
+        seen.add(u.task_id)
+        if getattr(u, "is_checkpointed", False):
+            found.add(u.task_id)
+        else:
+            stack.extend(u.upstream_list)
+    return sorted(found)
+
+
+def _upstream_epoch(ti: Any, ups: list[str]) -> int:
+    """The one epoch the upstream tasks acknowledged."""
+    pulled = ti.xcom_pull(task_ids=ups, key=EPOCH_XCOM_KEY)
+    values = pulled if isinstance(pulled, list) else [pulled]
+    epochs = {int(v) for v in values if v is not None}
+    if not epochs:  # upstream tasks of before 1.10 left the begin step's XCom only
+        epoch = ti.xcom_pull(task_ids=BEGIN_TASK_ID)
+        if epoch is None:
+            raise AirflowFailException(f"no epoch: the upstream tasks {ups} recorded none")
+        return int(epoch)
+    if len(epochs) > 1:
+        raise AirflowFailException(
+            f"the upstream tasks {ups} acknowledged different epochs {sorted(epochs)}: a part "
+            "of the run was cleared alone; clear the whole run to run it again")
+    return epochs.pop()
+
+
+def _begun_epoch(ti: Any, context: Any, begin_task_id: str) -> int | None:
+    """The begin step's epoch when the begin step succeeded in this run (its XCom); None
+    while it has not (a stale XCom of a run cleared whole is not the run's epoch)."""
+    if task_states(context).get(begin_task_id) != "success":
+        return None
+    epoch = ti.xcom_pull(task_ids=begin_task_id)
+    return None if epoch is None else int(epoch)
+
+
+def task_states(context: Any) -> dict[str, str]:
+    """Airflow's state of each task of this run (empty outside a real task runner)."""
+    ti, run = context["ti"], context["dag_run"]
+    try:
+        states = ti.get_task_states(dag_id=run.dag_id, run_ids=[run.run_id])
+    except Exception:  # noqa: BLE001 - outside a real task runner: no state to consult
+        return {}
+    return dict(states.get(run.run_id, {}))
