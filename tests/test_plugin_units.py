@@ -243,3 +243,46 @@ def test_work_around_for_clearing_runs_with_a_queued_at_deadline():
     assert airflow_fixes.apply() == ["apache/airflow#70368"]
     assert taskinstance._recalculate_dagrun_queued_at_deadlines.ckpt_work_around
     assert airflow_fixes.apply() == ["apache/airflow#70368"]  # once, idempotent
+
+
+def test_watchdog_reads_the_decision_while_the_commit_step_runs(tmp_path):
+    """The run ends only when its watchdog does: while Airflow shows the commit step
+    running, the trigger reads storage every 0.2 s instead of its ordinary poll (30 s
+    here), so it ends with the epoch's decision, not one poll later."""
+    import asyncio
+    import threading
+
+    from checkpointing import Coordinator
+    from checkpointing.storage import LocalStorage
+    from dag_checkpoints import CheckpointSettings
+    from dag_checkpoints.triggers import EpochDeadlineTrigger
+
+    from tests.helpers import DIAMOND, ack_task
+
+    settings = CheckpointSettings("p", storage=f"file://{tmp_path}/ckpt")
+    c = Coordinator(LocalStorage(tmp_path / "ckpt"), "p")
+    b = c.begin_epoch(DIAMOND, "r")
+    for task, tp in DIAMOND.items():
+        ack_task(c, b.epoch_id, task, files={"state": task.encode()},
+                 outputs={"gold": b"g"} if tp.publishes else None, tmp=tmp_path)
+    trigger = EpochDeadlineTrigger(settings.to_kwargs(), b.epoch_id, b.deadline, 30.0,
+                                   "d", "r", "checkpoint_commit")
+    asked: list[str] = []
+
+    async def running() -> str:
+        asked.append("running")
+        return "running"
+
+    trigger._commit_state = running  # Airflow's answer: the commit step is running
+
+    async def first_event():
+        gen = trigger.run()
+        return await asyncio.wait_for(gen.__anext__(), timeout=10)
+
+    # The commit step decides 0.5 s into the watch (after the trigger's first read).
+    threading.Timer(0.5, lambda: c.complete(b.epoch_id)).start()
+    from airflow.triggers.base import TaskSuccessEvent
+
+    event = asyncio.run(first_event())
+    assert isinstance(event, TaskSuccessEvent)
+    assert len(asked) >= 2  # it kept asking Airflow at the committing pace

@@ -33,6 +33,9 @@ MAX_POLL_SECONDS = 30.0
 #: How often the trigger asks Airflow whether the run's commit step has finished (one
 #: call to Airflow's API, not to storage): the watchdog then reads the decision at once.
 AIRFLOW_POLL_SECONDS = 1.0
+#: While the commit step runs, storage and Airflow are read this often: the decision lands
+#: within that step's second, and the run ends only once this watchdog does.
+COMMITTING_POLL_SECONDS = 0.2
 _FINISHED = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
 
 
@@ -69,7 +72,7 @@ class EpochDeadlineTrigger(BaseTrigger):
         settings = CheckpointSettings.from_kwargs(self.checkpoint)
         coord = await asyncio.to_thread(settings.coordinator)
         deadline = parse_iso(self.deadline)
-        next_read, commit_seen = 0.0, False
+        next_read, commit_seen, committing = 0.0, False, False
         while True:
             now = time.time()
             if now >= next_read:
@@ -89,14 +92,20 @@ class EpochDeadlineTrigger(BaseTrigger):
             if now >= deadline:
                 yield TriggerEvent({"epoch_id": self.epoch_id, "status": "overdue"})
                 return
-            if not commit_seen and await self._commit_finished():
-                # Read the decision now; once only: a commit step that failed without
-                # deciding leaves the epoch to the ordinary polls and its deadline.
-                commit_seen, next_read = True, 0.0
-                continue
+            if not commit_seen:
+                state = await self._commit_state()
+                if state in _FINISHED:
+                    # Read the decision now; once only: a commit step that failed without
+                    # deciding leaves the epoch to the ordinary polls and its deadline.
+                    commit_seen, next_read = True, 0.0
+                    continue
+                committing = state == "running"
+                if committing:  # the decision is being written: read it every 0.2 s
+                    next_read = min(next_read, now + COMMITTING_POLL_SECONDS)
             wait = min(next_read, deadline) - time.time()
             if self._airflow_states and not commit_seen:
-                wait = min(wait, AIRFLOW_POLL_SECONDS)
+                wait = min(wait, COMMITTING_POLL_SECONDS if committing
+                           else AIRFLOW_POLL_SECONDS)
             await asyncio.sleep(max(0.05, wait))
 
     def _end_event(self, coord: Coordinator, decision: Decision) -> TriggerEvent:
@@ -111,12 +120,12 @@ class EpochDeadlineTrigger(BaseTrigger):
         self.log.warning("%s", message)
         return TaskSkippedEvent()
 
-    async def _commit_finished(self) -> bool:
-        """Whether Airflow has the run's commit step in a finished state (asked through
-        the triggerer's own channel to Airflow's API, as Airflow's ExternalTaskSensor
-        trigger does). Without that channel the trigger watches storage only."""
+    async def _commit_state(self) -> str | None:
+        """Airflow's state of the run's commit step (asked through the triggerer's own
+        channel to Airflow's API, as Airflow's ExternalTaskSensor trigger does). Without
+        that channel the trigger watches storage only (None)."""
         if not self._airflow_states:
-            return False
+            return None
         try:
             from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
             from asgiref.sync import sync_to_async
@@ -127,7 +136,7 @@ class EpochDeadlineTrigger(BaseTrigger):
             self.log.info("cannot read Airflow's task states here (%s): watching storage only",
                           type(exc).__name__)
             self._airflow_states = False
-            return False
-        return (states or {}).get(self.run_id, {}).get(self.commit_task_id) in _FINISHED
+            return None
+        return (states or {}).get(self.run_id, {}).get(self.commit_task_id)
 
 
