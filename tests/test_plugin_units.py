@@ -252,11 +252,11 @@ def test_watchdog_reads_the_decision_while_the_commit_step_runs(tmp_path):
     import asyncio
     import threading
 
-    from checkpointing import Coordinator
-    from checkpointing.storage import LocalStorage
     from dag_checkpoints import CheckpointSettings
     from dag_checkpoints.triggers import EpochDeadlineTrigger
 
+    from checkpointing import Coordinator
+    from checkpointing.storage import LocalStorage
     from tests.helpers import DIAMOND, ack_task
 
     settings = CheckpointSettings("p", storage=f"file://{tmp_path}/ckpt")
