@@ -102,6 +102,21 @@ class Airflow:
         r = self.call("GET", f"/api/v2/dags/{self.dag}/dagRuns/{run_id}/taskInstances")
         return {t["task_id"]: t for t in r.json()["task_instances"]}
 
+    def error_of(self, run_id: str, task_id: str, try_number: int) -> str:
+        """The last error line of a task try's log (Airflow's log API), for a drill's
+        notes: a failed run says why."""
+        r = self.call("GET", f"/api/v2/dags/{self.dag}/dagRuns/{run_id}/taskInstances/"
+                      f"{task_id}/logs/{try_number}", params={"full_content": "true"},
+                      headers={**self.headers, "Accept": "application/json"})
+        if r.status_code != 200:
+            return f"(log: HTTP {r.status_code})"
+        content = r.json().get("content")
+        lines = [str(e.get("event", "")) if isinstance(e, dict) else str(e)
+                 for e in (content if isinstance(content, list) else [content])]
+        errors = [ln for ln in lines if any(w in ln for w in ("Error", "error", "refused",
+                                                              "failed", "Exception"))]
+        return " ".join((errors or lines or [""])[-1].split())[:300]
+
     def wait_task(self, run_id: str, task_id: str, states: tuple[str, ...] = ("running",),
                   min_try: int = 1, timeout: float = 600) -> dict:
         deadline = time.monotonic() + timeout
@@ -245,6 +260,10 @@ class Drills:
                  if ti["try_number"] > 1}
         res.add(f"{what}->{state}:{verdict}", lost, dup)
         res.notes.append(f"run {run_id}: tries>1 {tries or 'none'}")
+        for task, ti in self.af.task_instances(run_id).items():
+            if ti["state"] in ("failed", "up_for_retry"):
+                res.notes.append(f"{task} try {ti['try_number']} {ti['state']}: "
+                                 f"{self.af.error_of(run_id, task, ti['try_number'])}")
 
     # -- the drills --------------------------------------------------------------
     def worker_kill(self) -> FaultResult:

@@ -401,3 +401,26 @@ def test_failure_budget_is_checked_where_an_abort_is_decided(local_storage):
         c.check_failure_budget()
     e = c.begin_epoch(DIAMOND, "r-next").epoch_id  # the next run still begins
     assert c.status(e) == "pending"
+
+
+def test_the_last_leaf_acknowledgement_completes_the_epoch(storage, tmp_path):
+    """The job runtime completes the epoch right after the last acknowledgement of a leaf
+    task (PROTOCOL 6.5, 1.10): outputs publish without waiting for the commit step. A task
+    with downstream tasks never completes it, and a leaf acknowledging before the others
+    leaves it pending."""
+    from spark_jobs.runtime.job_run import complete_if_last
+
+    c = Coordinator(storage, "p")
+    b = c.begin_epoch(DIAMOND, "r")
+    leaves = [t for t in DIAMOND if not any(t in tp.upstream for tp in DIAMOND.values())]
+    inner = [t for t in DIAMOND if t not in leaves]
+    order = [*inner[:-1], *leaves, inner[-1]]  # an inner task acknowledges last
+    for task in order:
+        tp = DIAMOND[task]
+        ack_task(c, b.epoch_id, task, files={"state": task.encode()},
+                 outputs={"gold": b"g"} if tp.publishes else None, tmp=tmp_path)
+        complete_if_last(c, b.epoch_id, task)
+        assert c.metadata(b.epoch_id) is None  # the last ack was not a leaf's
+    complete_if_last(c, b.epoch_id, leaves[0])  # a leaf's (a retry acknowledging again)
+    assert c.metadata(b.epoch_id).completed
+    assert read_manifest(storage, c.layout).epoch_id == b.epoch_id

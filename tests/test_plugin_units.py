@@ -286,3 +286,23 @@ def test_watchdog_reads_the_decision_while_the_commit_step_runs(tmp_path):
     event = asyncio.run(first_event())
     assert isinstance(event, TaskSuccessEvent)
     assert len(asked) >= 2  # it kept asking Airflow at the committing pace
+
+
+def test_storage_that_does_not_answer_is_retried_a_refusal_is_final():
+    """A task failing on storage that is down (a MinIO restart) spends a retry; one the
+    protocol refused (fenced, decided, malformed) fails for good."""
+    from airflow.sdk.exceptions import AirflowException, AirflowFailException
+    from checkpointing.errors import (
+        EpochAlreadyDecided,
+        MalformedDocument,
+        NotFound,
+        StaleAttempt,
+        StorageError,
+    )
+    from dag_checkpoints.run_epoch import task_failure
+
+    down = task_failure(StorageError("cannot reach S3 endpoint"), "ingest")
+    assert type(down) is AirflowException and str(down) == "ingest: cannot reach S3 endpoint"
+    for refused in (NotFound("x"), StaleAttempt("x"), EpochAlreadyDecided("x"),
+                    MalformedDocument("x")):
+        assert isinstance(task_failure(refused, "ingest"), AirflowFailException)

@@ -29,7 +29,14 @@ from airflow.sdk.exceptions import (
 )
 
 from checkpointing import TaskPlan
-from checkpointing.errors import CheckpointError, PolicyViolation, PromotingBackfillRunning
+from checkpointing.errors import (
+    CheckpointError,
+    NotFound,
+    PolicyViolation,
+    PreconditionFailed,
+    PromotingBackfillRunning,
+    StorageError,
+)
 from checkpointing.lineages import MAIN, read_origin
 
 from .runconf import BEGIN_TASK_ID, checkpoint_conf, data_interval
@@ -72,12 +79,21 @@ def open_run_epoch(settings: CheckpointSettings, plan: dict[str, TaskPlan], cont
     except PolicyViolation as exc:
         raise AirflowException(f"cannot open an epoch now: {exc}") from None
     except CheckpointError as exc:
-        raise AirflowFailException(f"cannot open an epoch: {exc}") from None
+        raise task_failure(exc, "cannot open an epoch") from None
     log.info("epoch %d of %s, lineage %s (parent %s, savepoint %s)%s",
              barrier.epoch_id, settings.pipeline_id, lineage, barrier.parent_epoch_id,
              barrier.parent_savepoint,
              "" if publish else "; publishes nothing (not the backfill's last run)")
     return barrier.epoch_id
+
+
+def task_failure(exc: CheckpointError, what: str) -> AirflowException:
+    """How a task fails on ``exc``: storage that did not answer (down, restarting,
+    throttling) is worth Airflow's retries; anything else the protocol refused is final."""
+    message = f"{what}: {exc}"
+    transient = isinstance(exc, StorageError) and not isinstance(exc, NotFound |
+                                                                  PreconditionFailed)
+    return AirflowException(message) if transient else AirflowFailException(message)
 
 
 def run_lineage(coord: Any, context: Any) -> tuple[str, bool, bool]:

@@ -482,12 +482,14 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
             delivery=coordinator.barrier(epoch_id).mode,
         )
         try:
-            return coordinator.acknowledge(epoch_id, task_id, attempt, handle)
+            ack = coordinator.acknowledge(epoch_id, task_id, attempt, handle)
         except EpochAlreadyDecided:
             # Decided while the job ran (an operator's abort, a timeout): what the attempt
             # wrote under the epoch is nobody's; leave nothing behind (PROTOCOL 6.11).
             _delete_attempt_files(coordinator, epoch_id, task_id, attempt)
             raise
+        complete_if_last(coordinator, epoch_id, task_id)
+        return ack
     finally:
         if run.resume is not None:
             # The killed attempt's session: its cached data, and its operation if this
@@ -495,6 +497,25 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
             release_session(spark, run.resume.session_id, run.resume.user_id)
         shutil.rmtree(scratch, ignore_errors=True)
         end_of_task(spark, tag)
+
+
+def complete_if_last(coordinator: Coordinator, epoch_id: int, task_id: str) -> None:
+    """After a leaf task's acknowledgement: complete the epoch when every task has
+    acknowledged, so that its outputs publish now rather than one orchestrator step later
+    (PROTOCOL 6.5, 1.10), as Flink's coordinator completes a checkpoint on its last
+    acknowledgement. Never fails the task: whoever completes next (the commit step, the
+    watchdog, the next begin) finishes what this left undone."""
+    plan = coordinator.barrier(epoch_id).plan
+    if any(task_id in tp.upstream for tp in plan.values()):
+        return  # a task downstream has yet to acknowledge: this one cannot be the last
+    try:
+        meta = coordinator.try_complete(epoch_id)
+    except Exception as exc:  # noqa: BLE001 - the commit step completes it instead
+        log.warning("task %s: epoch %d not completed on its acknowledgement (%s); the "
+                    "commit step completes it", task_id, epoch_id, exc)
+        return
+    if meta is not None and meta.completed:
+        log.info("task %s acknowledged last: epoch %d completed", task_id, epoch_id)
 
 
 def end_of_task(spark: Any, tag: str) -> None:

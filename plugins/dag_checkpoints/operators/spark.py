@@ -33,7 +33,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from checkpointing.errors import CheckpointError
 
-from ..run_epoch import task_epoch
+from ..run_epoch import task_epoch, task_failure
 from ..runconf import BEGIN_TASK_ID, checkpoint_conf, checkpointing_enabled, data_interval
 from ..settings import CheckpointSettings
 
@@ -156,7 +156,9 @@ class CheckpointedSparkOperator(BaseOperator):
                            endpoint_url=s.endpoint_url, overhead_ms=overhead)
         except DeclineEpoch as exc:
             raise AirflowFailException(f"{self.task_id} declined epoch {epoch}: {exc}") from None
-        except (CheckpointError, ConnectUnsupported) as exc:
+        except CheckpointError as exc:
+            raise task_failure(exc, self.task_id) from None
+        except ConnectUnsupported as exc:
             raise AirflowFailException(f"{self.task_id}: {exc}") from None
         finally:
             if remote:
