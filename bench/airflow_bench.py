@@ -9,9 +9,12 @@ the same epoch, without the protocol; ``airflow_unchecked_seconds_<mode>``,
 ``airflow_checkpoint_overhead_ratio_<mode>`` = checkpointed / unchecked), then
 flights_daily, then the **floor**: a DAG of the same shape (task ids and dependencies)
 whose tasks do nothing (``airflow_floor_seconds_<mode>``, ``airflow_over_floor_ratio_<mode>``
-= flights_daily / floor). In connect mode it also counts each task's Spark jobs and
-actions on the server's UI (``spark_actions_per_epoch_connect``) and times a retry that
-resumes a killed Spark action (bench/reattach_bench.py: ``reattach_recovery_ratio``).
+= flights_daily / floor), and the **jobs' floor**: the same without the steps the provider
+adds (``checkpoint_*``), the DAG as its user wrote it, tasks that do nothing
+(``airflow_jobs_floor_seconds_<mode>``, ``airflow_over_jobs_floor_ratio_<mode>``). In
+connect mode it also counts each task's Spark jobs and actions on the server's UI
+(``spark_actions_per_epoch_connect``) and times a retry that resumes a killed Spark action
+(bench/reattach_bench.py: ``reattach_recovery_ratio``).
 Reported per mode: the median seconds from a run's start to its end (Airflow's own
 timestamps), how long after its commit step the run ends (``airflow_run_end_lag_seconds``:
 the epoch watchdog noticing the decision), the median duration of each task, and where a
@@ -56,6 +59,7 @@ def _ts(s: str) -> float:
 
 
 FLOOR_DAG = f"floor_{DAG}"
+JOBS_FLOOR_DAG = f"jobs_floor_{DAG}"
 #: The floor: a DAG of flights_daily's shape (its task ids and dependencies, read from the
 #: REST API of the same standalone) whose tasks do nothing but run: what Airflow alone costs.
 FLOOR_SOURCE = """\
@@ -107,17 +111,22 @@ def dags_folder(work: Path) -> Path:
 
 
 def add_floor(sa: Standalone, folder: Path, timeout: float = 120) -> dict[str, list[str]]:
-    """Write the floor DAG with flights_daily's shape; wait until Airflow knows it."""
+    """Write the floor DAGs: flights_daily's shape, and its jobs' shape without the
+    provider's steps; wait until Airflow knows them."""
     tasks = sa.get(f"/api/v2/dags/{DAG}/tasks").json()["tasks"]
     shape = {t["task_id"]: sorted(t["downstream_task_ids"]) for t in tasks}
-    (folder / f"{FLOOR_DAG}.py").write_text(FLOOR_SOURCE.format(shape=shape,
-                                                                dag_id=FLOOR_DAG))
+    jobs = {t: [d for d in ds if not d.startswith("checkpoint_")]
+            for t, ds in shape.items() if not t.startswith("checkpoint_")}
+    for dag_id, dag_shape in ((FLOOR_DAG, shape), (JOBS_FLOOR_DAG, jobs)):
+        (folder / f"{dag_id}.py").write_text(FLOOR_SOURCE.format(shape=dag_shape,
+                                                                 dag_id=dag_id))
     deadline = time.time() + timeout
     while time.time() < deadline:
-        if sa.get(f"/api/v2/dags/{FLOOR_DAG}").status_code == 200:
+        if all(sa.get(f"/api/v2/dags/{d}").status_code == 200
+               for d in (FLOOR_DAG, JOBS_FLOOR_DAG)):
             return shape
         time.sleep(1)
-    raise RuntimeError(f"{FLOOR_DAG} not parsed in {timeout:g}s: {sa.tail()}")
+    raise RuntimeError(f"floor DAGs not parsed in {timeout:g}s: {sa.tail()}")
 
 
 def task_split(coord: Coordinator, epochs: list[int]) -> dict[str, dict[str, float]]:
@@ -173,12 +182,14 @@ def bench_mode(mode: str, epochs: int, work: Path) -> dict[str, Any]:
     folder = dags_folder(work)
     sa = Standalone(work / "airflow", AIRFLOW__CORE__DAGS_FOLDER=str(folder), **env)
     floor: list[dict[str, Any]] = []
+    jobs_floor: list[dict[str, Any]] = []
     unchecked: list[dict[str, Any]] = []
     try:
         sa.start()
         add_floor(sa, folder)
         warm = run_day(sa, 1)  # JIT, imports, the server's first session: not measured
         run_day(sa, 1, FLOOR_DAG)
+        run_day(sa, 1, JOBS_FLOOR_DAG)
         runs = []
         for n in range(2, epochs + 2):  # interleaved: the same load on the same machine
             # Day n without checkpointing first: it restores the same epoch (n - 1) as the
@@ -186,6 +197,7 @@ def bench_mode(mode: str, epochs: int, work: Path) -> dict[str, Any]:
             unchecked.append(run_day(sa, n, checkpointing=False))
             runs.append(run_day(sa, n))
             floor.append(run_day(sa, n, FLOOR_DAG))
+            jobs_floor.append(run_day(sa, n, JOBS_FLOOR_DAG))
         sa.stop()
         actions = reattach = None
         if server is not None:
@@ -203,6 +215,8 @@ def bench_mode(mode: str, epochs: int, work: Path) -> dict[str, Any]:
     return {"epoch_seconds": statistics.median(r["seconds"] for r in runs),
             "floor_seconds": statistics.median(r["seconds"] for r in floor),
             "floor_seconds_all": [r["seconds"] for r in floor],
+            "jobs_floor_seconds": statistics.median(r["seconds"] for r in jobs_floor),
+            "jobs_floor_seconds_all": [r["seconds"] for r in jobs_floor],
             "unchecked_seconds": statistics.median(r["seconds"] for r in unchecked),
             "unchecked_seconds_all": [r["seconds"] for r in unchecked],
             "unchecked_task_seconds": {t: statistics.median(r["tasks"].get(t, 0.0)
@@ -248,6 +262,9 @@ def main(argv: list[str] | None = None) -> int:
         result[f"airflow_floor_seconds_{m}"] = r["floor_seconds"]
         result[f"airflow_over_floor_ratio_{m}"] = round(r["epoch_seconds"] /
                                                         r["floor_seconds"], 2)
+        result[f"airflow_jobs_floor_seconds_{m}"] = r["jobs_floor_seconds"]
+        result[f"airflow_over_jobs_floor_ratio_{m}"] = round(r["epoch_seconds"] /
+                                                             r["jobs_floor_seconds"], 2)
         result[f"task_fixed_overhead_seconds_{m}"] = r["task_fixed_overhead_seconds"]
         result[f"airflow_unchecked_seconds_{m}"] = r["unchecked_seconds"]
         result[f"airflow_checkpoint_overhead_ratio_{m}"] = round(
