@@ -69,9 +69,10 @@ class Airflow:
         self.headers = {"Authorization": f"Bearer {r.json()['access_token']}"}
 
     def call(self, method: str, path: str, **kw: Any) -> requests.Response:
+        headers = {**self.headers, **kw.pop("headers", {})}
         for attempt in range(60):  # the api-server may be briefly away (MinIO drill: no)
             try:
-                return requests.request(method, f"{self.url}{path}", headers=self.headers,
+                return requests.request(method, f"{self.url}{path}", headers=headers,
                                         timeout=60, **kw)
             except requests.ConnectionError:
                 if attempt == 59:
@@ -107,7 +108,7 @@ class Airflow:
         notes: a failed run says why."""
         r = self.call("GET", f"/api/v2/dags/{self.dag}/dagRuns/{run_id}/taskInstances/"
                       f"{task_id}/logs/{try_number}", params={"full_content": "true"},
-                      headers={**self.headers, "Accept": "application/json"})
+                      headers={"Accept": "application/json"})
         if r.status_code != 200:
             return f"(log: HTTP {r.status_code})"
         content = r.json().get("content")
