@@ -226,7 +226,9 @@ class Coordinator:
             parent_savepoint=req.parent_savepoint, publish_on_complete=req.publish_on_complete,
             writer=writer_identity(), restore_fallback=tuple(fallback), promote=req.promote,
         )
-        return self._write_barrier(barrier, reclaimed=burned is not None or joined)
+        # A joining begin shares its id with the run's other tasks: whichever writes the
+        # barrier first wins, the allocator included (a joiner can write it before it).
+        return self._write_barrier(barrier, reclaimed=burned is not None or req.join)
 
     def begin_or_join(self, plan: Mapping[str, TaskPlan], run_id: str, *,
                       lineage: str = "main", **begin: Any) -> Barrier:
@@ -294,8 +296,10 @@ class Coordinator:
         try:
             self.store.create_barrier(barrier)
         except PreconditionFailed:
-            if reclaimed:  # a concurrent try of the same run wrote it first
-                return self.store.reread_barrier(barrier.epoch_id)
+            if reclaimed:  # a concurrent try (or task) of the same run wrote it first
+                theirs = self.store.reread_barrier(barrier.epoch_id)
+                if (theirs.run_id, theirs.lineage) == (barrier.run_id, barrier.lineage):
+                    return theirs
             raise StorageError(
                 f"epoch id {barrier.epoch_id} was just allocated but its barrier exists: the "
                 "registry is behind the stored epochs; refusing to reuse the id") from None

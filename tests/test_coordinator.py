@@ -22,6 +22,7 @@ from checkpointing.errors import (
     MalformedDocument,
     MinPauseNotElapsed,
     StaleAttempt,
+    StorageError,
     TooManyConcurrentEpochs,
     UnknownTask,
     UnsupportedVersion,
@@ -77,6 +78,39 @@ def test_roots_racing_to_begin_a_run_share_one_epoch(storage, tmp_path):
     # Without joining, a second begin of the same run is a second epoch (refused when full).
     with pytest.raises(TooManyConcurrentEpochs):
         c.begin_epoch(DIAMOND, "r2")
+
+
+def test_a_root_that_writes_the_barrier_before_its_allocator_is_joined(storage):
+    """The interleaving CI found: the begin step allocates the run's id, a root task of the
+    same run joins that entry and writes the barrier first; the begin step's own write then
+    loses and must take the root's barrier (same run), not refuse the id. A barrier of
+    another run in its place is still refused."""
+    allocator, root = Coordinator(storage, "p"), Coordinator(storage, "p")
+    create = allocator.store.create_barrier
+    joined = []
+
+    def root_first(barrier):
+        joined.append(root.begin_or_join(DIAMOND, "r1"))  # sees the entry, no barrier yet
+        create(barrier)
+
+    allocator.store.create_barrier = root_first
+    b = allocator.begin_or_join(DIAMOND, "r1")
+    assert joined and b.epoch_id == joined[0].epoch_id == 1
+    assert b.writer == joined[0].writer  # the root's barrier, read back
+    assert [o.epoch_id for o in allocator.registry().open] == [1]
+
+    other = Coordinator(storage, "p2")
+    create2 = other.store.create_barrier
+
+    def foreign_first(barrier):
+        from dataclasses import replace as dc_replace
+        storage.create(other.layout.barrier(barrier.epoch_id),
+                       dc_replace(barrier, run_id="someone-else").to_bytes())
+        create2(barrier)
+
+    other.store.create_barrier = foreign_first
+    with pytest.raises(StorageError, match="registry is behind"):
+        other.begin_or_join(DIAMOND, "r1")
 
 
 def test_complete_refuses_until_every_task_acked(storage, tmp_path):

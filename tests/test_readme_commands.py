@@ -123,7 +123,7 @@ BLOCKS: dict[tuple[str, str], str] = {
     ("README.md", "export PYICEBERG_CATALOG__CKPT__TYPE=sql"): "run: test_readme_blocks_run "
     "(with a SQLite catalog in place of the PostgreSQL one)",
     ("README.md", "from pyiceberg.catalog import load_catalog"): "run: test_readme_blocks_run",
-    ("README.md", "checkpoint_begin ──► ingest_flights"): "not code: a diagram",
+    ("README.md", "ingest_flights ──┬──► enrich"): "not code: a diagram",
     ("README.md", "AIRFLOW_API_URL=http://localhost:8080"): "needs a running Airflow "
     "api-server and a token: the same command runs in tests/test_airflow_cli.py",
     ("docs/JOBS.md", "from spark_jobs.runtime import DeclineEpoch"): "a job fragment: "

@@ -52,8 +52,10 @@ def drive_epoch(pipeline: Pipeline, coordinator: Coordinator, spark: Any, data_u
         attempt = coordinator.next_attempt(epoch_id)
     with RunnerLease(coordinator, epoch_id):
         for task in pipeline.edges:  # insertion order is a topological order
+            # A stop after a task is a crash right after its acknowledgement: it must not
+            # complete the epoch on that acknowledgement either.
             run_task(pipeline.jobs[task], coordinator, epoch_id, task, attempt, spark, data_uri,
-                     endpoint_url=endpoint_url)
+                     endpoint_url=endpoint_url, complete=task != stop_after)
             if task == stop_after:
                 return epoch_id, None
         return epoch_id, commit(coordinator, epoch_id)

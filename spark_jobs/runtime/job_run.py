@@ -429,12 +429,14 @@ def job_tag(pipeline_id: str, epoch_id: int, task_id: str, attempt: int) -> str:
 
 def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, attempt: int,
              spark: Any, data_uri: str, *, endpoint_url: str | None = None,
-             overhead_ms: dict[str, float | None] | None = None) -> Acknowledgement:
+             overhead_ms: dict[str, float | None] | None = None,
+             complete: bool = True) -> Acknowledgement:
     """Run one attempt of ``job`` under the checkpoint contract (module docstring).
 
     ``overhead_ms`` is what the caller spent before this call (starting the process,
     opening the Spark session): recorded in the handle's metrics as ``task_overhead_ms``
-    (PROTOCOL's timings are a fixed set; metrics are free-form)."""
+    (PROTOCOL's timings are a fixed set; metrics are free-form). ``complete``: a leaf task
+    completes the epoch when its acknowledgement is the last (:func:`complete_if_last`)."""
     start = coordinator.register_attempt(epoch_id, task_id, attempt)
     if start.existing is not None:
         log.info("task %s already acknowledged epoch %d (attempt %d): not running again",
@@ -488,7 +490,8 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
             # wrote under the epoch is nobody's; leave nothing behind (PROTOCOL 6.11).
             _delete_attempt_files(coordinator, epoch_id, task_id, attempt)
             raise
-        complete_if_last(coordinator, epoch_id, task_id)
+        if complete:
+            complete_if_last(coordinator, epoch_id, task_id)
         return ack
     finally:
         if run.resume is not None:
