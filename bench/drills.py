@@ -112,11 +112,15 @@ class Airflow:
         if r.status_code != 200:
             return f"(log: HTTP {r.status_code})"
         content = r.json().get("content")
-        lines = [str(e.get("event", "")) if isinstance(e, dict) else str(e)
-                 for e in (content if isinstance(content, list) else [content])]
-        errors = [ln for ln in lines if any(w in ln for w in ("Error", "error", "refused",
-                                                              "failed", "Exception"))]
-        return " ".join((errors or lines or [""])[-1].split())[:300]
+        events = content if isinstance(content, list) else [content]
+        for e in reversed(events):  # the task's own exception, as its runner logged it
+            detail = e.get("error_detail") if isinstance(e, dict) else None
+            if detail:
+                first = detail[0] if isinstance(detail, list) else detail
+                text = f"{first.get('exc_type')}: {first.get('exc_value')}" \
+                    if isinstance(first, dict) else str(first)
+                return " ".join(text.split())[:300]
+        return "no exception in its log (lost with its worker? see the scheduler's log)"
 
     def wait_task(self, run_id: str, task_id: str, states: tuple[str, ...] = ("running",),
                   min_try: int = 1, timeout: float = 600) -> dict:

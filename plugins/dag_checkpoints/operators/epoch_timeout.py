@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from airflow.sdk import BaseOperator
@@ -36,8 +37,12 @@ class EpochTimeoutOperator(BaseOperator):
 
     def __init__(self, *, settings: CheckpointSettings, begin_task_id: str,
                  commit_task_id: str | None = None, **kwargs: Any):
-        # It must run whatever the jobs do, and never be retried into a second watch.
-        kwargs.setdefault("retries", 0)
+        # Retried when its worker dies before it deferred (`make drills`' worker_kill found
+        # one lost that way, failing a run whose epoch had completed): a retry watches the
+        # same epoch again, reading its decision and deadline from storage, so it is
+        # idempotent; a failure it decides (the budget spent) is final on the retry too.
+        kwargs.setdefault("retries", 2)
+        kwargs.setdefault("retry_delay", timedelta(seconds=5))
         super().__init__(**kwargs)
         self.settings, self.begin_task_id = settings, begin_task_id
         self.commit_task_id = commit_task_id
