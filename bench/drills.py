@@ -104,8 +104,8 @@ class Airflow:
         return {t["task_id"]: t for t in r.json()["task_instances"]}
 
     def error_of(self, run_id: str, task_id: str, try_number: int) -> str:
-        """The last error line of a task try's log (Airflow's log API), for a drill's
-        notes: a failed run says why."""
+        """The exception a task try's log reports (Airflow's log API), for a drill's notes:
+        a failed run says why."""
         r = self.call("GET", f"/api/v2/dags/{self.dag}/dagRuns/{run_id}/taskInstances/"
                       f"{task_id}/logs/{try_number}", params={"full_content": "true"},
                       headers={"Accept": "application/json"})
@@ -261,11 +261,11 @@ class Drills:
         verdict, lost, dup = self.check()
         if must_succeed and state != "success" and verdict == "ok":
             verdict = "run_not_successful"
-        tries = {t: ti["try_number"] for t, ti in self.af.task_instances(run_id).items()
-                 if ti["try_number"] > 1}
+        tis = self.af.task_instances(run_id)
+        tries = {t: ti["try_number"] for t, ti in tis.items() if ti["try_number"] > 1}
         res.add(f"{what}->{state}:{verdict}", lost, dup)
         res.notes.append(f"run {run_id}: tries>1 {tries or 'none'}")
-        for task, ti in self.af.task_instances(run_id).items():
+        for task, ti in tis.items():
             if ti["state"] in ("failed", "up_for_retry"):
                 res.notes.append(f"{task} try {ti['try_number']} {ti['state']}: "
                                  f"{self.af.error_of(run_id, task, ti['try_number'])}")

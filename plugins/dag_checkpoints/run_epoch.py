@@ -59,10 +59,6 @@ def open_run_epoch(settings: CheckpointSettings, plan: dict[str, TaskPlan], cont
     coord = settings.coordinator()
     run_id = context["dag_run"].run_id
     lineage, publish, promote = run_lineage(coord, context)
-    existing = coord.open_epoch_for_run(run_id, lineage)
-    if existing is not None:
-        log.info("run %s continues its open epoch %d", run_id, existing.epoch_id)
-        return existing.epoch_id
     try:
         barrier = coord.begin_or_join(plan, run_id, lineage=lineage,
                                       publish_on_complete=publish,
@@ -80,8 +76,8 @@ def open_run_epoch(settings: CheckpointSettings, plan: dict[str, TaskPlan], cont
         raise AirflowException(f"cannot open an epoch now: {exc}") from None
     except CheckpointError as exc:
         raise task_failure(exc, "cannot open an epoch") from None
-    log.info("epoch %d of %s, lineage %s (parent %s, savepoint %s)%s",
-             barrier.epoch_id, settings.pipeline_id, lineage, barrier.parent_epoch_id,
+    log.info("run %s works for epoch %d of %s, lineage %s (parent %s, savepoint %s)%s",
+             run_id, barrier.epoch_id, settings.pipeline_id, lineage, barrier.parent_epoch_id,
              barrier.parent_savepoint,
              "" if publish else "; publishes nothing (not the backfill's last run)")
     return barrier.epoch_id
@@ -120,7 +116,7 @@ def task_epoch(task: Any, context: Any) -> int:
     """The epoch the checkpointed ``task`` works for in this run (see the module's rules),
     recorded in its ``checkpoint_epoch`` XCom for the tasks downstream."""
     ti = context["ti"]
-    ups = checkpointed_upstream(task)
+    ups = list(task.epoch_plan[task.task_id].upstream)  # derived from the DAG by the wiring
     if ups:
         epoch = _upstream_epoch(ti, ups)
     else:
@@ -130,21 +126,6 @@ def task_epoch(task: Any, context: Any) -> int:
                                    task.allow_non_restored_state)
     ti.xcom_push(key=EPOCH_XCOM_KEY, value=epoch)
     return epoch
-
-
-def checkpointed_upstream(task: Any) -> list[str]:
-    """The task ids of ``task``'s nearest checkpointed upstream tasks (through plain ones)."""
-    found, stack, seen = set(), list(task.upstream_list), set()
-    while stack:
-        u = stack.pop()
-        if u.task_id in seen:
-            continue
-        seen.add(u.task_id)
-        if getattr(u, "is_checkpointed", False):
-            found.add(u.task_id)
-        else:
-            stack.extend(u.upstream_list)
-    return sorted(found)
 
 
 def _upstream_epoch(ti: Any, ups: list[str]) -> int:

@@ -20,13 +20,27 @@ from checkpointing import TaskPlan
 
 from .assets import published_assets
 from .operators import BeginEpochOperator, CommitEpochOperator, EpochTimeoutOperator
-from .run_epoch import checkpointed_upstream
 from .runconf import BEGIN_TASK_ID, COMMIT_TASK_ID, TIMEOUT_TASK_ID
 from .settings import CheckpointSettings
 
 
 def is_checkpointed(task: Any) -> bool:
     return bool(getattr(task, "is_checkpointed", False))
+
+
+def checkpointed_upstream(task: Any) -> list[str]:
+    """The task ids of ``task``'s nearest checkpointed upstream tasks (through plain ones)."""
+    found, stack, seen = set(), list(task.upstream_list), set()
+    while stack:
+        u = stack.pop()
+        if u.task_id in seen:
+            continue
+        seen.add(u.task_id)
+        if getattr(u, "is_checkpointed", False):
+            found.add(u.task_id)
+        else:
+            stack.extend(u.upstream_list)
+    return sorted(found)
 
 
 def derive_plan(tasks: list[Any]) -> dict[str, TaskPlan]:
