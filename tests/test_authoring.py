@@ -149,7 +149,10 @@ def test_plan_is_derived_from_the_dag_through_plain_tasks():
     assert {t.task_id for t in steps.begin.downstream_list} == {"checkpoint_commit",
                                                                "checkpoint_timeout"}
     assert a.upstream_list == [] and a.epoch_plan == steps.plan
-    assert {t.task_id for t in steps.commit.upstream_list} == {"b", "c", "checkpoint_begin"}
+    # The commit step waits beside the jobs (deferred), not after them: the last leaf's
+    # acknowledgement completes the epoch (PROTOCOL 6.5); it knows the jobs to wait for.
+    assert [t.task_id for t in steps.commit.upstream_list] == ["checkpoint_begin"]
+    assert steps.commit.job_task_ids == ["a", "b", "c"]
     assert [x.name for x in steps.commit.outlets] == ["authoring_test.gold_b"]
     assert all(t.settings is not None for t in (a, b, c))
 

@@ -307,3 +307,63 @@ def test_storage_that_does_not_answer_is_retried_a_refusal_is_final():
     for refused in (NotFound("x"), StaleAttempt("x"), EpochAlreadyDecided("x"),
                     MalformedDocument("x")):
         assert isinstance(task_failure(refused, "ingest"), AirflowFailException)
+
+
+def test_commit_trigger_fires_on_the_last_acknowledgement_or_when_jobs_end(tmp_path,
+                                                                          monkeypatch):
+    """The commit step waits beside the jobs: its trigger fires with the epoch's decision,
+    read every 0.3 s once every job runs or has finished (its ordinary poll is 30 s here),
+    or when every job has finished in Airflow with the epoch undecided (the fallback that
+    completes or aborts it); a run with checkpointing disabled (epoch 0) waits for the jobs
+    only."""
+    import asyncio
+    import threading
+
+    from dag_checkpoints import CheckpointSettings
+    from dag_checkpoints.triggers import EpochCommitTrigger, epoch_commit
+
+    from checkpointing import Coordinator
+    from checkpointing.storage import LocalStorage
+    from tests.helpers import DIAMOND, ack_task
+
+    settings = CheckpointSettings("p", storage=f"file://{tmp_path}/ckpt")
+    c = Coordinator(LocalStorage(tmp_path / "ckpt"), "p")
+    jobs = sorted(DIAMOND)
+    airflow_says: dict[str, str] = {}
+    asked: list[dict[str, str]] = []
+
+    async def states(dag_id, run_id, task_ids):
+        asked.append(dict(airflow_says))
+        return {t: airflow_says[t] for t in task_ids if t in airflow_says}
+
+    monkeypatch.setattr(epoch_commit, "run_task_states", states)
+
+    def first_event(epoch_id: int):
+        trigger = EpochCommitTrigger(settings.to_kwargs(), epoch_id, "d", "r", jobs, 30.0)
+
+        async def run():
+            return await asyncio.wait_for(trigger.run().__anext__(), timeout=10)
+        return asyncio.run(run()).payload
+
+    # The last level runs; its acknowledgement completes the epoch 0.5 s into the watch.
+    b = c.begin_epoch(DIAMOND, "r")
+    for task, tp in DIAMOND.items():
+        ack_task(c, b.epoch_id, task, files={"state": task.encode()},
+                 outputs={"gold": b"g"} if tp.publishes else None, tmp=tmp_path)
+    airflow_says.update({t: "success" for t in jobs} | {jobs[-1]: "running"})
+    threading.Timer(0.5, lambda: c.complete(b.epoch_id)).start()
+    assert first_event(b.epoch_id) == {"epoch_id": b.epoch_id, "status": "completed"}
+
+    # A job failed, the others are done: the epoch is still undecided.
+    b2 = c.begin_epoch(DIAMOND, "r2")
+    airflow_says.update({t: "success" for t in jobs} | {jobs[0]: "failed",
+                                                        jobs[-1]: "upstream_failed"})
+    assert first_event(b2.epoch_id) == {"epoch_id": b2.epoch_id, "status": "jobs_finished"}
+    assert c.decision(b2.epoch_id) is None  # the trigger decides nothing itself
+
+    # Checkpointing disabled: no storage read, the jobs' end only.
+    asked.clear()
+    airflow_says.update({jobs[0]: "running"})
+    threading.Timer(0.3, lambda: airflow_says.update({jobs[0]: "success"})).start()
+    assert first_event(0) == {"epoch_id": 0, "status": "jobs_finished"}
+    assert len(asked) >= 2

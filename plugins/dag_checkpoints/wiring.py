@@ -5,10 +5,13 @@ Write the DAG as usual, with :class:`~dag_checkpoints.operators.CheckpointedSpar
 checkpointed tasks and their Airflow upstreams are the plan (tasks that must acknowledge and
 their upstream edges, through any plain task between two checkpointed ones), so there is no
 second list to drift; the begin step, the epoch's timeout watchdog and the commit step are
-added around them. The root jobs begin or join the run's epoch themselves, so they start
-with the begin step, not one scheduler loop after it (:mod:`dag_checkpoints.run_epoch`)::
+added beside them. The root jobs begin or join the run's epoch themselves, so they start
+with the begin step, not one scheduler loop after it (:mod:`dag_checkpoints.run_epoch`);
+the last leaf job's acknowledgement completes the epoch, and the commit step, deferred
+beside the jobs, emits the asset events then (or completes or aborts the epoch once the
+jobs are done), so it is no level after them either::
 
-    jobs (as wired) ──► commit        begin ──► commit        begin ──► checkpoint_timeout
+    jobs (as wired)        begin ──► checkpoint_commit, checkpoint_timeout (deferred)
 """
 
 from __future__ import annotations
@@ -98,13 +101,13 @@ def checkpoint_dag(dag: Any, settings: CheckpointSettings, *,
     begin = BeginEpochOperator(task_id=BEGIN_TASK_ID, settings=settings, plan=plan,
                                allow_non_restored_state=allow_non_restored_state, dag=dag)
     commit = CommitEpochOperator(task_id=COMMIT_TASK_ID, settings=settings, dag=dag,
+                                 job_task_ids=sorted(plan),
                                  outlets=published_assets(settings, jobs))
     watchdog = EpochTimeoutOperator(task_id=TIMEOUT_TASK_ID, settings=settings,
                                     begin_task_id=BEGIN_TASK_ID, commit_task_id=COMMIT_TASK_ID,
                                     dag=dag)
-    begin >> watchdog  # beside the jobs, not before the commit: it waits for its decision
-    begin >> commit  # beside the roots, not before them: they begin or join the epoch too
-    for t in jobs:
-        if not any(t.task_id in plan[d.task_id].upstream for d in jobs if d is not t):
-            t >> commit
+    # Both wait beside the jobs, deferred, for the epoch's decision (the last leaf job's
+    # acknowledgement completes it): neither is a level after the jobs, and the jobs do
+    # not wait for the begin step either, since the roots begin or join the epoch too.
+    begin >> [watchdog, commit]
     return CheckpointSteps(begin, commit, watchdog, plan)

@@ -1,15 +1,21 @@
 """The steps around a DAG run's checkpointed jobs: the begin step opens the run's epoch
-beside its root jobs (which may open it first), the commit step completes it (publishing
-its outputs) or aborts it.
+beside its root jobs (which may open it first), the commit step, beside the jobs too,
+finishes it: asset events once the last acknowledgement completed it, or completion or
+abort once the jobs are done.
 The jobs themselves are :class:`dag_checkpoints.operators.CheckpointedSparkOperator`."""
 
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+from airflow.sdk.exceptions import (
+    AirflowFailException,
+    AirflowRescheduleException,
+    AirflowSkipException,
+)
 
 from checkpointing import TaskPlan, read_manifest, run_retention
 from checkpointing.barrier import plan_to_json
@@ -24,6 +30,8 @@ from ..notifications import announce
 from ..run_epoch import open_run_epoch, task_states
 from ..runconf import BEGIN_TASK_ID, checkpointing_enabled
 from ..settings import CheckpointSettings
+from ..triggers.epoch_commit import EpochCommitTrigger
+from ..triggers.task_states import FINISHED
 
 
 class BeginEpochOperator(BaseOperator):
@@ -79,36 +87,74 @@ class BeginEpochOperator(BaseOperator):
 
 
 class CommitEpochOperator(BaseOperator):
-    """Completes the run's epoch, which publishes its outputs (phase two).
+    """Finishes the run's epoch: emits its outputs' asset events once it completed, or
+    completes or aborts it when its jobs are done and it is still undecided.
 
-    Runs when all jobs are done, whatever their state: an epoch that cannot complete is
-    aborted now (not left to its timeout), naming the task that failed. It succeeds only
-    when the epoch completed and published, emitting its outlets' asset events then; an
-    aborted epoch within the tolerable-failure budget (or a backfill's intermediate epoch)
-    skips it, and the DAG run fails with a clear message once the budget is spent.
+    It runs beside the jobs, not after them: right after the begin step it defers to
+    :class:`~dag_checkpoints.triggers.EpochCommitTrigger` (no worker held) until the epoch is
+    decided, which the last leaf job's acknowledgement usually does (PROTOCOL 6.5), or until
+    every job has finished in Airflow. An epoch that cannot complete is aborted then (not
+    left to its timeout), naming the task that failed. It succeeds only when the epoch
+    completed and published, emitting its outlets' asset events then; an aborted epoch
+    within the tolerable-failure budget (or a backfill's intermediate epoch) skips it, and
+    the DAG run fails with a clear message once the budget is spent.
     """
 
     ui_color = "#b3e2cd"
 
     def __init__(self, *, settings: CheckpointSettings, begin_task_id: str = BEGIN_TASK_ID,
-                 **kwargs: Any):
+                 job_task_ids: list[str] | tuple[str, ...] = (), **kwargs: Any):
         kwargs.setdefault("trigger_rule", "all_done")
         super().__init__(**kwargs)
         self.settings, self.begin_task_id = settings, begin_task_id
+        #: the checkpointed jobs it waits for (:func:`~dag_checkpoints.checkpoint_dag`)
+        self.job_task_ids = sorted(job_task_ids)
 
-    def execute(self, context: Any) -> int:
+    def execute(self, context: Any) -> int | None:
+        enabled = checkpointing_enabled(context)
+        epoch = 0
+        if enabled:
+            found = context["ti"].xcom_pull(task_ids=self.begin_task_id)
+            if found is None:
+                raise AirflowFailException("no epoch to commit: the begin step did not run")
+            epoch = int(found)
+        decided = enabled and self.settings.coordinator().decision(epoch) is not None
+        if not decided and not self._jobs_finished(context):
+            self._wait(context, epoch)
+        return self._finish(context, epoch)
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> int | None:
+        """Resumed by the trigger: the epoch was decided, or every job finished."""
+        if event.get("error"):
+            raise AirflowFailException(f"epoch {event['epoch_id']}: {event['error']}")
+        return self._finish(context, int(event["epoch_id"]))
+
+    def _jobs_finished(self, context: Any) -> bool:
+        states = task_states(context)
+        return all(states.get(t) in FINISHED for t in self.job_task_ids)
+
+    def _wait(self, context: Any, epoch: int) -> None:
+        """Wait for the epoch's decision or the jobs' end without holding a worker. Never
+        returns: it defers (or, under ``dags test``, which runs one task at a time and
+        triggers inline, asks to be run again in a second)."""
+        if getattr(context.get("dag_run"), "triggering_user_name", None) == "dag_test":
+            raise AirflowRescheduleException(datetime.now(UTC) + timedelta(seconds=1))
+        run = context["dag_run"]
+        poll = min(30.0, max(1.0, self.settings.config.timeout_seconds / 20))
+        self.defer(trigger=EpochCommitTrigger(self.settings.to_kwargs(), epoch, run.dag_id,
+                                              run.run_id, self.job_task_ids, poll),
+                   method_name="execute_complete")
+
+    def _finish(self, context: Any, epoch: int) -> int | None:
         if not checkpointing_enabled(context):
             self._unchecked(context)
-        epoch = context["ti"].xcom_pull(task_ids=self.begin_task_id)
-        if epoch is None:
-            raise AirflowFailException("no epoch to commit: the begin step did not run")
         coord = self.settings.coordinator()
         try:
-            meta = coord.complete(int(epoch))
+            meta = coord.complete(epoch)
         except EpochIncomplete:
-            missing = coord.missing_tasks(int(epoch))
+            missing = coord.missing_tasks(epoch)
             failed, not_run = _failed_and_not_run(context, missing)
-            meta = coord.abort(int(epoch), "declined",
+            meta = coord.abort(epoch, "declined",
                                f"task(s) {failed or missing} failed without acknowledging"
                                + (f"; not run: {not_run}" if not_run and failed else ""),
                                declined_by=(failed or missing or [None])[0])
@@ -122,7 +168,7 @@ class CommitEpochOperator(BaseOperator):
             self.log.info("epoch %d completed and published", meta.epoch_id)
             return meta.epoch_id
         try:
-            barrier = coord.barrier(int(epoch))
+            barrier = coord.barrier(epoch)
         except EpochNotFound:  # aborted and deleted by retention before this try ran
             barrier = None
         # Announced before retention runs, so that the alert is in the history with the
@@ -144,12 +190,10 @@ class CommitEpochOperator(BaseOperator):
         """A run with checkpointing disabled has no epoch to complete; its tasks committed
         their tables themselves. The run fails when one of them failed (else skipped, as
         the watchdog: no asset event for a run outside the checkpoints)."""
-        jobs = sorted(t.task_id for t in self.get_flat_relatives(upstream=True)
-                      if getattr(t, "is_checkpointed", False))
         states = task_states(context)
-        failed = [t for t in jobs if states.get(t) == "failed"]
+        failed = [t for t in self.job_task_ids if states.get(t) == "failed"]
         if failed:
-            not_run = [t for t in jobs if states.get(t) == "upstream_failed"]
+            not_run = [t for t in self.job_task_ids if states.get(t) == "upstream_failed"]
             raise AirflowFailException(f"run with checkpointing disabled: task(s) {failed} "
                                        f"failed" + (f"; not run: {not_run}" if not_run else ""))
         raise AirflowSkipException("checkpointing disabled for this run: no epoch to "

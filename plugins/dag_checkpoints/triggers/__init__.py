@@ -1,5 +1,6 @@
 """Triggers of the checkpoint provider (run in Airflow's triggerer)."""
 
+from .epoch_commit import EpochCommitTrigger
 from .epoch_deadline import EpochDeadlineTrigger
 
-__all__ = ["EpochDeadlineTrigger"]
+__all__ = ["EpochCommitTrigger", "EpochDeadlineTrigger"]

@@ -27,6 +27,7 @@ from checkpointing.errors import CheckpointError, MalformedDocument
 
 from ..settings import CheckpointSettings
 from ..timeouts import watchdog_outcome
+from .task_states import FINISHED, NoStateChannel, run_task_states
 
 #: How often the trigger looks at storage: one HEAD-sized read per poll.
 MAX_POLL_SECONDS = 30.0
@@ -36,7 +37,6 @@ AIRFLOW_POLL_SECONDS = 1.0
 #: While the commit step runs, storage and Airflow are read this often: the decision lands
 #: within that step's second, and the run ends only once this watchdog does.
 COMMITTING_POLL_SECONDS = 0.2
-_FINISHED = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
 
 
 class EpochDeadlineTrigger(BaseTrigger):
@@ -94,7 +94,7 @@ class EpochDeadlineTrigger(BaseTrigger):
                 return
             if not commit_seen:
                 state = await self._commit_state()
-                if state in _FINISHED:
+                if state in FINISHED:
                     # Read the decision now; once only: a commit step that failed without
                     # deciding leaves the epoch to the ordinary polls and its deadline.
                     commit_seen, next_read = True, 0.0
@@ -121,22 +121,15 @@ class EpochDeadlineTrigger(BaseTrigger):
         return TaskSkippedEvent()
 
     async def _commit_state(self) -> str | None:
-        """Airflow's state of the run's commit step (asked through the triggerer's own
-        channel to Airflow's API, as Airflow's ExternalTaskSensor trigger does). Without
-        that channel the trigger watches storage only (None)."""
+        """Airflow's state of the run's commit step. Without a channel to Airflow's API the
+        trigger watches storage only (None)."""
         if not self._airflow_states:
             return None
         try:
-            from airflow.sdk.execution_time.task_runner import RuntimeTaskInstance
-            from asgiref.sync import sync_to_async
-
-            states = await sync_to_async(RuntimeTaskInstance.get_task_states)(
-                dag_id=self.dag_id, task_ids=[self.commit_task_id], run_ids=[self.run_id])
-        except Exception as exc:  # noqa: BLE001 - no channel (an older triggerer): storage only
+            states = await run_task_states(self.dag_id, self.run_id, [self.commit_task_id])
+        except NoStateChannel as exc:
             self.log.info("cannot read Airflow's task states here (%s): watching storage only",
-                          type(exc).__name__)
+                          exc)
             self._airflow_states = False
             return None
-        return (states or {}).get(self.run_id, {}).get(self.commit_task_id)
-
-
+        return states.get(self.commit_task_id)

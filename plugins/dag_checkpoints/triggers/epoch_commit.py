@@ -1,0 +1,107 @@
+"""The trigger behind each run's commit step: it waits, beside the jobs, until the epoch can
+be finished, so that the commit step is no level of its own after the last job.
+
+The last leaf job's acknowledgement usually completes the epoch (PROTOCOL 6.5): the commit
+step then only emits the asset events and runs retention. When the jobs have all finished
+in Airflow and the epoch is still undecided (a job failed, or a leaf died between its
+acknowledgement and its completion) it completes or aborts the epoch itself, as it did when
+it ran after them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from checkpointing.errors import CheckpointError, MalformedDocument
+
+from ..settings import CheckpointSettings
+from .task_states import FINISHED, NoStateChannel, run_task_states
+
+#: How often Airflow is asked for the jobs' states (one API call, no storage read).
+AIRFLOW_POLL_SECONDS = 1.0
+#: How often storage is read for the decision once every job runs or has finished: the
+#: last acknowledgement is due, and the run ends only once the commit step does.
+LAST_LEVEL_POLL_SECONDS = 0.3
+
+
+class EpochCommitTrigger(BaseTrigger):
+    """Fires when the run's epoch is decided (``{"status": "completed" | "aborted" |
+    "decided"}``), or when every checkpointed job has finished in Airflow with the epoch
+    still undecided (``{"status": "jobs_finished"}``); the commit step resumes on a worker
+    to emit asset events, or to complete or abort the epoch.
+
+    Storage is read every ``poll_seconds`` while some job has yet to start, and every
+    0.3 s once all of them run or have finished. ``epoch_id`` 0 is a run with checkpointing
+    disabled: only the jobs' states are watched. Without a channel to Airflow's API (an
+    older triggerer) only the decision ends it; the watchdog decides a stuck epoch at its
+    deadline.
+    """
+
+    def __init__(self, checkpoint: dict[str, Any], epoch_id: int, dag_id: str, run_id: str,
+                 job_task_ids: list[str], poll_seconds: float = 5.0):
+        super().__init__()
+        self.checkpoint, self.epoch_id = checkpoint, int(epoch_id)
+        self.dag_id, self.run_id = dag_id, run_id
+        self.job_task_ids, self.poll_seconds = sorted(job_task_ids), float(poll_seconds)
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (f"{__name__}.EpochCommitTrigger",
+                {"checkpoint": self.checkpoint, "epoch_id": self.epoch_id,
+                 "dag_id": self.dag_id, "run_id": self.run_id,
+                 "job_task_ids": self.job_task_ids, "poll_seconds": self.poll_seconds})
+
+    def _event(self, status: str, **extra: Any) -> TriggerEvent:
+        return TriggerEvent({"epoch_id": self.epoch_id, "status": status, **extra})
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        coord = None
+        if self.epoch_id:
+            settings = CheckpointSettings.from_kwargs(self.checkpoint)
+            coord = await asyncio.to_thread(settings.coordinator)
+        channel, next_read = True, 0.0
+        while True:
+            states: dict[str, Any] | None = None
+            if channel:
+                try:
+                    states = await run_task_states(self.dag_id, self.run_id,
+                                                   self.job_task_ids)
+                except NoStateChannel as exc:
+                    self.log.warning("cannot read Airflow's task states here (%s): the "
+                                     "commit step waits for the epoch's decision only", exc)
+                    channel = False
+                    if coord is None:  # nothing else to wait for
+                        yield self._event("jobs_finished")
+                        return
+            finished = states is not None and all(
+                states.get(t) in FINISHED for t in self.job_task_ids)
+            now = time.time()
+            if coord is not None and (finished or now >= next_read):
+                try:
+                    decision = await asyncio.to_thread(coord.decision, self.epoch_id)
+                except MalformedDocument as exc:
+                    yield self._event("error", error=str(exc))
+                    return
+                except CheckpointError as exc:  # storage unreachable for now: keep watching
+                    self.log.warning("epoch %d: cannot read its outcome yet: %s",
+                                     self.epoch_id, exc)
+                    decision = None
+                if decision is not None:
+                    yield self._event(decision.status)
+                    return
+                last_level = states is not None and all(
+                    states.get(t) in FINISHED or states.get(t) == "running"
+                    for t in self.job_task_ids)
+                next_read = now + (LAST_LEVEL_POLL_SECONDS if last_level
+                                   else self.poll_seconds)
+            if finished:
+                yield self._event("jobs_finished")
+                return
+            wait = AIRFLOW_POLL_SECONDS if channel else self.poll_seconds
+            if coord is not None:
+                wait = min(wait, next_read - time.time())
+            await asyncio.sleep(max(0.05, wait))
