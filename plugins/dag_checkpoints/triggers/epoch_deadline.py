@@ -34,17 +34,21 @@ MAX_POLL_SECONDS = 30.0
 #: How often the trigger asks Airflow whether the run's commit step has finished (one
 #: call to Airflow's API, not to storage): the watchdog then reads the decision at once.
 AIRFLOW_POLL_SECONDS = 1.0
-#: While the commit step runs, storage and Airflow are read this often: the decision lands
-#: within that step's second, and the run ends only once this watchdog does.
+#: While the commit step runs or is about to (its trigger fired once the epoch was decided),
+#: storage and Airflow are read this often: the run ends only once this watchdog does.
 COMMITTING_POLL_SECONDS = 0.2
+#: The commit step's states in which the decision is due or made: scheduled and queued
+#: also mean "resumed by its trigger", which fires on the decision.
+_COMMITTING = frozenset({"scheduled", "queued", "running"})
 
 
 class EpochDeadlineTrigger(BaseTrigger):
     """Fires when the epoch is decided or its deadline has passed, whichever comes first.
 
-    Storage is read every ``poll_seconds`` (the deadline's twentieth, at most 30 s), and at
-    once when Airflow says the run's commit step finished: the decision is usually made
-    there, so a run ends about a second after its commit step instead of a storage poll
+    Storage is read every ``poll_seconds`` (the deadline's twentieth, at most 30 s), every
+    0.2 s while Airflow shows the commit step resumed (its trigger fires on the decision,
+    usually made by the last acknowledgement) or running, and at once when it finished,
+    so a run ends with its commit step instead of a storage poll
     later (PROTOCOL 6.11). A decided epoch ends the watchdog from here, without resuming
     on a worker (success, or skipped/failed for an aborted epoch as the failure budget
     says); only a passed deadline resumes on a worker, which aborts and alerts.
@@ -99,7 +103,7 @@ class EpochDeadlineTrigger(BaseTrigger):
                     # deciding leaves the epoch to the ordinary polls and its deadline.
                     commit_seen, next_read = True, 0.0
                     continue
-                committing = state == "running"
+                committing = state in _COMMITTING
                 if committing:  # the decision is being written: read it every 0.2 s
                     next_read = min(next_read, now + COMMITTING_POLL_SECONDS)
             wait = min(next_read, deadline) - time.time()
