@@ -93,10 +93,20 @@ def run_day(sa: Standalone, n: int, dag: str = DAG, checkpointing: bool = True
     r = sa.get(f"/api/v2/dags/{dag}/dagRuns/{run}").json()
     tis = sa.get(f"/api/v2/dags/{dag}/dagRuns/{run}/taskInstances").json()["task_instances"]
     commit = next((t for t in tis if t["task_id"] == "checkpoint_commit"), None)
-    return {"run_id": run, "seconds": round(_ts(r["end_date"]) - _ts(r["start_date"]), 2),
+    start, end = _ts(r["start_date"]), _ts(r["end_date"])
+    timeline = {t["task_id"]: [round(_ts(t["start_date"]) - start, 2),
+                               round(_ts(t["end_date"]) - start, 2)]
+                for t in tis if t.get("start_date") and t.get("end_date")}
+    jobs_end = max((e for t, (_, e) in timeline.items() if not t.startswith("checkpoint_")),
+                   default=None)
+    return {"run_id": run, "seconds": round(end - start, 2),
             # what the run waits for after its epoch is decided (the watchdog's lag)
-            "end_lag_seconds": round(_ts(r["end_date"]) - _ts(commit["end_date"]), 2)
-            if commit else None,
+            "end_lag_seconds": round(end - _ts(commit["end_date"]), 2)
+            if commit and commit.get("end_date") else None,
+            # what the run waits for after its last job ended (the provider's tail)
+            "tail_seconds": round(end - start - jobs_end, 2) if jobs_end is not None
+            else None,
+            "timeline": timeline,
             "tasks": {t["task_id"]: round(t["duration"] or 0.0, 2) for t in tis}}
 
 
@@ -227,6 +237,14 @@ def bench_mode(mode: str, epochs: int, work: Path) -> dict[str, Any]:
             "warmup_seconds": warm["seconds"],
             "end_lag_seconds": statistics.median(r["end_lag_seconds"] for r in runs),
             "end_lag_seconds_all": [r["end_lag_seconds"] for r in runs],
+            "tail_seconds": statistics.median(r["tail_seconds"] for r in runs),
+            "tail_seconds_all": [r["tail_seconds"] for r in runs],
+            "unchecked_tail_seconds": statistics.median(r["tail_seconds"] for r in unchecked),
+            "floor_tail_seconds": statistics.median(r["tail_seconds"] for r in floor),
+            # each task's median [start, end], seconds from the run's start
+            "timeline": {t: [statistics.median(r["timeline"][t][i] for r in runs
+                                               if t in r["timeline"]) for i in (0, 1)]
+                         for t in tasks if any(t in r["timeline"] for r in runs)},
             "task_seconds": {t: statistics.median(r["tasks"].get(t, 0.0) for r in runs)
                              for t in tasks},
             "task_split_ms": (split := task_split(coord, list(range(2, epochs + 2)))),
@@ -266,6 +284,7 @@ def main(argv: list[str] | None = None) -> int:
         result[f"airflow_over_jobs_floor_ratio_{m}"] = round(r["epoch_seconds"] /
                                                              r["jobs_floor_seconds"], 2)
         result[f"task_fixed_overhead_seconds_{m}"] = r["task_fixed_overhead_seconds"]
+        result[f"airflow_run_tail_seconds_{m}"] = r["tail_seconds"]
         result[f"airflow_unchecked_seconds_{m}"] = r["unchecked_seconds"]
         result[f"airflow_checkpoint_overhead_ratio_{m}"] = round(
             r["epoch_seconds"] / r["unchecked_seconds"], 2)

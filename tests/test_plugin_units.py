@@ -338,19 +338,27 @@ def test_commit_trigger_fires_on_the_last_acknowledgement_or_when_jobs_end(tmp_p
 
     monkeypatch.setattr(epoch_commit, "run_task_states", states)
 
-    def first_event(epoch_id: int):
-        trigger = EpochCommitTrigger(settings.to_kwargs(), epoch_id, "d", "r", jobs, 30.0)
+    def first_event(epoch_id: int, fire_on_last_level: bool = False):
+        trigger = EpochCommitTrigger(settings.to_kwargs(), epoch_id, "d", "r", jobs, 30.0,
+                                     fire_on_last_level)
 
         async def run():
             return await asyncio.wait_for(trigger.run().__anext__(), timeout=10)
         return asyncio.run(run()).payload
 
-    # The last level runs; its acknowledgement completes the epoch 0.5 s into the watch.
+    # The last level runs: the step resumes on a worker now, to wait there.
     b = c.begin_epoch(DIAMOND, "r")
+    airflow_says.update({t: "success" for t in jobs} | {jobs[-1]: "running"})
+    assert first_event(b.epoch_id, True) == {"epoch_id": b.epoch_id, "status": "last_level"}
+    airflow_says.update({jobs[-1]: "queued"})  # not yet: a job waits for its turn
+    with pytest.raises(TimeoutError):
+        asyncio.run(asyncio.wait_for(EpochCommitTrigger(
+            settings.to_kwargs(), b.epoch_id, "d", "r", jobs, 30.0).run().__anext__(), 1.5))
+    # Handed back after a worker's wait: its acknowledgement completes the epoch 0.5 s in.
     for task, tp in DIAMOND.items():
         ack_task(c, b.epoch_id, task, files={"state": task.encode()},
                  outputs={"gold": b"g"} if tp.publishes else None, tmp=tmp_path)
-    airflow_says.update({t: "success" for t in jobs} | {jobs[-1]: "running"})
+    airflow_says.update({jobs[-1]: "running"})
     threading.Timer(0.5, lambda: c.complete(b.epoch_id)).start()
     assert first_event(b.epoch_id) == {"epoch_id": b.epoch_id, "status": "completed"}
 

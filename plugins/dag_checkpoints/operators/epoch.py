@@ -7,6 +7,7 @@ The jobs themselves are :class:`dag_checkpoints.operators.CheckpointedSparkOpera
 from __future__ import annotations
 
 import json
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -86,18 +87,25 @@ class BeginEpochOperator(BaseOperator):
         return 0
 
 
+#: How long a resumed commit step waits on its worker for the last acknowledgement before
+#: it hands the wait back to the triggerer (a long last job must not hold a worker slot).
+WORKER_WAIT_SECONDS = 30.0
+
+
 class CommitEpochOperator(BaseOperator):
     """Finishes the run's epoch: emits its outputs' asset events once it completed, or
     completes or aborts it when its jobs are done and it is still undecided.
 
     It runs beside the jobs, not after them: right after the begin step it defers to
-    :class:`~dag_checkpoints.triggers.EpochCommitTrigger` (no worker held) until the epoch is
-    decided, which the last leaf job's acknowledgement usually does (PROTOCOL 6.5), or until
-    every job has finished in Airflow. An epoch that cannot complete is aborted then (not
-    left to its timeout), naming the task that failed. It succeeds only when the epoch
-    completed and published, emitting its outlets' asset events then; an aborted epoch
-    within the tolerable-failure budget (or a backfill's intermediate epoch) skips it, and
-    the DAG run fails with a clear message once the budget is spent.
+    :class:`~dag_checkpoints.triggers.EpochCommitTrigger` (no worker held) until the last
+    jobs run, then resumes and waits on its worker (at most ``WORKER_WAIT_SECONDS``, else
+    in the triggerer again) until the epoch is decided, which the last leaf job's
+    acknowledgement usually does (PROTOCOL 6.5), or until every job has finished. An epoch
+    that cannot complete is aborted then (not left to its timeout), naming the task that
+    failed. It succeeds only when the epoch completed and published, emitting its outlets'
+    asset events then; an aborted epoch within the tolerable-failure budget (or a
+    backfill's intermediate epoch) skips it, and the DAG run fails with a clear message
+    once the budget is spent.
     """
 
     ui_color = "#b3e2cd"
@@ -124,16 +132,37 @@ class CommitEpochOperator(BaseOperator):
         return self._finish(context, epoch)
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> int | None:
-        """Resumed by the trigger: the epoch was decided, or every job finished."""
+        """Resumed by the trigger: the epoch was decided, every job finished, or the last
+        jobs run (then it waits here for their acknowledgement, a bounded while)."""
         if event.get("error"):
             raise AirflowFailException(f"epoch {event['epoch_id']}: {event['error']}")
-        return self._finish(context, int(event["epoch_id"]))
+        epoch = int(event["epoch_id"])
+        if event.get("status") == "last_level" and not self._await_end(context, epoch):
+            self._wait(context, epoch, fire_on_last_level=False)
+        return self._finish(context, epoch)
+
+    def _await_end(self, context: Any, epoch: int) -> bool:
+        """Wait on this worker, at most ``WORKER_WAIT_SECONDS``, for the epoch's decision
+        (read every 0.2 s) or the jobs' end (asked each second); False when neither came."""
+        coord = self.settings.coordinator() if epoch else None
+        start = next_ask = time.monotonic()
+        while time.monotonic() - start < WORKER_WAIT_SECONDS:
+            if coord is not None and coord.decision(epoch) is not None:
+                return True
+            if time.monotonic() >= next_ask:
+                if self._jobs_finished(context):
+                    return True
+                next_ask = time.monotonic() + 1.0
+            time.sleep(0.2)
+        self.log.info("epoch %d: not decided within %ss of its last jobs' start: waiting "
+                      "in the triggerer again", epoch, WORKER_WAIT_SECONDS)
+        return False
 
     def _jobs_finished(self, context: Any) -> bool:
         states = task_states(context)
         return all(states.get(t) in FINISHED for t in self.job_task_ids)
 
-    def _wait(self, context: Any, epoch: int) -> None:
+    def _wait(self, context: Any, epoch: int, fire_on_last_level: bool = True) -> None:
         """Wait for the epoch's decision or the jobs' end without holding a worker. Never
         returns: it defers (or, under ``dags test``, which runs one task at a time and
         triggers inline, asks to be run again in a second)."""
@@ -142,7 +171,8 @@ class CommitEpochOperator(BaseOperator):
         run = context["dag_run"]
         poll = min(30.0, max(1.0, self.settings.config.timeout_seconds / 20))
         self.defer(trigger=EpochCommitTrigger(self.settings.to_kwargs(), epoch, run.dag_id,
-                                              run.run_id, self.job_task_ids, poll),
+                                              run.run_id, self.job_task_ids, poll,
+                                              fire_on_last_level),
                    method_name="execute_complete")
 
     def _finish(self, context: Any, epoch: int) -> int | None:

@@ -31,9 +31,10 @@ LAST_LEVEL_POLL_SECONDS = 0.3
 
 class EpochCommitTrigger(BaseTrigger):
     """Fires when the run's epoch is decided (``{"status": "completed" | "aborted" |
-    "decided"}``), or when every checkpointed job has finished in Airflow with the epoch
-    still undecided (``{"status": "jobs_finished"}``); the commit step resumes on a worker
-    to emit asset events, or to complete or abort the epoch.
+    "decided"}``), when every checkpointed job has finished in Airflow with the epoch
+    still undecided (``{"status": "jobs_finished"}``), or, with ``fire_on_last_level``, as
+    soon as every job runs or has finished (``{"status": "last_level"}``): the commit step
+    resumes on a worker then and waits there, briefly, for the last acknowledgement.
 
     Storage is read every ``poll_seconds`` while some job has yet to start, and every
     0.3 s once all of them run or have finished. ``epoch_id`` 0 is a run with checkpointing
@@ -43,17 +44,20 @@ class EpochCommitTrigger(BaseTrigger):
     """
 
     def __init__(self, checkpoint: dict[str, Any], epoch_id: int, dag_id: str, run_id: str,
-                 job_task_ids: list[str], poll_seconds: float = 5.0):
+                 job_task_ids: list[str], poll_seconds: float = 5.0,
+                 fire_on_last_level: bool = True):
         super().__init__()
         self.checkpoint, self.epoch_id = checkpoint, int(epoch_id)
         self.dag_id, self.run_id = dag_id, run_id
         self.job_task_ids, self.poll_seconds = sorted(job_task_ids), float(poll_seconds)
+        self.fire_on_last_level = bool(fire_on_last_level)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{__name__}.EpochCommitTrigger",
                 {"checkpoint": self.checkpoint, "epoch_id": self.epoch_id,
                  "dag_id": self.dag_id, "run_id": self.run_id,
-                 "job_task_ids": self.job_task_ids, "poll_seconds": self.poll_seconds})
+                 "job_task_ids": self.job_task_ids, "poll_seconds": self.poll_seconds,
+                 "fire_on_last_level": self.fire_on_last_level})
 
     def _event(self, status: str, **extra: Any) -> TriggerEvent:
         return TriggerEvent({"epoch_id": self.epoch_id, "status": status, **extra})
@@ -93,15 +97,26 @@ class EpochCommitTrigger(BaseTrigger):
                 if decision is not None:
                     yield self._event(decision.status)
                     return
-                last_level = states is not None and all(
-                    states.get(t) in FINISHED or states.get(t) == "running"
-                    for t in self.job_task_ids)
-                next_read = now + (LAST_LEVEL_POLL_SECONDS if last_level
+                next_read = now + (LAST_LEVEL_POLL_SECONDS if _last_level(states, self.job_task_ids)
                                    else self.poll_seconds)
             if finished:
                 yield self._event("jobs_finished")
+                return
+            if self.fire_on_last_level and _last_level(states, self.job_task_ids):
+                # The last acknowledgement is due: resume on a worker now, while the last
+                # jobs run, so that the step is there when the epoch completes (a resume
+                # through the triggerer and the scheduler costs more than the jobs' tail).
+                yield self._event("last_level")
                 return
             wait = AIRFLOW_POLL_SECONDS if channel else self.poll_seconds
             if coord is not None:
                 wait = min(wait, next_read - time.time())
             await asyncio.sleep(max(0.05, wait))
+
+
+def _last_level(states: dict[str, Any] | None, jobs: list[str]) -> bool:
+    """Every job runs or has finished, and one still runs: the last acknowledgement is due."""
+    if not states:
+        return False
+    found = [states.get(t) for t in jobs]
+    return "running" in found and all(x == "running" or x in FINISHED for x in found)
