@@ -1,11 +1,14 @@
-"""The trigger behind each run's commit step: it waits, beside the jobs, until the epoch can
-be finished, so that the commit step is no level of its own after the last job.
+"""The trigger behind each run's commit step: it waits, beside the jobs, until the last jobs
+run, so that the commit step is no level of its own after the last job.
 
 The last leaf job's acknowledgement usually completes the epoch (PROTOCOL 6.5): the commit
-step then only emits the asset events and runs retention. When the jobs have all finished
-in Airflow and the epoch is still undecided (a job failed, or a leaf died between its
-acknowledgement and its completion) it completes or aborts the epoch itself, as it did when
-it ran after them.
+step then only emits the asset events and runs retention. It resumes on a worker while the
+last jobs run and waits there for that decision: a resume through the triggerer and the
+scheduler takes longer than the last job's tail, so resuming on the decision itself would
+end the run later than a step after the jobs did (README, "After the commit level"). When
+the jobs have all finished in Airflow and the epoch is still undecided (a job failed, or a
+leaf died between its acknowledgement and its completion) the step completes or aborts the
+epoch itself, as it did when it ran after them.
 """
 
 from __future__ import annotations
