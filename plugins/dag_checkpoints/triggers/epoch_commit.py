@@ -20,9 +20,10 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from checkpointing.errors import CheckpointError, MalformedDocument
+from checkpointing.errors import MalformedDocument
 
 from ..settings import CheckpointSettings
+from .decision_read import read_decision
 from .task_states import FINISHED, NoStateChannel, run_task_states
 
 #: How often Airflow is asked for the jobs' states (one API call, no storage read).
@@ -89,14 +90,10 @@ class EpochCommitTrigger(BaseTrigger):
             now = time.time()
             if coord is not None and (finished or now >= next_read):
                 try:
-                    decision = await asyncio.to_thread(coord.decision, self.epoch_id)
+                    decision = await read_decision(coord, self.epoch_id, self.log)
                 except MalformedDocument as exc:
                     yield self._event("error", error=str(exc))
                     return
-                except CheckpointError as exc:  # storage unreachable for now: keep watching
-                    self.log.warning("epoch %d: cannot read its outcome yet: %s",
-                                     self.epoch_id, exc)
-                    decision = None
                 if decision is not None:
                     yield self._event(decision.status)
                     return

@@ -23,10 +23,11 @@ from airflow.triggers.base import (
 from checkpointing import Coordinator
 from checkpointing.decision import Decision
 from checkpointing.documents import parse_iso
-from checkpointing.errors import CheckpointError, MalformedDocument
+from checkpointing.errors import MalformedDocument
 
 from ..settings import CheckpointSettings
 from ..timeouts import watchdog_outcome
+from .decision_read import read_decision
 from .task_states import FINISHED, NoStateChannel, run_task_states
 
 #: How often the trigger looks at storage: one HEAD-sized read per poll.
@@ -81,14 +82,10 @@ class EpochDeadlineTrigger(BaseTrigger):
             now = time.time()
             if now >= next_read:
                 try:
-                    decision = await asyncio.to_thread(coord.decision, self.epoch_id)
+                    decision = await read_decision(coord, self.epoch_id, self.log)
                 except MalformedDocument as exc:
                     yield TriggerEvent({"epoch_id": self.epoch_id, "error": str(exc)})
                     return
-                except CheckpointError as exc:  # storage unreachable for now: keep watching
-                    self.log.warning("epoch %d: cannot read its outcome yet: %s",
-                                     self.epoch_id, exc)
-                    decision = None
                 if decision is not None:
                     yield await asyncio.to_thread(self._end_event, coord, decision)
                     return
