@@ -375,3 +375,37 @@ def test_commit_trigger_fires_on_the_last_acknowledgement_or_when_jobs_end(tmp_p
     threading.Timer(0.3, lambda: airflow_says.update({jobs[0]: "success"})).start()
     assert first_event(0) == {"epoch_id": 0, "status": "jobs_finished"}
     assert len(asked) >= 2
+
+
+def test_a_resumed_commit_step_hands_a_long_wait_back_to_the_triggerer(tmp_path, monkeypatch):
+    """Resumed while the last jobs run, the commit step waits on its worker only so long
+    (a long last job must not hold a worker slot); then it defers again, to a trigger that
+    fires on the decision or the jobs' end only, not on the last level once more."""
+    from types import SimpleNamespace
+
+    from airflow.sdk.exceptions import TaskDeferred
+    from dag_checkpoints import CheckpointSettings
+    from dag_checkpoints.operators import epoch as epoch_ops
+
+    from checkpointing import Coordinator
+    from checkpointing.storage import LocalStorage
+    from tests.helpers import DIAMOND
+
+    settings = CheckpointSettings("p", storage=f"file://{tmp_path}/ckpt")
+    b = Coordinator(LocalStorage(tmp_path / "ckpt"), "p").begin_epoch(DIAMOND, "r")
+    monkeypatch.setattr(epoch_ops, "WORKER_WAIT_SECONDS", 0.5)
+    step = epoch_ops.CommitEpochOperator(task_id="checkpoint_commit", settings=settings,
+                                         job_task_ids=sorted(DIAMOND))
+    running = {t: "running" for t in DIAMOND}
+
+    class TI:
+        def get_task_states(self, dag_id, run_ids):
+            return {"r": running}
+
+    context = {"ti": TI(), "dag_run": SimpleNamespace(dag_id="d", run_id="r", conf={},
+                                                      triggering_user_name="admin")}
+    with pytest.raises(TaskDeferred) as deferred:
+        step.execute_complete(context, {"epoch_id": b.epoch_id, "status": "last_level"})
+    trigger = deferred.value.trigger
+    assert trigger.epoch_id == b.epoch_id and trigger.fire_on_last_level is False
+    assert deferred.value.method_name == "execute_complete"
