@@ -113,6 +113,13 @@ class CommitEpochOperator(BaseOperator):
     def __init__(self, *, settings: CheckpointSettings, begin_task_id: str = BEGIN_TASK_ID,
                  job_task_ids: list[str] | tuple[str, ...] = (), **kwargs: Any):
         kwargs.setdefault("trigger_rule", "all_done")
+        # Retried: Airflow 3.3's scheduler can fail a task resumed soon after it deferred,
+        # when it reads the executor's stale "success" of the deferring process after the
+        # resumed try was queued or started ("state mismatch"; apache/airflow#67287,
+        # #71580, #72716, open). Every step here is idempotent, so a retry finishes the
+        # same epoch; a failure it decides (the budget spent) is final.
+        kwargs.setdefault("retries", 2)
+        kwargs.setdefault("retry_delay", timedelta(seconds=5))
         super().__init__(**kwargs)
         self.settings, self.begin_task_id = settings, begin_task_id
         #: the checkpointed jobs it waits for (:func:`~dag_checkpoints.checkpoint_dag`)
