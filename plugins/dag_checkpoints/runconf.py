@@ -20,6 +20,12 @@ def checkpointing_enabled(context: Any) -> bool:
     return conf.get("enabled", True) is not False
 
 
+def foreground_test_run(context: Any) -> bool:
+    """``airflow dags test`` / ``dag.test()``: tasks run one at a time and triggers inline,
+    so a step that waits in the triggerer would block the run it waits for."""
+    return getattr(context.get("dag_run"), "triggering_user_name", None) == "dag_test"
+
+
 def data_interval(context: Any) -> dict[str, str] | None:
     """The run's data interval as the barrier records it (ISO strings), None without one."""
     start, end = context.get("data_interval_start"), context.get("data_interval_end")

@@ -29,8 +29,9 @@ from checkpointing.errors import (
 
 from ..notifications import announce
 from ..run_epoch import open_run_epoch, task_states
-from ..runconf import BEGIN_TASK_ID, checkpointing_enabled
+from ..runconf import BEGIN_TASK_ID, checkpointing_enabled, foreground_test_run
 from ..settings import CheckpointSettings
+from ..triggers.decision_read import decision_poll_seconds
 from ..triggers.epoch_commit import EpochCommitTrigger
 from ..triggers.task_states import FINISHED
 
@@ -133,28 +134,29 @@ class CommitEpochOperator(BaseOperator):
             if found is None:
                 raise AirflowFailException("no epoch to commit: the begin step did not run")
             epoch = int(found)
-        decided = enabled and self.settings.coordinator().decision(epoch) is not None
+        coord = self.settings.coordinator()
+        decided = enabled and coord.decision(epoch) is not None
         if not decided and not self._jobs_finished(context):
             self._wait(context, epoch)
-        return self._finish(context, epoch)
+        return self._finish(context, epoch, coord)
 
     def execute_complete(self, context: Any, event: dict[str, Any]) -> int | None:
         """Resumed by the trigger: the epoch was decided, every job finished, or the last
         jobs run (then it waits here for their acknowledgement, a bounded while)."""
         if event.get("error"):
             raise AirflowFailException(f"epoch {event['epoch_id']}: {event['error']}")
-        epoch = int(event["epoch_id"])
-        if event.get("status") == "last_level" and not self._await_end(context, epoch):
+        epoch, coord = int(event["epoch_id"]), self.settings.coordinator()
+        if event.get("status") == "last_level" and not self._await_end(context, epoch, coord):
             self._wait(context, epoch, fire_on_last_level=False)
-        return self._finish(context, epoch)
+        return self._finish(context, epoch, coord)
 
-    def _await_end(self, context: Any, epoch: int) -> bool:
+    def _await_end(self, context: Any, epoch: int, coord: Any) -> bool:
         """Wait on this worker, at most ``WORKER_WAIT_SECONDS``, for the epoch's decision
-        (read every 0.2 s) or the jobs' end (asked each second); False when neither came."""
-        coord = self.settings.coordinator() if epoch else None
+        (read every 0.2 s; epoch 0, checkpointing disabled, has none) or the jobs' end
+        (asked each second); False when neither came."""
         start = next_ask = time.monotonic()
         while time.monotonic() - start < WORKER_WAIT_SECONDS:
-            if coord is not None and coord.decision(epoch) is not None:
+            if epoch and coord.decision(epoch) is not None:
                 return True
             if time.monotonic() >= next_ask:
                 if self._jobs_finished(context):
@@ -173,19 +175,18 @@ class CommitEpochOperator(BaseOperator):
         """Wait for the epoch's decision or the jobs' end without holding a worker. Never
         returns: it defers (or, under ``dags test``, which runs one task at a time and
         triggers inline, asks to be run again in a second)."""
-        if getattr(context.get("dag_run"), "triggering_user_name", None) == "dag_test":
+        if foreground_test_run(context):
             raise AirflowRescheduleException(datetime.now(UTC) + timedelta(seconds=1))
         run = context["dag_run"]
-        poll = min(30.0, max(1.0, self.settings.config.timeout_seconds / 20))
+        poll = decision_poll_seconds(self.settings.config.timeout_seconds)
         self.defer(trigger=EpochCommitTrigger(self.settings.to_kwargs(), epoch, run.dag_id,
                                               run.run_id, self.job_task_ids, poll,
                                               fire_on_last_level),
                    method_name="execute_complete")
 
-    def _finish(self, context: Any, epoch: int) -> int | None:
+    def _finish(self, context: Any, epoch: int, coord: Any) -> int | None:
         if not checkpointing_enabled(context):
             self._unchecked(context)
-        coord = self.settings.coordinator()
         try:
             meta = coord.complete(epoch)
         except EpochIncomplete:

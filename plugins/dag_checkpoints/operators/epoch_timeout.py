@@ -12,17 +12,11 @@ from checkpointing import Coordinator
 from checkpointing.decision import Decision
 from checkpointing.errors import FailureBudgetExhausted
 
-from ..runconf import checkpointing_enabled
+from ..runconf import checkpointing_enabled, foreground_test_run
 from ..settings import CheckpointSettings
 from ..timeouts import expire_epoch, log, watchdog_outcome
-from ..triggers.epoch_deadline import MAX_POLL_SECONDS, EpochDeadlineTrigger
-
-
-def _foreground_test_run(context: Any) -> bool:
-    """``airflow dags test`` / ``dag.test()`` run triggers inline, one task at a time: a
-    watchdog there would block the run it watches until the deadline."""
-    dag_run = context.get("dag_run")
-    return getattr(dag_run, "triggering_user_name", None) == "dag_test"
+from ..triggers.decision_read import decision_poll_seconds
+from ..triggers.epoch_deadline import EpochDeadlineTrigger
 
 
 class EpochTimeoutOperator(BaseOperator):
@@ -58,12 +52,12 @@ class EpochTimeoutOperator(BaseOperator):
         decision = coord.decision(int(epoch))
         if decision is not None:
             return self._decided(coord, decision)
-        if _foreground_test_run(context):
+        if foreground_test_run(context):
             self.log.info("dags test: epoch %s is not watched (triggers run inline there); "
                           "the commit step decides it", epoch)
             return None
         barrier = coord.barrier(int(epoch))
-        poll = min(MAX_POLL_SECONDS, max(1.0, self.settings.config.timeout_seconds / 20))
+        poll = decision_poll_seconds(self.settings.config.timeout_seconds)
         self.log.info("watching epoch %d until its deadline %s", barrier.epoch_id,
                       barrier.deadline)
         run = context["dag_run"]

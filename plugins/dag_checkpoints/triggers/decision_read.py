@@ -10,6 +10,14 @@ from checkpointing import Coordinator
 from checkpointing.decision import Decision
 from checkpointing.errors import CheckpointError, MalformedDocument
 
+#: The longest a trigger waits between two reads of the decision.
+MAX_POLL_SECONDS = 30.0
+
+
+def decision_poll_seconds(timeout_seconds: float) -> float:
+    """How often a trigger reads an epoch's decision: its timeout's twentieth, 1-30 s."""
+    return min(MAX_POLL_SECONDS, max(1.0, timeout_seconds / 20))
+
 
 async def read_decision(coord: Coordinator, epoch_id: int,
                         log: logging.Logger | logging.LoggerAdapter) -> Decision | None:

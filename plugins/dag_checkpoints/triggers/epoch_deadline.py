@@ -27,11 +27,9 @@ from checkpointing.errors import MalformedDocument
 
 from ..settings import CheckpointSettings
 from ..timeouts import watchdog_outcome
-from .decision_read import read_decision
+from .decision_read import MAX_POLL_SECONDS, read_decision
 from .task_states import FINISHED, NoStateChannel, run_task_states
 
-#: How often the trigger looks at storage: one HEAD-sized read per poll.
-MAX_POLL_SECONDS = 30.0
 #: How often the trigger asks Airflow whether the run's commit step has finished (one
 #: call to Airflow's API, not to storage): the watchdog then reads the decision at once.
 AIRFLOW_POLL_SECONDS = 1.0

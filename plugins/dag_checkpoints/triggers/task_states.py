@@ -3,10 +3,7 @@ channel to Airflow's API, as Airflow's ExternalTaskSensor trigger reads them).""
 
 from __future__ import annotations
 
-import logging
 from typing import Any
-
-log = logging.getLogger(__name__)
 
 #: The states in which a task instance will not run again in this run unless cleared.
 FINISHED = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
