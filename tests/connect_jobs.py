@@ -23,7 +23,8 @@ SLOW_ROWS = 10
 def slow_squares(run: JobRun) -> JobResult:
     """A deliberately slow write (one second a row, in a Python UDF on the server) whose
     rows each leave a marker file: how many markers there are says how many times Spark ran
-    the action. Its row count and sum come from observations of that same write."""
+    the action. Its row count and sum come from observations of that same write; its
+    output ``squares`` (published when the epoch completes) is the written state."""
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
@@ -42,7 +43,10 @@ def slow_squares(run: JobRun) -> JobResult:
     df = run.spark.range(0, rows, 1, max(1, rows // 2)).select(
         F.col("id"), slow_square("id").alias("square"))
     sums = Observation()
-    run.write_state(df.observe(sums, F.sum("square").alias("total"),
-                               F.count(F.lit(1)).alias("rows")), "squares")
-    return JobResult(row_counts={"rows": int(sums.get["rows"]),
-                                 "total": int(sums.get["total"])})
+    state = run.write_state(df.observe(sums, F.sum("square").alias("total"),
+                                       F.count(F.lit(1)).alias("rows")), "squares")
+    rows = int(sums.get["rows"])
+    # The output is read back from the state files, not computed again: a resumed write
+    # leaves one marker a row, and the epoch publishes what that one write produced.
+    run.write_output(run.read_parquet(state, "id long, square long"), "squares", rows=rows)
+    return JobResult(row_counts={"rows": rows, "total": int(sums.get["total"])})

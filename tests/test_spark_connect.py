@@ -204,17 +204,21 @@ def _slow_task(tmp_path: Path, remote: str, attempt: int, marks: Path
                             text=True, env={**os.environ, "CKPT_TEST_MARKS": str(marks)})
 
 
-def _state_rows(handle) -> list[tuple[int, int]]:
-    """The (id, square) rows of a handle's state files, read with pyarrow (not Spark)."""
+def _parquet_rows(uris: list[str]) -> list[tuple[int, int]]:
+    """The (id, square) rows of parquet files, read with pyarrow (not Spark)."""
     import pyarrow.parquet as pq
 
     rows = []
-    for f in handle.files:
-        if f.name.endswith(".parquet"):
-            t = pq.read_table(f.uri.removeprefix("file://"))
-            rows += list(zip(t.column("id").to_pylist(), t.column("square").to_pylist(),
-                             strict=True))
+    for uri in uris:
+        t = pq.read_table(uri.removeprefix("file://"))
+        rows += list(zip(t.column("id").to_pylist(), t.column("square").to_pylist(),
+                         strict=True))
     return sorted(rows)
+
+
+def _state_rows(handle) -> list[tuple[int, int]]:
+    """The (id, square) rows of a handle's state files."""
+    return _parquet_rows([f.uri for f in handle.files if f.name.endswith(".parquet")])
 
 
 def test_killed_task_resumes_its_running_spark_action_instead_of_running_it_again(
@@ -222,11 +226,13 @@ def test_killed_task_resumes_its_running_spark_action_instead_of_running_it_agai
     """Issue 27: attempt 1's slow write is SIGKILLed at about 80 % of its rows; attempt 2
     reattaches to the server's still-running operation: every row was computed once (one
     marker each), the state holds exactly the oracle's rows, the counts observed by that
-    one write reach attempt 2's handle, and the handle says what it resumed."""
+    one write reach attempt 2's handle, the handle says what it resumed, and the epoch its
+    acknowledgement completed publishes the oracle's rows."""
+    from checkpointing import read_manifest
     from tests.connect_jobs import SLOW_ROWS
 
     c = Coordinator(LocalStorage(tmp_path / "ckpt"), "connect_errors")
-    c.begin_epoch(plan_from_edges({"squares": []}, set()), "run-slow")
+    c.begin_epoch(plan_from_edges({"squares": []}, {"squares"}), "run-slow")
     marks = tmp_path / "marks"
     marks.mkdir()
     first = _slow_task(tmp_path, spark_connect.url, 1, marks)
@@ -252,6 +258,10 @@ def test_killed_task_resumes_its_running_spark_action_instead_of_running_it_agai
                                            "total": sum(s for _, s in oracle)}
     assert ack.state_handle.metrics["resumed"] == {"from_attempt": 1,
                                                   "actions": ["state:squares"]}
+    # Published: the last acknowledgement completed the epoch (attempt 1 staged nothing).
+    assert c.metadata(1).completed
+    published = read_manifest(c.storage, c.layout).outputs["squares"]
+    assert _parquet_rows([f.uri for f in published.files]) == oracle
 
 
 def test_an_operation_the_server_no_longer_holds_runs_again(spark_connect, tmp_path):

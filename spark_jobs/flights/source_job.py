@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -125,10 +125,12 @@ def make_source_job(spec: SourceSpec, name: str, module: str):
         kept_prev = bronze_prev.where(~in_replaced) if superseded else bronze_prev
         added = good.join(kept_prev.select(*spec.natural_key), spec.natural_key, "left_anti")
         added = added.select(*schema.fieldNames()).cache()
-        added_per_day = {r.row_date: r["count"]
-                         for r in added.groupBy("row_date").count().collect()}
-        n_added = sum(added_per_day.values())
-        touched = set(added_per_day)
+        # Staged first: its write computes (and caches) the new rows, counting them and
+        # observing their dates, which the state's rewrite needs; no Spark job of its own.
+        added_days = Observation()
+        n_added = run.write_output(
+            added.observe(added_days, F.collect_set("row_date").alias("days")), "delta_added")
+        touched = set(added_days.get["days"] or ())
         n_retracted = 0
         if superseded:
             retracted = bronze_prev.where(in_replaced).cache()
@@ -151,7 +153,6 @@ def make_source_job(spec: SourceSpec, name: str, module: str):
         unreadable_df = run.spark.createDataFrame(
             [(None, f"unreadable_file:{why}", k) for k, why in unreadable], quarantine_schema())
         quarantine = quarantine.unionByName(unreadable_df)
-        run.write_output(added, "delta_added", rows=n_added)
         if n_retracted:
             run.write_output(retracted, "delta_retracted", rows=n_retracted)
         else:
