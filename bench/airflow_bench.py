@@ -168,7 +168,7 @@ def fixed_overhead_seconds(runs: list[dict[str, Any]], split: dict[str, dict[str
     return round(statistics.median(gaps), 2) if gaps else None
 
 
-def bench_mode(mode: str, epochs: int, work: Path) -> dict[str, Any]:
+def bench_mode(mode: str, epochs: int, work: Path, preload: bool = True) -> dict[str, Any]:
     import os
 
     data = work / "data"
@@ -190,7 +190,8 @@ def bench_mode(mode: str, epochs: int, work: Path) -> dict[str, Any]:
     else:
         env["CKPT_SPARK_MODE"] = "local"
     folder = dags_folder(work)
-    sa = Standalone(work / "airflow", AIRFLOW__CORE__DAGS_FOLDER=str(folder), **env)
+    sa = Standalone(work / "airflow", preload=preload, AIRFLOW__CORE__DAGS_FOLDER=str(folder),
+                    **env)
     floor: list[dict[str, Any]] = []
     jobs_floor: list[dict[str, Any]] = []
     unchecked: list[dict[str, Any]] = []
@@ -260,6 +261,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=RESULTS / "latest.json",
                     help="JSON file whose keys are updated (created when absent)")
     ap.add_argument("--history", type=Path, default=RESULTS / "history.jsonl")
+    ap.add_argument("--no-preload", dest="preload", action="store_false",
+                    help="the control: LocalExecutor's workers forked from the scheduler, "
+                         "every task importing its modules itself (no forkserver preload)")
     a = ap.parse_args(argv)
     if a.quick:
         a.epochs = 1
@@ -269,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
     modes = {}
     for mode in a.modes.split(","):
         with tempfile.TemporaryDirectory(prefix=f"airflow-bench-{mode}-") as work:
-            modes[mode] = bench_mode(mode, a.epochs, Path(work))
+            modes[mode] = bench_mode(mode, a.epochs, Path(work), a.preload)
             print(f"{mode}: {modes[mode]['epoch_seconds']:.1f} s an epoch "
                   f"({modes[mode]['epoch_seconds_all']})", flush=True)
     result: dict[str, Any] = {f"airflow_epoch_seconds_{m}": r["epoch_seconds"]
@@ -300,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     if "local" in modes and "connect" in modes:
         result["airflow_connect_over_local_ratio"] = round(
             modes["connect"]["epoch_seconds"] / modes["local"]["epoch_seconds"], 3)
-    summary = {**result, "airflow_epochs": a.epochs,
+    summary = {**result, "airflow_epochs": a.epochs, "airflow_preload": a.preload,
                "airflow_seconds": round(time.perf_counter() - t0, 1)}
     record(a.out, a.history, "airflow", summary, modes)
     return 0

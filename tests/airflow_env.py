@@ -11,7 +11,17 @@ ROOT = Path(__file__).resolve().parent.parent
 AIRFLOW = str(Path(sys.executable).parent / "airflow")
 
 
-def airflow_env(home: Path, **extra: str) -> dict[str, str]:
+#: The LocalExecutor's workers started from a forkserver that imported what a checkpointed
+#: task needs first (dag_checkpoints.preload; README "Deploying"): every task process forks
+#: with the job runtime, the Spark Connect client and the flights pipeline's GX imported.
+PRELOAD_ENV = {"AIRFLOW__SCHEDULER__MP_START_METHOD": "forkserver",
+               "AIRFLOW__SCHEDULER__MP_FORKSERVER_PRELOAD":
+                   "dag_checkpoints.preload,great_expectations"}
+
+
+def airflow_env(home: Path, preload: bool = True, **extra: str) -> dict[str, str]:
+    """The environment of an Airflow on ``home`` (SQLite) with the project's DAGs and
+    plugins; ``preload``: the recommended forkserver preload (:data:`PRELOAD_ENV`)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AIRFLOW__")}
     env.update({
         "AIRFLOW_HOME": str(home),
@@ -22,6 +32,7 @@ def airflow_env(home: Path, **extra: str) -> dict[str, str]:
         "AIRFLOW__CORE__PARALLELISM": "4",
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYTHONPATH": str(ROOT),
+        **(PRELOAD_ENV if preload else {}),
     })
     env.update(extra)
     return env

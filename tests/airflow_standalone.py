@@ -30,7 +30,7 @@ def connect_env(server: Any) -> dict[str, str]:
 
 class Standalone:
     def __init__(self, home: Path, command: tuple[str, ...] = ("standalone",), prefix: str = "",
-                 ready_dag: str = "flights_daily", **env: str):
+                 ready_dag: str = "flights_daily", preload: bool = True, **env: str):
         self.home = home
         self.ready_dag = ready_dag  # start() waits until the api-server knows this DAG
         self.command = command  # ("api-server",): Airflow's REST API alone
@@ -41,7 +41,7 @@ class Standalone:
         pw_file = home / "passwords.json"
         pw_file.write_text(json.dumps(PASSWORDS))
         self.env = airflow_env(
-            home,
+            home, preload,
             AIRFLOW__API__PORT=str(self.port),
             AIRFLOW__API__HOST="127.0.0.1",
             AIRFLOW__API__BASE_URL=self.url,
