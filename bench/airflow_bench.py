@@ -21,7 +21,11 @@ the epoch watchdog noticing the decision), the median duration of each task, and
 checkpointed task's time goes (the epoch statistics' restore and run times; the rest of a
 task's duration is process start, Spark session and acknowledging).
 
-    python bench/airflow_bench.py [--epochs 3] [--modes local,connect]
+    python bench/airflow_bench.py [--epochs 3] [--modes local,connect] [--no-preload]
+
+The scheduler starts LocalExecutor's workers from a forkserver that preloads what a task
+imports (:mod:`dag_checkpoints.preload`, the recommended deployment); ``--no-preload`` is
+the control, every task process importing its modules itself.
 
 Merges its keys into bench/results/latest.json (``details.airflow`` holds the raw figures)
 and appends them to history.jsonl; ``make bench`` runs it after pipeline_bench.py.
