@@ -350,10 +350,17 @@ def test_commit_trigger_fires_on_the_last_acknowledgement_or_when_jobs_end(tmp_p
     b = c.begin_epoch(DIAMOND, "r")
     airflow_says.update({t: "success" for t in jobs} | {jobs[-1]: "running"})
     assert first_event(b.epoch_id, True) == {"epoch_id": b.epoch_id, "status": "last_level"}
-    airflow_says.update({jobs[-1]: "queued"})  # not yet: a job waits for its turn
+    airflow_says.update({jobs[-1]: "queued"})  # the executor has it: its process starts
+    assert first_event(b.epoch_id, True) == {"epoch_id": b.epoch_id, "status": "last_level"}
+    airflow_says.update({jobs[-1]: "scheduled"})  # not yet: it waits for a slot
     with pytest.raises(TimeoutError):
         asyncio.run(asyncio.wait_for(EpochCommitTrigger(
             settings.to_kwargs(), b.epoch_id, "d", "r", jobs, 30.0).run().__anext__(), 1.5))
+    airflow_says.update({jobs[-1]: "queued"})  # without fire_on_last_level: the decision
+    with pytest.raises(TimeoutError):
+        asyncio.run(asyncio.wait_for(EpochCommitTrigger(
+            settings.to_kwargs(), b.epoch_id, "d", "r", jobs, 30.0, False
+        ).run().__anext__(), 1.5))
     # Handed back after a worker's wait: its acknowledgement completes the epoch 0.5 s in.
     for task, tp in DIAMOND.items():
         ack_task(c, b.epoch_id, task, files={"state": task.encode()},

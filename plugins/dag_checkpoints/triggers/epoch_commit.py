@@ -26,8 +26,10 @@ from ..settings import CheckpointSettings
 from .decision_read import read_decision
 from .task_states import FINISHED, NoStateChannel, run_task_states
 
-#: How often Airflow is asked for the jobs' states (one API call, no storage read).
-AIRFLOW_POLL_SECONDS = 1.0
+#: How often Airflow is asked for the jobs' states (one API call, no storage read): the
+#: step's resume waits for it once the last job is queued, and with task processes that
+#: fork with their imports done a last job can take less than a second.
+AIRFLOW_POLL_SECONDS = 0.5
 #: How often storage is read for the decision once every job runs or has finished: the
 #: last acknowledgement is due, and the run ends only once the commit step does.
 LAST_LEVEL_POLL_SECONDS = 0.3
@@ -37,14 +39,15 @@ class EpochCommitTrigger(BaseTrigger):
     """Fires when the run's epoch is decided (``{"status": "completed" | "aborted" |
     "decided"}``), when every checkpointed job has finished in Airflow with the epoch
     still undecided (``{"status": "jobs_finished"}``), or, with ``fire_on_last_level``, as
-    soon as every job runs or has finished (``{"status": "last_level"}``): the commit step
-    resumes on a worker then and waits there, briefly, for the last acknowledgement.
+    soon as every job is queued, runs or has finished (``{"status": "last_level"}``): the
+    commit step resumes on a worker then and waits there, briefly, for the last
+    acknowledgement.
 
     Storage is read every ``poll_seconds`` while some job has yet to start, and every
-    0.3 s once all of them run or have finished. ``epoch_id`` 0 is a run with checkpointing
-    disabled: only the jobs' states are watched. Without a channel to Airflow's API (an
-    older triggerer) only the decision ends it; the watchdog decides a stuck epoch at its
-    deadline.
+    0.3 s once all of them are queued, run or have finished. ``epoch_id`` 0 is a run with
+    checkpointing disabled: only the jobs' states are watched. Without a channel to
+    Airflow's API (an older triggerer) only the decision ends it; the watchdog decides a
+    stuck epoch at its deadline.
     """
 
     def __init__(self, checkpoint: dict[str, Any], epoch_id: int, dag_id: str, run_id: str,
@@ -114,9 +117,16 @@ class EpochCommitTrigger(BaseTrigger):
             await asyncio.sleep(max(0.05, wait))
 
 
+#: A job the executor has (``queued``: its slot is taken, its process starts) or that runs.
+STARTED = frozenset({"queued", "running"})
+
+
 def _last_level(states: dict[str, Any] | None, jobs: list[str]) -> bool:
-    """Every job runs or has finished, and one still runs: the last acknowledgement is due."""
+    """Every job is started (queued on the executor, or running) or has finished, and one has
+    yet to finish: the last acknowledgement is due. A ``scheduled`` job still waits for a
+    slot, which the resumed step must not take from it."""
     if not states:
         return False
     found = [states.get(t) for t in jobs]
-    return "running" in found and all(x == "running" or x in FINISHED for x in found)
+    return any(x in STARTED for x in found) and all(x in STARTED or x in FINISHED
+                                                    for x in found)
