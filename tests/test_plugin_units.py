@@ -450,7 +450,8 @@ def test_forkserver_preload_hands_the_imports_to_forked_processes():
     # main one after the import, and a module that fails to import is skipped, not fatal.
     r = subprocess.run([sys.executable, "-c",
                         "from dag_checkpoints import preload as p; "
-                        "print('RESULT', p.preloaded(), p.preload(('no_such_module_x', 'json')), "
+                        "print('RESULT', p.extra_threads(), "
+                        "p.preload(('no_such_module_x', 'json')), "
                         "'pyspark.sql.connect.session' in p.IMPORTED, p.PLUGINS_LOADED)"],
                        capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]

@@ -15,7 +15,7 @@ provider's entry for that list::
 
 Add the modules your own jobs import (above, the flights pipeline's GX). Importing only
 loads code: no Spark session, gRPC channel, thread or storage client exists before the fork
-(:func:`preloaded` checks the last two). A module that is not installed on the worker is
+(:func:`extra_threads` lists any thread). A module that is not installed on the worker is
 skipped: a scheduler without Spark still starts.
 """
 
@@ -65,7 +65,7 @@ def preload(modules: tuple[str, ...] = MODULES) -> list[str]:
     return done
 
 
-def preloaded() -> list[str]:
+def extra_threads() -> list[str]:
     """The names of the threads running now besides the main one: a forkserver must have
     none (a fork copies no other thread, and a lock one of them held stays locked)."""
     return [t.name for t in threading.enumerate() if t is not threading.main_thread()]
@@ -89,7 +89,11 @@ def load_airflow_plugins() -> bool:
     return True
 
 
-IMPORTED = preload()
+#: A job's own heavy modules, for executors whose preload is this module alone (Celery):
+#: ``CKPT_PRELOAD_MODULES`` (comma-separated module names).
+EXTRA_MODULES = tuple(m.strip() for m in os.environ.get("CKPT_PRELOAD_MODULES", "").split(",")
+                      if m.strip())
+IMPORTED = preload(MODULES + EXTRA_MODULES)
 PLUGINS_LOADED = load_airflow_plugins()
 
 
@@ -106,8 +110,3 @@ def __getattr__(name: str):
         return DEFAULT_CELERY_CONFIG
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-
-#: A job's own heavy modules, for executors whose preload is this module alone (Celery):
-#: ``CKPT_PRELOAD_MODULES`` (comma-separated module names).
-EXTRA = preload(tuple(m.strip() for m in os.environ.get("CKPT_PRELOAD_MODULES", "").split(",")
-                      if m.strip()))
