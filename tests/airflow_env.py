@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +21,21 @@ PRELOAD_ENV = {"AIRFLOW__SCHEDULER__MP_START_METHOD": "forkserver",
                    "dag_checkpoints.preload,great_expectations"}
 
 
+def sqlite_url(home: Path) -> str:
+    """The SQLAlchemy URL of an Airflow metadata database in SQLite, ``home/airflow.db``, set
+    up for Airflow's several processes writing at once on a loaded machine: write-ahead
+    logging (readers and the writer no longer wait for each other; the mode is kept in the
+    file, so it is set once, on the new file) and a 30 s busy timeout (pysqlite's 5 s
+    default let a write that waited behind another fail as Airflow's 500 "Database error":
+    a REST call or a task's state update lost under `make test`'s load)."""
+    db = home / "airflow.db"
+    if not db.exists():
+        db.parent.mkdir(parents=True, exist_ok=True)
+        with contextlib.closing(sqlite3.connect(db)) as conn:
+            conn.execute("PRAGMA journal_mode=WAL")
+    return f"sqlite:///{db}?timeout=30"
+
+
 def airflow_env(home: Path, preload: bool = True, **extra: str) -> dict[str, str]:
     """The environment of an Airflow on ``home`` (SQLite) with the project's DAGs and
     plugins; ``preload``: the recommended forkserver preload (:data:`PRELOAD_ENV`)."""
@@ -28,7 +45,7 @@ def airflow_env(home: Path, preload: bool = True, **extra: str) -> dict[str, str
         "AIRFLOW__CORE__DAGS_FOLDER": str(ROOT / "dags"),
         "AIRFLOW__CORE__PLUGINS_FOLDER": str(ROOT / "plugins"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home}/airflow.db",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": sqlite_url(home),
         "AIRFLOW__CORE__PARALLELISM": "4",
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYTHONPATH": str(ROOT),

@@ -123,16 +123,21 @@ class Standalone:
         return requests.post(f"{self.url}{path}", json=body, headers=self._headers(user),
                              timeout=60)
 
-    def trigger(self, dag_id: str, logical_date: str, conf: dict | None = None) -> str:
+    def write(self, method: str, path: str, body: Any, user: str = "admin") -> requests.Response:
+        """A write to Airflow's REST API, asked again (twice at most) when SQLite refused it:
+        Airflow answers a write that waited past the database's busy timeout with a 500
+        "Database error", nothing written. A user asks again too."""
         for _ in range(3):
-            r = self.post(f"/api/v2/dags/{dag_id}/dagRuns",
-                          {"logical_date": logical_date, "conf": conf or {}})
-            # SQLite lets one writer at a time: Airflow answers a write that waited past its
-            # busy timeout (its audit log's INSERT) with a 500 "Database error", the run not
-            # created. Asked again, as a user would.
+            r = requests.request(method, f"{self.url}{path}", json=body,
+                                 headers=self._headers(user), timeout=60)
             if r.status_code != 500 or "Database error" not in r.text:
                 break
             time.sleep(2)
+        return r
+
+    def trigger(self, dag_id: str, logical_date: str, conf: dict | None = None) -> str:
+        r = self.write("POST", f"/api/v2/dags/{dag_id}/dagRuns",
+                       {"logical_date": logical_date, "conf": conf or {}})
         assert r.status_code == 200, r.text
         return r.json()["dag_run_id"]
 
@@ -149,6 +154,31 @@ class Standalone:
                 return state
             time.sleep(3)
         raise TimeoutError(f"run {run_id} still not finished after {timeout}s")
+
+    def diagnose(self, dag_id: str, run_id: str, lines: int = 12) -> str:
+        """What a failed wait needs to be understood: the run's state, each task's state and
+        try, the warnings and errors of each task's tries (its logs, through the REST API),
+        and the scheduler's lines about the run; never raises."""
+        out = []
+        try:
+            out.append(f"run {run_id}: {self.run_state(dag_id, run_id)}")
+            for task, (state, tries) in sorted(self.task_tries(dag_id, run_id).items()):
+                out.append(f"  {task}: {state} (try {tries})")
+                for n in range(1, max(tries, 1) + 1):
+                    r = self.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/"
+                                 f"{task}/logs/{n}", params={"full_content": "true"},
+                                 headers={"Accept": "application/json"})
+                    events = [e for e in (r.json().get("content") or []) if isinstance(e, dict)
+                              and e.get("level") in ("warning", "error", "critical")] \
+                        if r.ok else []
+                    out += [f"    try {n} {e.get('timestamp', '')} {e.get('level')}: "
+                            f"{str(e.get('event'))[:300]}" for e in events[-lines:]]
+        except Exception as exc:  # noqa: BLE001 - a diagnosis never hides the failure
+            out.append(f"(diagnosis incomplete: {type(exc).__name__}: {exc})")
+        log = self.tail(2_000_000).splitlines()
+        out += [x[:400] for x in log if "scheduler" in x[:20] and (run_id in x or "deadlock" in x
+                                                                  or "mismatch" in x)][-lines:]
+        return "\n".join(out)
 
     def task_tries(self, dag_id: str, run_id: str) -> dict[str, tuple[str, int]]:
         r = self.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances")

@@ -17,6 +17,14 @@ os.environ.setdefault("SPARK_CONF_DIR", _SPARK_CONF_DIR)
 os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 
 
+def pytest_configure(config):
+    """``CKPT_TEST_CPU_LOG=<file>``: each test's wall and CPU seconds (tests/cpu_log.py)."""
+    if os.environ.get("CKPT_TEST_CPU_LOG"):
+        from tests.cpu_log import CpuLog
+
+        config.pluginmanager.register(CpuLog(os.environ["CKPT_TEST_CPU_LOG"]), "ckpt-cpu-log")
+
+
 def pytest_collection_modifyitems(items):
     """Modules in the order tests/schedule.py finds best for xdist's load-file scheduler
     (`make test` passes --no-loadscope-reorder, or xdist would start the modules with the
