@@ -19,7 +19,11 @@ os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", "-XX:TieredStopAtLevel=1 -XX:+Us
 
 def pytest_configure(config):
     """``CKPT_TEST_CPU_LOG=<file>``: each test's wall and CPU seconds (tests/cpu_log.py)."""
-    if os.environ.get("CKPT_TEST_CPU_LOG"):
+    # Under xdist the controller sees every test's report too: only the process that ran
+    # the test measures it.
+    xdist_controller = bool(getattr(config.option, "numprocesses", None)) and \
+        not hasattr(config, "workerinput")
+    if os.environ.get("CKPT_TEST_CPU_LOG") and not xdist_controller:
         from tests.cpu_log import CpuLog
 
         config.pluginmanager.register(CpuLog(os.environ["CKPT_TEST_CPU_LOG"]), "ckpt-cpu-log")

@@ -46,7 +46,6 @@ class CpuLog:
 
     def __init__(self, path: str):
         self.path = Path(path)
-        self.worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
         self._start: tuple[float, float] | None = None
 
     def pytest_runtest_logstart(self, nodeid: str, location: tuple) -> None:  # noqa: ARG002
@@ -56,7 +55,7 @@ class CpuLog:
         if self._start is None:
             return
         wall0, cpu0 = self._start
-        line = {"test": nodeid, "worker": self.worker,
+        line = {"test": nodeid, "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
                 "wall": round(time.monotonic() - wall0, 1),
                 "cpu": round(tree_cpu_seconds(os.getpid()) - cpu0, 1)}
         with self.path.open("a") as f:

@@ -20,9 +20,12 @@ def _flag(run: JobRun, name: str) -> bool:
 
 def gated_count(run: JobRun) -> JobResult:
     """Adds 10 rows per epoch to its state, then, while the test holds the gate
-    (``control/hold``), waits until its epoch's gate opens (``control/open-<epoch>``)."""
+    (``control/hold``), waits until its epoch's gate opens (``control/open-<epoch>``).
+    With ``control/hold-spark``, it is :func:`spark_gated_count` instead."""
     if _flag(run, "decline"):
         raise DeclineEpoch(f"control file says epoch {run.epoch_id} has bad data")
+    if _flag(run, "hold-spark"):
+        return spark_gated_count(run)
     old = run.read_parquet(run.files(run.previous, "counts/"), SCHEMA)
     new = run.spark.range(10).selectExpr(f"CAST({run.epoch_id} AS BIGINT) AS epoch",
                                          "id AS n")
@@ -43,3 +46,33 @@ def total(run: JobRun) -> JobResult:
     rows = run.read_parquet(refs, T.StructType([T.StructField("rows", T.LongType())]))
     run.write_output(rows, "total")
     return JobResult(row_counts={"total": rows.count()})
+
+
+SPARK_GATE_SECONDS = 180
+
+
+def spark_gated_count(run: JobRun) -> JobResult:
+    """Like :func:`gated_count`, but held inside a Spark action (a Python UDF, on the Spark
+    Connect server) while ``control/hold-spark`` exists, for at most SPARK_GATE_SECONDS; it
+    touches ``control/spark-alive-<epoch>`` every half second, so the test sees whether
+    Spark still runs the attempt's work after Airflow stopped the task."""
+    control = run.data.root / "control"  # a local data root: the server's disk too
+    epoch = run.epoch_id
+
+    def hold(batches):  # noqa: ANN001, ANN202 - runs in the server's Python worker
+        import os
+        import time
+
+        deadline = time.time() + SPARK_GATE_SECONDS
+        while (control / "hold-spark").exists() and time.time() < deadline:
+            alive = control / f"spark-alive-{epoch}"
+            alive.touch()
+            os.utime(alive)
+            time.sleep(0.5)
+        yield from batches
+
+    state = run.spark.range(10).selectExpr(f"CAST({epoch} AS BIGINT) AS epoch", "id AS n")
+    held = state.repartition(1).mapInPandas(hold, state.schema)
+    run.write_state(held, "counts")
+    run.write_output(held.groupBy().count().withColumnRenamed("count", "rows"), "counts")
+    return JobResult(row_counts={"counts": 10})

@@ -167,6 +167,30 @@ def test_task_marked_failed_ends_the_run(af):
     assert _ended_at(sa, A, run) - _ts(rec.decided_at) <= END_WITHIN_S
 
 
+def test_task_stopped_by_airflow_interrupts_its_spark_work(af):
+    """A task marked failed while its job is inside a Spark action: the operator's on_kill
+    interrupts the attempt's operations on the Spark Connect server, which would otherwise
+    keep running them (for a retry to reattach to) long after the task process was killed."""
+    sa, tmp = af
+    _control(tmp, "hold-spark")
+    try:
+        run = sa.trigger(A, "2024-01-07T00:00:00Z")
+        epoch = _epoch_of(sa, tmp, A, run)
+        alive = tmp / f"data/control/spark-alive-{epoch}"
+        _wait(alive.exists, 300, "the job inside its Spark action", sa, A, run)
+        r = sa.write("PATCH", f"/api/v2/dags/{A}/dagRuns/{run}/taskInstances/count",
+                     {"new_state": "failed"})
+        assert r.status_code == 200, r.text
+        # The server's Python worker touches the file while Spark runs the action.
+        _wait(lambda: time.time() - alive.stat().st_mtime > 5, 60,
+              "the attempt's Spark work interrupted", sa, A, run)
+        assert sa.wait_run(A, run, timeout=180) == "failed"
+    finally:
+        _control(tmp, "hold-spark", on=False)
+    assert "stopped by Airflow: interrupted its Spark work (1 running" in \
+        _log(sa, A, run, "count")
+
+
 def test_declined_epoch_ends_the_run(af):
     sa, tmp = af
     _control(tmp, "decline")

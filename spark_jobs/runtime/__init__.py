@@ -21,6 +21,8 @@ from .job_run import (
     Job,
     JobResult,
     JobRun,
+    interrupt_attempt,
+    job_tag,
     partition_value,
     run_task,
 )
@@ -34,7 +36,8 @@ from checkpointing.tables import TableSpec  # isort: skip - re-exported for jobs
 
 __all__ = ["EXIT_DECLINED", "ConnectUnsupported", "DeclineEpoch", "SparkConnectError",
            "connect_session", "is_connect", "Job", "JobReferenceError", "JobResult", "JobRun",
-           "NewInput", "Pipeline", "build_jobs_zip", "commit", "drive_epoch", "job_reference",
+           "NewInput", "Pipeline", "build_jobs_zip", "commit", "drive_epoch", "interrupt_attempt",
+           "job_reference", "job_tag",
            "main", "named_job",
            "new_input", "partition_value", "read_published", "resolve_job", "run_task",
            "s3a_conf", "spark_session", "spark_uri", "TableSpec"]

@@ -427,6 +427,14 @@ def job_tag(pipeline_id: str, epoch_id: int, task_id: str, attempt: int) -> str:
     return f"ckpt.{pipeline_id}.{task_id}.e{epoch_id}.a{attempt}"
 
 
+def interrupt_attempt(spark: Any, tag: str) -> list[str]:
+    """Cancel the Spark work of the attempt tagged ``tag`` (:func:`job_tag`), from any thread
+    or a signal handler: the operations a Spark Connect server runs for it (the server keeps
+    those of a client that went away running, for a retry to reattach to), or the jobs of a
+    local session. Returns the ids of the operations interrupted (empty for a local one)."""
+    return list(spark.interruptTag(tag) or [])
+
+
 def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, attempt: int,
              spark: Any, data_uri: str, *, endpoint_url: str | None = None,
              overhead_ms: dict[str, float | None] | None = None,

@@ -98,6 +98,10 @@ class CheckpointedSparkOperator(BaseOperator):
         # Set by checkpoint_dag: what a root task needs to begin the run's epoch itself.
         self.epoch_plan: dict[str, Any] | None = None
         self.allow_non_restored_state = False
+        #: (Spark session, job tag) of the attempt running in this process, for on_kill
+        self._running: tuple[Any, str] | None = None
+        #: submit mode: the provider's hook running spark-submit, for on_kill
+        self._submit_hook: Any = None
 
     # ------------------------------------------------------------------ execution
     def execute(self, context: Any) -> dict[str, int] | None:
@@ -118,6 +122,29 @@ class CheckpointedSparkOperator(BaseOperator):
         return self._in_process(self.job_callable(), epoch, attempt, fault_spec(context),
                                 remote=remote)
 
+    def on_kill(self) -> None:
+        """Airflow stops this task (marked failed or success, cleared, its run failed, its
+        ``execution_timeout``): cancel the attempt's Spark work now. A Spark Connect server
+        keeps the operations of a client that went away running, for a retry to reattach to
+        (PROTOCOL 6.3), for up to its detached timeout: work Airflow stopped is not wanted
+        there. Airflow calls this from its SIGTERM handler; the job then fails on its
+        interrupted action, or the process is killed a few seconds later."""
+        from spark_jobs.runtime import interrupt_attempt
+
+        if self._submit_hook is not None:  # the provider kills spark-submit and its driver
+            self._submit_hook.on_kill()
+        if self._running is None:
+            return
+        spark, tag = self._running
+        try:
+            ops = interrupt_attempt(spark, tag)
+        except Exception as exc:  # noqa: BLE001 - a server gone: nothing runs there anyway
+            self.log.warning("%s: could not interrupt its Spark work (%s)", self.task_id,
+                             type(exc).__name__)
+            return
+        self.log.warning("%s stopped by Airflow: interrupted its Spark work (%d running "
+                         "operation(s))", self.task_id, len(ops))
+
     def job_callable(self) -> Callable[..., Any]:
         from spark_jobs.runtime import JobReferenceError, resolve_job
 
@@ -134,6 +161,7 @@ class CheckpointedSparkOperator(BaseOperator):
             ConnectUnsupported,
             DeclineEpoch,
             SparkConnectError,
+            job_tag,
             run_task,
             spark_session,
         )
@@ -151,6 +179,7 @@ class CheckpointedSparkOperator(BaseOperator):
         except SparkConnectError as exc:
             raise AirflowException(str(exc)) from None  # a server down: retrying may help
         overhead["session_ms"] = (time.monotonic() - t0) * 1000
+        self._running = (spark, job_tag(s.pipeline_id, epoch, self.task_id, attempt))
         try:
             ack = run_task(job, coord, epoch, self.task_id, attempt, spark, s.data,
                            endpoint_url=s.endpoint_url, overhead_ms=overhead)
@@ -161,6 +190,7 @@ class CheckpointedSparkOperator(BaseOperator):
         except ConnectUnsupported as exc:
             raise AirflowFailException(f"{self.task_id}: {exc}") from None
         finally:
+            self._running = None
             if remote:
                 spark.stop()  # releases the server-side session now, not at its timeout
         self.log.info("acknowledged epoch %d as attempt %d: %s", epoch, ack.attempt,
@@ -234,6 +264,7 @@ class CheckpointedSparkOperator(BaseOperator):
             # pyspark's own spark-submit, whatever PATH the worker has
             spark_binary=str(Path(pyspark.__file__).parent / "bin/spark-submit"),
             env_vars={"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable})
+        self._submit_hook = hook
         try:
             hook.submit(self.application or generic.__file__)
         except AirflowException as exc:
