@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 
@@ -286,6 +288,42 @@ def test_watchdog_reads_the_decision_while_the_commit_step_runs(tmp_path):
     event = asyncio.run(first_event())
     assert isinstance(event, TaskSuccessEvent)
     assert len(asked) >= 2  # it kept asking Airflow at the committing pace
+
+
+def test_watchdog_of_an_epoch_that_spent_the_budget_fails_without_a_retry(tmp_path):
+    """An aborted epoch with the failure budget spent: the watchdog's trigger resumes it on a
+    worker, where it fails for good (a TaskFailedEvent from the trigger is retried by
+    Airflow, which held the run open a retry_delay longer); within the budget it is skipped
+    from the triggerer."""
+    import asyncio
+
+    from airflow.sdk.exceptions import AirflowFailException
+    from airflow.triggers.base import TaskSkippedEvent, TriggerEvent
+    from dag_checkpoints import CheckpointSettings
+    from dag_checkpoints.operators import EpochTimeoutOperator
+    from dag_checkpoints.triggers import EpochDeadlineTrigger
+
+    from checkpointing import CheckpointConfig, Coordinator
+    from checkpointing.storage import LocalStorage
+    from tests.helpers import DIAMOND
+
+    def first_event(tolerable: int, root: Path):
+        settings = CheckpointSettings("p", storage=f"file://{root}",
+                                      config=CheckpointConfig(tolerable_failed_epochs=tolerable))
+        c = Coordinator(LocalStorage(root), "p", config=settings.config)
+        b = c.begin_epoch(DIAMOND, "r")
+        c.abort(b.epoch_id, "declined", "bad input", declined_by="a")
+        trigger = EpochDeadlineTrigger(settings.to_kwargs(), b.epoch_id, b.deadline, 30.0)
+        return settings, asyncio.run(asyncio.wait_for(trigger.run().__anext__(), 10))
+
+    settings, event = first_event(0, tmp_path / "spent")
+    assert type(event) is TriggerEvent and "budget exhausted" in event.payload["fail"]
+    op = EpochTimeoutOperator(task_id="checkpoint_timeout", settings=settings,
+                              begin_task_id="checkpoint_begin")
+    with pytest.raises(AirflowFailException, match="budget exhausted"):
+        op.execute_complete({}, event.payload)
+    _, event = first_event(1, tmp_path / "within")
+    assert isinstance(event, TaskSkippedEvent)
 
 
 def test_storage_that_does_not_answer_is_retried_a_refusal_is_final():

@@ -81,6 +81,8 @@ class EpochTimeoutOperator(BaseOperator):
     def execute_complete(self, context: Any, event: dict[str, Any]) -> str:
         if event.get("error"):
             raise AirflowFailException(f"epoch {event['epoch_id']}: {event['error']}")
+        if event.get("fail"):  # decided, and the failure budget is spent (no retry)
+            raise AirflowFailException(str(event["fail"]))
         if event["status"] != "overdue":  # from a trigger of before 1.7
             return str(event["status"])
         coord = self.settings.coordinator()

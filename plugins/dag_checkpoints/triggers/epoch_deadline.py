@@ -14,7 +14,6 @@ from typing import Any
 
 from airflow.triggers.base import (
     BaseTrigger,
-    TaskFailedEvent,
     TaskSkippedEvent,
     TaskSuccessEvent,
     TriggerEvent,
@@ -49,8 +48,9 @@ class EpochDeadlineTrigger(BaseTrigger):
     usually made by the last acknowledgement) or running, and at once when it finished,
     so a run ends with its commit step instead of a storage poll
     later (PROTOCOL 6.11). A decided epoch ends the watchdog from here, without resuming
-    on a worker (success, or skipped/failed for an aborted epoch as the failure budget
-    says); only a passed deadline resumes on a worker, which aborts and alerts.
+    on a worker (success, or skipped for an aborted epoch within the failure budget); an
+    aborted epoch that spent the budget resumes on a worker to fail there without a retry,
+    and so does a passed deadline, which aborts and alerts.
     Storage calls run in a worker thread of the event loop's default executor, one short
     read at a time, so a slow store never blocks the triggerer's loop.
     """
@@ -114,8 +114,12 @@ class EpochDeadlineTrigger(BaseTrigger):
             self.log.info("%s", message)
             return TaskSuccessEvent(xcoms={"return_value": decision.status})
         if state == "failed":
+            # Not TaskFailedEvent: Airflow retries a task a trigger failed (up_for_retry,
+            # then a try that fails the same way after retry_delay), which held the run
+            # open ~6 s longer. Resumed on a worker, execute_complete fails it for good.
             self.log.error("%s", message)
-            return TaskFailedEvent()
+            return TriggerEvent({"epoch_id": self.epoch_id, "status": decision.status,
+                                 "fail": message})
         self.log.warning("%s", message)
         return TaskSkippedEvent()
 
