@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -22,18 +20,14 @@ PRELOAD_ENV = {"AIRFLOW__SCHEDULER__MP_START_METHOD": "forkserver",
 
 
 def sqlite_url(home: Path) -> str:
-    """The SQLAlchemy URL of an Airflow metadata database in SQLite, ``home/airflow.db``, set
-    up for Airflow's several processes writing at once on a loaded machine: write-ahead
-    logging (readers and the writer no longer wait for each other; the mode is kept in the
-    file, so it is set once, on the new file) and a 30 s busy timeout (pysqlite's 5 s
-    default let a write that waited behind another fail as Airflow's 500 "Database error":
-    a REST call or a task's state update lost under `make test`'s load)."""
-    db = home / "airflow.db"
-    if not db.exists():
-        db.parent.mkdir(parents=True, exist_ok=True)
-        with contextlib.closing(sqlite3.connect(db)) as conn:
-            conn.execute("PRAGMA journal_mode=WAL")
-    return f"sqlite:///{db}?timeout=30"
+    """The SQLAlchemy URL of an Airflow metadata database in SQLite, ``home/airflow.db``,
+    with a 30 s busy timeout: pysqlite's 5 s default let a write that waited behind another
+    under `make test`'s load fail as Airflow's 500 "Database error" (a REST call or a task's
+    state update lost). Not WAL mode: there a read transaction that turns into a write after
+    another writer committed fails at once ("database is locked", no busy wait), and Airflow
+    3.3's backfill creation, which commits its backfill row before its runs, then answered
+    503 and left the backfill half made (the retry: 409 "already a running backfill")."""
+    return f"sqlite:///{home / 'airflow.db'}?timeout=30"
 
 
 def airflow_env(home: Path, preload: bool = True, **extra: str) -> dict[str, str]:
