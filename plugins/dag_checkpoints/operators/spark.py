@@ -179,7 +179,8 @@ class CheckpointedSparkOperator(BaseOperator):
         except SparkConnectError as exc:
             raise AirflowException(str(exc)) from None  # a server down: retrying may help
         overhead["session_ms"] = (time.monotonic() - t0) * 1000
-        self._running = (spark, job_tag(s.pipeline_id, epoch, self.task_id, attempt))
+        # The tag run_task gives the attempt's actions: the same inputs, one derivation.
+        self._running = (spark, job_tag(coord.pipeline_id, epoch, self.task_id, attempt))
         try:
             ack = run_task(job, coord, epoch, self.task_id, attempt, spark, s.data,
                            endpoint_url=s.endpoint_url, overhead_ms=overhead)
