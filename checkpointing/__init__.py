@@ -19,6 +19,7 @@ from .savepoints import create_savepoint, delete_savepoint, list_savepoints, rea
 from .state_handle import FileRef, OutputRef, StateHandle
 from .stats import epoch_stats
 from .storage import LocalStorage, Storage, open_storage
+from .table_inputs import TableInput, TableVersion
 from .tables import TableSpec
 from .verify import verify_epoch
 
@@ -27,7 +28,8 @@ __all__ = [
     "Coordinator", "EngineOperation", "EpochMetadata", "FileRef", "LocalStorage", "Manifest",
     "OutputRef",
     "PROTOCOL_VERSION", "RestoreMappingError", "SnapshotWriter", "StateHandle", "Storage",
-    "TableSpec", "TaskPlan", "create_savepoint", "delete_savepoint", "epoch_stats",
+    "TableInput", "TableSpec", "TableVersion", "TaskPlan", "create_savepoint",
+    "delete_savepoint", "epoch_stats",
     "list_savepoints", "open_storage", "plan_from_edges", "read_manifest", "read_savepoint",
     "restore_files", "run_retention", "verify_epoch",
 ]

@@ -52,6 +52,7 @@ from .registry import OpenEpoch, Registry
 from .request_decider import RequestDecider
 from .state_handle import StateHandle
 from .storage import Storage
+from .table_pins import TablePins
 
 log = logging.getLogger("checkpointing.coordinator")
 
@@ -97,6 +98,8 @@ class BeginRequest:
     promote: bool = False
     owner: str | None = None
     join: bool = False
+    #: table input name -> the lowest version the epoch may pin (an asset event's)
+    min_table_versions: Mapping[str, int] | None = None
 
     def __post_init__(self) -> None:
         validate_id(self.lineage, "lineage")
@@ -122,6 +125,7 @@ class Coordinator:
         *,
         clock: Callable[[], float] = time.time,
         on_abort: AbortListener | None = None,
+        table_pins: TablePins | None = None,
     ):
         self.storage = storage
         self.layout = Layout(pipeline_id)
@@ -135,6 +139,7 @@ class Coordinator:
         self.parents = ParentSelector(self.store, self.config, self.promotion)
         self.failures = FailureManager(self.store, self.config)
         self.finisher = EpochFinisher(self.store, self.promotion, self.parents, self.failures)
+        self.table_pins = table_pins or TablePins(getattr(storage, "endpoint_url", None))
 
     # ------------------------------------------------------------------ documents
     def registry(self) -> Registry:
@@ -176,6 +181,7 @@ class Coordinator:
         promote: bool = False,
         owner: str | None = None,
         join: bool = False,
+        min_table_versions: Mapping[str, int] | None = None,
     ) -> Barrier:
         """Allocate the next epoch id and write its barrier (PROTOCOL 6.1).
 
@@ -189,10 +195,13 @@ class Coordinator:
         of allocating another, decided inside the allocation's compare-and-swap, so that
         the run's tasks that each begin its epoch (its root tasks, racing) share one
         (PROTOCOL 6.1, 1.10). See :meth:`begin_or_join`.
+        ``min_table_versions``: per table input, the lowest version the epoch may read up
+        to (the version of the asset event that triggered the run): a table found older is
+        refused (PROTOCOL 6.14).
         """
         req = BeginRequest(plan, str(run_id), lineage, data_interval, input_range,
                            parent_epoch_id, parent_savepoint, publish_on_complete,
-                           allow_non_restored_state, promote, owner, join)
+                           allow_non_restored_state, promote, owner, join, min_table_versions)
         # The order is the protocol's (6.1); each step may refuse, and none before the
         # allocation writes anything but decisions of epochs already due.
         req = self._resolve_explicit_parent(req)
@@ -203,6 +212,9 @@ class Coordinator:
             # metadata) must not leave a burned id behind to block the next try.
             parent, fallback = self.parents.choose_latest(reg, req.lineage, req.plan,
                                                           req.allow_non_restored_state)
+        # Pinned before an id is allocated, as the parent: an unreadable upstream table
+        # refuses the begin without leaving a burned id.
+        versions = self.table_pins.pin_all(req.plan, req.min_table_versions)
         burned = self._own_burned_entry(reg, req.run_id, req.lineage)
         entry, joined = (burned, False) if burned is not None else self._allocate(req)
         if burned is not None:
@@ -225,6 +237,7 @@ class Coordinator:
             parent_epoch_id=parent,  # type: ignore[arg-type]
             parent_savepoint=req.parent_savepoint, publish_on_complete=req.publish_on_complete,
             writer=writer_identity(), restore_fallback=tuple(fallback), promote=req.promote,
+            table_versions=versions,
         )
         # A joining begin shares its id with the run's other tasks: whichever writes the
         # barrier first wins, the allocator included (a joiner can write it before it).

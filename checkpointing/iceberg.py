@@ -187,3 +187,146 @@ def _arrow_schema(encoded: str) -> Any:
     import pyarrow as pa
 
     return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(encoded)))
+
+
+# ---------------------------------------------------------------------- table inputs
+# An Iceberg table as an incremental input (PROTOCOL 6.14): the current snapshot pins the
+# epoch (its sequence number orders versions); the change of (start, end] is the difference
+# between the two snapshots' data files, read from their manifests (the table's metadata,
+# not its data). Delete files (merge-on-read deletes) are refused, not misread.
+
+#: an asset event's ``version`` of an Iceberg table is a snapshot id, which orders nothing
+EVENT_VERSIONS = False
+
+
+def _input_table(spec: Any, endpoint_url: str | None) -> Any:
+    from pyiceberg.exceptions import NoSuchTableError
+
+    from .table_inputs import TableInputError
+
+    require("pyiceberg", "iceberg", "an Iceberg table input")
+    location = spec.location or ""
+    catalog = load_catalog(TableSpec(location or "s3://unknown", format="iceberg",
+                                     name=spec.name, catalog=spec.catalog)
+                           if location else _CatalogOnly(spec.catalog), endpoint_url)
+    try:
+        return catalog.load_table(spec.name)
+    except NoSuchTableError:
+        raise TableInputError(f"table input {spec.label!r}: no such Iceberg table in catalog "
+                              f"{spec.catalog!r}") from None
+
+
+class _CatalogOnly:
+    """What :func:`load_catalog` reads of a spec, for an input declared without location."""
+
+    def __init__(self, catalog: str):
+        self.catalog, self.location = catalog, ""
+
+
+def pin_version(spec: Any, endpoint_url: str | None) -> Any:
+    """The current snapshot (its sequence number and id); EMPTY-like version -1 when the
+    table has no snapshot yet."""
+    from .table_inputs import EMPTY, TableVersion
+
+    snap = _input_table(spec, endpoint_url).current_snapshot()
+    if snap is None:
+        return EMPTY
+    return TableVersion(int(snap.sequence_number), int(snap.snapshot_id))
+
+
+def version_before(spec: Any, version: int, endpoint_url: str | None) -> Any:
+    """The newest snapshot of the current ancestry whose sequence number is below
+    ``version`` (a ``starting_version`` read begins after it)."""
+    from .table_inputs import EMPTY, TableVersion
+
+    for snap in _ancestry(_input_table(spec, endpoint_url)):
+        if snap.sequence_number < version:
+            return TableVersion(int(snap.sequence_number), int(snap.snapshot_id))
+    return EMPTY
+
+
+def _snapshot(spec: Any, table: Any, version: Any) -> Any:
+    from .table_inputs import TableInputError
+
+    snap = table.snapshot_by_id(version.snapshot_id) if version.snapshot_id is not None \
+        else None
+    if snap is None:
+        raise TableInputError(
+            f"table input {spec.label!r}: snapshot {version.snapshot_id} (sequence number "
+            f"{version.version}) was expired from the table; the changes since it cannot be "
+            "read: restore the task from a later savepoint, or start its state afresh from "
+            "the table's current content")
+    return snap
+
+
+def _snapshot_schema(table: Any, snap: Any) -> Any:
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+    schema = next(s for s in table.schemas().values() if s.schema_id == snap.schema_id) \
+        if snap.schema_id is not None else table.schema()
+    return schema_to_pyarrow(schema, include_field_ids=False)
+
+
+def schema_at(spec: Any, version: Any, endpoint_url: str | None) -> Any:
+    import pyarrow as pa
+
+    if version.snapshot_id is None:
+        return pa.schema([])
+    table = _input_table(spec, endpoint_url)
+    return _snapshot_schema(table, _snapshot(spec, table, version))
+
+
+def log_partition_columns(spec: Any, version: Any, endpoint_url: str | None) -> list[str]:
+    return []  # Iceberg's data files hold their partition columns
+
+
+def _files(spec: Any, table: Any, snap: Any) -> dict[str, Any]:
+    from .table_inputs import TableInputError
+
+    files = {}
+    for task in table.scan(snapshot_id=snap.snapshot_id).plan_files():
+        if task.delete_files:
+            raise TableInputError(
+                f"table input {spec.label!r}: snapshot {snap.snapshot_id} has delete files "
+                "(Iceberg merge-on-read deletes), which table inputs do not read; compact "
+                "the table (rewrite its data files) or write it copy-on-write")
+        files[task.file.file_path] = task.file
+    return files
+
+
+def read_changes(spec: Any, start: Any, end: Any, endpoint_url: str | None) -> Any:
+    """The change set of (``start``, ``end``]: the data files of snapshot ``end`` that
+    ``start`` lacks (added) and those of ``start`` that ``end`` lacks (removed)."""
+    from .storage import open_storage
+    from .table_inputs import ChangeSet, DataFile, TableInputError, check_schema
+
+    table = _input_table(spec, endpoint_url)
+    if end.snapshot_id is None:  # no snapshot at the pin: nothing to read
+        import pyarrow as pa
+
+        return ChangeSet(start, end, (), (), pa.schema([]), (), 0)
+    end_snap = _snapshot(spec, table, end)
+    schema = _snapshot_schema(table, end_snap)
+    now = _files(spec, table, end_snap)
+    before: dict[str, Any] = {}
+    reads = 1
+    if start is not None and start.snapshot_id is not None:
+        start_snap = _snapshot(spec, table, start)
+        check_schema(spec.label, _snapshot_schema(table, start_snap), schema, end.version)
+        before, reads = _files(spec, table, start_snap), 2
+
+    def data_file(path: str, f: Any) -> DataFile:
+        return DataFile(path, int(f.file_size_in_bytes), {}, int(f.record_count))
+
+    added = tuple(data_file(p, f) for p, f in now.items() if p not in before)
+    removed = tuple(data_file(p, f) for p, f in before.items() if p not in now)
+    if removed:
+        store = open_storage(table.location(), endpoint_url=endpoint_url)
+        gone = [f for f in removed if not store.exists(store.key_for_uri(f.uri) or "")]
+        if gone:
+            raise TableInputError(
+                f"table input {spec.label!r}: {len(gone)} file(s) removed after snapshot "
+                f"{start.snapshot_id} were already deleted (orphan-file cleanup), so their "
+                "rows cannot be retracted; restore the task from a later savepoint, or "
+                "start its state afresh from the table's current content")
+    return ChangeSet(start, end, added, removed, schema, (), reads)

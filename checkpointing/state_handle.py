@@ -61,6 +61,9 @@ class StateHandle:
     bytes_written: int = 0
     restored_from: dict[str, Any] = field(default_factory=dict)
     delivery: str = "exactly_once"
+    #: (1.11) per table input, the version its state has consumed up to (PROTOCOL 6.14):
+    #: ``{input name: {"version": int, "snapshot_id": int}}``
+    table_offsets: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def state_size(self) -> int:
@@ -92,6 +95,7 @@ class StateHandle:
             "offsets": self.offsets, "row_counts": self.row_counts, "metrics": self.metrics,
             "timings": self.timings, "bytes_written": self.bytes_written,
             "restored_from": self.restored_from, "delivery": self.delivery,
+            **({"table_offsets": self.table_offsets} if self.table_offsets else {}),
         }
 
     @classmethod
@@ -106,6 +110,8 @@ class StateHandle:
                 bytes_written=int(d.get("bytes_written", 0)),
                 restored_from=dict(d.get("restored_from") or {}),
                 delivery=d.get("delivery", "exactly_once"),
+                table_offsets={str(k): dict(v) for k, v in
+                               (d.get("table_offsets") or {}).items()},
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise MalformedDocument(f"malformed state handle in {key}: {exc!r}") from None

@@ -29,6 +29,7 @@ from airflow.sdk.exceptions import (
 )
 
 from checkpointing import TaskPlan
+from checkpointing.barrier import plan_table_inputs
 from checkpointing.errors import (
     CheckpointError,
     NotFound,
@@ -66,7 +67,9 @@ def open_run_epoch(settings: CheckpointSettings, plan: dict[str, TaskPlan], cont
                                       allow_non_restored_state=allow_non_restored_state,
                                       promote=promote, owner=context["dag_run"].dag_id,
                                       input_range={"logical_date": str(
-                                          context.get("logical_date"))})
+                                          context.get("logical_date"))},
+                                      min_table_versions=triggering_table_versions(
+                                          plan, context))
     except PromotingBackfillRunning as exc:
         # Wait for the backfill without spending a retry: this run continues from it.
         log.info("%s; trying again in %ds", exc, WAIT_FOR_BACKFILL_SECONDS)
@@ -81,6 +84,28 @@ def open_run_epoch(settings: CheckpointSettings, plan: dict[str, TaskPlan], cont
              barrier.parent_savepoint,
              "" if publish else "; publishes nothing (not the backfill's last run)")
     return barrier.epoch_id
+
+
+def triggering_table_versions(plan: dict[str, TaskPlan], context: Any) -> dict[str, int]:
+    """Per table input, the newest version the asset events that triggered this run
+    announce (a DAG scheduled on an upstream pipeline's table output): the epoch must read
+    at least that far (PROTOCOL 6.14)."""
+    inputs = plan_table_inputs(plan)
+    found: dict[str, int] = {}
+    if not inputs:
+        return found
+    try:
+        events = dict(context.get("triggering_asset_events") or {})
+    except Exception:  # noqa: BLE001 - a run without asset events (manual, scheduled)
+        return found
+    for evs in events.values():
+        for ev in evs or ():
+            table = (getattr(ev, "extra", None) or {}).get("table") or {}
+            for name, spec in inputs.items():
+                v = spec.event_version(table)
+                if v is not None:
+                    found[name] = max(found.get(name, v), v)
+    return found
 
 
 def task_failure(exc: CheckpointError, what: str) -> AirflowException:

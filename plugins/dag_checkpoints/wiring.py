@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from checkpointing import TaskPlan
+from checkpointing.barrier import plan_table_inputs
 
 from .assets import published_assets
 from .operators import BeginEpochOperator, CommitEpochOperator, EpochTimeoutOperator
@@ -49,8 +50,11 @@ def checkpointed_upstream(task: Any) -> list[str]:
 def derive_plan(tasks: list[Any]) -> dict[str, TaskPlan]:
     """The epoch plan of checkpointed ``tasks``: each task's nearest checkpointed ancestors
     are its upstream edges (a plain task between two checkpointed ones is walked through)."""
-    return {t.task_id: TaskPlan(tuple(checkpointed_upstream(t)),
-                                bool(getattr(t, "publishes", False))) for t in tasks}
+    plan = {t.task_id: TaskPlan(tuple(checkpointed_upstream(t)),
+                                bool(getattr(t, "publishes", False)),
+                                dict(getattr(t, "table_inputs", None) or {})) for t in tasks}
+    plan_table_inputs(plan)  # one table per input name across the DAG
+    return plan
 
 
 #: (storage, pipeline id) -> the DAG that claimed it in this process

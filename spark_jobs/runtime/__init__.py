@@ -32,11 +32,14 @@ from .reference import JobReferenceError, job_reference, named_job, resolve_job
 from .session import spark_session, spark_uri
 from .spark_conf import s3a_conf
 
+from checkpointing.table_inputs import TableInput  # isort: skip - re-exported for jobs
 from checkpointing.tables import TableSpec  # isort: skip - re-exported for jobs
+from .table_source import TableChanges  # isort: skip
 
 __all__ = ["EXIT_DECLINED", "ConnectUnsupported", "DeclineEpoch", "SparkConnectError",
            "connect_session", "is_connect", "Job", "JobReferenceError", "JobResult", "JobRun",
-           "NewInput", "Pipeline", "build_jobs_zip", "commit", "drive_epoch", "interrupt_attempt",
+           "NewInput", "Pipeline", "TableChanges", "TableInput", "build_jobs_zip", "commit",
+           "drive_epoch", "interrupt_attempt",
            "job_reference", "job_tag",
            "main", "named_job",
            "new_input", "partition_value", "read_published", "resolve_job", "run_task",

@@ -33,6 +33,7 @@ from checkpointing.documents import now_iso
 from checkpointing.errors import EpochAlreadyDecided
 from checkpointing.state_handle import FileRef
 from checkpointing.storage import LocalStorage, Storage, open_storage
+from checkpointing.table_inputs import TableInputError, TableVersion
 from checkpointing.tables import TableSpec
 
 from .connect import SparkConnectError, is_connect, unsupported_feature
@@ -40,6 +41,7 @@ from .file_source import MAX_FILE_AGE_SECONDS, NewInput, SeenIndex, new_input
 from .reattach import new_operation, operation_id, reattach, release_session
 from .session import spark_uri
 from .spark_conf import OUTPUT_FILES_CONF
+from .table_source import TableChanges
 
 _RUN_UNTIL = object()  # new_input's default: the epoch's data interval end
 #: where a task's index of consumed files is kept in its state
@@ -86,6 +88,11 @@ class JobRun:
     resume: EngineOperation | None = None
     #: actions this attempt took over from the earlier attempt's operation
     resumed: list[str] = field(default_factory=list)
+    #: per table input, the version the state has consumed (carried from the parent's
+    #: handle, advanced by :meth:`table_changes`): the handle's ``table_offsets``
+    table_offsets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: what each table input read this attempt (the handle's ``metrics.table_inputs``)
+    table_reads: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ reading
     @property
@@ -146,6 +153,43 @@ class JobRun:
             path = self.scratch / f"seen-{bucket}.json"
             path.write_bytes(body)
             self.writer.add_file(f"{SEEN_FILES}{bucket}.json", path)
+        return found
+
+    def table_changes(self, name: str) -> TableChanges:
+        """The rows upstream table input ``name`` (declared on the task: ``table_inputs=``
+        of the operator or decorator) added and removed since the version this task's
+        parent epoch consumed, up to the version the epoch's barrier pinned (PROTOCOL
+        6.14): ``.added`` and ``.removed`` DataFrames (``.signed()`` both with a +1/-1
+        column), ``.start``/``.end`` the version range. The first epoch (no parent state
+        of the input) reads the table's whole content at the pinned version. Every attempt
+        of the epoch reads the same change; the consumed version is recorded in the
+        task's state handle (``table_offsets``) when it acknowledges. A change that cannot
+        be read (an incompatible schema change, a version the table's VACUUM or log
+        retention removed, deletion vectors) declines the epoch with one line."""
+        from .table_source import read_changes
+
+        barrier = self.coordinator.barrier(self.epoch_id)
+        spec = barrier.plan[self.task_id].table_inputs.get(name) \
+            if self.task_id in barrier.plan else None
+        end = barrier.table_version(name)
+        if spec is None or end is None:
+            declared = sorted(barrier.plan[self.task_id].table_inputs) \
+                if self.task_id in barrier.plan else []
+            raise ValueError(f"task {self.task_id!r} has no table input {name!r} in its "
+                             f"epoch's plan (declared: {declared or 'none'}); declare it "
+                             "with table_inputs={...} on the task")
+        prev = self.table_offsets.get(name)
+        start = TableVersion.from_json(prev) if prev is not None else None
+        try:
+            found = read_changes(self.spark, name, spec, start, end,
+                                 getattr(self.coordinator.storage, "endpoint_url", None))
+        except TableInputError as exc:
+            raise DeclineEpoch(str(exc)) from None
+        self.table_offsets[name] = end.to_json()
+        self.table_reads[name] = found.metrics()
+        log.info("task %s reads table input %s: versions %s..%s, %d file(s) added, %d "
+                 "removed", self.task_id, name, "start" if start is None else start.version,
+                 end.version, len(found.change_set.added), len(found.change_set.removed))
         return found
 
     def read_table(self, handle: StateHandle | None, output: str):
@@ -463,7 +507,8 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
     run = JobRun(coordinator, epoch_id, task_id, attempt, spark,
                  open_storage(data_uri, endpoint_url=endpoint_url) if data_uri else None,
                  previous, upstream, writer,
-                 scratch, resume=start.resume if is_connect(spark) else None)
+                 scratch, resume=start.resume if is_connect(spark) else None,
+                 table_offsets=dict(previous.table_offsets) if previous else {})
     tag = job_tag(coordinator.pipeline_id, epoch_id, task_id, attempt)
     spark.addTag(tag)
     try:
@@ -482,6 +527,7 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
             offsets=result.offsets, row_counts=result.row_counts,
             metrics={**result.metrics, "bytes_referenced": writer.bytes_referenced,
                      "files_hashed_by_store": writer.hashed_by_store,
+                     **({"table_inputs": run.table_reads} if run.table_reads else {}),
                      **({"resumed": {"from_attempt": run.resume.attempt,
                                      "actions": run.resumed}} if run.resumed else {}),
                      **({"task_overhead_ms": {k: round(v, 1) for k, v in overhead_ms.items()
@@ -490,6 +536,7 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
                      "run_ms": round(run_ms, 1), "sync_ms": round(run.snapshot_write_ms, 1)},
             restored_from={"epoch_id": previous.epoch_id if previous else None},
             delivery=coordinator.barrier(epoch_id).mode,
+            table_offsets=run.table_offsets,
         )
         try:
             ack = coordinator.acknowledge(epoch_id, task_id, attempt, handle)

@@ -70,6 +70,9 @@ class CheckpointedSparkOperator(BaseOperator):
         every checkpointed task that has none.
     :param application: submit mode only: a Python file of yours that calls
         ``spark_jobs.runtime.main(job)``; default: the runtime's generic entry point.
+    :param table_inputs: upstream Delta or Iceberg tables the job reads incrementally,
+        ``{name: TableInput(...)}``: the epoch's barrier pins each one's version, and the
+        job reads the change since its parent epoch with ``run.table_changes(name)``.
     """
 
     template_fields = ("job",)
@@ -82,8 +85,10 @@ class CheckpointedSparkOperator(BaseOperator):
     def __init__(self, *, job: str | Callable[..., Any], outputs: Sequence[str] = (),
                  publishes: bool = False,
                  settings: CheckpointSettings | None = None, application: str | None = None,
-                 begin_task_id: str = BEGIN_TASK_ID, **kwargs: Any):
+                 begin_task_id: str = BEGIN_TASK_ID,
+                 table_inputs: dict[str, Any] | None = None, **kwargs: Any):
         super().__init__(**kwargs)
+        from checkpointing.table_inputs import TableInput, validate_inputs
         from spark_jobs.runtime import job_reference
 
         # A string: workers import it, nothing is pickled. A TaskFlow function keeps its
@@ -93,6 +98,12 @@ class CheckpointedSparkOperator(BaseOperator):
         if self.strict_reference:
             self.job = job_reference(job)
         self.outputs = tuple(outputs)
+        self.table_inputs = dict(table_inputs or {})
+        validate_inputs(self.table_inputs)
+        for name, spec in self.table_inputs.items():
+            if not isinstance(spec, TableInput):
+                raise TypeError(f"{self.task_id}: table input {name!r} must be a TableInput, "
+                                f"not {type(spec).__name__}")
         self.publishes, self.settings = publishes or bool(self.outputs), settings
         self.application, self.begin_task_id = application, begin_task_id
         # Set by checkpoint_dag: what a root task needs to begin the run's epoch itself.

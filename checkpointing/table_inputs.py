@@ -1,0 +1,260 @@
+"""Upstream tables as incremental inputs (PROTOCOL 6.14): Flink's source offsets, for tables.
+
+A task declares an upstream Delta or Iceberg table (:class:`TableInput`) that another
+pipeline, or another team, writes. When an epoch begins, its barrier pins the version every
+table input of the plan is read up to (:func:`pin`): whatever is committed to the table
+afterwards, every task and every retry of the epoch reads the same change set. A task then
+reads the change between the version its parent epoch consumed (its handle's
+``table_offsets``) and the pinned one (:func:`changes`): the data files the version range
+added and those it removed, whose rows are retractions. Finding them reads the table's log
+of that range (Delta's commits, Iceberg's manifests), never the data of unchanged files.
+
+Each format's reader lives in the format's module (:mod:`.delta`, :mod:`.iceberg`), found
+through :data:`READERS`; this module holds what is common to both.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .errors import CheckpointError
+from .ids import validate_id
+
+FORMATS = ("delta", "iceberg")
+
+
+class TableInputError(CheckpointError):
+    """A table input cannot be read as asked (a removed version, an unsupported table
+    feature, a version that went back): the epoch is declined with this one line."""
+
+
+class IncompatibleSchema(TableInputError):
+    """The upstream table's schema changed in a way the change set cannot carry (a column
+    dropped or retyped): rows of the two schemas cannot be subtracted from each other."""
+
+
+@dataclass(frozen=True)
+class TableInput:
+    """An upstream table a task reads incrementally.
+
+    :param location: the table's URI (Delta: required; Iceberg: informative, the catalog
+        locates the table).
+    :param format: ``"delta"`` or ``"iceberg"``.
+    :param name: Iceberg: the table's identifier in its catalog (``namespace.table``).
+    :param catalog: Iceberg: the catalog's name, configured by pyiceberg's own settings.
+    :param starting_version: the first epoch reads the changes from this version on
+        (Delta: a table version; Iceberg: a snapshot's sequence number) instead of the
+        table's whole content at the pinned version.
+    """
+
+    location: str | None = None
+    format: str = "delta"
+    name: str | None = None
+    catalog: str = "default"
+    starting_version: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.format not in FORMATS:
+            raise ValueError(f"table input format must be one of {', '.join(FORMATS)}, "
+                             f"not {self.format!r}")
+        if self.format == "iceberg" and (not self.name or "." not in self.name):
+            raise ValueError("an iceberg table input needs name='namespace.table'")
+        if self.format == "delta" and not (self.location or "").strip():
+            raise ValueError("a delta table input needs its location")
+        if self.location is not None and self.location != self.location.rstrip("/"):
+            raise ValueError(f"table location {self.location!r} must be a URI without a "
+                             "trailing '/'")
+        if self.starting_version is not None and self.starting_version < 0:
+            raise ValueError("starting_version must be >= 0")
+
+    @property
+    def label(self) -> str:
+        """How errors and logs name the table, without its storage path: the Iceberg
+        identifier, or the last segment of a Delta table's location."""
+        if self.name:
+            return self.name
+        return re.split(r"[/:]", self.location or "")[-1] or "table"
+
+    def event_version(self, table: dict[str, Any]) -> int | None:
+        """The version an asset event's ``table`` extra (what the commit step emits for a
+        table output) announces of this table, when it names this table and its format's
+        versions are the ones a barrier pins (Delta's; an Iceberg event names a snapshot
+        id, which orders nothing): the least version a run it triggered may read."""
+        if table.get("format") != self.format or table.get("version") is None:
+            return None
+        same = (table.get("location") == self.location if self.name is None else
+                (table.get("name"), table.get("catalog", "default")) == (self.name,
+                                                                         self.catalog))
+        return int(table["version"]) if same and _reader(self.format).EVENT_VERSIONS else None
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"format": self.format}
+        for key in ("location", "name", "starting_version"):
+            if getattr(self, key) is not None:
+                d[key] = getattr(self, key)
+        if self.format == "iceberg":
+            d["catalog"] = self.catalog
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> TableInput:
+        return cls(d.get("location"), d.get("format", "delta"), d.get("name"),
+                   d.get("catalog", "default"), d.get("starting_version"))
+
+
+@dataclass(frozen=True, order=True)
+class TableVersion:
+    """A version of a table, as the barrier pins it and a handle's offsets record it.
+    ``version`` orders versions (Delta: the table version; Iceberg: the snapshot's sequence
+    number); ``snapshot_id`` identifies an Iceberg snapshot (None for Delta, and for an
+    Iceberg table that has no snapshot yet)."""
+
+    version: int
+    snapshot_id: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"version": self.version}
+        if self.snapshot_id is not None:
+            d["snapshot_id"] = self.snapshot_id
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> TableVersion:
+        sid = d.get("snapshot_id")
+        return cls(int(d["version"]), int(sid) if sid is not None else None)
+
+
+#: the version of a table that has no data yet (Delta: before version 0; Iceberg: no
+#: snapshot): a change set from it holds the table's whole content
+EMPTY = TableVersion(-1)
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """A data file of a table: what Spark reads, and the partition values a Delta file
+    leaves out of its own columns."""
+
+    uri: str
+    size: int
+    partition_values: dict[str, str | None] = field(default_factory=dict)
+    records: int | None = None
+
+
+@dataclass(frozen=True)
+class ChangeSet:
+    """The change of a table input between two versions: ``added`` files (rows to add) and
+    ``removed`` files (rows to retract), read from the log of ``(start, end]``.
+
+    ``schema``: the table's Arrow schema at ``end`` (columns added since ``start`` read as
+    null from older files); ``partition_columns`` whose values come from the log, not from
+    the files (Delta), listed in ``log_partition_columns``."""
+
+    start: TableVersion | None
+    end: TableVersion
+    added: tuple[DataFile, ...]
+    removed: tuple[DataFile, ...]
+    schema: Any  # pyarrow.Schema
+    log_partition_columns: tuple[str, ...] = ()
+    #: log documents read to find the change (Delta commits, Iceberg manifests lists)
+    log_reads: int = 0
+
+    @property
+    def full(self) -> bool:
+        """Whether this is a first read: the whole table at ``end``."""
+        return self.start is None or self.start.version < 0
+
+    @property
+    def bytes_added(self) -> int:
+        return sum(f.size for f in self.added)
+
+    @property
+    def bytes_removed(self) -> int:
+        return sum(f.size for f in self.removed)
+
+
+class TableReader(Protocol):
+    """What a table format provides for table inputs (one module per format)."""
+
+    def pin_version(self, spec: TableInput, endpoint_url: str | None) -> TableVersion: ...
+
+    def read_changes(self, spec: TableInput, start: TableVersion | None, end: TableVersion,
+                     endpoint_url: str | None) -> ChangeSet: ...
+
+
+def _reader(fmt: str) -> TableReader:
+    from . import delta, iceberg
+
+    readers: dict[str, Any] = {"delta": delta, "iceberg": iceberg}
+    return readers[fmt]
+
+
+def pin(spec: TableInput, endpoint_url: str | None = None) -> TableVersion:
+    """The table's newest version: what an epoch beginning now reads up to."""
+    try:
+        return _reader(spec.format).pin_version(spec, endpoint_url)
+    except TableInputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the libraries raise plain errors for I/O
+        raise TableInputError(f"table input {spec.label!r} ({spec.format}) cannot be read: "
+                              f"{type(exc).__name__}: {_first_line(exc)}") from None
+
+
+def changes(spec: TableInput, start: TableVersion | None, end: TableVersion,
+            endpoint_url: str | None = None) -> ChangeSet:
+    """The change set of ``spec`` in ``(start, end]``; ``start`` None: the first read, the
+    whole table at ``end`` (or the changes from ``spec.starting_version`` on)."""
+    if start is None and spec.starting_version is not None:
+        if spec.starting_version > end.version + 1:
+            raise TableInputError(
+                f"table input {spec.label!r}: starting_version {spec.starting_version} is "
+                f"after the pinned version {end.version}")
+        start = _reader(spec.format).version_before(spec, spec.starting_version,
+                                                    endpoint_url)
+    if start is not None and end.version < start.version:
+        raise TableInputError(
+            f"table input {spec.label!r}: the pinned version {end.version} is older than "
+            f"version {start.version}, which the parent epoch consumed (the table was "
+            "restored or recreated); restore the task from a savepoint taken before, or "
+            "start its state afresh")
+    if start is not None and start == end:
+        return ChangeSet(start, end, (), (), _reader(spec.format).schema_at(
+            spec, end, endpoint_url), _log_partitions(spec, end, endpoint_url))
+    try:
+        return _reader(spec.format).read_changes(spec, start, end, endpoint_url)
+    except TableInputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the libraries raise plain errors for I/O
+        raise TableInputError(f"table input {spec.label!r} ({spec.format}) cannot be read: "
+                              f"{type(exc).__name__}: {_first_line(exc)}") from None
+
+
+def _log_partitions(spec: TableInput, end: TableVersion,
+                    endpoint_url: str | None) -> tuple[str, ...]:
+    return tuple(_reader(spec.format).log_partition_columns(spec, end, endpoint_url))
+
+
+def check_schema(label: str, old: Any, new: Any, version: int) -> None:
+    """Refuse a schema change between two versions that is not an added column: a column
+    of ``old`` missing from ``new`` or of another type (Arrow schemas)."""
+    for f in old:
+        if f.name not in new.names:
+            raise IncompatibleSchema(f"table input {label!r}: column {f.name!r} was dropped "
+                                     f"by version {version}; an incompatible schema change "
+                                     "cannot be read incrementally")
+        if not new.field(f.name).type.equals(f.type):
+            raise IncompatibleSchema(
+                f"table input {label!r}: column {f.name!r} changed type from {f.type} to "
+                f"{new.field(f.name).type} in version {version}; an incompatible schema "
+                "change cannot be read incrementally")
+
+
+def validate_inputs(inputs: dict[str, TableInput]) -> None:
+    for name in inputs:
+        validate_id(name, "table input name")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:240]

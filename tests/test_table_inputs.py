@@ -1,0 +1,225 @@
+"""Upstream tables as incremental inputs (PROTOCOL 6.14): a downstream pipeline keeps a
+running aggregate over a Delta (or Iceberg) table that its own library writes, not this
+project: appends, a partition replacement, a delete, an added column and an overwrite
+between epochs. After every epoch the downstream's published table equals pandas over the
+upstream's content at the version the epoch's barrier pinned; a retry after a failed
+attempt reads the same change set even though the upstream moved meanwhile; what cannot be
+read is refused in one line and publishes nothing."""
+
+from __future__ import annotations
+
+import uuid
+
+import pandas as pd
+import pytest
+
+from checkpointing import Coordinator, LocalStorage
+from checkpointing.barrier import plan_from_edges
+from checkpointing.delta import open_table, storage_options, table_path
+from checkpointing.publish import read_manifest
+from checkpointing.table_inputs import TableInput, TableVersion, changes, pin
+from checkpointing.tables import TableSpec
+from spark_jobs.runtime import DeclineEpoch, JobResult, Pipeline, drive_epoch
+
+SCHEMA = "key string, total long, n long"
+
+
+def sums_job(out: TableSpec, fail: dict | None = None):
+    """key -> (sum of value, row count) over the input's content: the state plus the
+    change's signed rows; published as an overwrite table."""
+
+    def job(run):
+        from pyspark.sql import functions as F
+
+        ch = run.table_changes("src")
+        state = run.read_parquet(run.files(run.previous, "sums/"), SCHEMA)
+        delta = ch.signed().groupBy("key").agg(
+            F.sum(F.coalesce(F.col("value"), F.lit(0)) * F.col("_sign")).alias("total"),
+            F.sum("_sign").alias("n"))
+        new = (state.unionByName(delta).groupBy("key")
+               .agg(F.sum("total").alias("total"), F.sum("n").alias("n"))
+               .where("n != 0"))
+        run.write_state(new, "sums")
+        if fail is not None and fail.pop("once", False):
+            raise RuntimeError("killed after its state was written")
+        run.write_table(run.read_parquet(run.writer.files("sums/"), SCHEMA), "sums", out)
+        return JobResult(metrics={"read": ch.metrics()})
+
+    return job
+
+
+def pipeline(src: TableInput, out: TableSpec, fail: dict | None = None) -> Pipeline:
+    return Pipeline({"agg": []}, {"agg": sums_job(out, fail)},
+                    plan_from_edges({"agg": []}, {"agg"}, {"agg": {"src": src}}))
+
+
+def expected(location: str, version: int, endpoint: str | None) -> list[tuple]:
+    """The aggregate, computed by pandas over the upstream at ``version``."""
+    df = open_table(location, endpoint, version).to_pandas()
+    if df.empty:
+        return []
+    g = df.assign(value=df["value"].fillna(0)).groupby("key").agg(
+        total=("value", "sum"), n=("value", "size"))
+    return sorted((k, int(r.total), int(r.n)) for k, r in g.iterrows())
+
+
+def published(location: str, endpoint: str | None) -> list[tuple]:
+    df = open_table(location, endpoint).to_pandas()
+    return sorted((r.key, int(r.total), int(r.n)) for r in df.itertuples())
+
+
+def write(location: str, endpoint: str | None, rows: list[tuple], **kw) -> None:
+    from deltalake import write_deltalake
+
+    cols = ["key", "day", "value", "extra"][:len(rows[0])]
+    write_deltalake(table_path(location), pd.DataFrame(rows, columns=cols),
+                    storage_options=storage_options(location, endpoint) or None, **kw)
+
+
+@pytest.fixture(params=["local", "s3"])
+def env(request, tmp_path, spark_connect):
+    """(coordinator, warehouse root, S3 endpoint or None, Spark Connect session)."""
+    from spark_jobs.runtime import spark_session
+
+    if request.param == "local":
+        c = Coordinator(LocalStorage(tmp_path / "ckpt"), "down")
+        root, endpoint = f"file://{tmp_path}/wh", None
+    else:
+        storage = request.getfixturevalue("s3_storage")
+        endpoint = request.getfixturevalue("s3_server").endpoint
+        c, root = Coordinator(storage, "down"), f"s3://{storage.bucket}/wh"
+    spark = spark_session("table-inputs", s3=endpoint is not None, endpoint_url=endpoint,
+                          remote=spark_connect.url)
+    yield c, root, endpoint, spark
+    spark.stop()
+
+
+def run_epoch(c, pipe, spark, run_id, endpoint, attempt=None):
+    return drive_epoch(pipe, c, spark, "", run_id, endpoint_url=endpoint, attempt=attempt)
+
+
+def test_every_kind_of_upstream_change_is_read_once(env):
+    c, root, endpoint, spark = env
+    up, out = f"{root}/upstream", TableSpec(f"{root}/sums", "overwrite")
+    pipe = pipeline(TableInput(up), out)
+    write(up, endpoint, [("a", "d1", 1), ("b", "d1", 2), ("a", "d2", 3)], partition_by=["day"])
+
+    def step(run_id):
+        epoch, meta = run_epoch(c, pipe, spark, run_id, endpoint)
+        assert meta is not None and meta.completed, meta
+        pinned = c.barrier(epoch).table_version("src").version
+        assert published(out.location, endpoint) == expected(up, pinned, endpoint), run_id
+        return epoch, pinned
+
+    e1, v1 = step("r1")
+    assert c.completed_handles(e1)["agg"].table_offsets == {"src": {"version": v1}}
+    write(up, endpoint, [("c", "d3", 10), ("a", "d3", 5)], mode="append")
+    write(up, endpoint, [("b", "d3", 7)], mode="append")
+    _, v2 = step("r2")  # two appends in one epoch
+    assert v2 == v1 + 2
+    # a partition replacement: day d1 rewritten with other rows
+    write(up, endpoint, [("z", "d1", 100)], mode="overwrite", predicate="day = 'd1'")
+    step("r3")
+    open_table(up, endpoint).delete("key = 'a'")  # a delete rewrites the files holding 'a'
+    step("r4")
+    step("r5")  # nothing changed: nothing read, same result
+    read = c.completed_handles(c.latest_completed())["agg"].metrics["table_inputs"]["src"]
+    assert read["files_added"] == read["files_removed"] == 0
+    write(up, endpoint, [("k", "d4", 4, "x")], mode="append", schema_mode="merge")
+    step("r6")  # an added column: read (older files give null)
+    write(up, endpoint, [("q", "d9", 9, "y")], mode="overwrite")
+    _, last = step("r7")  # an overwrite retracts every row before it
+    assert published(out.location, endpoint) == [("q", 9, 1)]
+    assert last == v2 + 4
+
+
+def test_retry_reads_the_pinned_change_set_whatever_the_upstream_did_meanwhile(env):
+    c, root, endpoint, spark = env
+    up, out = f"{root}/upstream", TableSpec(f"{root}/sums", "overwrite")
+    fail = {"once": False}
+    pipe = pipeline(TableInput(up), out, fail)
+    write(up, endpoint, [("a", "d1", 1)], partition_by=["day"])
+    run_epoch(c, pipe, spark, "r1", endpoint)
+    write(up, endpoint, [("b", "d2", 2)], mode="append")
+    fail["once"] = True
+    with pytest.raises(RuntimeError, match="killed"):
+        run_epoch(c, pipe, spark, "r2", endpoint)
+    epoch = c.open_epoch_for_run("r2").epoch_id
+    pinned = c.barrier(epoch).table_version("src").version
+    # the upstream moves between the failed attempt and its retry
+    write(up, endpoint, [("c", "d3", 30)], mode="append")
+    open_table(up, endpoint).delete("key = 'a'")
+    again, meta = run_epoch(c, pipe, spark, "r2", endpoint, attempt=2)  # Airflow's try 2
+    assert again == epoch and meta.completed
+    assert c.completed_handles(epoch)["agg"].attempt == 2
+    assert published(out.location, endpoint) == expected(up, pinned, endpoint) == [
+        ("a", 1, 1), ("b", 2, 1)]
+    # the next epoch reads what came after the pin, once
+    _, meta = run_epoch(c, pipe, spark, "r3", endpoint)
+    assert published(out.location, endpoint) == expected(
+        up, c.barrier(meta.epoch_id).table_version("src").version, endpoint) == [
+        ("b", 2, 1), ("c", 30, 1)]
+
+
+def test_what_cannot_be_read_declines_the_epoch_in_one_line_and_publishes_nothing(env):
+    c, root, endpoint, spark = env
+    up, out = f"{root}/upstream", TableSpec(f"{root}/sums", "overwrite")
+    pipe = pipeline(TableInput(up), out)
+    write(up, endpoint, [("a", "d1", 1), ("b", "d2", 2)], partition_by=["day"])
+    run_epoch(c, pipe, spark, "r1", endpoint)
+    before = open_table(out.location, endpoint).version()
+
+    # an incompatible schema change: value becomes a string
+    write(up, endpoint, [("a", "d1", "one")], mode="overwrite", schema_mode="overwrite")
+    with pytest.raises(DeclineEpoch) as exc:
+        run_epoch(c, pipe, spark, "r2", endpoint)
+    assert "changed type" in str(exc.value) and "\n" not in str(exc.value)
+    assert "value" in str(exc.value) and root not in str(exc.value)
+    meta = c.metadata(c.epoch_ids()[-1])
+    assert meta.status == "aborted" and meta.reason == "declined"
+    assert open_table(out.location, endpoint).version() == before
+    assert read_manifest(c.storage, c.layout).epoch_id == 1
+
+
+def test_a_version_its_vacuum_removed_is_named_with_the_way_forward(tmp_path):
+    """Reader-level refusals, without Spark: files removed and vacuumed before the task
+    read their retraction; commits removed by log retention; a table gone back."""
+    from deltalake import DeltaTable
+
+    loc = f"file://{tmp_path}/up"
+    write(loc, None, [("a", "d1", 1)], partition_by=["day"])
+    v0 = pin(TableInput(loc))
+    write(loc, None, [("b", "d1", 2)], mode="overwrite")
+    DeltaTable(table_path(loc)).vacuum(retention_hours=0, enforce_retention_duration=False,
+                                       dry_run=False)
+    from checkpointing.table_inputs import TableInputError
+
+    with pytest.raises(TableInputError, match="VACUUM") as exc:
+        changes(TableInput(loc), v0, pin(TableInput(loc)))
+    assert "\n" not in str(exc.value) and str(tmp_path) not in str(exc.value)
+    (tmp_path / "up" / "_delta_log" / f"{1:020d}.json").unlink()
+    with pytest.raises(TableInputError, match="version 1 is no longer in the table's log"):
+        changes(TableInput(loc), v0, TableVersion(1))
+    with pytest.raises(TableInputError, match="older than version 1"):
+        changes(TableInput(loc), TableVersion(1), v0)
+
+
+def test_the_barrier_pins_every_table_input_and_an_event_version_it_cannot_see_is_refused(
+        tmp_path):
+    from checkpointing.table_inputs import TableInputError
+
+    loc = f"file://{tmp_path}/up-{uuid.uuid4().hex[:6]}"
+    write(loc, None, [("a", "d1", 1)])
+    write(loc, None, [("b", "d1", 2)], mode="append")
+    c = Coordinator(LocalStorage(tmp_path / "ckpt"), "p")
+    plan = plan_from_edges({"x": [], "y": ["x"]}, table_inputs={
+        "x": {"src": TableInput(loc)}, "y": {"src": TableInput(loc)}})
+    b = c.begin_epoch(plan, "r1")
+    assert b.table_versions == {"src": {"version": 1}}
+    assert c.barrier(b.epoch_id).plan["y"].table_inputs["src"] == TableInput(loc)
+    c.abort(b.epoch_id, "cancelled")
+    with pytest.raises(TableInputError, match="triggered by version 5"):
+        c.begin_epoch(plan, "r2", min_table_versions={"src": 5})
+    with pytest.raises(ValueError, match="names another table"):
+        plan_from_edges({"x": [], "y": []}, table_inputs={
+            "x": {"src": TableInput(loc)}, "y": {"src": TableInput(loc + "2")}})
