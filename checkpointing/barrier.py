@@ -138,7 +138,7 @@ class Barrier:
             "writer": self.writer,
             "restore_fallback": list(self.restore_fallback),
             "promote": self.promote,
-            **({"table_versions": self.table_versions} if self.table_versions else {}),
+            "table_versions": self.table_versions,
         }
 
     @classmethod

@@ -395,3 +395,14 @@ def _with_partitions(spec: Any, start: Any, removes: dict[str, Any], parts: tupl
                                     size=f.size or int(row.get("size_bytes") or 0))
         out.append(f)
     return tuple(out)
+
+
+class TableInputReader:
+    """The table-input reader of this format (:class:`checkpointing.table_changes.TableReader`)."""
+
+    EVENT_VERSIONS = EVENT_VERSIONS
+    pin_version = staticmethod(pin_version)
+    version_before = staticmethod(version_before)
+    schema_at = staticmethod(schema_at)
+    log_partition_columns = staticmethod(log_partition_columns)
+    read_changes = staticmethod(read_changes)

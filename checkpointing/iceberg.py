@@ -330,3 +330,14 @@ def read_changes(spec: Any, start: Any, end: Any, endpoint_url: str | None) -> A
                 "rows cannot be retracted; restore the task from a later savepoint, or "
                 "start its state afresh from the table's current content")
     return ChangeSet(start, end, added, removed, schema, (), reads)
+
+
+class TableInputReader:
+    """The table-input reader of this format (:class:`checkpointing.table_changes.TableReader`)."""
+
+    EVENT_VERSIONS = EVENT_VERSIONS
+    pin_version = staticmethod(pin_version)
+    version_before = staticmethod(version_before)
+    schema_at = staticmethod(schema_at)
+    log_partition_columns = staticmethod(log_partition_columns)
+    read_changes = staticmethod(read_changes)

@@ -95,7 +95,7 @@ class StateHandle:
             "offsets": self.offsets, "row_counts": self.row_counts, "metrics": self.metrics,
             "timings": self.timings, "bytes_written": self.bytes_written,
             "restored_from": self.restored_from, "delivery": self.delivery,
-            **({"table_offsets": self.table_offsets} if self.table_offsets else {}),
+            "table_offsets": self.table_offsets,
         }
 
     @classmethod

@@ -9,15 +9,16 @@ reads the change between the version its parent epoch consumed (its handle's
 added and those it removed, whose rows are retractions. Finding them reads the table's log
 of that range (Delta's commits, Iceberg's manifests), never the data of unchanged files.
 
-Each format's reader lives in the format's module (:mod:`.delta`, :mod:`.iceberg`), found
-through :data:`READERS`; this module holds what is common to both.
+This module holds the declaration and the change set, common to both formats; each format's
+reader lives in the format's module (:mod:`.delta`, :mod:`.iceberg`), reached through
+:mod:`.table_changes`.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from .errors import CheckpointError
 from .ids import validate_id
@@ -76,18 +77,6 @@ class TableInput:
         if self.name:
             return self.name
         return re.split(r"[/:]", self.location or "")[-1] or "table"
-
-    def event_version(self, table: dict[str, Any]) -> int | None:
-        """The version an asset event's ``table`` extra (what the commit step emits for a
-        table output) announces of this table, when it names this table and its format's
-        versions are the ones a barrier pins (Delta's; an Iceberg event names a snapshot
-        id, which orders nothing): the least version a run it triggered may read."""
-        if table.get("format") != self.format or table.get("version") is None:
-            return None
-        same = (table.get("location") == self.location if self.name is None else
-                (table.get("name"), table.get("catalog", "default")) == (self.name,
-                                                                         self.catalog))
-        return int(table["version"]) if same and _reader(self.format).EVENT_VERSIONS else None
 
     def to_json(self) -> dict[str, Any]:
         d: dict[str, Any] = {"format": self.format}
@@ -174,67 +163,6 @@ class ChangeSet:
         return sum(f.size for f in self.removed)
 
 
-class TableReader(Protocol):
-    """What a table format provides for table inputs (one module per format)."""
-
-    def pin_version(self, spec: TableInput, endpoint_url: str | None) -> TableVersion: ...
-
-    def read_changes(self, spec: TableInput, start: TableVersion | None, end: TableVersion,
-                     endpoint_url: str | None) -> ChangeSet: ...
-
-
-def _reader(fmt: str) -> TableReader:
-    from . import delta, iceberg
-
-    readers: dict[str, Any] = {"delta": delta, "iceberg": iceberg}
-    return readers[fmt]
-
-
-def pin(spec: TableInput, endpoint_url: str | None = None) -> TableVersion:
-    """The table's newest version: what an epoch beginning now reads up to."""
-    try:
-        return _reader(spec.format).pin_version(spec, endpoint_url)
-    except TableInputError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - the libraries raise plain errors for I/O
-        raise TableInputError(f"table input {spec.label!r} ({spec.format}) cannot be read: "
-                              f"{type(exc).__name__}: {_first_line(exc)}") from None
-
-
-def changes(spec: TableInput, start: TableVersion | None, end: TableVersion,
-            endpoint_url: str | None = None) -> ChangeSet:
-    """The change set of ``spec`` in ``(start, end]``; ``start`` None: the first read, the
-    whole table at ``end`` (or the changes from ``spec.starting_version`` on)."""
-    if start is None and spec.starting_version is not None:
-        if spec.starting_version > end.version + 1:
-            raise TableInputError(
-                f"table input {spec.label!r}: starting_version {spec.starting_version} is "
-                f"after the pinned version {end.version}")
-        start = _reader(spec.format).version_before(spec, spec.starting_version,
-                                                    endpoint_url)
-    if start is not None and end.version < start.version:
-        raise TableInputError(
-            f"table input {spec.label!r}: the pinned version {end.version} is older than "
-            f"version {start.version}, which the parent epoch consumed (the table was "
-            "restored or recreated); restore the task from a savepoint taken before, or "
-            "start its state afresh")
-    if start is not None and start == end:
-        return ChangeSet(start, end, (), (), _reader(spec.format).schema_at(
-            spec, end, endpoint_url), _log_partitions(spec, end, endpoint_url))
-    try:
-        return _reader(spec.format).read_changes(spec, start, end, endpoint_url)
-    except TableInputError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - the libraries raise plain errors for I/O
-        raise TableInputError(f"table input {spec.label!r} ({spec.format}) cannot be read: "
-                              f"{type(exc).__name__}: {_first_line(exc)}") from None
-
-
-def _log_partitions(spec: TableInput, end: TableVersion,
-                    endpoint_url: str | None) -> tuple[str, ...]:
-    return tuple(_reader(spec.format).log_partition_columns(spec, end, endpoint_url))
-
-
 def check_schema(label: str, old: Any, new: Any, version: int) -> None:
     """Refuse a schema change between two versions that is not an added column: a column
     of ``old`` missing from ``new`` or of another type (Arrow schemas)."""
@@ -253,8 +181,3 @@ def check_schema(label: str, old: Any, new: Any, version: int) -> None:
 def validate_inputs(inputs: dict[str, TableInput]) -> None:
     for name in inputs:
         validate_id(name, "table input name")
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return (text.splitlines()[0] if text else type(exc).__name__)[:240]

@@ -12,7 +12,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .barrier import TaskPlan, plan_table_inputs
-from .table_inputs import TableInput, TableInputError, TableVersion, pin
+from .table_changes import pin
+from .table_inputs import TableInput, TableInputError, TableVersion
 
 
 class TablePins:

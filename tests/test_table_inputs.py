@@ -17,7 +17,8 @@ from checkpointing import Coordinator, LocalStorage
 from checkpointing.barrier import plan_from_edges
 from checkpointing.delta import open_table, storage_options, table_path
 from checkpointing.publish import read_manifest
-from checkpointing.table_inputs import TableInput, TableVersion, changes, pin
+from checkpointing.table_changes import changes, pin
+from checkpointing.table_inputs import TableInput, TableVersion
 from checkpointing.tables import TableSpec
 from spark_jobs.runtime import DeclineEpoch, JobResult, Pipeline, drive_epoch
 
@@ -76,11 +77,20 @@ def write(location: str, endpoint: str | None, rows: list[tuple], **kw) -> None:
                     storage_options=storage_options(location, endpoint) or None, **kw)
 
 
-@pytest.fixture(params=["local", "s3"])
-def env(request, tmp_path, spark_connect):
-    """(coordinator, warehouse root, S3 endpoint or None, Spark Connect session)."""
+@pytest.fixture(scope="module")
+def spark(spark_connect, s3_server):
+    """One Spark Connect session for the module (a stopped session is not opened again)."""
     from spark_jobs.runtime import spark_session
 
+    session = spark_session("table-inputs", s3=True, endpoint_url=s3_server.endpoint,
+                            remote=spark_connect.url)
+    yield session
+    session.stop()
+
+
+@pytest.fixture(params=["local", "s3"])
+def env(request, tmp_path, spark):
+    """(coordinator, warehouse root, S3 endpoint or None, Spark Connect session)."""
     if request.param == "local":
         c = Coordinator(LocalStorage(tmp_path / "ckpt"), "down")
         root, endpoint = f"file://{tmp_path}/wh", None
@@ -88,10 +98,7 @@ def env(request, tmp_path, spark_connect):
         storage = request.getfixturevalue("s3_storage")
         endpoint = request.getfixturevalue("s3_server").endpoint
         c, root = Coordinator(storage, "down"), f"s3://{storage.bucket}/wh"
-    spark = spark_session("table-inputs", s3=endpoint is not None, endpoint_url=endpoint,
-                          remote=spark_connect.url)
-    yield c, root, endpoint, spark
-    spark.stop()
+    return c, root, endpoint, spark
 
 
 def run_epoch(c, pipe, spark, run_id, endpoint, attempt=None):

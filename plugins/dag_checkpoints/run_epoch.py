@@ -39,6 +39,7 @@ from checkpointing.errors import (
     StorageError,
 )
 from checkpointing.lineages import MAIN, read_origin
+from checkpointing.table_changes import event_version
 
 from .runconf import BEGIN_TASK_ID, checkpoint_conf, data_interval
 from .settings import CheckpointSettings
@@ -102,7 +103,7 @@ def triggering_table_versions(plan: dict[str, TaskPlan], context: Any) -> dict[s
         for ev in evs or ():
             table = (getattr(ev, "extra", None) or {}).get("table") or {}
             for name, spec in inputs.items():
-                v = spec.event_version(table)
+                v = event_version(spec, table)
                 if v is not None:
                     found[name] = max(found.get(name, v), v)
     return found

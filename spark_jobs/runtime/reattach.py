@@ -121,6 +121,10 @@ def release_session(spark: Any, session_id: str, user_id: str | None) -> None:
     from pyspark.sql.connect.proto import base_pb2 as pb2
 
     client = spark.client
+    if session_id == client._session_id:
+        # The earlier attempt ran in this very session (an embedded driver retrying in its
+        # process): releasing it would close the session this attempt still uses.
+        return
     req = pb2.ReleaseSessionRequest(session_id=session_id, client_type=client._builder.userAgent)
     if user_id:
         req.user_context.user_id = user_id

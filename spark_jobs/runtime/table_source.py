@@ -14,13 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from checkpointing.table_changes import changes
 from checkpointing.table_inputs import (
     ChangeSet,
     DataFile,
     TableInput,
     TableInputError,
     TableVersion,
-    changes,
 )
 
 from .session import spark_uri

@@ -1,0 +1,108 @@
+"""Reading table inputs (PROTOCOL 6.14) through the reader of their format: the version an
+epoch pins, and the change set between two versions. One module per format implements
+:class:`TableReader` (:mod:`.delta`, :mod:`.iceberg`); this is the only place that picks one.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from .table_inputs import (
+    ChangeSet,
+    TableInput,
+    TableInputError,
+    TableVersion,
+)
+
+
+class TableReader(Protocol):
+    """What a table format provides for table inputs (one module per format)."""
+
+    #: whether an asset event's ``version`` of the format's table orders like a pin
+    EVENT_VERSIONS: bool
+
+    def pin_version(self, spec: TableInput, endpoint_url: str | None) -> TableVersion: ...
+
+    def version_before(self, spec: TableInput, version: int,
+                       endpoint_url: str | None) -> TableVersion: ...
+
+    def schema_at(self, spec: TableInput, version: TableVersion,
+                  endpoint_url: str | None) -> Any: ...
+
+    def log_partition_columns(self, spec: TableInput, version: TableVersion,
+                              endpoint_url: str | None) -> list[str]: ...
+
+    def read_changes(self, spec: TableInput, start: TableVersion | None, end: TableVersion,
+                     endpoint_url: str | None) -> ChangeSet: ...
+
+
+def _reader(fmt: str) -> TableReader:
+    # Imported on use: each needs its format's library, installed as an extra.
+    if fmt == "delta":
+        from .delta import TableInputReader
+    else:
+        from .iceberg import TableInputReader
+    return TableInputReader()
+
+
+def pin(spec: TableInput, endpoint_url: str | None = None) -> TableVersion:
+    """The table's newest version: what an epoch beginning now reads up to."""
+    try:
+        return _reader(spec.format).pin_version(spec, endpoint_url)
+    except TableInputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the libraries raise plain errors for I/O
+        raise TableInputError(f"table input {spec.label!r} ({spec.format}) cannot be read: "
+                              f"{type(exc).__name__}: {_first_line(exc)}") from None
+
+
+def changes(spec: TableInput, start: TableVersion | None, end: TableVersion,
+            endpoint_url: str | None = None) -> ChangeSet:
+    """The change set of ``spec`` in ``(start, end]``; ``start`` None: the first read, the
+    whole table at ``end`` (or the changes from ``spec.starting_version`` on)."""
+    if start is None and spec.starting_version is not None:
+        if spec.starting_version > end.version + 1:
+            raise TableInputError(
+                f"table input {spec.label!r}: starting_version {spec.starting_version} is "
+                f"after the pinned version {end.version}")
+        start = _reader(spec.format).version_before(spec, spec.starting_version,
+                                                    endpoint_url)
+    if start is not None and end.version < start.version:
+        raise TableInputError(
+            f"table input {spec.label!r}: the pinned version {end.version} is older than "
+            f"version {start.version}, which the parent epoch consumed (the table was "
+            "restored or recreated); restore the task from a savepoint taken before, or "
+            "start its state afresh")
+    if start is not None and start == end:
+        return ChangeSet(start, end, (), (), _reader(spec.format).schema_at(
+            spec, end, endpoint_url), _log_partitions(spec, end, endpoint_url))
+    try:
+        return _reader(spec.format).read_changes(spec, start, end, endpoint_url)
+    except TableInputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the libraries raise plain errors for I/O
+        raise TableInputError(f"table input {spec.label!r} ({spec.format}) cannot be read: "
+                              f"{type(exc).__name__}: {_first_line(exc)}") from None
+
+
+def _log_partitions(spec: TableInput, end: TableVersion,
+                    endpoint_url: str | None) -> tuple[str, ...]:
+    return tuple(_reader(spec.format).log_partition_columns(spec, end, endpoint_url))
+
+
+def event_version(spec: TableInput, table: dict[str, Any]) -> int | None:
+    """The version an asset event's ``table`` extra (what the commit step emits for a
+    table output) announces of ``spec``, when it names ``spec`` and its format's
+    versions are the ones a barrier pins (Delta's; an Iceberg event names a snapshot
+    id, which orders nothing): the least version a run it triggered may read."""
+    if table.get("format") != spec.format or table.get("version") is None:
+        return None
+    same = (table.get("location") == spec.location if spec.name is None else
+            (table.get("name"), table.get("catalog", "default")) == (spec.name,
+                                                                     spec.catalog))
+    return int(table["version"]) if same and _reader(spec.format).EVENT_VERSIONS else None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (text.splitlines()[0] if text else type(exc).__name__)[:240]
