@@ -20,12 +20,14 @@ from urllib.parse import unquote, urlparse
 from .extras import require
 from .state_handle import FileRef
 from .tables import (
+    DELETE_COLUMN,
     TableCommit,
     TableCommitError,
     TableSpec,
     diff_with_table,
     partition_key,
     partition_values,
+    read_staged_rows,
     relative_path,
 )
 
@@ -36,6 +38,12 @@ _ATTEMPTS = 8
 #: so a commit's and a reader's requests stop growing after this many epochs.
 CHECKPOINT_INTERVAL = 10
 _HISTORY_SEARCH = 200  # commits searched for the version that holds an epoch's transaction
+
+
+def _ident(name: str) -> str:
+    """A column name quoted for delta-rs's SQL expressions (DataFusion lowercases bare
+    identifiers)."""
+    return '"' + name.replace('"', '""') + '"'
 
 
 def table_path(location: str) -> str:
@@ -91,6 +99,14 @@ class DeltaCommitter:
             done = dt.transaction_version(app)
             if done is not None and done >= epoch_id:
                 return TableCommit(self._version_of(dt, app, epoch_id), False)
+            if spec.mode == "merge":
+                try:
+                    version = self._merge(dt, spec, app, epoch_id, files)
+                except CommitFailedError as exc:
+                    last = exc
+                    continue
+                log.info("table %s: epoch %d merged as version %d", app, epoch_id, version)
+                return TableCommit(version, True)
             actions = self._actions(dt, spec, app, epoch_id, files, meta)
             props = CommitProperties(
                 custom_metadata={"ckpt.app_id": app, "ckpt.epoch_id": str(epoch_id)},
@@ -114,6 +130,46 @@ class DeltaCommitter:
         raise TableCommitError(f"table {app!r}: epoch {epoch_id} not committed after "
                                f"{_ATTEMPTS} concurrent commits ({last})")
 
+    def _merge(self, dt: Any, spec: TableSpec, app: str, epoch_id: int,
+               files: tuple[FileRef, ...]) -> int:
+        """A ``merge`` output: the staged rows merged by key in one commit (delta-rs's
+        MERGE, copy-on-write: the files holding a changed key are rewritten), carrying the
+        epoch's transaction, so the history names it MERGE and the change data feed, when
+        on, records its row changes."""
+        rows = read_staged_rows(spec, files, self.endpoint_url)
+        if rows is None or rows.num_rows == 0:  # nothing changed: the epoch is recorded
+            dt.create_write_transaction([], mode="append", schema=dt.schema(),
+                                        commit_properties=self._props(app, epoch_id))
+            return int(dt.version())
+        cols = [c for c in rows.column_names if c != DELETE_COLUMN]
+        on = " AND ".join(f"t.{_ident(k)} = s.{_ident(k)}" for k in spec.keys)
+        values = {_ident(c): f"s.{_ident(c)}" for c in cols}
+        deleted = f"s.{_ident(DELETE_COLUMN)}"
+        try:
+            (dt.merge(rows, on, source_alias="s", target_alias="t",
+                      commit_properties=self._props(app, epoch_id))
+             .when_matched_delete(predicate=deleted)
+             .when_matched_update(updates=values, predicate=f"NOT {deleted}")
+             .when_not_matched_insert(updates=values, predicate=f"NOT {deleted}")
+             .execute())
+        except Exception as exc:  # noqa: BLE001 - delta-rs raises plain errors
+            from deltalake.exceptions import CommitFailedError
+
+            if isinstance(exc, CommitFailedError):
+                raise
+            raise TableCommitError(f"merge of epoch {epoch_id} into table {app!r} failed: "
+                                   f"{type(exc).__name__}: {str(exc)[:200]}") from None
+        return int(dt.version())
+
+    @staticmethod
+    def _props(app: str, epoch_id: int) -> Any:
+        from deltalake.transaction import CommitProperties, Transaction
+
+        return CommitProperties(
+            custom_metadata={"ckpt.app_id": app, "ckpt.epoch_id": str(epoch_id)},
+            max_commit_retries=0,
+            app_transactions=[Transaction(app, epoch_id, int(time.time() * 1000))])
+
     @staticmethod
     def _open(path: str, spec: TableSpec, schema: Any, opts: dict[str, str]) -> Any:
         """The table at its newest version, created (version 0: schema, no data) by the
@@ -132,7 +188,9 @@ class DeltaCommitter:
             DeltaTable.create(path, schema=schema, mode="error",
                               partition_by=list(spec.partition_by) or None,
                               configuration={"delta.checkpointInterval":
-                                             str(CHECKPOINT_INTERVAL)},
+                                             str(CHECKPOINT_INTERVAL),
+                                             **({"delta.enableChangeDataFeed": "true"}
+                                                if spec.change_data_feed else {})},
                               storage_options=opts,
                               commit_properties=CommitProperties(max_commit_retries=0))
         except (DeltaError, ValueError, OSError) as exc:  # created concurrently

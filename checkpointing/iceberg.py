@@ -20,7 +20,14 @@ from urllib.parse import unquote, urlparse
 
 from .extras import require
 from .state_handle import FileRef
-from .tables import TableCommit, TableCommitError, TableSpec, diff_with_table
+from .tables import (
+    DELETE_COLUMN,
+    TableCommit,
+    TableCommitError,
+    TableSpec,
+    diff_with_table,
+    read_staged_rows,
+)
 
 log = logging.getLogger("checkpointing.iceberg")
 _ATTEMPTS = 8
@@ -134,6 +141,8 @@ class IcebergCommitter:
                 files: tuple[FileRef, ...], meta: dict[str, Any]) -> int:
         from pyiceberg.io.pyarrow import parquet_file_to_data_file
 
+        if spec.mode == "merge":
+            return self._merge(table, spec, app, epoch_id, files)
         current = {task.file.file_path: task.file for task in table.scan().plan_files()} \
             if table.current_snapshot() is not None else {}
         if meta.get("table_files") == "all":
@@ -154,6 +163,35 @@ class IcebergCommitter:
                                                                     tx.table_metadata, path))
         tx.commit_transaction()
         return int(table.refresh().current_snapshot().snapshot_id)
+
+    def _merge(self, table: Any, spec: TableSpec, app: str, epoch_id: int,
+               files: tuple[FileRef, ...]) -> int:
+        """A ``merge`` output in one transaction: the rows of every key the epoch changed
+        deleted (copy-on-write: pyiceberg rewrites the files holding them), the upserted
+        rows appended; both snapshots carry the epoch in their summaries."""
+        import pyarrow.compute as pc
+        from pyiceberg.expressions import And, EqualTo, In, Or
+
+        rows = read_staged_rows(spec, files, self.endpoint_url)
+        props = {"ckpt.app_id": app, "ckpt.epoch_id": str(epoch_id)}
+        tx = table.transaction()
+        if rows is None or rows.num_rows == 0:
+            tx.append(table.schema().as_arrow().empty_table(), snapshot_properties=props)
+        else:
+            keys = rows.select(list(spec.keys)).to_pylist()
+            if len(spec.keys) == 1:
+                k = spec.keys[0]
+                changed = In(k, sorted({r[k] for r in keys}, key=str))
+            else:
+                parts = [And(*(EqualTo(k, r[k]) for k in spec.keys)) for r in keys]
+                changed = parts[0] if len(parts) == 1 else Or(*parts)
+            if table.current_snapshot() is not None:
+                tx.delete(changed, snapshot_properties=props)
+            upserts = rows.filter(pc.invert(rows[DELETE_COLUMN])).drop_columns([DELETE_COLUMN])
+            tx.append(upserts.cast(table.schema().as_arrow()), snapshot_properties=props)
+        tx.commit_transaction()
+        return int(table.refresh().current_snapshot().snapshot_id)
+
 
 def committed_snapshot(table: Any, app: str, epoch_id: int) -> int | None:
     """The snapshot holding epoch ``epoch_id`` of ``app``, if that epoch is committed: the

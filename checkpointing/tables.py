@@ -27,8 +27,11 @@ from .state_handle import FileRef
 FORMATS = ("delta", "iceberg")
 #: How an epoch changes the table: ``append`` its rows (facts), ``overwrite`` the whole
 #: table (a running aggregate republished in full), ``replace_partitions`` the partitions
-#: the epoch wrote (changed days), leaving the others as they are.
-MODES = ("append", "overwrite", "replace_partitions")
+#: the epoch wrote (changed days), leaving the others as they are, ``merge`` its rows by
+#: key (upserts, and deletes of the keys it names: a silver table kept in step).
+MODES = ("append", "overwrite", "replace_partitions", "merge")
+#: the column a ``merge`` output's staged rows carry: true for a key to delete
+DELETE_COLUMN = "_ckpt_delete"
 
 
 class TableCommitError(CheckpointError):
@@ -50,6 +53,11 @@ class TableSpec:
     #: pyiceberg's own configuration (``PYICEBERG_CATALOG__<NAME>__*`` or .pyiceberg.yaml),
     #: so that no connection string or secret is written into a state handle
     catalog: str = "default"
+    #: ``merge``: the columns that identify a row (the merge condition)
+    keys: tuple[str, ...] = ()
+    #: Delta: created with the change data feed on (``delta.enableChangeDataFeed``), so
+    #: that readers of the table's changes (Spark's CDF) see each merge's row changes
+    change_data_feed: bool = False
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
@@ -62,6 +70,8 @@ class TableSpec:
             raise ValueError(f"table mode must be one of {', '.join(MODES)}, not {self.mode!r}")
         if self.mode == "replace_partitions" and not self.partition_by:
             raise ValueError("mode replace_partitions needs partition_by")
+        if (self.mode == "merge") != bool(self.keys):
+            raise ValueError("mode merge needs keys=(column, ...), and only merge takes keys")
         if not self.location.strip() or self.location != self.location.rstrip("/"):
             raise ValueError(f"table location {self.location!r} must be a URI without a "
                              "trailing '/'")
@@ -71,12 +81,17 @@ class TableSpec:
              "partition_by": list(self.partition_by), "format": self.format}
         if self.format == "iceberg":
             d.update(name=self.name, catalog=self.catalog)
+        if self.keys:
+            d["keys"] = list(self.keys)
+        if self.change_data_feed:
+            d["change_data_feed"] = True
         return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> TableSpec:
         return cls(d["location"], d.get("mode", "append"), tuple(d.get("partition_by") or ()),
-                   d.get("format", "delta"), d.get("name"), d.get("catalog", "default"))
+                   d.get("format", "delta"), d.get("name"), d.get("catalog", "default"),
+                   tuple(d.get("keys") or ()), bool(d.get("change_data_feed", False)))
 
     @property
     def partition_dir_prefix(self) -> str:
@@ -100,6 +115,8 @@ def table_schema_json(arrow_schema: Any, spec: TableSpec) -> str:
     values); for Iceberg, the Arrow schema itself (IPC, base64)."""
     import pyarrow as pa
 
+    if DELETE_COLUMN in arrow_schema.names:  # a merge output's marker, not the table's
+        arrow_schema = arrow_schema.remove(arrow_schema.get_field_index(DELETE_COLUMN))
     if spec.format == "iceberg":
         import base64
 
@@ -182,6 +199,28 @@ def check_present(spec: TableSpec, refs: list[FileRef], app: str, epoch_id: int,
             f"table {app!r}: epoch {epoch_id} keeps {len(gone)} file(s) the table's cleanup "
             f"already deleted (first: {gone[0]!r}); clean up with 'ckpt tables vacuum', "
             "which keeps what retained epochs and savepoints reference")
+
+
+def read_staged_rows(spec: TableSpec, files: tuple[FileRef, ...],
+                     endpoint_url: str | None = None) -> Any:
+    """The rows of a ``merge`` output's staged files (its change: upserts and deletes),
+    one Arrow table; read through the table's storage, never listed."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from .storage import open_storage
+
+    store = open_storage(spec.location, endpoint_url=endpoint_url)
+    tables = []
+    for ref in files:
+        key = store.key_for_uri(ref.uri.replace("s3a://", "s3://"))
+        if key is None:
+            raise TableCommitError(f"staged file {ref.name!r} is not inside its table's "
+                                   "location")
+        tables.append(pq.read_table(io.BytesIO(store.read(key)[0])))
+    return pa.concat_tables(tables, promote_options="default") if tables else None
 
 
 def app_id(pipeline_id: str, lineage: str, output: str) -> str:

@@ -420,6 +420,64 @@ def test_abort_route_and_downstream_asset_dag(af):
         "gold_route_stats"], (xcom, m.history)
 
 
+def ontime_oracle(location: str, version: int) -> list[tuple]:
+    """airport_ontime's table, computed by pandas over the upstream table at ``version``."""
+    from checkpointing.delta import open_table
+    from spark_jobs.flights.airport_ontime import ON_TIME_MINUTES, WINDOW_DAYS
+
+    f = open_table(location, None, version).to_pandas(
+        columns=["origin", "row_date", "arr_delay", "dep_time"])
+    f["row_date"] = f["row_date"].astype(str)
+    newest = f["row_date"].max()
+    first = (date.fromisoformat(newest) - timedelta(days=WINDOW_DAYS - 1)).isoformat()
+    f = f[(f.row_date >= first) & (f.row_date <= newest)]
+    g = f.assign(on_time=(f.arr_delay <= ON_TIME_MINUTES).astype(int),
+                 cancelled=f.dep_time.isna().astype(int)).groupby("origin").agg(
+        flights=("origin", "size"), on_time=("on_time", "sum"), cancelled=("cancelled", "sum"))
+    return sorted((o, int(r.flights), int(r.on_time), int(r.cancelled), newest)
+                  for o, r in g.iterrows())
+
+
+def test_a_downstream_dag_continues_the_pipeline_from_its_table(af):
+    """dags/airport_ontime.py reads flights_daily's gold_flights_enriched incrementally:
+    its asset-triggered epochs read on from the version the one before consumed (through
+    the backfill's promotion, one replacing commit); a run killed after its snapshot is
+    retried, reads the same pinned version, and its table equals pandas over the upstream
+    table at that version."""
+    from checkpointing.delta import open_table
+
+    sa, tmp = af
+    down = Coordinator(LocalStorage(tmp / "ckpt"), "airport_ontime")
+    upstream = f"file://{tmp}/data/tables/gold_flights_enriched"
+    deadline = time.time() + 300
+    while time.time() < deadline:  # the asset-triggered runs, until none is left to run
+        runs = sa.get("/api/v2/dags/airport_ontime/dagRuns").json()["dag_runs"]
+        if runs and all(r["state"] in ("success", "failed") for r in runs):
+            break
+        time.sleep(3)
+    assert runs and all(r["state"] == "success" for r in runs), (runs, sa.tail())
+    assert all(r["run_type"] == "asset_triggered" for r in runs)
+    completed = [b for b in down.barriers() if down.status(b.epoch_id) == "completed"]
+    pins = [b.table_version("flights").version for b in completed]
+    assert pins == sorted(pins) and len(completed) >= 2, pins
+    offsets = [down.completed_handles(b.epoch_id)["ontime"].table_offsets["flights"]
+               for b in completed if down.completed_handles(b.epoch_id)]
+    assert offsets[-1] == {"version": pins[-1]}
+
+    run = sa.trigger("airport_ontime", "2013-02-01T00:00:00Z",
+                     {"checkpoint": {"fault_inject": "ontime:1"}})
+    assert sa.wait_run("airport_ontime", run) == "success", sa.tail()
+    assert sa.task_tries("airport_ontime", run)["ontime"] == ("success", 2)
+    epoch = down.latest_completed()
+    pinned = down.barrier(epoch).table_version("flights").version
+    assert pinned == open_table(upstream, None).version()
+    got = open_table(f"file://{tmp}/data/tables/gold_airport_ontime", None).to_pandas()
+    assert sorted((r.origin, int(r.flights), int(r.on_time), int(r.cancelled), r.window_end)
+                  for r in got.itertuples()) == ontime_oracle(upstream, pinned)
+    read = down.completed_handles(epoch)["ontime"].metrics["table_inputs"]["flights"]
+    assert read["to_version"] == pinned and not read["full"]
+
+
 def _checkpoint_keys(c: Coordinator) -> dict[str, str]:
     """Every object of the pipeline's checkpoint storage but the unchecked scratch, with
     its etag: what a run with checkpointing disabled must leave as it found it."""

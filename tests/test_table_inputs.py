@@ -230,3 +230,68 @@ def test_the_barrier_pins_every_table_input_and_an_event_version_it_cannot_see_i
     with pytest.raises(ValueError, match="names another table"):
         plan_from_edges({"x": [], "y": []}, table_inputs={
             "x": {"src": TableInput(loc)}, "y": {"src": TableInput(loc + "2")}})
+
+
+def iceberg_upstream(root: str, endpoint: str | None, tmp_path, monkeypatch):
+    """An Iceberg table written by pyiceberg itself, in a SQL catalog (SQLite) named ``up``,
+    configured as users configure pyiceberg: by its environment variables."""
+    import pyarrow as pa
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.transforms import IdentityTransform
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    monkeypatch.setenv("PYICEBERG_CATALOG__UP__TYPE", "sql")
+    monkeypatch.setenv("PYICEBERG_CATALOG__UP__URI", f"sqlite:///{tmp_path}/catalog.db")
+    props = {"s3.endpoint": endpoint, "s3.region": "us-east-1"} if endpoint else {}
+    catalog = load_catalog("up", type="sql", uri=f"sqlite:///{tmp_path}/catalog.db", **props)
+    catalog.create_namespace_if_not_exists("bronze")
+    schema = Schema(NestedField(1, "key", StringType()), NestedField(2, "day", StringType()),
+                    NestedField(3, "value", LongType()))
+    table = catalog.create_table(
+        "bronze.events", schema, location=f"{root}/events",
+        partition_spec=PartitionSpec(PartitionField(2, 1000, IdentityTransform(), "day")))
+
+    def rows(data: list[tuple], **schema_extra) -> pa.Table:
+        cols = {"key": pa.string(), "day": pa.string(), "value": pa.int64(), **schema_extra}
+        names = list(cols)[:len(data[0])]
+        return pa.table({n: [r[i] for r in data] for i, n in enumerate(names)},
+                        schema=pa.schema([(n, cols[n]) for n in names]))
+
+    return catalog, table, rows
+
+
+def test_an_iceberg_upstream_written_by_pyiceberg_is_read_incrementally(env, tmp_path,
+                                                                        monkeypatch):
+    import pyarrow as pa
+    from pyiceberg.expressions import EqualTo
+    from pyiceberg.types import StringType
+
+    c, root, endpoint, spark = env
+    catalog, table, rows = iceberg_upstream(root, endpoint, tmp_path, monkeypatch)
+    out = TableSpec(f"{root}/sums", "overwrite")
+    src = TableInput(f"{root}/events", format="iceberg", name="bronze.events", catalog="up")
+    pipe = pipeline(src, out)
+
+    def step(run_id):
+        epoch, meta = run_epoch(c, pipe, spark, run_id, endpoint)
+        assert meta is not None and meta.completed, meta
+        pin = c.barrier(epoch).table_version("src")
+        df = catalog.load_table("bronze.events").scan(snapshot_id=pin.snapshot_id).to_pandas()
+        df = df.assign(value=df["value"].fillna(0))
+        want = sorted((k, int(g["value"].sum()), len(g)) for k, g in df.groupby("key"))
+        assert published(out.location, endpoint) == want, run_id
+
+    table.append(rows([("a", "d1", 1), ("b", "d1", 2), ("a", "d2", 3)]))
+    step("r1")
+    table.append(rows([("c", "d3", 10)]))
+    table.overwrite(rows([("z", "d1", 100)]), overwrite_filter=EqualTo("day", "d1"))
+    step("r2")  # an append and a partition replacement
+    table.delete(EqualTo("key", "a"))  # copy-on-write: files rewritten without 'a'
+    step("r3")
+    with table.update_schema() as update:
+        update.add_column("extra", StringType())
+    table.refresh().append(rows([("k", "d4", 4, "x")], extra=pa.string()))
+    step("r4")  # an added column
+    step("r5")  # nothing changed

@@ -301,7 +301,7 @@ class JobRun:
         return rows
 
     def write_table(self, df: Any, output: str, spec: TableSpec, rows: int | None = None,
-                    replaced: Any = ()) -> int:
+                    replaced: Any = (), deleted: Any = None) -> int:
         """Stage ``df`` as table output ``output`` (PROTOCOL 6.12): Spark writes Parquet
         straight into the table's location, in a directory of this attempt that the table's
         log does not reference; the epoch's completion commits it as one table version
@@ -315,6 +315,10 @@ class JobRun:
         ``replaced`` names partitions the epoch recomputed and found empty (values, or
         value tuples for several partition columns): removed from the table.
         ``append``: ``df`` holds the rows the epoch adds.
+        ``merge``: ``df`` holds the rows the epoch inserts or updates, one per key
+        (``spec.keys``), and ``deleted`` (a DataFrame with the key columns) the keys it
+        deletes; the commit merges them by key (Delta: a MERGE commit; Iceberg: an
+        overwrite snapshot deleting the changed keys' rows and adding the new ones).
 
         Returns the rows written: ``rows`` when given, else counted by the write itself
         (no separate Spark job)."""
@@ -322,18 +326,27 @@ class JobRun:
         from pyspark.sql.pandas.types import to_arrow_schema
 
         from checkpointing.storage import open_storage
-        from checkpointing.tables import staged_dir
+        from checkpointing.tables import DELETE_COLUMN, staged_dir
 
+        if spec.mode == "merge":
+            # Staged as one set of change rows, unpartitioned: the commit's merge writes
+            # the table's files (and partitions) itself.
+            df = df.withColumn(DELETE_COLUMN, F.lit(False))
+            if deleted is not None:
+                df = df.unionByName(deleted.select(*spec.keys).withColumn(
+                    DELETE_COLUMN, F.lit(True)), allowMissingColumns=True)
+        elif deleted is not None:
+            raise ValueError(f"deleted= needs mode merge, not {spec.mode!r}")
         df, counted = _counting(df, rows)
-        dirs = list(spec.partition_by)
-        if spec.format == "iceberg":
+        dirs = [] if spec.mode == "merge" else list(spec.partition_by)
+        if spec.format == "iceberg" and dirs:
             # Iceberg reads partition values from the files' statistics: the files keep
             # the columns, and directories of copies group them (one value per file).
             dirs = [spec.partition_dir_prefix + c for c in spec.partition_by]
             for col, d in zip(spec.partition_by, dirs, strict=True):
                 df = df.withColumn(d, F.col(col).cast("string"))
         else:
-            for col in spec.partition_by:
+            for col in dirs:
                 # Spark writes these types' partition directories as Delta serialises
                 # their partition values; any other type is published as a string column.
                 if df.schema[col].dataType.typeName() not in _PARTITION_TYPES:
@@ -341,7 +354,8 @@ class JobRun:
         files = self.spark.conf.get(OUTPUT_FILES_CONF, None)
         if files:
             df = df.coalesce(int(files))
-        schema = to_arrow_schema(df.drop(*[d for d in dirs if d not in spec.partition_by])
+        schema = to_arrow_schema(df.drop(DELETE_COLUMN, *[d for d in dirs
+                                                          if d not in spec.partition_by])
                                  .schema)
         store = open_storage(spec.location, endpoint_url=getattr(
             self.coordinator.storage, "endpoint_url", None))
