@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: install demo test test-package lint bench bench-coordinator bench-airflow bench-tables bench-sources bench-scale bench-scale-topology faults soak drills
+.PHONY: install demo test test-package lint bench bench-coordinator bench-airflow bench-tables bench-sources bench-table-inputs bench-scale bench-scale-topology faults soak drills
 
 install:
 	scripts/bootstrap.sh
@@ -63,6 +63,12 @@ bench-tables: install
 # (bench/source_bench.py; seconds).
 bench-sources: install
 	$(PY) bench/source_bench.py $(ARGS)
+
+# Table inputs (PROTOCOL 6.14): a downstream pipeline over an upstream Delta table of 10
+# million rows changed by 1 % per version, 100 versions (bench/table_input_bench.py,
+# table_input_* keys; ARGS="--rows 1000000 --versions 20" for a quicker run).
+bench-table-inputs: install
+	$(PY) bench/table_input_bench.py $(ARGS)
 
 # tpch_daily at scale factor 10 on local storage, Spark Connect (bench/tpch_bench.py, tpch_*
 # keys; about an hour on 2 cores). ARGS="--scale 1" for a quicker run.

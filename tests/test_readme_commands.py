@@ -133,6 +133,10 @@ BLOCKS: dict[tuple[str, str], str] = {
     ("docs/JOBS.md", "found = run.new_input(\"raw/readings/\")"): "a job fragment: parsed "
     "here; docs/examples/energy_daily.py runs it in tests/test_user_pipeline.py",
     ("docs/JOBS.md", "from deltalake import DeltaTable"): "run: test_jobs_md_reading_recipe_runs",
+    ("docs/JOBS.md", "from checkpointing import TableInput"): "a DAG file fragment: parsed "
+    "here; dags/airport_ontime.py declares its input the same way (test_airflow_standalone.py)",
+    ("docs/JOBS.md", "changes = run.table_changes(\"flights\")"): "a job fragment: parsed "
+    "here; spark_jobs/flights/airport_ontime.py runs it in test_airflow_standalone.py",
     ("docs/JOBS.md", "from airflow.sdk import dag, task"): "a DAG file: "
     "docs/examples/energy_daily.py, which it quotes, runs in tests/test_user_pipeline.py",
     ("docs/JOBS.md", "export AIRFLOW_CONN_SPARK_CONNECT_DEFAULT="): "run: test_readme_blocks_run "

@@ -1,0 +1,213 @@
+"""Table inputs at scale (PROTOCOL 6.14): a downstream pipeline reading an upstream Delta
+table incrementally while another writer changes 1 % of it per version.
+
+The upstream: ``--rows`` rows (default 10 million: id, bucket, value) written by delta-rs,
+partitioned by ``bucket`` into 100 buckets; each upstream version replaces one bucket with
+new values (1 % of the rows: a partition replacement, so the change holds retractions).
+The downstream: one checkpointed task on a Spark Connect server keeping count and
+sum(value) per bucket from ``run.table_changes`` (its state), published as an overwrite
+Delta table; one downstream epoch per upstream version, up to ``--versions`` (default 100).
+
+Keys (medians of the measured epochs, written to bench/results/latest.json):
+
+- ``table_input_read_over_changed``: bytes Spark read in the epoch (the server's stage
+  input bytes for the attempt's job tag: data and state) / bytes the upstream versions of
+  the epoch's range changed (the data files they added and removed, found by diffing the
+  two snapshots with delta-rs, independently of the reader). Target <= 1.5.
+- ``table_input_vs_full_reread``: an incremental epoch's time / the time of the same job
+  reading the whole table at the same version (a first read: a pipeline of its own each
+  time), same server. Target <= 0.1.
+- ``table_input_history_ratio``: epoch time after about 100 upstream versions (the last
+  ``--measure`` epochs) / after about 10 (epochs at versions 2..``--measure`` + 1).
+  Target <= 1.2.
+
+    python bench/table_input_bench.py [--rows 10000000] [--versions 100] [--measure 9]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from checkpointing import Coordinator, LocalStorage, TableInput, TableSpec  # noqa: E402
+from checkpointing.barrier import plan_from_edges  # noqa: E402
+from spark_jobs.runtime import JobResult, Pipeline, drive_epoch, job_tag  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+BUCKETS = 100
+STATE = "bucket int, n long, total long"
+
+
+def upstream_write(location: str, rows: int, bucket: int | None, seed: int) -> None:
+    """The whole table (``bucket`` None) or one bucket replaced, by delta-rs."""
+    import numpy as np
+    import pandas as pd
+    from deltalake import write_deltalake
+
+    rng = np.random.default_rng(seed)
+    per = rows // BUCKETS
+    if bucket is None:
+        df = pd.DataFrame({"id": np.arange(rows, dtype="int64"),
+                           "bucket": np.repeat(np.arange(BUCKETS, dtype="int32"), per),
+                           "value": rng.integers(0, 1000, rows, dtype="int64")})
+        write_deltalake(location, df, partition_by=["bucket"])
+        return
+    df = pd.DataFrame({"id": np.arange(bucket * per, (bucket + 1) * per, dtype="int64"),
+                       "bucket": np.full(per, bucket, dtype="int32"),
+                       "value": rng.integers(0, 1000, per, dtype="int64")})
+    write_deltalake(location, df, mode="overwrite", predicate=f"bucket = {bucket}")
+
+
+def bytes_changed(location: str, before: int, after: int) -> int:
+    """Bytes of the data files that differ between two snapshots (added plus removed)."""
+    import pyarrow as pa
+    from deltalake import DeltaTable
+
+    def files(v: int) -> dict[str, int]:
+        t = pa.table(DeltaTable(location, version=v).get_add_actions(flatten=True))
+        return dict(zip(t.column("path").to_pylist(), t.column("size_bytes").to_pylist(),
+                        strict=True))
+
+    a, b = files(before), files(after)
+    return sum(s for p, s in a.items() if p not in b) + sum(s for p, s in b.items()
+                                                            if p not in a)
+
+
+def sums_job(out: str):
+    def job(run):
+        from pyspark.sql import functions as F
+
+        ch = run.table_changes("src")
+        state = run.read_parquet(run.files(run.previous, "sums/"), STATE)
+        delta = ch.signed().groupBy("bucket").agg(F.sum("_sign").alias("n"),
+                                                 F.sum(F.col("value") * F.col("_sign"))
+                                                 .alias("total"))
+        new = (state.unionByName(delta).groupBy("bucket")
+               .agg(F.sum("n").alias("n"), F.sum("total").alias("total")))
+        run.write_state(new.coalesce(1), "sums")
+        run.write_table(run.read_parquet(run.writer.files("sums/"), STATE), "sums",
+                        TableSpec(out, "overwrite"))
+        return JobResult(metrics={"read": ch.metrics()})
+
+    return job
+
+
+def input_bytes(ui: str, tag: str) -> int:
+    """Bytes the stages of the jobs tagged ``tag`` read (Spark's input metrics)."""
+    def get(path: str) -> Any:
+        with urllib.request.urlopen(f"{ui}/api/v1/{path}", timeout=30) as r:
+            return json.load(r)
+
+    app = get("applications")[0]["id"]
+    stages = {s for j in get(f"applications/{app}/jobs")
+              if any(t.endswith(tag) for t in j.get("jobTags") or [])
+              for s in j["stageIds"]}
+    return sum(st.get("inputBytes", 0) for s in stages
+               for st in get(f"applications/{app}/stages/{s}"))
+
+
+def run(rows: int, versions: int, measure: int, work: Path) -> dict[str, Any]:
+    from spark_jobs.runtime import spark_session
+    from spark_jobs.runtime.connect_server import ConnectServer
+    from spark_jobs.runtime.processes import free_port
+
+    up = f"{work}/upstream"
+    t0 = time.perf_counter()
+    upstream_write(up, rows, None, 0)
+    print(f"upstream: {rows} rows in {time.perf_counter() - t0:.1f}s", flush=True)
+    ui_port = free_port()
+    server = ConnectServer(port=free_port(), driver_memory="4g", log_path=work / "connect.log",
+                           conf={"spark.ui.port": str(ui_port),
+                                 "spark.sql.shuffle.partitions": "4"}).start()
+    ui = f"http://127.0.0.1:{ui_port}"
+    spark = spark_session("table-input-bench", remote=server.url)
+    storage = LocalStorage(work / "ckpt")
+
+    def pipeline(pid: str) -> tuple[Coordinator, Pipeline]:
+        plan = plan_from_edges({"agg": []}, {"agg"}, {"agg": {"src": TableInput(up)}})
+        return Coordinator(storage, pid), Pipeline({"agg": []},
+                                                   {"agg": sums_job(f"{work}/out-{pid}")}, plan)
+
+    def epoch(c: Coordinator, pipe: Pipeline, run_id: str) -> dict[str, Any]:
+        t = time.perf_counter()
+        e, meta = drive_epoch(pipe, c, spark, "", run_id)
+        seconds = time.perf_counter() - t
+        assert meta is not None and meta.completed, meta
+        read = c.completed_handles(e)["agg"].metrics["read"]
+        return {"epoch": e, "seconds": seconds, "read": read,
+                "input_bytes": input_bytes(ui, job_tag(c.pipeline_id, e, "agg", 1))}
+
+    try:
+        c, pipe = pipeline("down")
+        first = epoch(c, pipe, "v0")
+        print(f"first (full) read: {first['seconds']:.1f}s", flush=True)
+        epochs = []
+        for v in range(1, versions + 1):
+            upstream_write(up, rows, v % BUCKETS, v)
+            e = epoch(c, pipe, f"v{v}")
+            e["upstream_version"] = v
+            e["bytes_changed"] = bytes_changed(up, v - 1, v)
+            epochs.append(e)
+            if v % 10 == 0:
+                print(f"version {v}: {e['seconds']:.2f}s, read {e['input_bytes']} B of "
+                      f"{e['bytes_changed']} B changed", flush=True)
+        full = []
+        for i in range(3):  # the control: the same job reading the whole table, same version
+            fc, fpipe = pipeline(f"full{i}")
+            full.append(epoch(fc, fpipe, "full"))
+        # equal to an independent computation over the table's final content
+        from deltalake import DeltaTable
+
+        df = DeltaTable(up).to_pandas()
+        want = {int(b): (len(g), int(g["value"].sum())) for b, g in df.groupby("bucket")}
+        got = DeltaTable(f"{work}/out-down").to_pandas()
+        assert {int(r.bucket): (int(r.n), int(r.total)) for r in got.itertuples()} == want
+    finally:
+        spark.stop()
+        server.stop()
+    early = epochs[1:1 + measure]
+    late = epochs[-measure:]
+    incr = statistics.median(e["seconds"] for e in epochs)
+    summary = {
+        "table_input_rows": rows,
+        "table_input_read_over_changed": round(statistics.median(
+            e["input_bytes"] / e["bytes_changed"] for e in epochs), 3),
+        "table_input_epoch_s": round(incr, 2),
+        "table_input_full_reread_s": round(statistics.median(f["seconds"] for f in full), 2),
+        "table_input_history_ratio": round(statistics.median(e["seconds"] for e in late)
+                                           / statistics.median(e["seconds"] for e in early), 3),
+    }
+    summary["table_input_vs_full_reread"] = round(
+        incr / summary["table_input_full_reread_s"], 3)
+    return {**summary, "details": {"first": first, "epochs": epochs, "full": full}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="table_input_bench", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=10_000_000)
+    ap.add_argument("--versions", type=int, default=100)
+    ap.add_argument("--measure", type=int, default=9)
+    ap.add_argument("--out", type=Path, default=RESULTS / "latest.json")
+    ap.add_argument("--history", type=Path, default=RESULTS / "history.jsonl")
+    a = ap.parse_args(argv)
+    from bench.pipeline_bench import record
+
+    with tempfile.TemporaryDirectory(prefix="ckpt-table-inputs-") as tmp:
+        result = run(a.rows, a.versions, a.measure, Path(tmp))
+    details = result.pop("details")
+    record(a.out, a.history, "table_inputs", result, details)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
