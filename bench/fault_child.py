@@ -19,6 +19,7 @@ acknowledged), ``after_ack``; of the coordinator: ``before_decision`` (every tas
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import signal
@@ -64,12 +65,17 @@ def arm_task_fault(task: str, point: str, action: str) -> None:
     elif point in ("after_snapshot", "after_ack"):
         real = Coordinator.acknowledge
 
-        def acknowledge(self, epoch_id, task_id, attempt, handle):  # noqa: ANN001, ANN202
+        def acknowledge(self, epoch_id, task_id, attempt, handle,  # noqa: ANN001, ANN202
+                        *, complete=False):  # noqa: ANN001
             if task_id == task and point == "after_snapshot":
                 fire(action)
             ack = real(self, epoch_id, task_id, attempt, handle)
+            # After the acknowledgement is stored and before the epoch completes on it.
             if task_id == task and point == "after_ack":
                 fire(action)
+            if complete:
+                ack = dataclasses.replace(ack, completed=self._complete_if_last(epoch_id,
+                                                                                task_id))
             return ack
         Coordinator.acknowledge = acknowledge
     else:

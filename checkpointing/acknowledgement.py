@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -41,3 +42,27 @@ def _build(d: dict[str, Any], key: str) -> Acknowledgement:
 #: Also the codec of the acknowledgements a savepoint embeds.
 CODEC = Codec(FORMAT, "acknowledgement", ("task_id", "attempt", "acked_at", "state_handle"),
               _build)
+
+
+class AckStatus(enum.Enum):
+    """What an acknowledgement did (Flink's ``TaskAcknowledgeResult``). A task not in the
+    plan (UNKNOWN) and an epoch already decided (DISCARDED) are refused by raising
+    :class:`~checkpointing.errors.UnknownTask` and
+    :class:`~checkpointing.errors.EpochAlreadyDecided`: the attempt must stop there."""
+
+    #: recorded now
+    SUCCESS = "success"
+    #: this attempt had acknowledged already (a repeat, or a concurrent twin): the first
+    #: acknowledgement stays and is returned
+    DUPLICATE = "duplicate"
+
+
+@dataclass(frozen=True)
+class AckResult:
+    """The outcome of :meth:`checkpointing.Coordinator.acknowledge`: the stored
+    acknowledgement, and the epoch's decision when this acknowledgement was the last one
+    and completed it (None otherwise)."""
+
+    status: AckStatus
+    acknowledgement: Acknowledgement
+    completed: Any = None  # EpochMetadata

@@ -15,6 +15,7 @@ import sys
 from typing import Any
 
 from .coordinator import Coordinator
+from .epoch_metadata import AbortReason
 from .errors import CheckpointError
 from .history import history_ids
 from .ids import validate_epoch_id
@@ -213,7 +214,7 @@ def run(argv: list[str]) -> int:
         if before != "pending":
             raise CheckpointError(f"epoch {epoch} is {before}; only a pending epoch can be "
                                   "aborted")
-        meta = coord.abort(epoch, "cancelled", f"aborted by hand: {args.reason}")
+        meta = coord.abort(epoch, AbortReason.CANCELLED, f"aborted by hand: {args.reason}")
         if meta.completed:  # completed by a racing commit between the check and the abort
             raise CheckpointError(f"epoch {epoch} completed before it could be aborted")
         print(f"epoch {epoch} aborted (cancelled: {args.reason}); tasks not acknowledged: "

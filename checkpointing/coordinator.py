@@ -20,14 +20,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .acknowledgement import Acknowledgement
+from .acknowledgement import Acknowledgement, AckResult, AckStatus
 from .attempts import TaskAttempts, scan_epoch_tasks, scan_task
 from .barrier import Barrier, TaskPlan
 from .config import CheckpointConfig
 from .decision import Decision
 from .documents import now_iso, parse_iso, writer_identity
 from .epoch_finisher import EpochFinisher
-from .epoch_metadata import ABORT_REASONS, AckRef, EpochMetadata
+from .epoch_metadata import ABORT_REASONS, AbortReason, AckRef, EpochMetadata
 from .epoch_store import EpochStore
 from .errors import (
     CheckpointError,
@@ -450,12 +450,19 @@ class Coordinator:
         self.storage.write(key, OPERATION.encode({**op.to_json(),
                                                   "writer": writer_identity()}))
 
-    def acknowledge(self, epoch_id: int, task_id: str, attempt: int,
-                    handle: StateHandle) -> Acknowledgement:
-        """Record the task's state handle for the epoch (Flink's AcknowledgeCheckpoint).
+    def acknowledge(self, epoch_id: int, task_id: str, attempt: int, handle: StateHandle,
+                    *, complete: bool = False) -> AckResult:
+        """Record the task's state handle for the epoch (Flink's
+        ``PendingCheckpoint.acknowledgeTask``): SUCCESS, or DUPLICATE for an attempt that
+        had acknowledged already (the first acknowledgement stays). Refused for a task not
+        in the plan, a decided epoch, or a stale attempt.
 
-        Idempotent for the same attempt (the first acknowledgement stays). Refused for a
-        task not in the plan, a decided epoch, or a stale attempt.
+        ``complete``: when this acknowledgement is the epoch's last, complete the epoch now
+        (PROTOCOL 6.5, 1.10), so that its outputs publish without waiting for the commit
+        step, as Flink's coordinator completes a checkpoint on its last acknowledgement.
+        Only a leaf task's acknowledgement can be the last; a completion that fails is
+        left to whoever completes next (the commit step, the watchdog, the next begin)
+        and never fails the acknowledgement.
         """
         epoch_id = validate_epoch_id(epoch_id)
         fresh = self._check_task(epoch_id, task_id, attempt)
@@ -466,16 +473,37 @@ class Coordinator:
         ta = scan_task(self.storage, self.layout, epoch_id, task_id)
         eff = ta.effective_ack
         if eff is not None and eff[0] == attempt:
-            return self.read_ack(eff[1].key)  # idempotent repeat
-        self._refuse_if_stale(ta, epoch_id, attempt)
-        self._refuse_if_decided(epoch_id, task_id, barrier_read=fresh)
-        ack = Acknowledgement(task_id, attempt, now_iso(self.clock()), handle, writer_identity())
-        key = self.layout.attempt_object(epoch_id, task_id, attempt, "ack")
+            result = AckResult(AckStatus.DUPLICATE, self.read_ack(eff[1].key))
+        else:
+            self._refuse_if_stale(ta, epoch_id, attempt)
+            self._refuse_if_decided(epoch_id, task_id, barrier_read=fresh)
+            ack = Acknowledgement(task_id, attempt, now_iso(self.clock()), handle,
+                                  writer_identity())
+            key = self.layout.attempt_object(epoch_id, task_id, attempt, "ack")
+            try:
+                self.storage.create(key, ack.to_bytes())
+                result = AckResult(AckStatus.SUCCESS, ack)
+            except PreconditionFailed:  # the same attempt acked concurrently: first stays
+                result = AckResult(AckStatus.DUPLICATE, self.read_ack(key))
+        if complete:
+            result = replace(result, completed=self._complete_if_last(epoch_id, task_id))
+        return result
+
+    def _complete_if_last(self, epoch_id: int, task_id: str) -> EpochMetadata | None:
+        """The epoch's decision if ``task_id``'s acknowledgement was its last (it completes
+        it); None when a task is still to acknowledge or the completion failed."""
+        plan = self.barrier(epoch_id).plan
+        if any(task_id in tp.upstream for tp in plan.values()):
+            return None  # a task downstream has yet to acknowledge: this one is not last
         try:
-            self.storage.create(key, ack.to_bytes())
-        except PreconditionFailed:
-            return self.read_ack(key)  # the same attempt acked concurrently: first one stays
-        return ack
+            meta = self.try_complete(epoch_id)
+        except Exception as exc:  # noqa: BLE001 - whoever completes next finishes it
+            log.warning("task %s: epoch %d not completed on its acknowledgement (%s); the "
+                        "commit step completes it", task_id, epoch_id, exc)
+            return None
+        if meta is not None and meta.completed:
+            log.info("task %s acknowledged last: epoch %d completed", task_id, epoch_id)
+        return meta
 
     def decline(self, epoch_id: int, task_id: str, attempt: int, reason: str) -> EpochMetadata:
         """A task refuses the epoch (bad data, validation): the epoch is aborted."""
@@ -491,7 +519,7 @@ class Coordinator:
                                 DECLINE.encode(body))
         except PreconditionFailed:
             pass
-        return self.abort(epoch_id, "declined", f"task {task_id} declined: {reason}",
+        return self.abort(epoch_id, AbortReason.DECLINED, f"task {task_id} declined: {reason}",
                           declined_by=task_id)
 
     def upstream_handles(self, epoch_id: int, task_id: str) -> dict[str, StateHandle]:
@@ -563,7 +591,7 @@ class Coordinator:
         return sorted(t for t in barrier.plan
                       if tasks.get(t, TaskAttempts(t)).effective_ack is None)
 
-    def abort(self, epoch_id: int, reason: str, detail: str = "", *,
+    def abort(self, epoch_id: int, reason: AbortReason | str, detail: str = "", *,
               declined_by: str | None = None) -> EpochMetadata:
         """Abort the epoch unless it is already decided; return the decision.
 
@@ -572,11 +600,40 @@ class Coordinator:
         """
         return self._abort(epoch_id, reason, detail, declined_by)[0]
 
-    def _abort(self, epoch_id: int, reason: str, detail: str,
+    def complete_or_abort(self, epoch_id: int, reason: AbortReason | str,
+                          detail: str | Callable[[list[str]], str], *,
+                          declined_by: Callable[[list[str]], str | None] | None = None,
+                          ) -> EpochMetadata:
+        """The one way an epoch's end is decided by whoever ends it (the commit step, the
+        watchdog, a begin expiring overdue epochs): complete it if every task acknowledged,
+        else abort it with ``reason``; ``detail`` and ``declined_by`` may be functions of
+        the tasks that have not acknowledged. An epoch already decided keeps its
+        decision. (A task's last acknowledgement completes it too: :meth:`acknowledge`.)"""
+        meta = self.try_complete(epoch_id)
+        if meta is not None:
+            return meta
+        missing = self.missing_tasks(epoch_id)
+        return self.abort(epoch_id, reason, detail(missing) if callable(detail) else detail,
+                          declined_by=declined_by(missing) if declined_by else None)
+
+    def expire(self, barrier: Barrier) -> EpochMetadata | None:
+        """Decide the epoch of ``barrier`` if its deadline passed (Flink's checkpoint
+        canceller): completed when every task acknowledged (whoever should have completed
+        it died), else aborted with reason ``timeout``. None, touching nothing, before its
+        deadline (PROTOCOL 6.5)."""
+        if parse_iso(barrier.deadline) > self.clock():
+            return None
+        return self.complete_or_abort(
+            barrier.epoch_id, AbortReason.TIMEOUT,
+            f"not completed within {self.config.timeout_seconds:g}s of its barrier "
+            f"(deadline {barrier.deadline})")
+
+    def _abort(self, epoch_id: int, reason: AbortReason | str, detail: str,
                declined_by: str | None) -> tuple[EpochMetadata, bool]:
         epoch_id = validate_epoch_id(epoch_id)
         if reason not in ABORT_REASONS:
             raise ValueError(f"abort reason must be one of {ABORT_REASONS}, not {reason!r}")
+        reason = AbortReason(reason)
         existing = self.store.decided_metadata(epoch_id)
         if existing is not None:
             return existing, False
@@ -621,7 +678,7 @@ class Coordinator:
             except EpochNotFound:
                 meta = None
             if meta is None:
-                meta, ours = self._abort(entry.epoch_id, "timeout",
+                meta, ours = self._abort(entry.epoch_id, AbortReason.TIMEOUT,
                                          f"not completed within "
                                          f"{self.config.timeout_seconds:g}s "
                                          f"(deadline {entry.deadline})", None)
@@ -641,7 +698,7 @@ class Coordinator:
             if self.metadata(entry.epoch_id) is not None or \
                     not lease_expired(self, entry.epoch_id):
                 continue
-            meta, ours = self._abort(entry.epoch_id, "runner_lost",
+            meta, ours = self._abort(entry.epoch_id, AbortReason.RUNNER_LOST,
                                      f"its runner stopped renewing its lease for more than "
                                      f"{self.config.lease_seconds:g}s", None)
             if ours:

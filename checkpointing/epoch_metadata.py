@@ -3,6 +3,7 @@ aborted. Exactly one per epoch, written create-once."""
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -10,20 +11,42 @@ from .codec import Codec
 
 FORMAT = "ckpt.epoch-metadata"
 
-AbortReason = Literal["timeout", "declined", "validation_failed", "superseded", "cancelled",
-                      "runner_lost"]
-ABORT_REASONS = ("timeout", "declined", "validation_failed", "superseded", "cancelled",
-                 "runner_lost")
-#: The reasons that spend the failure budget (``tolerable_failed_epochs``), as Flink's
-#: CheckpointFailureManager counts declined, expired and failed checkpoints but not
-#: cancellations: an operator's abort, an epoch superseded by another and a lost runner
-#: (a job failover, which Airflow's retries handle) neither count nor reset the count.
-FAILURE_REASONS = ("timeout", "declined", "validation_failed")
+
+class AbortReason(enum.StrEnum):
+    """Why an epoch was aborted (``_metadata.reason``; Flink's CheckpointFailureReason). A
+    ``str``: documents hold the value, and a reason compares equal to it."""
+
+    #: past its deadline (the checkpoint canceller)
+    TIMEOUT = "timeout"
+    #: a task declined it (bad input) or failed without acknowledging
+    DECLINED = "declined"
+    #: its outputs failed validation
+    VALIDATION_FAILED = "validation_failed"
+    #: another epoch (a promoted backfill) took its place
+    SUPERSEDED = "superseded"
+    #: an operator aborted it
+    CANCELLED = "cancelled"
+    #: its single driver stopped renewing its lease
+    RUNNER_LOST = "runner_lost"
+
+    @property
+    def counts_as_failure(self) -> bool:
+        """Whether it spends the failure budget (``tolerable_failed_epochs``), as Flink's
+        CheckpointFailureManager counts declined, expired and failed checkpoints but not
+        cancellations: an operator's abort, an epoch superseded by another and a lost
+        runner (a job failover, which Airflow's retries handle) neither count nor reset
+        the count (PROTOCOL 6.5). The one place this rule lives."""
+        return self in (AbortReason.TIMEOUT, AbortReason.DECLINED,
+                        AbortReason.VALIDATION_FAILED)
+
+
+ABORT_REASONS = tuple(r.value for r in AbortReason)
+FAILURE_REASONS = tuple(r.value for r in AbortReason if r.counts_as_failure)
 
 
 def counts_as_failure(reason: str | None) -> bool:
     """Whether an abort with ``reason`` spends the failure budget (PROTOCOL 6.5)."""
-    return reason in FAILURE_REASONS
+    return reason in ABORT_REASONS and AbortReason(reason).counts_as_failure
 
 
 @dataclass(frozen=True)

@@ -92,3 +92,8 @@ class SavepointNotFound(CheckpointError):
 
 class PipelineOwnedElsewhere(CheckpointError):
     """Another DAG already checkpoints this pipeline id on this storage (1.7)."""
+
+
+class EpochDrivenElsewhere(CheckpointError):
+    """(1.11) Another live process drives the epoch (its lease is fresh): one driver per
+    epoch."""

@@ -16,6 +16,15 @@ decided, and writes nothing then: a lease renewed after the abort would recreate
 
 A lease's age is measured by the clock that dated it: storage's (the ``Date`` of the same
 answer that carries its last-modified time), never this host's against the server's.
+
+(1.11) One driver per epoch. A driver *acquires* the lease before it runs a task: it creates
+the object (create-once), or, when one exists, takes it over only if it expired, by a
+conditional replace of the version it read; a live lease of another holder refuses the
+driver in one line naming the holder (a duplicated trigger, an overlapping cron). The lease
+records the attempt its driver runs tasks as; a driver that takes an expired lease over
+runs as a higher attempt than that, so everything the dead (or frozen) driver could still
+start is fenced. Renewals replace the lease conditionally on the version last written: a
+driver whose lease was taken over stops renewing it.
 """
 
 from __future__ import annotations
@@ -26,9 +35,9 @@ import socket
 import threading
 from typing import Any
 
-from .codec import Codec
+from .codec import Codec, decode
 from .documents import now_iso, writer_identity
-from .errors import CheckpointError, NotFound
+from .errors import CheckpointError, EpochDrivenElsewhere, NotFound, PreconditionFailed
 
 log = logging.getLogger("checkpointing.lease")
 FORMAT = "ckpt.lease"
@@ -41,14 +50,60 @@ class RunnerLease:
 
     Use as a context manager around the driving of the epoch."""
 
-    def __init__(self, coordinator: Any, epoch_id: int, holder: str | None = None):
+    def __init__(self, coordinator: Any, epoch_id: int, holder: str | None = None,
+                 attempt: int | None = None):
         self.coordinator, self.epoch_id = coordinator, epoch_id
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}"
         self.ttl = coordinator.config.lease_seconds
+        #: the attempt this driver runs tasks as (recorded in the lease, 1.11); None: one
+        #: above every attempt the epoch and any earlier lease know, chosen on acquiring
+        self.attempt = attempt
+        self._etag: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         #: set once the epoch is found decided: the lease is no longer renewed
         self.decided: Any = None
+        #: set when another driver took the lease over: this one is fenced
+        self.lost = False
+
+    def acquire(self) -> int:
+        """Take the lease (module docstring): create it, or take an expired one over;
+        refuse with :class:`EpochDrivenElsewhere` while another holder's is fresh. Returns
+        the attempt this driver runs tasks as."""
+        store, key = self.coordinator.storage, self.coordinator.layout.lease(self.epoch_id)
+        prior_attempt, etag = 0, None
+        try:
+            data, etag = store.read(key)
+        except NotFound:
+            pass
+        if etag is not None:
+            doc = decode(data, FORMAT, store.uri(key), CODEC.required)
+            holder = str(doc.get("holder") or "")
+            if holder != self.holder and not _gone(holder) and \
+                    not lease_expired(self.coordinator, self.epoch_id):
+                raise EpochDrivenElsewhere(
+                    f"epoch {self.epoch_id} is driven by {doc.get('holder', 'another process')}"
+                    f" (its lease is renewed every {self.ttl / 3:g}s): not driving it twice; "
+                    f"run again once it ends, or after {self.ttl:g}s without renewal to "
+                    "resume it")
+            prior_attempt = int(doc.get("attempt") or 0)
+        floor = max(self.coordinator.next_attempt(self.epoch_id), prior_attempt + 1)
+        self.attempt = max(self.attempt or 0, floor)
+        body = self._body()
+        try:
+            self._etag = store.create(key, body) if etag is None else \
+                store.replace(key, body, etag)
+        except PreconditionFailed:  # another driver acquired it between our read and write
+            raise EpochDrivenElsewhere(f"epoch {self.epoch_id} was just taken by another "
+                                       "driver: not driving it twice") from None
+        return self.attempt
+
+    def _body(self) -> bytes:
+        body = {"epoch_id": self.epoch_id, "holder": self.holder, "ttl_seconds": self.ttl,
+                "renewed_at": now_iso(self.coordinator.clock()), "writer": writer_identity()}
+        if self.attempt is not None:
+            body["attempt"] = self.attempt
+        return CODEC.encode(body)
 
     def renew(self) -> bool:
         """Renew the lease unless the epoch is decided (then write nothing, stop renewing
@@ -60,10 +115,19 @@ class RunnerLease:
             log.info("epoch %d: %s; its lease is no longer renewed", self.epoch_id,
                      decision.describe())
             return False
-        body = {"epoch_id": self.epoch_id, "holder": self.holder, "ttl_seconds": self.ttl,
-                "renewed_at": now_iso(self.coordinator.clock()), "writer": writer_identity()}
-        self.coordinator.storage.write(self.coordinator.layout.lease(self.epoch_id),
-                                       CODEC.encode(body))
+        store, key = self.coordinator.storage, self.coordinator.layout.lease(self.epoch_id)
+        if self._etag is None:  # never acquired (a caller that only renews): plain write
+            self._etag = store.write(key, self._body())
+            return True
+        try:
+            self._etag = store.replace(key, self._body(), self._etag)
+        except (PreconditionFailed, NotFound):
+            self.lost = True
+            self._stop.set()
+            log.warning("epoch %d: its lease was taken over by another driver; this one "
+                        "(attempt %s) is fenced and stops renewing it", self.epoch_id,
+                        self.attempt)
+            return False
         return True
 
     def _loop(self) -> None:
@@ -74,7 +138,7 @@ class RunnerLease:
                 log.warning("epoch %d: lease not renewed: %s", self.epoch_id, exc)
 
     def __enter__(self) -> RunnerLease:
-        self.renew()
+        self.acquire()
         self._thread = threading.Thread(target=self._loop, name=f"lease-{self.epoch_id}",
                                         daemon=True)
         self._thread.start()
@@ -84,6 +148,31 @@ class RunnerLease:
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
+
+
+def _gone(holder: str) -> bool:
+    """Whether the lease's holder was a process of this host that no longer exists: a
+    driver killed here is resumed at once, not a lease length later. A holder of another
+    host, or one whose pid cannot be read, is judged by its lease's age only."""
+    host, _, pid = holder.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # exists, owned by someone else
+        return False
+    return _zombie(int(pid))
+
+
+def _zombie(pid: int) -> bool:
+    """A killed child not yet reaped by its parent still answers signal 0."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def lease_expired(coordinator: Any, epoch_id: int) -> bool:

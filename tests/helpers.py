@@ -29,8 +29,9 @@ class FakeClock:
 
 def ack_task(c: Coordinator, epoch: int, task: str, attempt: int = 1,
              files: dict[str, bytes] | None = None, outputs: dict[str, bytes] | None = None,
-             tmp: Path | None = None, previous=None):
-    """Register, snapshot the given file contents, and acknowledge."""
+             tmp: Path | None = None, previous=None, complete: bool = False):
+    """Register, snapshot the given file contents, and acknowledge; the acknowledgement's
+    result (:class:`checkpointing.acknowledgement.AckResult`)."""
     c.register_attempt(epoch, task, attempt)
     w = SnapshotWriter(c.storage, c.layout, epoch, task, attempt, previous=previous)
     for name, data in (files or {}).items():
@@ -41,7 +42,8 @@ def ack_task(c: Coordinator, epoch: int, task: str, attempt: int = 1,
         p = tmp / f"{task}-{epoch}-{attempt}-out-{name}"
         p.write_bytes(data)
         w.stage_output(name, [p], rows=len(data.splitlines()), names=["part-0"])
-    return c.acknowledge(epoch, task, attempt, w.handle(offsets={"epoch": epoch}))
+    return c.acknowledge(epoch, task, attempt, w.handle(offsets={"epoch": epoch}),
+                         complete=complete)
 
 
 def run_epoch(c: Coordinator, plan=DIAMOND, tmp: Path | None = None, run_id: str = "r",

@@ -72,7 +72,8 @@ def test_concurrent_attempts_one_effective_ack(storage):
         co = Coordinator(storage, "p")
         a = i + 1
         co.register_attempt(b.epoch_id, "t", a)
-        return co.acknowledge(b.epoch_id, "t", a, StateHandle("t", b.epoch_id, a)).attempt
+        return co.acknowledge(b.epoch_id, "t", a,
+                              StateHandle("t", b.epoch_id, a)).acknowledgement.attempt
 
     results, errors = race(attempt)
     meta = c.complete(b.epoch_id)

@@ -12,6 +12,7 @@ from checkpointing import (
     StateHandle,
     read_manifest,
 )
+from checkpointing.acknowledgement import AckStatus
 from checkpointing.attempts import scan_task
 from checkpointing.barrier import TaskPlan
 from checkpointing.errors import (
@@ -126,9 +127,12 @@ def test_ack_is_idempotent_for_same_attempt(storage, tmp_path):
     c = Coordinator(storage, "p")
     b = c.begin_epoch(DIAMOND, "r")
     first = ack_task(c, b.epoch_id, "src_a", files={"s": b"1"}, tmp=tmp_path)
+    assert first.status == AckStatus.SUCCESS and first.completed is None
     again = c.acknowledge(b.epoch_id, "src_a", 1,
                           StateHandle("src_a", b.epoch_id, 1, metrics={"other": True}))
-    assert again.state_handle == first.state_handle  # the first acknowledgement stays
+    assert again.status == AckStatus.DUPLICATE
+    # the first acknowledgement stays
+    assert again.acknowledgement.state_handle == first.acknowledgement.state_handle
 
 
 def test_stale_attempt_is_fenced(storage, tmp_path):
@@ -206,7 +210,7 @@ def test_already_acked_task_is_not_run_again(storage, tmp_path):
     b = c.begin_epoch(DIAMOND, "r")
     first = ack_task(c, b.epoch_id, "src_a", tmp=tmp_path)
     start = c.register_attempt(b.epoch_id, "src_a", 2)  # Airflow cleared the task
-    assert start.existing is not None and start.existing.attempt == first.attempt
+    assert start.existing is not None and start.existing.attempt == first.acknowledgement.attempt
 
 
 def test_unknown_task_and_bad_ids(storage):
@@ -438,12 +442,10 @@ def test_failure_budget_is_checked_where_an_abort_is_decided(local_storage):
 
 
 def test_the_last_leaf_acknowledgement_completes_the_epoch(storage, tmp_path):
-    """The job runtime completes the epoch right after the last acknowledgement of a leaf
-    task (PROTOCOL 6.5, 1.10): outputs publish without waiting for the commit step. A task
-    with downstream tasks never completes it, and a leaf acknowledging before the others
-    leaves it pending."""
-    from spark_jobs.runtime.job_run import complete_if_last
-
+    """The coordinator completes the epoch on the last acknowledgement of a leaf task
+    (PROTOCOL 6.5, 1.10): outputs publish without waiting for the commit step. A task with
+    downstream tasks never completes it, and a leaf acknowledging before the others leaves
+    it pending."""
     c = Coordinator(storage, "p")
     b = c.begin_epoch(DIAMOND, "r")
     leaves = [t for t in DIAMOND if not any(t in tp.upstream for tp in DIAMOND.values())]
@@ -451,10 +453,13 @@ def test_the_last_leaf_acknowledgement_completes_the_epoch(storage, tmp_path):
     order = [*inner[:-1], *leaves, inner[-1]]  # an inner task acknowledges last
     for task in order:
         tp = DIAMOND[task]
-        ack_task(c, b.epoch_id, task, files={"state": task.encode()},
-                 outputs={"gold": b"g"} if tp.publishes else None, tmp=tmp_path)
-        complete_if_last(c, b.epoch_id, task)
-        assert c.metadata(b.epoch_id) is None  # the last ack was not a leaf's
-    complete_if_last(c, b.epoch_id, leaves[0])  # a leaf's (a retry acknowledging again)
+        r = ack_task(c, b.epoch_id, task, files={"state": task.encode()},
+                     outputs={"gold": b"g"} if tp.publishes else None, tmp=tmp_path,
+                     complete=True)
+        assert r.completed is None and c.metadata(b.epoch_id) is None  # not a leaf's
+    # a leaf's, the last (a retry acknowledging again: a duplicate that completes it)
+    r = c.acknowledge(b.epoch_id, leaves[0], 1, StateHandle(leaves[0], b.epoch_id, 1),
+                      complete=True)
+    assert r.status == AckStatus.DUPLICATE and r.completed.completed
     assert c.metadata(b.epoch_id).completed
     assert read_manifest(storage, c.layout).epoch_id == b.epoch_id

@@ -35,8 +35,9 @@ def _port_free(port: int) -> bool:
 
 
 def test_demo_runs_epochs_and_sighup_stops_everything(tmp_path):
-    """The default demo (local storage, tasks on a Spark Connect server) runs a day of both
-    example pipelines, which publish Delta tables it lists with their versions; closing
+    """The default demo (local storage, tasks on a Spark Connect server) runs a day of the
+    example pipelines (airport_ontime triggered by flights_daily's table), which publish
+    Delta tables it lists with their versions; closing
     its terminal (SIGHUP) stops Airflow, its task processes and the Spark Connect server:
     nothing carrying the demo's marker is left, and its ports are free again."""
     port, connect_port = free_port(), free_port()
@@ -50,15 +51,17 @@ def test_demo_runs_epochs_and_sighup_stops_everything(tmp_path):
             if not line:
                 break
             out.append(line)
-            # Both example pipelines published their Delta tables (listed with versions).
+            # The three example pipelines published their Delta tables (listed with
+            # versions); airport_ontime's run follows flights_daily's table commit.
             listed = {ln.split()[0] for ln in out if ln.lstrip().startswith("gold_")}
-            if len(listed) == 4:
+            if len(listed) == 5:
                 break
         text = "".join(out)
         assert "runs finished" in text and "1/1" in text, text[-3000:]
         listed = {ln.split()[0]: ln.split()[1] for ln in out if ln.lstrip().startswith("gold_")}
         assert {"gold_route_stats", "gold_carrier_stats", "gold_flights_enriched",
-                "gold_aircraft_utilisation"} <= set(listed), text[-3000:]
+                "gold_aircraft_utilisation", "gold_airport_ontime"} <= set(listed), \
+            text[-3000:]
         assert all(v == "v1" for v in listed.values()), listed  # one epoch: version 1
         assert "route_stats v1" in text  # the epoch's row names the versions it published
         assert f"http://127.0.0.1:{port}" in text and "admin /" in text

@@ -43,15 +43,29 @@ def run_epoch(storage: str, data: str, run_id: str, remote: str, *extra: str, **
 
 
 def test_epochs_through_connect_equal_independent_computation(spark_connect, tmp_path):
+    """Two epochs through the server; the second run is started twice at once (a duplicated
+    trigger): one driver runs it, the other stops with one line naming the holder of the
+    epoch's lease (PROTOCOL 5.13, 1.11), and the published output equals the oracle."""
     data = LocalStorage(tmp_path / "data")
     land(data, [date(2013, 1, 1), date(2013, 1, 2)], malformed_rate=0.01, seed=5)
     storage, data_uri = f"file://{tmp_path}/ckpt", f"file://{tmp_path}/data"
     run_epoch(storage, data_uri, "day-2", spark_connect.url)
     land(data, [date(2013, 1, 3)], dims=False, seed=5)
-    run_epoch(storage, data_uri, "day-3", spark_connect.url)
+    args = [sys.executable, "-m", "spark_jobs.flights.run_epoch", "--storage", storage,
+            "--data", data_uri, "--run-id", "day-3", "--remote", spark_connect.url]
+    drivers = [subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True) for _ in range(2)]
+    results = [(p.wait(timeout=600), p.stderr.read()) for p in drivers]
+    refused = [err for rc, err in results if rc != 0]
+    assert len(refused) == 1, results
+    last = refused[0].strip().splitlines()[-1]
+    assert last.startswith("run_epoch: error: epoch 2 is driven by ") or \
+        last.startswith("run_epoch: error: epoch 2 was just taken by another driver"), \
+        refused[0][-3000:]
 
     c = Coordinator(LocalStorage(tmp_path / "ckpt"), "flights_daily")
     assert c.latest_completed() == 2
+    assert {h.attempt for h in c.completed_handles(2).values()} == {1}
     assert_gold_matches_oracle(c, data, ROUTE, "gold_route_stats")
     assert_gold_matches_oracle(c, data, CARRIER, "gold_carrier_stats")
     h2 = c.completed_handles(2)["ingest_flights"]

@@ -33,7 +33,7 @@ def _snapshot(c, epoch, parts: dict[str, bytes], tmp, previous=None, attempt=1):
         (d / name).parent.mkdir(parents=True, exist_ok=True)
         (d / name).write_bytes(data)
     w.add_directory(d)
-    return w, c.acknowledge(epoch, "t", attempt, w.handle())
+    return w, c.acknowledge(epoch, "t", attempt, w.handle()).acknowledgement
 
 
 def test_incremental_snapshot_uploads_only_changed_files(storage, tmp_path):

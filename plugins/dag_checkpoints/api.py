@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 from checkpointing import create_savepoint, list_savepoints, read_manifest
 from checkpointing.alerts import read_alert
+from checkpointing.epoch_metadata import AbortReason
 from checkpointing.errors import (
     CheckpointError,
     EpochNotFound,
@@ -247,7 +248,7 @@ def post_abort(body: AbortRequest, user: GetUserDep, request: Request, dag_id: s
             barrier = coord.barrier(epoch_id)
         except EpochNotFound:  # an id allocated by a try that died before its barrier
             barrier = None
-        meta = coord.abort(epoch_id, "cancelled",
+        meta = coord.abort(epoch_id, AbortReason.CANCELLED,
                            f"aborted by {user.get_name()}: {body.reason}")
     except CheckpointError as exc:
         raise _storage_errors(exc, coord) from None

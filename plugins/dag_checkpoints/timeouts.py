@@ -24,7 +24,6 @@ from typing import Any
 
 from checkpointing import Barrier, Coordinator, EpochMetadata
 from checkpointing.decision import Decision
-from checkpointing.documents import parse_iso
 from checkpointing.errors import FailureBudgetExhausted
 
 from .notifications import announce
@@ -39,13 +38,9 @@ def expire_epoch(settings: CheckpointSettings, coord: Coordinator, barrier: Barr
     """Decide an epoch past its barrier's deadline: complete it if every task acknowledged
     (its commit step died), else abort it with reason ``timeout``; alert once. Returns None,
     touching nothing, when the deadline has not passed."""
-    if parse_iso(barrier.deadline) > coord.clock():
-        return None
-    meta = coord.try_complete(barrier.epoch_id)
+    meta = coord.expire(barrier)
     if meta is None:
-        meta = coord.abort(barrier.epoch_id, "timeout",
-                           f"not completed within {settings.config.timeout_seconds:g}s of its "
-                           f"barrier (deadline {barrier.deadline})")
+        return None
     announce(coord, meta, barrier, settings.alerts, context)
     return meta
 

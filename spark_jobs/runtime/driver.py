@@ -35,22 +35,25 @@ def drive_epoch(pipeline: Pipeline, coordinator: Coordinator, spark: Any, data_u
 
     A run that already completed its epoch answers with it and runs nothing; a run whose
     epoch is still open (its driver died) resumes that epoch: tasks that acknowledged are not
-    run again, the others run as the next attempt (which fences the dead driver's). While
-    this process drives the epoch it renews the epoch's lease, so that another run can
-    abort it as ``runner_lost`` if this process dies (PROTOCOL 6.1). ``stop_after`` leaves
-    the epoch pending after that task acknowledged, as a crash would."""
+    run again, the others run as the next attempt (which fences the dead driver's). One
+    driver per epoch: this process acquires the epoch's lease first, and a second driver of
+    the same run, while the first one's lease is fresh, stops with
+    :class:`~checkpointing.errors.EpochDrivenElsewhere` naming it; a resume after the lease
+    expired runs above any attempt the dead driver recorded (PROTOCOL 5.13, 1.11). While
+    this process drives the epoch it renews the lease, so that another run can abort it as
+    ``runner_lost`` if this process dies (PROTOCOL 6.1). ``stop_after`` leaves the epoch
+    pending after that task acknowledged, as a crash would."""
     if epoch_id is None:
         lineage = str(begin.get("lineage") or "main")
         done = coordinator.completed_epoch_of_run(run_id, lineage)
         if done is not None:
             log.info("run %s already completed epoch %d: nothing to run", run_id, done)
             return done, coordinator.metadata(done)
-        open_epoch = coordinator.open_epoch_for_run(run_id, lineage)
-        epoch_id = (open_epoch.epoch_id if open_epoch is not None
-                    else coordinator.begin_epoch(pipeline.plan, run_id, **begin).epoch_id)
-    if attempt is None:
-        attempt = coordinator.next_attempt(epoch_id)
-    with RunnerLease(coordinator, epoch_id):
+        # Two drivers of one run started together share the epoch (the begin joins the
+        # run's open one); the lease below lets only one of them drive it.
+        epoch_id = coordinator.begin_or_join(pipeline.plan, run_id, **begin).epoch_id
+    with RunnerLease(coordinator, epoch_id, attempt=attempt) as lease:
+        attempt = lease.attempt
         for task in pipeline.edges:  # insertion order is a topological order
             # A stop after a task is a crash right after its acknowledgement: it must not
             # complete the epoch on that acknowledgement either.

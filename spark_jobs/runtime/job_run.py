@@ -501,8 +501,8 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
 
     ``overhead_ms`` is what the caller spent before this call (starting the process,
     opening the Spark session): recorded in the handle's metrics as ``task_overhead_ms``
-    (PROTOCOL's timings are a fixed set; metrics are free-form). ``complete``: a leaf task
-    completes the epoch when its acknowledgement is the last (:func:`complete_if_last`)."""
+    (PROTOCOL's timings are a fixed set; metrics are free-form). ``complete``: the
+    acknowledgement completes the epoch when it is the last (the coordinator decides)."""
     start = coordinator.register_attempt(epoch_id, task_id, attempt)
     if start.existing is not None:
         log.info("task %s already acknowledged epoch %d (attempt %d): not running again",
@@ -553,14 +553,16 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
             table_offsets=run.table_offsets,
         )
         try:
-            ack = coordinator.acknowledge(epoch_id, task_id, attempt, handle)
+            # A leaf's acknowledgement that is the epoch's last completes it (the
+            # coordinator decides), so its outputs publish now rather than one
+            # orchestrator step later (PROTOCOL 6.5, 1.10).
+            ack = coordinator.acknowledge(epoch_id, task_id, attempt, handle,
+                                          complete=complete).acknowledgement
         except EpochAlreadyDecided:
             # Decided while the job ran (an operator's abort, a timeout): what the attempt
             # wrote under the epoch is nobody's; leave nothing behind (PROTOCOL 6.11).
             _delete_attempt_files(coordinator, epoch_id, task_id, attempt)
             raise
-        if complete:
-            complete_if_last(coordinator, epoch_id, task_id)
         return ack
     finally:
         if run.resume is not None:
@@ -569,25 +571,6 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
             release_session(spark, run.resume.session_id, run.resume.user_id)
         shutil.rmtree(scratch, ignore_errors=True)
         end_of_task(spark, tag)
-
-
-def complete_if_last(coordinator: Coordinator, epoch_id: int, task_id: str) -> None:
-    """After a leaf task's acknowledgement: complete the epoch when every task has
-    acknowledged, so that its outputs publish now rather than one orchestrator step later
-    (PROTOCOL 6.5, 1.10), as Flink's coordinator completes a checkpoint on its last
-    acknowledgement. Never fails the task: whoever completes next (the commit step, the
-    watchdog, the next begin) finishes what this left undone."""
-    plan = coordinator.barrier(epoch_id).plan
-    if any(task_id in tp.upstream for tp in plan.values()):
-        return  # a task downstream has yet to acknowledge: this one cannot be the last
-    try:
-        meta = coordinator.try_complete(epoch_id)
-    except Exception as exc:  # noqa: BLE001 - the commit step completes it instead
-        log.warning("task %s: epoch %d not completed on its acknowledgement (%s); the "
-                    "commit step completes it", task_id, epoch_id, exc)
-        return
-    if meta is not None and meta.completed:
-        log.info("task %s acknowledged last: epoch %d completed", task_id, epoch_id)
 
 
 def end_of_task(spark: Any, tag: str) -> None:

@@ -20,9 +20,9 @@ from airflow.sdk.exceptions import (
 
 from checkpointing import TaskPlan, read_manifest, run_retention
 from checkpointing.barrier import plan_to_json
+from checkpointing.epoch_metadata import AbortReason
 from checkpointing.errors import (
     CheckpointError,
-    EpochIncomplete,
     EpochNotFound,
     FailureBudgetExhausted,
 )
@@ -187,15 +187,15 @@ class CommitEpochOperator(BaseOperator):
     def _finish(self, context: Any, epoch: int, coord: Any) -> int | None:
         if not checkpointing_enabled(context):
             self._unchecked(context)
-        try:
-            meta = coord.complete(epoch)
-        except EpochIncomplete:
-            missing = coord.missing_tasks(epoch)
+        def detail(missing: list[str]) -> str:
             failed, not_run = _failed_and_not_run(context, missing)
-            meta = coord.abort(epoch, "declined",
-                               f"task(s) {failed or missing} failed without acknowledging"
-                               + (f"; not run: {not_run}" if not_run and failed else ""),
-                               declined_by=(failed or missing or [None])[0])
+            return (f"task(s) {failed or missing} failed without acknowledging"
+                    + (f"; not run: {not_run}" if not_run and failed else ""))
+
+        meta = coord.complete_or_abort(
+            epoch, AbortReason.DECLINED, detail,
+            declined_by=lambda missing: (_failed_and_not_run(context, missing)[0]
+                                         or missing or [None])[0])
         if meta.completed:
             self._retain(coord)
             if not coord.barrier(meta.epoch_id).publish_on_complete:
