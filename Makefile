@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: install demo test test-package lint bench bench-coordinator bench-airflow bench-tables bench-sources bench-table-inputs bench-scale bench-scale-topology faults soak drills
+.PHONY: install demo test test-fast test-package lint bench bench-coordinator bench-airflow bench-tables bench-sources bench-table-inputs bench-scale bench-scale-topology faults soak drills
 
 install:
 	scripts/bootstrap.sh
@@ -23,6 +23,11 @@ test: install
 	scripts/install_toxiproxy.sh
 	CKPT_TEST_PG_URL=$$(scripts/start_postgres.sh) $(PY) -m pytest -q -p no:cacheprovider \
 		-n 3 --dist loadfile --no-loadscope-reorder --durations=25 --ignore=tests/package
+
+# The tests that need no JVM and no server (the coordinator, the protocol, state, the
+# provider's units): a minute or two; `make test` runs them with everything else.
+test-fast: install
+	$(PY) -m pytest -q -p no:cacheprovider -m fast -n 2 --ignore=tests/package
 
 # The package as users install it: sdist and wheel built by the standard front-end, a fresh
 # virtual environment with Airflow and the wheel's [connect,delta] extras, a user DAG run

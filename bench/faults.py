@@ -179,9 +179,12 @@ def resume(ws: Workspace, spark, run_id: str, until: int, attempt: int) -> str:
     if open_epoch is None and c.latest_completed() is not None and \
             c.barrier(c.latest_completed()).run_id == run_id:
         return "completed"
+    # A frozen driver still holds the epoch's lease: the retry waits for it to expire
+    # (one driver per epoch, PROTOCOL 5.13), then runs above its attempt.
     _, meta = run_epoch(c, spark, ws.data_uri, run_id, attempt=attempt,
                         epoch_id=open_epoch.epoch_id if open_epoch else None,
-                        data_interval=interval(until))
+                        data_interval=interval(until),
+                        wait_for_driver=3 * CONFIG.lease_seconds)
     return meta.status if meta else "pending"
 
 

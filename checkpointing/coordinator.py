@@ -44,6 +44,7 @@ from .failure_manager import FailureManager
 from .ids import validate_attempt, validate_epoch_id, validate_id
 from .layout import Layout
 from .lineages import MAIN
+from .listener import EpochListener, SafeListener
 from .markers import ATTEMPT_START, DECLINE, RUN_INDEX
 from .operations import OPERATION, EngineOperation
 from .parent_selector import LATEST, ParentSelector, RestoreMappingError
@@ -126,6 +127,7 @@ class Coordinator:
         clock: Callable[[], float] = time.time,
         on_abort: AbortListener | None = None,
         table_pins: TablePins | None = None,
+        listener: EpochListener | None = None,
     ):
         self.storage = storage
         self.layout = Layout(pipeline_id)
@@ -138,7 +140,10 @@ class Coordinator:
         self.promotion = PromotionRule(self.store, self.config)
         self.parents = ParentSelector(self.store, self.config, self.promotion)
         self.failures = FailureManager(self.store, self.config)
-        self.finisher = EpochFinisher(self.store, self.promotion, self.parents, self.failures)
+        #: what epochs report as they happen (metrics); never fails the protocol
+        self.listener: EpochListener = SafeListener(listener) if listener else EpochListener()
+        self.finisher = EpochFinisher(self.store, self.promotion, self.parents, self.failures,
+                                      self.listener)
         self.table_pins = table_pins or TablePins(getattr(storage, "endpoint_url", None))
 
     # ------------------------------------------------------------------ documents
@@ -317,6 +322,7 @@ class Coordinator:
                 f"epoch id {barrier.epoch_id} was just allocated but its barrier exists: the "
                 "registry is behind the stored epochs; refusing to reuse the id") from None
         self._index_run(barrier)
+        self.listener.epoch_began(barrier)
         log.info("pipeline %s: began epoch %d (run %s, lineage %s, parent %s)",
                  self.pipeline_id, barrier.epoch_id, barrier.run_id, barrier.lineage,
                  barrier.parent_epoch_id)
@@ -475,14 +481,19 @@ class Coordinator:
         if eff is not None and eff[0] == attempt:
             result = AckResult(AckStatus.DUPLICATE, self.read_ack(eff[1].key))
         else:
-            self._refuse_if_stale(ta, epoch_id, attempt)
-            self._refuse_if_decided(epoch_id, task_id, barrier_read=fresh)
+            try:
+                self._refuse_if_stale(ta, epoch_id, attempt)
+                self._refuse_if_decided(epoch_id, task_id, barrier_read=fresh)
+            except (StaleAttempt, EpochAlreadyDecided) as exc:
+                self.listener.ack_refused(epoch_id, task_id, str(exc))
+                raise
             ack = Acknowledgement(task_id, attempt, now_iso(self.clock()), handle,
                                   writer_identity())
             key = self.layout.attempt_object(epoch_id, task_id, attempt, "ack")
             try:
                 self.storage.create(key, ack.to_bytes())
                 result = AckResult(AckStatus.SUCCESS, ack)
+                self.listener.task_acknowledged(self.barrier(epoch_id), ack)
             except PreconditionFailed:  # the same attempt acked concurrently: first stays
                 result = AckResult(AckStatus.DUPLICATE, self.read_ack(key))
         if complete:
@@ -566,11 +577,34 @@ class Coordinator:
             acks[task] = AckRef(attempt, info.key, now_iso(info.last_modified))
         meta = EpochMetadata(epoch_id, barrier.lineage, "completed", now_iso(self.clock()),
                              acks=acks, writer=writer_identity())
+        last = self._last_completed_at(barrier.lineage)
         meta, ours = self.store.write_decision(meta)
         if ours:
             log.info("pipeline %s: completed epoch %d", self.pipeline_id, epoch_id)
             self.finisher.finish(meta, barrier)
+            self._report_decision(meta, barrier, last)
         return meta
+
+    def _last_completed_at(self, lineage: str) -> str | None:
+        """When the lineage's latest completed epoch was decided (for the listener's age
+        figure); read only when a listener is attached."""
+        if isinstance(self.listener, SafeListener):
+            latest = self.registry().lineage(lineage).latest_completed
+            meta = self.metadata(latest) if latest else None
+            return meta.decided_at if meta else None
+        return None
+
+    def _report_decision(self, meta: EpochMetadata, barrier: Barrier | None,
+                         last_completed_at: str | None) -> None:
+        if not isinstance(self.listener, SafeListener):
+            return  # no listener: not even the acknowledgements are read for it
+        handles = {}
+        for task, ref in (meta.acks or {}).items():
+            try:
+                handles[task] = self.read_ack(ref.key).state_handle
+            except CheckpointError:
+                continue
+        self.listener.epoch_decided(meta, barrier, handles, last_completed_at)
 
     def complete(self, epoch_id: int) -> EpochMetadata:
         """Complete the epoch (exactly one caller's write wins; all observe the winner).
@@ -644,11 +678,13 @@ class Coordinator:
                              reason=reason, detail=detail.replace("\n", " ")[:500],
                              missing_tasks=tuple(missing), declined_by=declined_by,
                              writer=writer_identity())
+        last = self._last_completed_at(lineage)
         meta, ours = self.store.write_decision(meta)
         if ours:
             log.warning("pipeline %s: aborted epoch %d (%s): %s; missing tasks: %s",
                         self.pipeline_id, epoch_id, reason, detail, missing or "none")
             self.finisher.finish(meta, barrier)
+            self._report_decision(meta, barrier, last)
             if self.on_abort is not None:
                 try:
                     self.on_abort(meta, barrier)

@@ -15,6 +15,7 @@ from .epoch_metadata import EpochMetadata, counts_as_failure
 from .epoch_store import EpochStore
 from .failure_manager import FailureManager
 from .lineages import MAIN
+from .listener import EpochListener, TableCommitted
 from .parent_selector import ParentSelector
 from .promotion import PromotionRule
 from .publish import publish
@@ -27,9 +28,10 @@ class EpochFinisher:
     """Publishes, records and applies the decisions of one pipeline's epochs."""
 
     def __init__(self, store: EpochStore, promotion: PromotionRule, parents: ParentSelector,
-                 failures: FailureManager):
+                 failures: FailureManager, listener: EpochListener | None = None):
         self.store, self.promotion = store, promotion
         self.parents, self.failures = parents, failures
+        self.listener = listener or EpochListener()
 
     def finish(self, meta: EpochMetadata, barrier: Barrier | None) -> None:
         """Publish (or record the failure), then update the registry."""
@@ -74,7 +76,10 @@ class EpochFinisher:
                 ack = self.store.read_ack(meta.acks[task].key)
                 outputs.update(ack.state_handle.outputs)
         storage = self.store.storage
+        report: list[TableCommitted] = []
         outputs = commit_tables(self.store.pipeline_id, meta.lineage, meta.epoch_id, outputs,
-                                getattr(storage, "endpoint_url", None))
+                                getattr(storage, "endpoint_url", None), report)
+        if report:
+            self.listener.tables_committed(meta, barrier, report)
         publish(storage, self.store.layout, meta.epoch_id, meta.lineage, outputs,
                 self.store.clock())

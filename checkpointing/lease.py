@@ -33,6 +33,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from typing import Any
 
 from .codec import Codec, decode
@@ -51,13 +52,14 @@ class RunnerLease:
     Use as a context manager around the driving of the epoch."""
 
     def __init__(self, coordinator: Any, epoch_id: int, holder: str | None = None,
-                 attempt: int | None = None):
+                 attempt: int | None = None, wait_seconds: float = 0.0):
         self.coordinator, self.epoch_id = coordinator, epoch_id
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}"
         self.ttl = coordinator.config.lease_seconds
         #: the attempt this driver runs tasks as (recorded in the lease, 1.11); None: one
         #: above every attempt the epoch and any earlier lease know, chosen on acquiring
         self.attempt = attempt
+        self.wait_seconds = wait_seconds
         self._etag: str | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -66,10 +68,21 @@ class RunnerLease:
         #: set when another driver took the lease over: this one is fenced
         self.lost = False
 
-    def acquire(self) -> int:
+    def acquire(self, wait_seconds: float = 0.0) -> int:
         """Take the lease (module docstring): create it, or take an expired one over;
-        refuse with :class:`EpochDrivenElsewhere` while another holder's is fresh. Returns
-        the attempt this driver runs tasks as."""
+        while another holder's is fresh, wait up to ``wait_seconds`` for it to end or
+        expire, then refuse with :class:`EpochDrivenElsewhere`. Returns the attempt this
+        driver runs tasks as."""
+        deadline = time.monotonic() + wait_seconds
+        while True:
+            try:
+                return self._acquire_once()
+            except EpochDrivenElsewhere:
+                if time.monotonic() >= deadline:
+                    raise
+                time.sleep(min(1.0, self.ttl / 3))
+
+    def _acquire_once(self) -> int:
         store, key = self.coordinator.storage, self.coordinator.layout.lease(self.epoch_id)
         prior_attempt, etag = 0, None
         try:
@@ -138,7 +151,7 @@ class RunnerLease:
                 log.warning("epoch %d: lease not renewed: %s", self.epoch_id, exc)
 
     def __enter__(self) -> RunnerLease:
-        self.acquire()
+        self.acquire(self.wait_seconds)
         self._thread = threading.Thread(target=self._loop, name=f"lease-{self.epoch_id}",
                                         daemon=True)
         self._thread.start()

@@ -4,6 +4,7 @@ module of its own and is imported only when a table of that format is committed.
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -24,18 +25,26 @@ def committer(spec: TableSpec, endpoint_url: str | None = None) -> TableCommitte
 
 
 def commit_tables(pipeline_id: str, lineage: str, epoch_id: int, outputs: dict[str, Any],
-                  endpoint_url: str | None = None) -> dict[str, Any]:
+                  endpoint_url: str | None = None,
+                  report: list[Any] | None = None) -> dict[str, Any]:
     """Phase two for the table outputs among ``outputs`` (name -> OutputRef): one commit
     each, idempotent per epoch; returns the outputs with each table output's ``meta``
-    holding its ``table_version``, for the manifest."""
+    holding its ``table_version``, for the manifest. ``report`` receives a
+    :class:`~checkpointing.listener.TableCommitted` per table output."""
     done = {}
     for name, out in outputs.items():
         if "table" not in out.meta:
             done[name] = out
             continue
         spec = TableSpec.from_json(out.meta["table"])
+        t0 = time.monotonic()
         result = committer(spec, endpoint_url).commit(
             spec, app_id(pipeline_id, lineage, name), epoch_id, out.files, out.meta)
+        if report is not None:
+            from .listener import TableCommitted
+
+            report.append(TableCommitted(name, result.version, result.committed,
+                                         time.monotonic() - t0))
         meta = {k: v for k, v in out.meta.items() if k not in ("schema", "records")}
         done[name] = replace(out, meta={**meta, "table_version": result.version})
     return done

@@ -29,11 +29,30 @@ def pytest_configure(config):
         config.pluginmanager.register(CpuLog(os.environ["CKPT_TEST_CPU_LOG"]), "ckpt-cpu-log")
 
 
-def pytest_collection_modifyitems(items):
-    """Modules in the order tests/schedule.py finds best for xdist's load-file scheduler
-    (`make test` passes --no-loadscope-reorder, or xdist would start the modules with the
-    most tests first): no long module left running alone at the end."""
+#: Fixtures that start a JVM or a server; a test using one is not in the fast tier.
+SERVER_FIXTURES = {"spark", "spark_connect", "s3_server", "s3_bucket", "s3_storage",
+                   "catalog_url", "pg_url", "af", "cluster"}
+#: Modules that start a JVM, Airflow or a server themselves (subprocesses, clusters).
+SERVER_MODULES = {"test_spark_cluster.py", "test_spark_s3.py", "test_airflow_dags.py",
+                  "test_user_pipeline.py", "test_cluster_config.py", "test_tables.py",
+                  "test_iceberg_tables.py", "test_table_inputs.py", "test_sources.py",
+                  "test_extras.py"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark the fast tier (``-m fast``, `make test-fast`): no JVM, no server (not slow,
+    no server fixture or module, not a test's S3 variant). Then order the modules as
+    tests/schedule.py finds best for xdist's load-file scheduler (`make test` passes
+    --no-loadscope-reorder, or xdist would start the modules with the most tests first):
+    no long module left running alone at the end."""
     from collections import Counter
+
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if not (item.get_closest_marker("slow") or item.path.name in SERVER_MODULES
+                or SERVER_FIXTURES & set(getattr(item, "fixturenames", ()))
+                or "s3" in params.values()):
+            item.add_marker(pytest.mark.fast)
 
     from tests.schedule import balanced_order
 

@@ -20,12 +20,14 @@ import pandas as pd
 import pytest
 
 from checkpointing import Coordinator, LocalStorage, read_manifest
+from checkpointing.documents import parse_iso
 from checkpointing.lineages import read_origin, read_promotion
 from plugins.dag_checkpoints.backfill import frontier
 from spark_jobs.flights.landing import land
 from tests import oracle
 from tests.airflow_env import ROOT
 from tests.airflow_standalone import Standalone, connect_env
+from tests.statsd_sink import StatsdSink
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]  # shares 2 cores with the fault matrix
 DAG = "flights_daily"
@@ -39,15 +41,21 @@ def af(tmp_path_factory, spark_connect):
          malformed_rate=0.01, seed=7)
     # A DAG folder of its own: the backfill test deploys a fixed job by editing a DAG file.
     shutil.copytree(ROOT / "dags", tmp / "dags", ignore=shutil.ignore_patterns("__pycache__"))
+    statsd = StatsdSink()  # Airflow's own StatsD metrics, with InfluxDB-style tags
     sa = Standalone(tmp / "airflow", CKPT_STORAGE=f"file://{tmp}/ckpt",
                     CKPT_DATA=f"file://{tmp}/data", FLIGHTS_RETRIES="1",
                     FLIGHTS_RETRY_DELAY_SECONDS="1", AIRFLOW__CORE__DAGS_FOLDER=str(tmp / "dags"),
+                    AIRFLOW__METRICS__STATSD_ON="True", AIRFLOW__METRICS__STATSD_HOST="127.0.0.1",
+                    AIRFLOW__METRICS__STATSD_PORT=str(statsd.port),
+                    AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED="True",
                     **connect_env(spark_connect))
+    sa.statsd = statsd
     try:
         sa.start()
         yield sa, tmp
     finally:
         sa.stop()
+        statsd.stop()
 
 
 def coord(tmp: Path) -> Coordinator:
@@ -534,3 +542,70 @@ def test_a_run_with_checkpointing_disabled_publishes_the_same_tables_and_no_epoc
             .reset_index(drop=True)
         pd.testing.assert_frame_equal(got, unchecked[output], check_dtype=False,
                                       check_exact=False, rtol=1e-9)
+
+
+def test_epoch_statistics_reach_a_statsd_receiver(af):
+    """Flink's checkpoint statistics through Airflow's own metrics facility (StatsD here,
+    with InfluxDB-style tags): one run whose route_stats try 1 dies after its snapshot and
+    is retried, then an epoch aborted over REST. The figures equal the epochs' documents;
+    no tag holds a path."""
+    sa, tmp = af
+    c = coord(tmp)
+    deadline = time.time() + 300
+    while sa.get(f"/api/v2/dags/{DAG}/dagRuns",
+                 params={"state": ["queued", "running"]}).json()["total_entries"]:
+        assert time.time() < deadline, sa.tail()
+        time.sleep(2)
+    time.sleep(1)
+    sa.statsd.lines.clear()
+    run = sa.trigger(DAG, "2013-01-09T00:00:00Z",
+                     {"checkpoint": {"fault_inject": "route_stats:1"}})
+    assert sa.wait_run(DAG, run) == "success", sa.tail()
+    epoch = max(b.epoch_id for b in c.barriers() if b.run_id == run)
+    meta, barrier = c.metadata(epoch), c.barrier(epoch)
+    handles = c.completed_handles(epoch)
+    deadline = time.time() + 30  # UDP: the datagrams of the last processes
+    while time.time() < deadline and not [
+            m for m in sa.statsd.metrics("airflow.dag_checkpoints.epoch.completed")]:
+        time.sleep(0.5)
+    got = [m for m in sa.statsd.metrics("airflow.dag_checkpoints.")
+           if m.tags.get("pipeline") == DAG]
+    by = {}
+    for m in got:
+        by.setdefault(m.name.removeprefix("airflow.dag_checkpoints."), []).append(m)
+    assert [m.value for m in by["epoch.completed"]] == [1.0], got
+    duration = (parse_iso(meta.decided_at) - parse_iso(barrier.created_at)) * 1000
+    assert [round(m.value) for m in by["epoch.duration"]] == [round(duration)]
+    assert [m.value for m in by["epoch.state_size"]] == [
+        sum(h.state_size for h in handles.values())]
+    assert [m.value for m in by["epoch.incremental_size"]] == [
+        sum(h.bytes_written for h in handles.values())]
+    # one acknowledgement per task (route_stats: its second try's), with its own timings
+    runs = {m.tags["task"]: m.value for m in by["task.run"]}
+    assert runs == pytest.approx({t: h.timings["run_ms"] for t, h in handles.items()},
+                                 abs=1)
+    assert handles["route_stats"].attempt == 2
+    restored = sorted(m.tags["task"] for m in by["task.restored"])
+    assert restored == sorted(t for t, h in handles.items()
+                              if (h.restored_from or {}).get("epoch_id") is not None)
+    assert {m.tags["task"]: m.value for m in by["task.state_size"]} == {
+        t: h.state_size for t, h in handles.items()}
+    assert by["table.commits"] and {m.tags["output"] for m in by["table.commit"]} == {
+        o for h in handles.values() for o, ref in h.outputs.items() if "table" in ref.meta}
+
+    # an abort decided by the api-server
+    from checkpointing import plan_from_edges
+
+    stuck = c.begin_epoch(plan_from_edges({"t": []}), "metrics-abort", lineage="drill2")
+    r = sa.post(f"{API}/epochs/{stuck.epoch_id}/abort", {"reason": "metrics"})
+    assert r.status_code == 200, r.text
+    deadline = time.time() + 10
+    while time.time() < deadline and not sa.statsd.metrics(
+            "airflow.dag_checkpoints.epoch.aborted"):
+        time.sleep(0.5)
+    aborted = [m for m in sa.statsd.metrics("airflow.dag_checkpoints.epoch.aborted")]
+    assert [(m.value, m.tags.get("reason"), m.tags.get("pipeline")) for m in aborted] == [
+        (1.0, "cancelled", DAG)]
+    every_tag = {v for m in sa.statsd.metrics("airflow.dag_checkpoints.")
+                 for v in m.tags.values()}
+    assert not any(str(tmp) in v or "file:" in v for v in every_tag), every_tag

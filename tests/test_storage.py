@@ -111,7 +111,10 @@ def test_sixteen_thread_race_has_one_winner(storage, op):
     assert storage.read("race")[0] == f"w{wins[0]}".encode()
 
 
-def test_unreachable_endpoint_is_named():
+def test_unreachable_endpoint_is_named(monkeypatch):
+    # Credentials of their own: whether another test's S3 server set some must not matter.
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "unreachable")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "unreachable")
     port_nobody_listens_on = 9  # discard port: connection refused on loopback
     s = S3Storage("bucket", "p", endpoint_url=f"http://127.0.0.1:{port_nobody_listens_on}",
                   max_attempts=1, connect_timeout=1)

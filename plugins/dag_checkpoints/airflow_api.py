@@ -80,9 +80,29 @@ class AirflowApi:
 
     def create_backfill(self, dag_id: str, first: date, last: date,
                         conf: dict[str, Any]) -> int:
-        """Create the backfill (one run at a time, oldest first); its id."""
-        return int(self.call("POST", "/api/v2/backfills",
-                             self._backfill_body(dag_id, first, last, conf))["id"])
+        """Create the backfill (one run at a time, oldest first); its id.
+
+        On SQLite, Airflow may answer 503 ("database is locked") to a request whose backfill
+        it committed; the session asks again, and Airflow then refuses the second request
+        with 409, "already a running backfill". That running backfill is this one when it
+        carries this request's run conf (its lineage is unique): its id is the answer."""
+        try:
+            return int(self.call("POST", "/api/v2/backfills",
+                                 self._backfill_body(dag_id, first, last, conf))["id"])
+        except AirflowApiError as exc:
+            if exc.status != 409 or "already a running backfill" not in str(exc):
+                raise
+            mine = self._running_backfill_with(dag_id, conf)
+            if mine is None:
+                raise
+            return mine
+
+    def _running_backfill_with(self, dag_id: str, conf: dict[str, Any]) -> int | None:
+        out = self.call("GET", f"/api/v2/backfills?dag_id={dag_id}&limit=100")
+        for b in out.get("backfills", []):
+            if b.get("completed_at") is None and b.get("dag_run_conf") == conf:
+                return int(b["id"])
+        return None
 
 
 def _detail(r: requests.Response) -> str:

@@ -84,6 +84,10 @@ class CheckpointSettings:
         """A coordinator whose aborts are announced (alert record, log, notifiers) by the
         process that decides them, whichever step that is (begin expiring an overdue
         epoch, commit, the timeout watchdog)."""
+        if "listener" not in kwargs and metrics_enabled():
+            from .metrics import AirflowMetrics
+
+            kwargs["listener"] = AirflowMetrics(self.pipeline_id)
         coord = Coordinator(self.open_storage(), self.pipeline_id, self.config, **kwargs)
         if "on_abort" not in kwargs:
             coord.on_abort = lambda meta, barrier: announce(coord, meta, barrier, self.alerts)
@@ -129,3 +133,15 @@ def _storage_from_connection(uri: str, conn_id: str, endpoint_url: str | None) -
     client = hook.get_conn()
     return S3Storage(parsed.netloc, parsed.path,
                      endpoint_url=endpoint_url or hook.conn_config.endpoint_url, client=client)
+
+
+def metrics_enabled() -> bool:
+    """Whether Airflow's metrics are on (StatsD, DogStatsD or OpenTelemetry): only then does
+    a coordinator get the metrics listener, so that with Airflow's defaults no task reads
+    or sends anything for metrics."""
+    try:
+        from airflow.sdk.configuration import conf
+    except ImportError:  # pragma: no cover - outside Airflow
+        return False
+    return any(conf.getboolean("metrics", key, fallback=False)
+               for key in ("statsd_on", "statsd_datadog_enabled", "otel_on"))

@@ -30,6 +30,7 @@ class Pipeline:
 def drive_epoch(pipeline: Pipeline, coordinator: Coordinator, spark: Any, data_uri: str,
                 run_id: str, *, attempt: int | None = None, stop_after: str | None = None,
                 epoch_id: int | None = None, endpoint_url: str | None = None,
+                wait_for_driver: float = 0.0,
                 **begin: Any) -> tuple[int, EpochMetadata | None]:
     """Run one epoch for ``run_id``, or resume it.
 
@@ -41,8 +42,9 @@ def drive_epoch(pipeline: Pipeline, coordinator: Coordinator, spark: Any, data_u
     :class:`~checkpointing.errors.EpochDrivenElsewhere` naming it; a resume after the lease
     expired runs above any attempt the dead driver recorded (PROTOCOL 5.13, 1.11). While
     this process drives the epoch it renews the lease, so that another run can abort it as
-    ``runner_lost`` if this process dies (PROTOCOL 6.1). ``stop_after`` leaves the epoch
-    pending after that task acknowledged, as a crash would."""
+    ``runner_lost`` if this process dies (PROTOCOL 6.1). ``wait_for_driver``: seconds to wait
+    for another live driver's lease to end or expire before refusing. ``stop_after``
+    leaves the epoch pending after that task acknowledged, as a crash would."""
     if epoch_id is None:
         lineage = str(begin.get("lineage") or "main")
         done = coordinator.completed_epoch_of_run(run_id, lineage)
@@ -52,7 +54,8 @@ def drive_epoch(pipeline: Pipeline, coordinator: Coordinator, spark: Any, data_u
         # Two drivers of one run started together share the epoch (the begin joins the
         # run's open one); the lease below lets only one of them drive it.
         epoch_id = coordinator.begin_or_join(pipeline.plan, run_id, **begin).epoch_id
-    with RunnerLease(coordinator, epoch_id, attempt=attempt) as lease:
+    with RunnerLease(coordinator, epoch_id, attempt=attempt,
+                     wait_seconds=wait_for_driver) as lease:
         attempt = lease.attempt
         for task in pipeline.edges:  # insertion order is a topological order
             # A stop after a task is a crash right after its acknowledgement: it must not
