@@ -13,7 +13,12 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-README = (ROOT / "README.md").read_text()
+#: the documents whose blocks are run or listed here (PROTOCOL.md's examples are checked by
+#: tests/test_protocol_conformance.py)
+DOCS = ["README.md", "docs/tutorial.md", "docs/guides.md", "docs/reference.md",
+        "docs/JOBS.md", "docs/concepts.md", "docs/performance.md", "docs/testing.md",
+        "docs/METRICS.md"]
+README = "\n".join((ROOT / d).read_text() for d in DOCS)
 
 
 def test_every_make_target_in_the_readme_exists():
@@ -48,7 +53,7 @@ def _python_blocks(text: str) -> list[str]:
     return re.findall(r"```python\n(.*?)```", text, re.S)
 
 
-@pytest.mark.parametrize("doc", ["README.md", "docs/JOBS.md"])
+@pytest.mark.parametrize("doc", DOCS)
 def test_every_python_block_is_python(doc):
     """The README's and JOBS.md's Python blocks parse (most are fragments of a job or a
     DAG file, run for real by the examples they quote: docs/examples/energy_daily.py by
@@ -58,7 +63,8 @@ def test_every_python_block_is_python(doc):
     import textwrap
 
     blocks = _python_blocks((ROOT / doc).read_text())
-    assert blocks, doc
+    if doc in ("README.md", "docs/JOBS.md", "docs/guides.md", "docs/reference.md"):
+        assert blocks, doc  # the pages that show code do show some
     for block in blocks:
         ast.parse(textwrap.dedent(block))
 
@@ -103,28 +109,40 @@ BLOCKS: dict[tuple[str, str], str] = {
     ("README.md", "make demo"): "run: test_every_make_target_in_the_readme_exists (make -n); "
     "the demo itself by tests/test_demo.py",
     ("README.md", "Airflow DAG run ──►"): "not code: a diagram",
-    ("README.md", "from checkpointing import Coordinator"): "run: test_readme_blocks_run",
-    ("README.md", "ckpt [--storage URI]"): "run: test_readme_blocks_run (each command listed "
+    ("docs/reference.md", "from checkpointing import Coordinator"): "run: test_readme_blocks_run",
+    ("docs/reference.md", "ckpt [--storage URI]"): "run: test_readme_blocks_run (each command listed "
     "is one `ckpt --help` knows)",
-    ("README.md", "python -m spark_jobs.flights.landing"):
+    ("docs/reference.md", "python -m spark_jobs.flights.landing"):
         "run: test_flights_quick_path_runs_as_written",
-    ("README.md", "python -m spark_jobs.tpch.landing"): "run by tests/test_tpch.py: the "
+    ("docs/reference.md", "python -m spark_jobs.tpch.landing"): "run by tests/test_tpch.py: the "
     "same landing tool at scale factor 0.01 and the same `spark_jobs.runtime.run_epoch` "
     "command with --until, on the tests' Spark Connect server (--remote)",
-    ("README.md", "pip install 'dag-checkpoints"): "network install into an Airflow image: "
+    ("docs/guides.md", "pip install 'dag-checkpoints"): "network install into an Airflow image: "
     "the wheel with its extras is installed from scratch by tests/package/test_wheel.py",
-    ("README.md", "from datetime import datetime"): "a DAG file fragment: parsed here; "
+    ("docs/guides.md", "from datetime import datetime"): "a DAG file fragment: parsed here; "
     "dags/flights_daily.py, which it quotes, runs in test_airflow_dags.py",
-    ("README.md", "ingest = CheckpointedSparkOperator("): "a DAG file fragment: parsed here; "
+    ("docs/guides.md", "ingest = CheckpointedSparkOperator("): "a DAG file fragment: parsed here; "
     "run as part of dags/flights_daily.py",
-    ("README.md", "from spark_jobs.runtime import JobResult, TableSpec"): "a job fragment: "
+    ("docs/guides.md", "from spark_jobs.runtime import JobResult, TableSpec"): "a job fragment: "
     "parsed here; spark_jobs/flights/stats.py, which it quotes, runs in test_spark_jobs.py",
-    ("README.md", "from deltalake import DeltaTable"): "run: test_readme_blocks_run",
-    ("README.md", "export PYICEBERG_CATALOG__CKPT__TYPE=sql"): "run: test_readme_blocks_run "
+    ("docs/guides.md", "from deltalake import DeltaTable"): "run: test_readme_blocks_run",
+    ("README.md", "import glob"): "run: test_readme_reading_recipe_runs (a Delta table this "
+    "project published, read by delta-rs and DuckDB's delta extension offline)",
+    ("README.md", "from datetime import datetime"): "a DAG file: parsed here; the same shape "
+    "(new_input, write_table, checkpoint_dag) runs as docs/examples/energy_daily.py in "
+    "tests/test_user_pipeline.py",
+    ("docs/guides.md", "make demo"): "run: test_every_make_target_in_the_readme_exists "
+    "(make -n); the demo itself by tests/test_demo.py",
+    ("docs/reference.md", "Airflow DAG run ──►"): "not code: a diagram",
+    ("docs/tutorial.md", "make demo"): "the demo: tests/test_demo.py",
+    ("docs/tutorial.md", "{\"checkpoint\": {\"fault_inject\""): "a run conf: the same "
+    "fault runs in tests/test_airflow_standalone.py (test_triggered_runs_and_a_retry_that_"
+    "restores)",
+    ("docs/guides.md", "export PYICEBERG_CATALOG__CKPT__TYPE=sql"): "run: test_readme_blocks_run "
     "(with a SQLite catalog in place of the PostgreSQL one)",
-    ("README.md", "from pyiceberg.catalog import load_catalog"): "run: test_readme_blocks_run",
-    ("README.md", "ingest_flights ──┬──► enrich"): "not code: a diagram",
-    ("README.md", "AIRFLOW_API_URL=http://localhost:8080"): "needs a running Airflow "
+    ("docs/guides.md", "from pyiceberg.catalog import load_catalog"): "run: test_readme_blocks_run",
+    ("docs/guides.md", "ingest_flights ──┬──► enrich"): "not code: a diagram",
+    ("docs/guides.md", "AIRFLOW_API_URL=http://localhost:8080"): "needs a running Airflow "
     "api-server and a token: the same command runs in tests/test_airflow_cli.py",
     ("docs/JOBS.md", "from spark_jobs.runtime import DeclineEpoch"): "a job fragment: "
     "parsed here; docs/examples/energy_daily.py runs in tests/test_user_pipeline.py",
@@ -156,7 +174,7 @@ def _block(doc: str, first: str) -> str:
 
 def test_every_block_runs_or_says_why_not():
     listed = set(BLOCKS)
-    for doc in ("README.md", "docs/JOBS.md"):
+    for doc in DOCS:
         for _, text in _blocks(doc):
             keys = [k for k in listed if k[0] == doc and text.strip().startswith(k[1])]
             assert len(keys) == 1, f"{doc}: block {text.strip()[:60]!r} is not listed in " \
@@ -181,7 +199,7 @@ def test_readme_blocks_run(tmp_path, monkeypatch):
     state = tmp_path / "ingest-state"
     state.mkdir()
     (state / "counts.json").write_text("{}")
-    code = _block("README.md", "from checkpointing import Coordinator") \
+    code = _block("docs/reference.md", "from checkpointing import Coordinator") \
         .replace("s3://my-bucket/checkpoints", f"file://{tmp_path}/ckpt") \
         .replace("/tmp/ingest-state", str(state)).replace('"files": [...]', '"files": []')
     head, commit = code.split("# ... then the commit step:")
@@ -199,7 +217,7 @@ def test_readme_blocks_run(tmp_path, monkeypatch):
     # The ckpt synopsis names only commands the CLI has.
     bindir = Path(sys.executable).parent
     r = subprocess.run([str(bindir / "ckpt"), "--help"], capture_output=True, text=True)
-    commands = set(re.findall(r"^  ([a-z]+)", _block("README.md", "ckpt [--storage URI]"),
+    commands = set(re.findall(r"^  ([a-z]+)", _block("docs/reference.md", "ckpt [--storage URI]"),
                               re.M))
     assert commands >= {"epochs", "show", "verify", "tables"}, commands
     assert all(cmd in r.stdout for cmd in commands), (commands, r.stdout)
@@ -212,7 +230,7 @@ def test_readme_blocks_run(tmp_path, monkeypatch):
     for n in range(1, 3):
         table_epoch(tables, tmp_path / "stage", TableSpec(f"file://{delta_loc}", "overwrite"),
                     [(k, v * n, d) for k, v, d in rows], f"d{n}")
-    code = _block("README.md", "from deltalake import DeltaTable") \
+    code = _block("docs/guides.md", "from deltalake import DeltaTable") \
         .replace("s3://warehouse/tables/daily_revenue", delta_loc).replace("version=12",
                                                                            "version=1")
     lines = [ln for ln in code.strip().splitlines()]
@@ -222,7 +240,7 @@ def test_readme_blocks_run(tmp_path, monkeypatch):
     assert latest["value"].tolist() == [2] and first["value"].tolist() == [1]
 
     env = dict(ln.split(None, 1)[1].split("#")[0].strip().split("=", 1) for ln in
-               _block("README.md", "export PYICEBERG_CATALOG__CKPT__TYPE=sql").splitlines())
+               _block("docs/guides.md", "export PYICEBERG_CATALOG__CKPT__TYPE=sql").splitlines())
     assert set(env) == {"PYICEBERG_CATALOG__CKPT__TYPE", "PYICEBERG_CATALOG__CKPT__URI"}
     monkeypatch.setenv("PYICEBERG_CATALOG__CKPT__TYPE", env["PYICEBERG_CATALOG__CKPT__TYPE"])
     monkeypatch.setenv("PYICEBERG_CATALOG__CKPT__URI", f"sqlite:///{tmp_path}/catalog.db")
@@ -230,7 +248,7 @@ def test_readme_blocks_run(tmp_path, monkeypatch):
     spec = TableSpec(f"file://{tmp_path}/wh/gold.route_stats", "overwrite",
                      format="iceberg", name="gold.route_stats", catalog="ckpt")
     table_epoch(ice, tmp_path / "stage-ice", spec, rows, "i1")
-    code = _block("README.md", "from pyiceberg.catalog import load_catalog")
+    code = _block("docs/guides.md", "from pyiceberg.catalog import load_catalog")
     lines = [ln for ln in code.strip().splitlines() if "snapshot_id=..." not in ln]
     scope = {}
     exec(lines[0], scope)  # noqa: S102
@@ -246,3 +264,19 @@ def test_readme_blocks_run(tmp_path, monkeypatch):
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                        env={**os.environ, name: value}, timeout=300)
     assert r.returncode == 0 and r.stdout.split()[0] == "spark_connect", r.stderr[-2000:]
+
+
+def test_readme_reading_recipe_runs(tmp_path, capsys):
+    """The README's reading block as written, its path put in: delta-rs and DuckDB's delta
+    extension (loaded from its PyPI package, offline) read a Delta table's rows."""
+    import pandas as pd
+    from deltalake import write_deltalake
+
+    loc = tmp_path / "daily_clicks"
+    write_deltalake(str(loc), pd.DataFrame({"day": ["2024-01-01"] * 3,
+                                            "page": ["/a", "/b", "/a"], "count": [1, 2, 3]}))
+    code = _block("README.md", "import glob").replace("/data/tables/daily_clicks", str(loc))
+    exec(compile(code, "README.md", "exec"), {})  # noqa: S102 - our own document
+    out = capsys.readouterr().out
+    assert "/a" in out and "/b" in out and "4" in out, out
+
