@@ -110,8 +110,8 @@ BLOCKS: dict[tuple[str, str], str] = {
     "the demo itself by tests/test_demo.py",
     ("README.md", "Airflow DAG run ──►"): "not code: a diagram",
     ("docs/reference.md", "from checkpointing import Coordinator"): "run: test_readme_blocks_run",
-    ("docs/reference.md", "ckpt [--storage URI]"): "run: test_readme_blocks_run (each command listed "
-    "is one `ckpt --help` knows)",
+    ("docs/reference.md", "ckpt [--storage URI]"): "run: test_readme_blocks_run (each "
+    "command listed is one `ckpt --help` knows)",
     ("docs/reference.md", "python -m spark_jobs.flights.landing"):
         "run: test_flights_quick_path_runs_as_written",
     ("docs/reference.md", "python -m spark_jobs.tpch.landing"): "run by tests/test_tpch.py: the "
