@@ -13,18 +13,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 #: Seconds of each slow module under `make test` (setup + calls, measured with
-#: CKPT_TEST_CPU_LOG on 2 cores, three workers, 2026-11-25). Other modules count
+#: CKPT_TEST_CPU_LOG on 2 cores, three workers). Other modules count
 #: DEFAULT_SECONDS.
 MODULE_SECONDS = {
-    "test_topology.py": 775, "test_faults_data.py": 600, "test_spark_jobs.py": 645,
-    "test_faults.py": 470, "test_airflow_standalone.py": 400, "test_airflow_timeout.py": 380,
-    "test_spark_connect.py": 345, "test_tpch.py": 330, "test_bench.py": 310,
-    "test_spark_cluster.py": 290, "test_airflow_dags.py": 190, "test_aircraft_dag.py": 175,
-    "test_demo.py": 135, "test_spark_s3.py": 130, "test_airflow_failure_paths.py": 135,
-    "test_airflow_postgres.py": 105, "test_user_pipeline.py": 100, "test_airflow_cli.py": 95,
-    "test_readme_commands.py": 80, "test_iceberg_tables.py": 45, "test_cli.py": 30,
-    "test_lease.py": 25, "test_tables.py": 25, "test_plugin_units.py": 20,
-    "test_decided_epochs.py": 15,
+    "test_spark_jobs.py": 580, "test_topology.py": 525, "test_bench.py": 490,
+    "test_faults_data.py": 480, "test_airflow_timeout.py": 395, "test_spark_connect.py": 385,
+    "test_faults.py": 380, "test_airflow_standalone.py": 360, "test_tpch.py": 295,
+    "test_spark_cluster.py": 245, "test_airflow_dags.py": 245, "test_demo.py": 195,
+    "test_airflow_postgres.py": 185, "test_user_pipeline.py": 185,
+    "test_airflow_failure_paths.py": 170, "test_spark_s3.py": 145, "test_airflow_cli.py": 80,
+    "test_iceberg_tables.py": 75, "test_readme_commands.py": 60, "test_table_inputs.py": 60,
+    "test_aircraft_dag.py": 100, "test_cli.py": 45, "test_tables.py": 45,
+    "test_plugin_units.py": 35, "test_lease.py": 25, "test_coordinator.py": 17,
+    "test_merge_tables.py": 15, "test_decided_epochs.py": 15,
 }
 DEFAULT_SECONDS = 10.0
 #: xdist's LoadScopeScheduling._reschedule: a worker is given another module when this many
