@@ -588,11 +588,14 @@ class Coordinator:
     def _last_completed_at(self, lineage: str) -> str | None:
         """When the lineage's latest completed epoch was decided (for the listener's age
         figure); read only when a listener is attached."""
-        if isinstance(self.listener, SafeListener):
+        if not isinstance(self.listener, SafeListener):
+            return None
+        try:  # a figure for the listener: never a reason for the decision to fail
             latest = self.registry().lineage(lineage).latest_completed
             meta = self.metadata(latest) if latest else None
-            return meta.decided_at if meta else None
-        return None
+        except CheckpointError:
+            return None
+        return meta.decided_at if meta else None
 
     def _report_decision(self, meta: EpochMetadata, barrier: Barrier | None,
                          last_completed_at: str | None) -> None:

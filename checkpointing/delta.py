@@ -19,6 +19,15 @@ from urllib.parse import unquote, urlparse
 
 from .extras import require
 from .state_handle import FileRef
+from .table_inputs import (
+    EMPTY,
+    WAY_FORWARD,
+    ChangeSet,
+    DataFile,
+    TableInputError,
+    TableVersion,
+    check_schema,
+)
 from .tables import (
     DELETE_COLUMN,
     TableCommit,
@@ -277,7 +286,6 @@ _UNREADABLE_FEATURES = {"deletionVectors": "deletion vectors",
 def _input_table(spec: Any, endpoint_url: str | None, version: int | None = None) -> Any:
     from deltalake.exceptions import TableNotFoundError
 
-    from .table_inputs import TableInputError
 
     require("deltalake", "delta", "a Delta table input")
     try:
@@ -290,14 +298,12 @@ def _input_table(spec: Any, endpoint_url: str | None, version: int | None = None
 
 def pin_version(spec: Any, endpoint_url: str | None) -> Any:
     """The table's newest version (the barrier's pin)."""
-    from .table_inputs import TableVersion
 
     return TableVersion(int(_input_table(spec, endpoint_url).version()))
 
 
 def version_before(spec: Any, version: int, endpoint_url: str | None) -> Any:
     """The version a ``starting_version`` read begins after."""
-    from .table_inputs import EMPTY, TableVersion
 
     return EMPTY if version == 0 else TableVersion(version - 1)
 
@@ -317,7 +323,6 @@ def log_partition_columns(spec: Any, version: Any, endpoint_url: str | None) -> 
 
 
 def _check_features(spec: Any, dt: Any) -> None:
-    from .table_inputs import TableInputError
 
     proto = dt.protocol()
     features = set(proto.reader_features or ()) | set(proto.writer_features or ())
@@ -345,7 +350,6 @@ def read_changes(spec: Any, start: Any, end: Any, endpoint_url: str | None) -> A
     import pyarrow as pa
 
     from .storage import open_storage
-    from .table_inputs import ChangeSet, DataFile, TableInputError, check_schema
 
     store = open_storage(spec.location, endpoint_url=endpoint_url)
     # The commits of the range first: one missing (log retention) is the refusal to name,
@@ -403,27 +407,23 @@ def read_changes(spec: Any, start: Any, end: Any, endpoint_url: str | None) -> A
         raise TableInputError(
             f"table input {spec.label!r}: {len(gone)} file(s) removed after version "
             f"{start.version} were already deleted by the table's VACUUM, so their rows "
-            "cannot be retracted; restore the task from a later savepoint, or start its state "
-            "afresh from the table's current content")
+            f"cannot be retracted; {WAY_FORWARD}")
     return ChangeSet(start, end, tuple(adds.values()), removed, schema, parts,
                      end.version - start.version)
 
 
 def _commit(spec: Any, store: Any, version: int) -> bytes:
-    from .table_inputs import TableInputError
 
     body = store.read_optional(f"_delta_log/{version:020d}.json")
     if body is None:
         raise TableInputError(
             f"table input {spec.label!r}: version {version} is no longer in the table's log "
             "(removed by its log retention); the changes since the version the parent epoch "
-            "consumed cannot be read: restore the task from a later savepoint, or start its "
-            "state afresh from the table's current content")
+            f"consumed cannot be read: {WAY_FORWARD}")
     return body
 
 
 def _dv_error(spec: Any, version: int) -> Exception:
-    from .table_inputs import TableInputError
 
     return TableInputError(
         f"table input {spec.label!r}: version {version} uses deletion vectors (Delta table "

@@ -20,6 +20,15 @@ from urllib.parse import unquote, urlparse
 
 from .extras import require
 from .state_handle import FileRef
+from .table_inputs import (
+    EMPTY,
+    WAY_FORWARD,
+    ChangeSet,
+    DataFile,
+    TableInputError,
+    TableVersion,
+    check_schema,
+)
 from .tables import (
     DELETE_COLUMN,
     TableCommit,
@@ -240,7 +249,6 @@ EVENT_VERSIONS = False
 def _input_table(spec: Any, endpoint_url: str | None) -> Any:
     from pyiceberg.exceptions import NoSuchTableError
 
-    from .table_inputs import TableInputError
 
     require("pyiceberg", "iceberg", "an Iceberg table input")
     location = spec.location or ""
@@ -264,7 +272,6 @@ class _CatalogOnly:
 def pin_version(spec: Any, endpoint_url: str | None) -> Any:
     """The current snapshot (its sequence number and id); EMPTY-like version -1 when the
     table has no snapshot yet."""
-    from .table_inputs import EMPTY, TableVersion
 
     snap = _input_table(spec, endpoint_url).current_snapshot()
     if snap is None:
@@ -275,7 +282,6 @@ def pin_version(spec: Any, endpoint_url: str | None) -> Any:
 def version_before(spec: Any, version: int, endpoint_url: str | None) -> Any:
     """The newest snapshot of the current ancestry whose sequence number is below
     ``version`` (a ``starting_version`` read begins after it)."""
-    from .table_inputs import EMPTY, TableVersion
 
     for snap in _ancestry(_input_table(spec, endpoint_url)):
         if snap.sequence_number < version:
@@ -284,7 +290,6 @@ def version_before(spec: Any, version: int, endpoint_url: str | None) -> Any:
 
 
 def _snapshot(spec: Any, table: Any, version: Any) -> Any:
-    from .table_inputs import TableInputError
 
     snap = table.snapshot_by_id(version.snapshot_id) if version.snapshot_id is not None \
         else None
@@ -292,8 +297,7 @@ def _snapshot(spec: Any, table: Any, version: Any) -> Any:
         raise TableInputError(
             f"table input {spec.label!r}: snapshot {version.snapshot_id} (sequence number "
             f"{version.version}) was expired from the table; the changes since it cannot be "
-            "read: restore the task from a later savepoint, or start its state afresh from "
-            "the table's current content")
+            f"read: {WAY_FORWARD}")
     return snap
 
 
@@ -319,7 +323,6 @@ def log_partition_columns(spec: Any, version: Any, endpoint_url: str | None) -> 
 
 
 def _files(spec: Any, table: Any, snap: Any) -> dict[str, Any]:
-    from .table_inputs import TableInputError
 
     files = {}
     for task in table.scan(snapshot_id=snap.snapshot_id).plan_files():
@@ -336,7 +339,6 @@ def read_changes(spec: Any, start: Any, end: Any, endpoint_url: str | None) -> A
     """The change set of (``start``, ``end``]: the data files of snapshot ``end`` that
     ``start`` lacks (added) and those of ``start`` that ``end`` lacks (removed)."""
     from .storage import open_storage
-    from .table_inputs import ChangeSet, DataFile, TableInputError, check_schema
 
     table = _input_table(spec, endpoint_url)
     if end.snapshot_id is None:  # no snapshot at the pin: nothing to read
@@ -365,8 +367,7 @@ def read_changes(spec: Any, start: Any, end: Any, endpoint_url: str | None) -> A
             raise TableInputError(
                 f"table input {spec.label!r}: {len(gone)} file(s) removed after snapshot "
                 f"{start.snapshot_id} were already deleted (orphan-file cleanup), so their "
-                "rows cannot be retracted; restore the task from a later savepoint, or "
-                "start its state afresh from the table's current content")
+                f"rows cannot be retracted; {WAY_FORWARD}")
     return ChangeSet(start, end, added, removed, schema, (), reads)
 
 

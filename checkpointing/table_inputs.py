@@ -31,6 +31,11 @@ class TableInputError(CheckpointError):
     feature, a version that went back): the epoch is declined with this one line."""
 
 
+#: what to do when the changes since the consumed version can no longer be read
+WAY_FORWARD = ("restore the task from a later savepoint, or start its state afresh from the "
+               "table's current content")
+
+
 class IncompatibleSchema(TableInputError):
     """The upstream table's schema changed in a way the change set cannot carry (a column
     dropped or retyped): rows of the two schemas cannot be subtracted from each other."""
