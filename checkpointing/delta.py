@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from .extras import require
+from .formats import traits
 from .state_handle import FileRef
 from .table_inputs import (
     EMPTY,
@@ -33,6 +34,7 @@ from .tables import (
     TableCommit,
     TableCommitError,
     TableSpec,
+    TableVacuum,
     diff_with_table,
     partition_key,
     partition_values,
@@ -276,8 +278,6 @@ class DeltaCommitter:
 # the change of (start, end] is read from the commits of that range, each one JSON document
 # of actions in ``_delta_log``, so that finding it costs what changed, not the table.
 
-#: an asset event's ``version`` of a Delta table is a table version, as the barrier pins
-EVENT_VERSIONS = True
 #: table features whose files a change set cannot read as plain Parquet files
 _UNREADABLE_FEATURES = {"deletionVectors": "deletion vectors",
                         "columnMapping": "column mapping"}
@@ -300,6 +300,11 @@ def pin_version(spec: Any, endpoint_url: str | None) -> Any:
     """The table's newest version (the barrier's pin)."""
 
     return TableVersion(int(_input_table(spec, endpoint_url).version()))
+
+
+def committed_version(spec: Any, committed: int, endpoint_url: str | None) -> Any:
+    """A table version this library committed, as a reader's version."""
+    return TableVersion(committed)
 
 
 def version_before(spec: Any, version: int, endpoint_url: str | None) -> Any:
@@ -458,9 +463,52 @@ def _with_partitions(spec: Any, start: Any, removes: dict[str, Any], parts: tupl
 class TableInputReader:
     """The table-input reader of this format (:class:`checkpointing.table_changes.TableReader`)."""
 
-    EVENT_VERSIONS = EVENT_VERSIONS
     pin_version = staticmethod(pin_version)
     version_before = staticmethod(version_before)
+    committed_version = staticmethod(committed_version)
     schema_at = staticmethod(schema_at)
     log_partition_columns = staticmethod(log_partition_columns)
     read_changes = staticmethod(read_changes)
+
+
+# ---------------------------------------------------------------------- VACUUM (6.13)
+
+def vacuum(output: str, spec: TableSpec, pipeline_id: str, protected: set[int],
+           endpoint: str | None, min_retention_hours: int, dry_run: bool) -> TableVacuum:
+    """Delta's side of PROTOCOL 6.13: VACUUM keeping the versions protected epochs
+    committed (found by their commits' ``ckpt.epoch_id``), ``full`` so that files no
+    version references (staged by aborted attempts) go too once older than the threshold."""
+    from .storage import open_storage
+
+    dt = open_table(spec.location, endpoint)
+    prefix = f"ckpt:{pipeline_id}:"
+    keep = sorted({int(c["version"]) for c in dt.history()
+                   if str(c.get("ckpt.app_id", "")).startswith(prefix)
+                   and c.get("ckpt.epoch_id", "").isdigit()
+                   and int(c["ckpt.epoch_id"]) in protected})
+    # full: also files no version references (staged by aborted attempts), once older
+    # than the threshold; the threshold may be below Delta's own default on purpose.
+    args = {"retention_hours": min_retention_hours, "enforce_retention_duration": False,
+            "full": True, "keep_versions": keep}
+    # delta-rs lists a removed file again while its tombstone is in the log, deleted or
+    # not: count the candidates that still exist.
+    store = open_storage(spec.location, endpoint_url=endpoint)
+    present = [p for p in dt.vacuum(dry_run=True, **args) if store.exists(unquote(p))]
+    if present and not dry_run:
+        dt.vacuum(dry_run=False, **args)
+    return TableVacuum(output, tuple(keep), len(present), dry_run)
+
+
+class DeltaFormat:
+    """Delta Lake's implementation (:class:`checkpointing.format_registry.TableFormat`)."""
+
+    traits = traits("delta")
+    reader = TableInputReader()
+
+    def committer(self, endpoint_url: str | None) -> DeltaCommitter:
+        return DeltaCommitter(endpoint_url=endpoint_url)
+
+    vacuum = staticmethod(vacuum)
+
+
+FORMAT = DeltaFormat()

@@ -19,6 +19,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from .extras import require
+from .formats import traits
 from .state_handle import FileRef
 from .table_inputs import (
     EMPTY,
@@ -34,6 +35,7 @@ from .tables import (
     TableCommit,
     TableCommitError,
     TableSpec,
+    TableVacuum,
     diff_with_table,
     read_staged_rows,
 )
@@ -242,10 +244,6 @@ def _arrow_schema(encoded: str) -> Any:
 # between the two snapshots' data files, read from their manifests (the table's metadata,
 # not its data). Delete files (merge-on-read deletes) are refused, not misread.
 
-#: an asset event's ``version`` of an Iceberg table is a snapshot id, which orders nothing
-EVENT_VERSIONS = False
-
-
 def _input_table(spec: Any, endpoint_url: str | None) -> Any:
     from pyiceberg.exceptions import NoSuchTableError
 
@@ -276,6 +274,16 @@ def pin_version(spec: Any, endpoint_url: str | None) -> Any:
     snap = _input_table(spec, endpoint_url).current_snapshot()
     if snap is None:
         return EMPTY
+    return TableVersion(int(snap.sequence_number), int(snap.snapshot_id))
+
+
+def committed_version(spec: Any, committed: int, endpoint_url: str | None) -> Any:
+    """A snapshot id this library committed, as a reader's version (with its sequence
+    number)."""
+    snap = _input_table(spec, endpoint_url).snapshot_by_id(committed)
+    if snap is None:
+        raise TableInputError(f"table {spec.label!r}: snapshot {committed} was expired; "
+                              f"{WAY_FORWARD}")
     return TableVersion(int(snap.sequence_number), int(snap.snapshot_id))
 
 
@@ -374,9 +382,69 @@ def read_changes(spec: Any, start: Any, end: Any, endpoint_url: str | None) -> A
 class TableInputReader:
     """The table-input reader of this format (:class:`checkpointing.table_changes.TableReader`)."""
 
-    EVENT_VERSIONS = EVENT_VERSIONS
     pin_version = staticmethod(pin_version)
     version_before = staticmethod(version_before)
+    committed_version = staticmethod(committed_version)
     schema_at = staticmethod(schema_at)
     log_partition_columns = staticmethod(log_partition_columns)
     read_changes = staticmethod(read_changes)
+
+
+# ---------------------------------------------------------------------- VACUUM (6.13)
+
+def vacuum(output: str, spec: TableSpec, pipeline_id: str, protected: set[int],
+           endpoint: str | None, min_retention_hours: int, dry_run: bool) -> TableVacuum:
+    """Iceberg's side of 6.13: expire the snapshots no protected epoch committed (but the
+    current one and those younger than the threshold), then delete the data files in the
+    table's location that no remaining snapshot references and that are older than the
+    threshold (pyiceberg expires snapshots' metadata only and has no orphan-file
+    removal, so the deletion is done here, through the library's storage)."""
+    import time
+
+    from .storage import open_storage
+
+    table = open_table(spec, endpoint)
+    horizon_ms = (time.time() - min_retention_hours * 3600) * 1000
+    prefix = f"ckpt:{pipeline_id}:"
+    current = table.current_snapshot()
+    keep, expire = [], []
+    for snap in table.snapshots():
+        summary = snap.summary
+        ours = summary is not None and str(summary.get("ckpt.app_id", "")).startswith(prefix)
+        epoch = int(summary.get("ckpt.epoch_id", "0")) if ours else None
+        if (epoch in protected or snap.timestamp_ms >= horizon_ms
+                or (current is not None and snap.snapshot_id == current.snapshot_id)):
+            keep.append(snap)
+        else:
+            expire.append(snap.snapshot_id)
+    referenced = {file_path(task.file.file_path) for snap in keep
+                  for task in table.scan(snapshot_id=snap.snapshot_id).plan_files()}
+    store = open_storage(spec.location, endpoint_url=endpoint)
+    doomed = [o.key for o in store.list("") if o.key.endswith(".parquet")
+              and not o.key.startswith("metadata/")
+              and file_path(store.uri(o.key)) not in referenced
+              and o.last_modified * 1000 < horizon_ms]
+    if not dry_run:
+        if expire:
+            table.maintenance.expire_snapshots().by_ids(expire).commit()
+        for key in doomed:
+            store.delete(key)
+    kept = tuple(sorted(s.snapshot_id for s in keep
+                        if s.summary is not None and s.summary.get("ckpt.epoch_id", "").isdigit()
+                        and int(s.summary["ckpt.epoch_id"]) in protected))
+    return TableVacuum(output, kept, len(doomed), dry_run)
+
+
+class IcebergFormat:
+    """Apache Iceberg's implementation (:class:`checkpointing.format_registry.TableFormat`)."""
+
+    traits = traits("iceberg")
+    reader = TableInputReader()
+
+    def committer(self, endpoint_url: str | None) -> IcebergCommitter:
+        return IcebergCommitter(endpoint_url=endpoint_url)
+
+    vacuum = staticmethod(vacuum)
+
+
+FORMAT = IcebergFormat()

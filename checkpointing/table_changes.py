@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from .format_registry import implementation
+from .formats import traits
 from .table_inputs import (
     ChangeSet,
     TableInput,
@@ -17,9 +19,6 @@ from .table_inputs import (
 
 class TableReader(Protocol):
     """What a table format provides for table inputs (one module per format)."""
-
-    #: whether an asset event's ``version`` of the format's table orders like a pin
-    EVENT_VERSIONS: bool
 
     def pin_version(self, spec: TableInput, endpoint_url: str | None) -> TableVersion: ...
 
@@ -35,14 +34,12 @@ class TableReader(Protocol):
     def read_changes(self, spec: TableInput, start: TableVersion | None, end: TableVersion,
                      endpoint_url: str | None) -> ChangeSet: ...
 
+    def committed_version(self, spec: TableInput, committed: int,
+                          endpoint_url: str | None) -> TableVersion: ...
+
 
 def _reader(fmt: str) -> TableReader:
-    # Imported on use: each needs its format's library, installed as an extra.
-    if fmt == "delta":
-        from .delta import TableInputReader
-    else:
-        from .iceberg import TableInputReader
-    return TableInputReader()
+    return implementation(fmt).reader
 
 
 def pin(spec: TableInput, endpoint_url: str | None = None) -> TableVersion:
@@ -85,6 +82,13 @@ def changes(spec: TableInput, start: TableVersion | None, end: TableVersion,
                               f"{type(exc).__name__}: {_first_line(exc)}") from None
 
 
+def committed_version(spec: TableInput, committed: int,
+                      endpoint_url: str | None = None) -> TableVersion:
+    """The version a table commit of this project recorded (a manifest's
+    ``table_version``: Delta's version, Iceberg's snapshot id) as a reader's version."""
+    return _reader(spec.format).committed_version(spec, committed, endpoint_url)
+
+
 def _log_partitions(spec: TableInput, end: TableVersion,
                     endpoint_url: str | None) -> tuple[str, ...]:
     return tuple(_reader(spec.format).log_partition_columns(spec, end, endpoint_url))
@@ -100,7 +104,8 @@ def event_version(spec: TableInput, table: dict[str, Any]) -> int | None:
     same = (table.get("location") == spec.location if spec.name is None else
             (table.get("name"), table.get("catalog", "default")) == (spec.name,
                                                                      spec.catalog))
-    return int(table["version"]) if same and _reader(spec.format).EVENT_VERSIONS else None
+    ordered = traits(spec.format).event_versions_ordered
+    return int(table["version"]) if same and ordered else None
 
 
 def _first_line(exc: BaseException) -> str:

@@ -8,20 +8,13 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from .format_registry import implementation
 from .tables import TableCommitter, TableSpec, app_id
 
 
 def committer(spec: TableSpec, endpoint_url: str | None = None) -> TableCommitter:
     """The committer of ``spec``'s format."""
-    if spec.format == "delta":
-        from .delta import DeltaCommitter
-
-        return DeltaCommitter(endpoint_url=endpoint_url)
-    if spec.format == "iceberg":
-        from .iceberg import IcebergCommitter
-
-        return IcebergCommitter(endpoint_url=endpoint_url)
-    raise ValueError(f"no committer for table format {spec.format!r}")  # pragma: no cover
+    return implementation(spec.format).committer(endpoint_url)
 
 
 def commit_tables(pipeline_id: str, lineage: str, epoch_id: int, outputs: dict[str, Any],

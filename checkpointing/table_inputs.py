@@ -21,9 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import CheckpointError
+from .formats import traits
 from .ids import validate_id
-
-FORMATS = ("delta", "iceberg")
 
 
 class TableInputError(CheckpointError):
@@ -62,13 +61,11 @@ class TableInput:
     starting_version: int | None = None
 
     def __post_init__(self) -> None:
-        if self.format not in FORMATS:
-            raise ValueError(f"table input format must be one of {', '.join(FORMATS)}, "
-                             f"not {self.format!r}")
-        if self.format == "iceberg" and (not self.name or "." not in self.name):
-            raise ValueError("an iceberg table input needs name='namespace.table'")
-        if self.format == "delta" and not (self.location or "").strip():
-            raise ValueError("a delta table input needs its location")
+        if traits(self.format).catalog_named:
+            if not self.name or "." not in self.name:
+                raise ValueError(f"a {self.format} table input needs name='namespace.table'")
+        elif not (self.location or "").strip():
+            raise ValueError(f"a {self.format} table input needs its location")
         if self.location is not None and self.location != self.location.rstrip("/"):
             raise ValueError(f"table location {self.location!r} must be a URI without a "
                              "trailing '/'")
@@ -88,7 +85,7 @@ class TableInput:
         for key in ("location", "name", "starting_version"):
             if getattr(self, key) is not None:
                 d[key] = getattr(self, key)
-        if self.format == "iceberg":
+        if traits(self.format).catalog_named:
             d["catalog"] = self.catalog
         return d
 

@@ -22,9 +22,9 @@ from typing import Any, Protocol
 from urllib.parse import unquote
 
 from .errors import CheckpointError
+from .formats import traits
 from .state_handle import FileRef
 
-FORMATS = ("delta", "iceberg")
 #: How an epoch changes the table: ``append`` its rows (facts), ``overwrite`` the whole
 #: table (a running aggregate republished in full), ``replace_partitions`` the partitions
 #: the epoch wrote (changed days), leaving the others as they are, ``merge`` its rows by
@@ -60,12 +60,9 @@ class TableSpec:
     change_data_feed: bool = False
 
     def __post_init__(self) -> None:
-        if self.format not in FORMATS:
-            raise ValueError(f"table format must be one of {', '.join(FORMATS)}, "
-                             f"not {self.format!r}")
-        if self.format == "iceberg" and (not self.name or "." not in self.name):
-            raise ValueError("an iceberg table needs name='namespace.table' (its identifier "
-                             "in the catalog)")
+        if traits(self.format).catalog_named and (not self.name or "." not in self.name):
+            raise ValueError(f"a {self.format} table needs name='namespace.table' (its "
+                             "identifier in the catalog)")
         if self.mode not in MODES:
             raise ValueError(f"table mode must be one of {', '.join(MODES)}, not {self.mode!r}")
         if self.mode == "replace_partitions" and not self.partition_by:
@@ -79,7 +76,7 @@ class TableSpec:
     def to_json(self) -> dict[str, Any]:
         d = {"location": self.location, "mode": self.mode,
              "partition_by": list(self.partition_by), "format": self.format}
-        if self.format == "iceberg":
+        if traits(self.format).catalog_named:
             d.update(name=self.name, catalog=self.catalog)
         if self.keys:
             d["keys"] = list(self.keys)
@@ -99,7 +96,7 @@ class TableSpec:
         Delta keeps partition values in the log, so its files leave the column out and the
         directory carries it; Iceberg reads them from the files' own statistics, so the
         files keep the column and the directory is only a grouping (``p_<column>=``)."""
-        return "p_" if self.format == "iceberg" else ""
+        return traits(self.format).partition_dir_prefix
 
 
 def staged_dir(pipeline_id: str, epoch_id: int, task_id: str, attempt: int) -> str:
@@ -117,7 +114,7 @@ def table_schema_json(arrow_schema: Any, spec: TableSpec) -> str:
 
     if DELETE_COLUMN in arrow_schema.names:  # a merge output's marker, not the table's
         arrow_schema = arrow_schema.remove(arrow_schema.get_field_index(DELETE_COLUMN))
-    if spec.format == "iceberg":
+    if traits(spec.format).schema_encoding == "arrow-ipc":
         import base64
 
         return base64.b64encode(arrow_schema.serialize().to_pybytes()).decode()
@@ -226,6 +223,22 @@ def read_staged_rows(spec: TableSpec, files: tuple[FileRef, ...],
 def app_id(pipeline_id: str, lineage: str, output: str) -> str:
     """The transaction's application id of one output of one lineage (PROTOCOL 6.12)."""
     return f"ckpt:{pipeline_id}:{lineage}:{output}"
+
+
+@dataclass(frozen=True)
+class TableVacuum:
+    """What VACUUM did (or, ``dry_run``, would do) to one table output (PROTOCOL 6.13)."""
+
+    output: str
+    kept_versions: tuple[int, ...]
+    files_deleted: int
+    dry_run: bool
+
+    def describe(self) -> str:
+        verb = "would delete" if self.dry_run else "deleted"
+        kept = ", ".join(f"v{v}" for v in self.kept_versions) or "none"
+        return (f"{self.output}: {verb} {self.files_deleted} file(s); versions kept for "
+                f"retained epochs and savepoints: {kept}")
 
 
 @dataclass(frozen=True)

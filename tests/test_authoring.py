@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -106,6 +107,28 @@ def test_no_import_cycles():
     assert "checkpointing.epoch_store" in graph["checkpointing.coordinator"]  # the graph is real
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles(graph) == []
+
+
+#: the modules allowed to name a table format: its traits, its registry, its implementation
+FORMAT_MODULES = {"checkpointing/formats.py", "checkpointing/format_registry.py",
+                  "checkpointing/delta.py", "checkpointing/iceberg.py"}
+
+
+def test_only_the_format_modules_name_a_format():
+    """One place per table format: elsewhere a difference between formats is a trait
+    (checkpointing.formats) or the format's implementation (checkpointing.format_registry),
+    never a comparison of its name."""
+    found = []
+    for root in ("checkpointing", "spark_jobs", "plugins", "dags"):
+        for f in (ROOT / root).rglob("*.py"):
+            rel = f.relative_to(ROOT).as_posix()
+            if rel in FORMAT_MODULES:
+                continue
+            for n, line in enumerate(f.read_text().splitlines(), 1):
+                if re.search(r"""format\s*(==|!=|in)\s*[("']""", line) or \
+                        re.search(r"""["'](delta|iceberg)["']\s*(==|!=)""", line):
+                    found.append(f"{rel}:{n}: {line.strip()}")
+    assert not found, found
 
 
 def test_jobs_by_reference():

@@ -325,6 +325,7 @@ class JobRun:
         from pyspark.sql import functions as F
         from pyspark.sql.pandas.types import to_arrow_schema
 
+        from checkpointing.formats import traits
         from checkpointing.storage import open_storage
         from checkpointing.tables import DELETE_COLUMN, staged_dir
 
@@ -339,7 +340,7 @@ class JobRun:
             raise ValueError(f"deleted= needs mode merge, not {spec.mode!r}")
         df, counted = _counting(df, rows)
         dirs = [] if spec.mode == "merge" else list(spec.partition_by)
-        if spec.format == "iceberg" and dirs:
+        if traits(spec.format).partition_columns_in_files and dirs:
             # Iceberg reads partition values from the files' statistics: the files keep
             # the columns, and directories of copies group them (one value per file).
             dirs = [spec.partition_dir_prefix + c for c in spec.partition_by]

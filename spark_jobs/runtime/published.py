@@ -28,17 +28,20 @@ def read_published(spark: Any, coordinator: Coordinator, output: str):
 
 
 def _read_table(spark: Any, coordinator: Coordinator, meta: dict[str, Any]):
-    """A table output at the version its epoch committed: the files the table's log lists
-    at that version (delta-rs), read by Spark."""
-    from checkpointing.delta import open_table
+    """A table output at the version its epoch committed: the data files the table lists
+    at that version (its format's reader: Delta's log, Iceberg's snapshot), read by Spark,
+    as a table input's first read is (PROTOCOL 6.14)."""
+    from checkpointing.table_changes import committed_version
+    from checkpointing.table_inputs import TableInput
     from checkpointing.tables import TableSpec
 
+    from .table_source import read_changes
+
     spec = TableSpec.from_json(meta["table"])
-    if spec.format == "iceberg":
-        return _read_iceberg(spark, coordinator, spec, meta)
-    dt = open_table(spec.location, getattr(coordinator.storage, "endpoint_url", None),
-                    meta.get("table_version"))
-    return table_frame(spark, dt.file_uris(), spec, dt.schema().to_json())
+    source = TableInput(spec.location, spec.format, spec.name, spec.catalog)
+    endpoint = getattr(coordinator.storage, "endpoint_url", None)
+    version = committed_version(source, int(meta["table_version"]), endpoint)
+    return read_changes(spark, "published", source, None, version, endpoint).added
 
 
 def table_frame(spark: Any, uris: list[str], spec: Any, schema: str):
@@ -51,7 +54,9 @@ def table_frame(spark: Any, uris: list[str], spec: Any, schema: str):
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    if spec.format == "iceberg":
+    from checkpointing.formats import traits
+
+    if traits(spec.format).partition_columns_in_files:
         import base64
 
         import pyarrow as pa
@@ -69,17 +74,6 @@ def table_frame(spark: Any, uris: list[str], spec: Any, schema: str):
         df = df.withColumn(col, F.when(raw == "__HIVE_DEFAULT_PARTITION__", F.lit(None))
                            .otherwise(raw).cast(types[col]))
     return df
-
-
-def _read_iceberg(spark: Any, coordinator: Coordinator, spec: Any, meta: dict[str, Any]):
-    """An Iceberg table output at the snapshot its epoch committed: the data files
-    pyiceberg plans for that snapshot, read by Spark (the files hold every column)."""
-    from checkpointing.iceberg import open_table
-
-    table = open_table(spec, getattr(coordinator.storage, "endpoint_url", None))
-    scan = table.scan(snapshot_id=meta.get("table_version"))
-    return _files_frame(spark, [task.file.file_path for task in scan.plan_files()],
-                        scan.projection().as_arrow())
 
 
 def _files_frame(spark: Any, uris: list[str], arrow_schema: Any):
