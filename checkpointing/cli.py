@@ -12,7 +12,7 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 from .coordinator import Coordinator
 from .epoch_metadata import AbortReason
@@ -106,7 +106,6 @@ def run(argv: list[str]) -> int:
         raise CheckpointError("no pipeline given: use --pipeline ID or set CKPT_PIPELINE")
     storage = open_storage(args.storage, endpoint_url=args.endpoint_url)
     coord = Coordinator(storage, args.pipeline)
-    out = sys.stdout
 
     if args.command in ("epochs", "show", "verify", "latest", "savepoint", "abort") and \
             not coord.epoch_ids() and coord.registry().last_epoch_id == 0 and \
@@ -115,133 +114,167 @@ def run(argv: list[str]) -> int:
             raise CheckpointError(f"pipeline {args.pipeline!r} has no epochs in "
                                   f"{storage.describe()}")
 
-    if args.command == "epochs":
-        listing = list_epochs(coord, limit=args.limit)
-        rows = [{"epoch": st.epoch_id, "status": st.status, "run": st.run_id,
-                 "lineage": st.lineage, "acked": f"{st.tasks_acked}/{st.tasks_total}",
-                 "duration_s": "" if st.duration_ms is None else f"{st.duration_ms / 1000:.1f}",
-                 "started": st.created_at, "reason": st.reason or "",
-                 "failed_task": st.declined_by or "", "detail": st.detail or ""}
-                for st in listing.rows]
+    return COMMANDS[args.command](args, coord, sys.stdout)
+
+
+def _cmd_epochs(args: argparse.Namespace, coord: Coordinator, out: TextIO) -> int:
+    listing = list_epochs(coord, limit=args.limit)
+    rows = [{"epoch": st.epoch_id, "status": st.status, "run": st.run_id,
+             "lineage": st.lineage, "acked": f"{st.tasks_acked}/{st.tasks_total}",
+             "duration_s": "" if st.duration_ms is None else f"{st.duration_ms / 1000:.1f}",
+             "started": st.created_at, "reason": st.reason or "",
+             "failed_task": st.declined_by or "", "detail": st.detail or ""}
+            for st in listing.rows]
+    if args.json:
+        json.dump(rows, out, indent=2)
+        out.write("\n")
+    else:
+        print(_table(rows, ["epoch", "status", "run", "lineage", "acked", "duration_s",
+                            "started", "reason", "failed_task"]), file=out)
+        if listing.total > len(rows):
+            print(f"({len(rows)} of {listing.total}; --limit N for more)", file=out)
+    return 0
+
+
+def _cmd_show(args: argparse.Namespace, coord: Coordinator, out: TextIO) -> int:
+    s = epoch_or_history_stats(coord, validate_epoch_id(args.epoch))
+    tables = published_tables(read_manifest(coord.storage, coord.layout), s.epoch_id)
+    if args.json:
+        json.dump({**s.to_json(), "tables": tables}, out, indent=2)
+        out.write("\n")
+    else:
+        print(f"epoch {s.epoch_id}  {s.status}  run={s.run_id}  lineage={s.lineage}  "
+              f"parent={s.parent_epoch_id}", file=out)
+        print(f"started {s.created_at}  decided {s.decided_at or '-'}  duration "
+              f"{'-' if s.duration_ms is None else f'{s.duration_ms / 1000:.2f}s'}  state "
+              f"{_fmt_bytes(s.state_bytes)}  written {_fmt_bytes(s.bytes_written)}", file=out)
+        if s.source == "history":
+            print("files deleted by retention; kept in the failure history", file=out)
+        if s.reason:
+            print(f"aborted: {s.reason}: {s.detail}", file=out)
+        if tables:
+            print("tables: " + ", ".join(f"{name} v{v}" for name, v in tables.items()),
+                  file=out)
+
+        rows = [{"task": t.task_id, "status": t.status, "attempt": t.acked_attempt or
+                 t.attempts, "ack_after_s": "" if t.ack_delay_ms is None else
+                 f"{t.ack_delay_ms / 1000:.2f}", "state": _fmt_bytes(t.state_bytes),
+                 "written": _fmt_bytes(t.bytes_written),
+                 "async_ms": "" if t.async_ms is None else f"{t.async_ms:.0f}"}
+                for t in s.tasks]
+        print(_table(rows, ["task", "status", "attempt", "ack_after_s", "state", "written",
+                            "async_ms"]), file=out)
+    return 0
+
+
+def _cmd_verify(args: argparse.Namespace, coord: Coordinator, out: TextIO) -> int:
+    if args.all and args.epoch:
+        raise CheckpointError("give an epoch or --all, not both")
+    if args.all:
+        epochs = [e for e in coord.epoch_ids()
+                  if (m := coord.metadata(e)) is not None and m.completed]
+    else:
+        one = validate_epoch_id(args.epoch) if args.epoch else coord.latest_completed()
+        epochs = [] if one is None else [one]
+    if not epochs:
+        raise CheckpointError("no completed epoch to verify")
+    reports = [(e, verify_epoch(coord, e)) for e in epochs]
+    for epoch, rep in reports:
+        if args.json:
+            json.dump({"epoch_id": epoch, "ok": rep.ok, "files_checked": rep.files_checked,
+                       "bytes_checked": rep.bytes_checked, "problems": rep.problems}, out)
+            out.write("\n")
+            continue
+        for p in rep.problems:
+            print(f"PROBLEM {p}", file=out)
+        print(f"epoch {epoch}: {'OK' if rep.ok else 'FAILED'}, {rep.files_checked} files, "
+              f"{_fmt_bytes(rep.bytes_checked)} verified", file=out)
+    return 0 if all(rep.ok for _, rep in reports) else 1
+
+
+def _cmd_latest(args: argparse.Namespace, coord: Coordinator, out: TextIO) -> int:
+    latest = coord.latest_completed(args.lineage)
+    if args.json:
+        json.dump({"lineage": args.lineage, "epoch_id": latest}, out)
+        out.write("\n")
+    elif latest is None:
+        print(f"no completed epoch in lineage {args.lineage!r}", file=out)
+    else:
+        print(latest, file=out)
+    return 0
+
+
+def _cmd_savepoint(args: argparse.Namespace, coord: Coordinator, out: TextIO) -> int:
+    if args.action == "create":
+        sp = create_savepoint(coord, args.name,
+                              validate_epoch_id(args.epoch) if args.epoch else None)
+        print(f"savepoint {sp.name!r} created from epoch {sp.epoch_id}", file=out)
+    elif args.action == "list":
+        rows = [{"name": s.name, "epoch": s.epoch_id, "lineage": s.lineage,
+                 "created": s.created_at, "tasks": len(s.acks)}
+                for s in list_savepoints(coord.storage, coord.layout)]
         if args.json:
             json.dump(rows, out, indent=2)
             out.write("\n")
         else:
-            print(_table(rows, ["epoch", "status", "run", "lineage", "acked", "duration_s",
-                                "started", "reason", "failed_task"]), file=out)
-            if listing.total > len(rows):
-                print(f"({len(rows)} of {listing.total}; --limit N for more)", file=out)
-    elif args.command == "show":
-        s = epoch_or_history_stats(coord, validate_epoch_id(args.epoch))
-        tables = published_tables(read_manifest(coord.storage, coord.layout), s.epoch_id)
-        if args.json:
-            json.dump({**s.to_json(), "tables": tables}, out, indent=2)
-            out.write("\n")
-        else:
-            print(f"epoch {s.epoch_id}  {s.status}  run={s.run_id}  lineage={s.lineage}  "
-                  f"parent={s.parent_epoch_id}", file=out)
-            print(f"started {s.created_at}  decided {s.decided_at or '-'}  duration "
-                  f"{'-' if s.duration_ms is None else f'{s.duration_ms / 1000:.2f}s'}  state "
-                  f"{_fmt_bytes(s.state_bytes)}  written {_fmt_bytes(s.bytes_written)}", file=out)
-            if s.source == "history":
-                print("files deleted by retention; kept in the failure history", file=out)
-            if s.reason:
-                print(f"aborted: {s.reason}: {s.detail}", file=out)
-            if tables:
-                print("tables: " + ", ".join(f"{name} v{v}" for name, v in tables.items()),
-                      file=out)
-
-            rows = [{"task": t.task_id, "status": t.status, "attempt": t.acked_attempt or
-                     t.attempts, "ack_after_s": "" if t.ack_delay_ms is None else
-                     f"{t.ack_delay_ms / 1000:.2f}", "state": _fmt_bytes(t.state_bytes),
-                     "written": _fmt_bytes(t.bytes_written),
-                     "async_ms": "" if t.async_ms is None else f"{t.async_ms:.0f}"}
-                    for t in s.tasks]
-            print(_table(rows, ["task", "status", "attempt", "ack_after_s", "state", "written",
-                                "async_ms"]), file=out)
-    elif args.command == "verify":
-        if args.all and args.epoch:
-            raise CheckpointError("give an epoch or --all, not both")
-        if args.all:
-            epochs = [e for e in coord.epoch_ids()
-                      if (m := coord.metadata(e)) is not None and m.completed]
-        else:
-            one = validate_epoch_id(args.epoch) if args.epoch else coord.latest_completed()
-            epochs = [] if one is None else [one]
-        if not epochs:
-            raise CheckpointError("no completed epoch to verify")
-        reports = [(e, verify_epoch(coord, e)) for e in epochs]
-        for epoch, rep in reports:
-            if args.json:
-                json.dump({"epoch_id": epoch, "ok": rep.ok, "files_checked": rep.files_checked,
-                           "bytes_checked": rep.bytes_checked, "problems": rep.problems}, out)
-                out.write("\n")
-                continue
-            for p in rep.problems:
-                print(f"PROBLEM {p}", file=out)
-            print(f"epoch {epoch}: {'OK' if rep.ok else 'FAILED'}, {rep.files_checked} files, "
-                  f"{_fmt_bytes(rep.bytes_checked)} verified", file=out)
-        return 0 if all(rep.ok for _, rep in reports) else 1
-    elif args.command == "latest":
-        latest = coord.latest_completed(args.lineage)
-        if args.json:
-            json.dump({"lineage": args.lineage, "epoch_id": latest}, out)
-            out.write("\n")
-        elif latest is None:
-            print(f"no completed epoch in lineage {args.lineage!r}", file=out)
-        else:
-            print(latest, file=out)
-    elif args.command == "savepoint":
-        if args.action == "create":
-            sp = create_savepoint(coord, args.name,
-                                  validate_epoch_id(args.epoch) if args.epoch else None)
-            print(f"savepoint {sp.name!r} created from epoch {sp.epoch_id}", file=out)
-        elif args.action == "list":
-            rows = [{"name": s.name, "epoch": s.epoch_id, "lineage": s.lineage,
-                     "created": s.created_at, "tasks": len(s.acks)}
-                    for s in list_savepoints(storage, coord.layout)]
-            if args.json:
-                json.dump(rows, out, indent=2)
-                out.write("\n")
-            else:
-                print(_table(rows, ["name", "epoch", "lineage", "created", "tasks"]), file=out)
-        else:
-            delete_savepoint(storage, coord.layout, args.name)
-            print(f"savepoint {args.name!r} deleted", file=out)
-    elif args.command == "abort":
-        epoch = validate_epoch_id(args.epoch)
-        before = coord.status(epoch)
-        if before != "pending":
-            raise CheckpointError(f"epoch {epoch} is {before}; only a pending epoch can be "
-                                  "aborted")
-        meta = coord.abort(epoch, AbortReason.CANCELLED, f"aborted by hand: {args.reason}")
-        if meta.completed:  # completed by a racing commit between the check and the abort
-            raise CheckpointError(f"epoch {epoch} completed before it could be aborted")
-        print(f"epoch {epoch} aborted (cancelled: {args.reason}); tasks not acknowledged: "
-              f"{', '.join(meta.missing_tasks) or 'none'}", file=out)
-    elif args.command == "retention":
-        if args.retain is not None:
-            from dataclasses import replace
-            coord.config = replace(coord.config, retained_epochs=args.retain)
-        rep = run_retention(coord, dry_run=args.dry_run)
-        verb = "would delete" if args.dry_run else "deleted"
-        print(f"{verb} epochs {rep.deleted_epochs or 'none'} ({rep.deleted_objects} objects, "
-              f"{rep.deleted_shared} shared files); kept {rep.kept_epochs}; failure history "
-              f"pruned {rep.pruned_history or 'none'}", file=out)
-    elif args.command == "tables":
-        if args.min_retention_hours < 0:
-            raise CheckpointError("--min-retention-hours must be >= 0")
-        done = vacuum_tables(coord, args.min_retention_hours, dry_run=args.dry_run)
-        for v in done:
-            print(v.describe(), file=out)
-        if not done:
-            print("no table output published", file=out)
+            print(_table(rows, ["name", "epoch", "lineage", "created", "tasks"]), file=out)
+    else:
+        delete_savepoint(coord.storage, coord.layout, args.name)
+        print(f"savepoint {args.name!r} deleted", file=out)
     return 0
+
+
+def _cmd_abort(args: argparse.Namespace, coord: Coordinator, out: TextIO) -> int:
+    epoch = validate_epoch_id(args.epoch)
+    before = coord.status(epoch)
+    if before != "pending":
+        raise CheckpointError(f"epoch {epoch} is {before}; only a pending epoch can be "
+                              "aborted")
+    meta = coord.abort(epoch, AbortReason.CANCELLED, f"aborted by hand: {args.reason}")
+    if meta.completed:  # completed by a racing commit between the check and the abort
+        raise CheckpointError(f"epoch {epoch} completed before it could be aborted")
+    print(f"epoch {epoch} aborted (cancelled: {args.reason}); tasks not acknowledged: "
+          f"{', '.join(meta.missing_tasks) or 'none'}", file=out)
+    return 0
+
+
+def _cmd_retention(args: argparse.Namespace, coord: Coordinator, out: TextIO) -> int:
+    if args.retain is not None:
+        from dataclasses import replace
+        coord.config = replace(coord.config, retained_epochs=args.retain)
+    rep = run_retention(coord, dry_run=args.dry_run)
+    verb = "would delete" if args.dry_run else "deleted"
+    print(f"{verb} epochs {rep.deleted_epochs or 'none'} ({rep.deleted_objects} objects, "
+          f"{rep.deleted_shared} shared files); kept {rep.kept_epochs}; failure history "
+          f"pruned {rep.pruned_history or 'none'}", file=out)
+    return 0
+
+
+def _cmd_tables(args: argparse.Namespace, coord: Coordinator, out: TextIO) -> int:
+    if args.min_retention_hours < 0:
+        raise CheckpointError("--min-retention-hours must be >= 0")
+    done = vacuum_tables(coord, args.min_retention_hours, dry_run=args.dry_run)
+    for v in done:
+        print(v.describe(), file=out)
+    if not done:
+        print("no table output published", file=out)
+    return 0
+
+
+#: each command of ``ckpt``, a function of (arguments, coordinator, output) -> exit code
+COMMANDS = {"epochs": _cmd_epochs, "show": _cmd_show, "verify": _cmd_verify,
+            "latest": _cmd_latest, "savepoint": _cmd_savepoint, "abort": _cmd_abort,
+            "retention": _cmd_retention, "tables": _cmd_tables}
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
         return run(sys.argv[1:] if argv is None else argv)
+    except BrokenPipeError:
+        # The reader went away (`ckpt show N | head`): not an error of ours. Python's
+        # recipe: point stdout at devnull so that the interpreter's flush at exit is quiet.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     except CheckpointError as exc:
         print(f"ckpt: error: {exc}", file=sys.stderr)
         return 2

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 from .attempts import scan_epoch_tasks
 from .documents import parse_iso
@@ -30,13 +31,42 @@ class RetentionReport:
 
 
 def run_retention(coordinator, dry_run: bool = False) -> RetentionReport:  # noqa: ANN001
-    """Apply the retention policy of ``coordinator.config`` to its pipeline."""
+    """Apply the retention policy of ``coordinator.config`` to its pipeline: keep the
+    retained completed epochs of each lineage, what is in flight and what they restore from,
+    and everything a kept epoch, the manifest or a savepoint references; delete the rest,
+    each epoch whole or not at all; then the shared files nothing references."""
     storage, layout = coordinator.storage, coordinator.layout
     report = RetentionReport()
     reg = coordinator.recover()
-    open_ids = {o.epoch_id for o in reg.open}
     epochs = coordinator.epoch_ids()
+    status, lineage = _classify(coordinator, epochs, report)
+    keep = _epochs_to_keep(coordinator, epochs, status, lineage,
+                           {o.epoch_id for o in reg.open})
+    referenced = _referenced_files(coordinator, keep, status)
+    doomed = _doomed_epochs(coordinator, epochs, keep, status, referenced)
+    report.kept_epochs = sorted(k for k in keep if k in status)
+    _delete_epochs(coordinator, doomed, status, report, dry_run)
+    report.pruned_history = prune_history(
+        storage, layout, coordinator.config.failure_history,
+        protect={e for e in epochs if e not in doomed}, dry_run=dry_run)
+    # Shared files: unreferenced and older than every epoch in flight.
+    cutoff = min([parse_iso(o.created_at) for o in reg.open] + [coordinator.clock()])
+    cutoff -= _CLOCK_SKEW_S
+    for o in storage.list(layout.shared_prefix):
+        if storage.uri(o.key) in referenced or o.last_modified >= cutoff:
+            continue
+        if not dry_run:
+            storage.delete(o.key)
+        report.deleted_shared += 1
+    for e in report.deleted_epochs:
+        coordinator.store.forget(e)
+    return report
 
+
+def _classify(coordinator, epochs: list[int],  # noqa: ANN001
+              report: RetentionReport) -> tuple[dict[int, str], dict[int, str]]:
+    """Each epoch's status (``unreadable`` for malformed metadata: never deleted) and
+    lineage."""
     status: dict[int, str] = {}
     lineage: dict[int, str] = {}
     for e in epochs:
@@ -48,7 +78,14 @@ def run_retention(coordinator, dry_run: bool = False) -> RetentionReport:  # noq
             continue
         status[e] = meta.status if meta else _undocumented_status(coordinator, e)
         lineage[e] = meta.lineage if meta else ""
+    return status, lineage
 
+
+def _epochs_to_keep(coordinator, epochs: list[int], status: dict[int, str],  # noqa: ANN001
+                    lineage: dict[int, str], open_ids: set[int]) -> set[int]:
+    """What retention keeps by rule: epochs in flight or unreadable, the retained completed
+    epochs of each lineage, the parents of epochs in flight, a backfill's origin not yet
+    continued, and the manifest's epoch."""
     keep = {e for e in epochs if status[e] in ("pending", "unreadable") or e in open_ids}
     by_lineage: dict[str, list[int]] = {}
     for e in epochs:
@@ -66,15 +103,23 @@ def run_retention(coordinator, dry_run: bool = False) -> RetentionReport:  # noq
             # run cannot tell which parent the epoch restores from, so it deletes nothing.
             if parent:
                 keep.add(parent)
-
-    for origin in list_origins(storage, layout):  # a backfill whose chain has not started
-        if origin.from_epoch and not by_lineage.get(origin.lineage):
+    for origin in list_origins(coordinator.storage, coordinator.layout):
+        if origin.from_epoch and not by_lineage.get(origin.lineage):  # not started yet
             keep.add(origin.from_epoch)
+    manifest = read_manifest(coordinator.storage, coordinator.layout)
+    if manifest:
+        keep.add(manifest.epoch_id)
+    return keep
 
+
+def _referenced_files(coordinator, keep: set[int],  # noqa: ANN001
+                      status: dict[int, str]) -> set[str]:
+    """URIs of every file the manifest, a savepoint or a kept epoch references (every
+    acknowledgement of an epoch in flight, whatever the clocks say)."""
+    storage, layout = coordinator.storage, coordinator.layout
     referenced: set[str] = set()
     manifest = read_manifest(storage, layout)
     if manifest:
-        keep.add(manifest.epoch_id)
         referenced.update(f.uri for f in manifest.files())
     for sp in list_savepoints(storage, layout):
         for h in sp.handles().values():
@@ -84,15 +129,21 @@ def run_retention(coordinator, dry_run: bool = False) -> RetentionReport:  # noq
             for h in coordinator.completed_handles(e).values():
                 referenced.update(f.uri for f in h.all_files())
         elif status.get(e) == "pending":
-            # Every ack of an epoch in flight counts, whatever the clocks say.
             for ta in scan_epoch_tasks(storage, layout, e).values():
                 for info in ta.acks.values():
                     h = coordinator.read_ack(info.key).state_handle
                     referenced.update(f.uri for f in h.all_files())
-    # An epoch is deleted whole or not at all: one whose files a savepoint, the manifest or
-    # a kept epoch still references keeps its documents too, so it never shows up
-    # half-deleted (files without the barrier and _metadata that describe them).
-    # A completed epoch kept that way stays restorable: its own references count too.
+    return referenced
+
+
+def _doomed_epochs(coordinator, epochs: list[int], keep: set[int],  # noqa: ANN001
+                   status: dict[int, str], referenced: set[str]) -> dict[int, list[Any]]:
+    """The epochs to delete with their objects. An epoch is deleted whole or not at all:
+    one whose files a savepoint, the manifest or a kept epoch still references keeps its
+    documents too, so it never shows up half-deleted (files without the barrier and
+    _metadata that describe them); a completed epoch kept that way stays restorable, its
+    own references counting too (``keep`` and ``referenced`` grow accordingly)."""
+    storage, layout = coordinator.storage, coordinator.layout
     doomed = {e: list(storage.list(layout.epoch_prefix(e))) for e in epochs if e not in keep}
     changed = True
     while changed:
@@ -105,8 +156,12 @@ def run_retention(coordinator, dry_run: bool = False) -> RetentionReport:  # noq
                 if status.get(e) == "completed":
                     for h in coordinator.completed_handles(e).values():
                         referenced.update(f.uri for f in h.all_files())
-    report.kept_epochs = sorted(k for k in keep if k in status)
+    return doomed
 
+
+def _delete_epochs(coordinator, doomed: dict[int, list[Any]],  # noqa: ANN001
+                   status: dict[int, str], report: RetentionReport, dry_run: bool) -> None:
+    storage = coordinator.storage
     for e, objs in doomed.items():
         if status.get(e) == "orphan":
             log.warning("pipeline %s: deleting %d object(s) written into epoch %d after "
@@ -122,22 +177,6 @@ def run_retention(coordinator, dry_run: bool = False) -> RetentionReport:  # noq
                 storage.delete(o.key)
         report.deleted_objects += len(objs)
         report.deleted_epochs.append(e)
-    report.pruned_history = prune_history(
-        storage, layout, coordinator.config.failure_history,
-        protect={e for e in epochs if e not in doomed}, dry_run=dry_run)
-
-    # Shared files: unreferenced and older than every epoch in flight.
-    cutoff = min([parse_iso(o.created_at) for o in reg.open] + [coordinator.clock()])
-    cutoff -= _CLOCK_SKEW_S
-    for o in storage.list(layout.shared_prefix):
-        if storage.uri(o.key) in referenced or o.last_modified >= cutoff:
-            continue
-        if not dry_run:
-            storage.delete(o.key)
-        report.deleted_shared += 1
-    for e in report.deleted_epochs:
-        coordinator.store.forget(e)
-    return report
 
 
 def _undocumented_status(coordinator, epoch_id: int) -> str:  # noqa: ANN001

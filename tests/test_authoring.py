@@ -131,6 +131,19 @@ def test_only_the_format_modules_name_a_format():
     assert not found, found
 
 
+def test_no_function_in_the_core_is_over_80_lines():
+    """Small rooms: a function of checkpointing/ that grows past 80 lines does several
+    jobs; split it along them."""
+    long = []
+    for f in (ROOT / "checkpointing").rglob("*.py"):
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and \
+                    node.end_lineno - node.lineno + 1 > 80:
+                long.append(f"{f.relative_to(ROOT)}:{node.lineno} {node.name} "
+                            f"({node.end_lineno - node.lineno + 1} lines)")
+    assert not long, long
+
+
 def test_jobs_by_reference():
     from spark_jobs.flights.stats import route_stats
     from spark_jobs.runtime import JobReferenceError, job_reference, resolve_job

@@ -53,6 +53,17 @@ def test_epochs_table_and_json(populated):
     assert "scheduled__2013-01-03" in table
 
 
+def test_a_reader_that_stops_early_is_no_error(populated):
+    """`ckpt show N | head`: the reader closes the pipe before ckpt writes (here `true`,
+    which reads nothing and exits at once); ckpt ends quietly with 0, as Unix tools do (it
+    used to say "ckpt: error: [Errno 32] Broken pipe" and exit 2)."""
+    env, _ = populated
+    cmd = " ".join([*CKPT, "show", "2"]) + " | true"
+    r = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and r.stderr == "", (r.returncode, r.stderr)
+
+
 def test_show_latest_verify(populated):
     env, c = populated
     r = ckpt(env, "show", "2", "--json")
