@@ -73,3 +73,4 @@ def test_a_failing_listener_never_fails_the_protocol(tmp_path, caplog):
         assert c.complete(b.epoch_id).completed
     warnings = [r for r in caplog.records if r.name == "checkpointing.listener"]
     assert len(warnings) == 1 and "the metrics backend is down" in warnings[0].getMessage()
+

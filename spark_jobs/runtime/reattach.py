@@ -114,12 +114,34 @@ def reattach(spark: Any, op: EngineOperation, df: Any) -> str | None:
     return "the operation's stream never completed"
 
 
+class _ClosedSessionNoise(logging.Filter):
+    """Drops pyspark's "ReleaseExecute failed ... INVALID_HANDLE.SESSION_CLOSED" warnings:
+    once a retry released the killed attempt's session, the client's background releases of
+    that session's operations all fail so, a dozen lines that read as errors of an attempt
+    that succeeded. Any other ReleaseExecute failure is kept."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.getMessage()
+        return not ("ReleaseExecute failed" in msg and "SESSION_CLOSED" in msg)
+
+
+_NOISE = _ClosedSessionNoise()
+
+
+def quiet_closed_session_noise() -> None:
+    """Install the filter on pyspark's Connect client logger (once)."""
+    target = logging.getLogger("pyspark.sql.connect.logging")
+    if _NOISE not in target.filters:
+        target.addFilter(_NOISE)
+
+
 def release_session(spark: Any, session_id: str, user_id: str | None) -> None:
     """Release a dead client's session on the server (its cached data, any operation of it
     still running); nothing when the server no longer holds it."""
     import grpc
     from pyspark.sql.connect.proto import base_pb2 as pb2
 
+    quiet_closed_session_noise()
     client = spark.client
     if session_id == client._session_id:
         # The earlier attempt ran in this very session (an embedded driver retrying in its
