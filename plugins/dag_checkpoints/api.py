@@ -158,6 +158,20 @@ def _redact(text: str, *roots: str) -> str:
     return text
 
 
+def _public_barrier(barrier: Any) -> dict[str, Any]:
+    """The barrier as an answer: a table input is named by its format and table (the last
+    segment of its location, or its catalog identifier), never by where it lives."""
+    from checkpointing.table_inputs import TableInput
+
+    doc = barrier.to_json()
+    for task in doc["plan"].values():
+        if task.get("table_inputs"):
+            task["table_inputs"] = {
+                name: {"format": spec["format"], "table": TableInput.from_json(spec).label}
+                for name, spec in task["table_inputs"].items()}
+    return doc
+
+
 def _storage_errors(exc: Exception, coord: Any = None) -> HTTPException:
     msg = str(exc)
     if coord is not None:
@@ -220,7 +234,8 @@ def get_epoch(dag_id: str = DagId, epoch_id: int = EpochId) -> dict[str, Any]:
         st = stats.to_json()
         alert = read_alert(coord.storage, coord.layout, epoch_id)
         st["alert"] = alert.to_json() if alert else None
-        st["barrier"] = coord.barrier(epoch_id).to_json() if stats.source == "epoch" else None
+        st["barrier"] = _public_barrier(coord.barrier(epoch_id)) \
+            if stats.source == "epoch" else None
         # "epoch 12: gold_route_stats v12": the table versions it published (6.12)
         st["tables"] = published_tables(read_manifest(coord.storage, coord.layout), epoch_id)
         return st
