@@ -50,7 +50,7 @@ def pin(spec: TableInput, endpoint_url: str | None = None) -> TableVersion:
         raise
     except Exception as exc:  # noqa: BLE001 - the libraries raise plain errors for I/O
         raise TableInputError(f"table input {spec.label!r} ({spec.format}) cannot be read: "
-                              f"{type(exc).__name__}: {_first_line(exc)}") from None
+                              f"{type(exc).__name__}: {_first_line(exc, spec)}") from None
 
 
 def changes(spec: TableInput, start: TableVersion | None, end: TableVersion,
@@ -79,7 +79,7 @@ def changes(spec: TableInput, start: TableVersion | None, end: TableVersion,
         raise
     except Exception as exc:  # noqa: BLE001 - the libraries raise plain errors for I/O
         raise TableInputError(f"table input {spec.label!r} ({spec.format}) cannot be read: "
-                              f"{type(exc).__name__}: {_first_line(exc)}") from None
+                              f"{type(exc).__name__}: {_first_line(exc, spec)}") from None
 
 
 def committed_version(spec: TableInput, committed: int,
@@ -108,6 +108,24 @@ def event_version(spec: TableInput, table: dict[str, Any]) -> int | None:
     return int(table["version"]) if same and ordered else None
 
 
-def _first_line(exc: BaseException) -> str:
+def _first_line(exc: BaseException, spec: TableInput) -> str:
+    """The library's message in one line, the table's location replaced by its label: no
+    storage path in an error that reaches logs and the Epochs page."""
     text = str(exc).strip()
-    return (text.splitlines()[0] if text else type(exc).__name__)[:240]
+    line = text.splitlines()[0] if text else type(exc).__name__
+    for where in _location_forms(spec.location):
+        line = line.replace(where, f"<{spec.label}>")
+    return line[:240]
+
+
+def _location_forms(location: str | None) -> list[str]:
+    if not location:
+        return []
+    from urllib.parse import unquote, urlparse
+
+    forms = [location]
+    if location.startswith("file://"):
+        forms.append(unquote(urlparse(location).path))
+    if location.startswith(("s3://", "s3a://")):
+        forms.append(location.split("://", 1)[1])
+    return sorted(forms, key=len, reverse=True)
