@@ -62,6 +62,23 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: rank[item.path.name])  # stable: order within a module kept
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _connect_mode_stays_in_its_module():
+    """A Spark Connect session marks its whole process (pyspark then builds Connect
+    expressions, and subprocesses inherit ``SPARK_CONNECT_MODE_ENABLED``); stopping the
+    session leaves the mark. A module that opened one must not leave it to the next module
+    on the same worker: a local Spark, or `airflow dags test` running local-mode tasks,
+    would then refuse to start ("the Spark Connect remote URL has not been set")."""
+    keys = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")
+    before = {k: os.environ.get(k) for k in keys}
+    yield
+    for k, v in before.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
 @pytest.fixture(scope="session")
 def spark_connect(tmp_path_factory):
     """One Spark Connect server per test process (each xdist worker has its own), the S3
