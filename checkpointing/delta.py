@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from .extras import require
-from .formats import traits
+from .formats import TableFormat, TableReader, traits
 from .state_handle import FileRef
 from .table_inputs import (
     EMPTY,
@@ -460,17 +460,6 @@ def _with_partitions(spec: Any, start: Any, removes: dict[str, Any], parts: tupl
     return tuple(out)
 
 
-class TableInputReader:
-    """The table-input reader of this format (:class:`checkpointing.table_changes.TableReader`)."""
-
-    pin_version = staticmethod(pin_version)
-    version_before = staticmethod(version_before)
-    committed_version = staticmethod(committed_version)
-    schema_at = staticmethod(schema_at)
-    log_partition_columns = staticmethod(log_partition_columns)
-    read_changes = staticmethod(read_changes)
-
-
 # ---------------------------------------------------------------------- VACUUM (6.13)
 
 def vacuum(output: str, spec: TableSpec, pipeline_id: str, protected: set[int],
@@ -499,16 +488,7 @@ def vacuum(output: str, spec: TableSpec, pipeline_id: str, protected: set[int],
     return TableVacuum(output, tuple(keep), len(present), dry_run)
 
 
-class DeltaFormat:
-    """Delta Lake's implementation (:class:`checkpointing.format_registry.TableFormat`)."""
-
-    traits = traits("delta")
-    reader = TableInputReader()
-
-    def committer(self, endpoint_url: str | None) -> DeltaCommitter:
-        return DeltaCommitter(endpoint_url=endpoint_url)
-
-    vacuum = staticmethod(vacuum)
-
-
-FORMAT = DeltaFormat()
+#: Delta Lake's implementation, found by :mod:`checkpointing.format_registry`
+FORMAT = TableFormat(traits("delta"), DeltaCommitter, vacuum, TableReader(
+    pin_version, version_before, committed_version, schema_at, log_partition_columns,
+    read_changes))

@@ -19,7 +19,7 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from .extras import require
-from .formats import traits
+from .formats import TableFormat, TableReader, traits
 from .state_handle import FileRef
 from .table_inputs import (
     EMPTY,
@@ -379,17 +379,6 @@ def read_changes(spec: Any, start: Any, end: Any, endpoint_url: str | None) -> A
     return ChangeSet(start, end, added, removed, schema, (), reads)
 
 
-class TableInputReader:
-    """The table-input reader of this format (:class:`checkpointing.table_changes.TableReader`)."""
-
-    pin_version = staticmethod(pin_version)
-    version_before = staticmethod(version_before)
-    committed_version = staticmethod(committed_version)
-    schema_at = staticmethod(schema_at)
-    log_partition_columns = staticmethod(log_partition_columns)
-    read_changes = staticmethod(read_changes)
-
-
 # ---------------------------------------------------------------------- VACUUM (6.13)
 
 def vacuum(output: str, spec: TableSpec, pipeline_id: str, protected: set[int],
@@ -435,16 +424,7 @@ def vacuum(output: str, spec: TableSpec, pipeline_id: str, protected: set[int],
     return TableVacuum(output, kept, len(doomed), dry_run)
 
 
-class IcebergFormat:
-    """Apache Iceberg's implementation (:class:`checkpointing.format_registry.TableFormat`)."""
-
-    traits = traits("iceberg")
-    reader = TableInputReader()
-
-    def committer(self, endpoint_url: str | None) -> IcebergCommitter:
-        return IcebergCommitter(endpoint_url=endpoint_url)
-
-    vacuum = staticmethod(vacuum)
-
-
-FORMAT = IcebergFormat()
+#: Apache Iceberg's implementation, found by :mod:`checkpointing.format_registry`
+FORMAT = TableFormat(traits("iceberg"), IcebergCommitter, vacuum, TableReader(
+    pin_version, version_before, committed_version, schema_at, log_partition_columns,
+    read_changes))

@@ -1,41 +1,21 @@
 """Reading table inputs (PROTOCOL 6.14) through the reader of their format: the version an
-epoch pins, and the change set between two versions. One module per format implements
-:class:`TableReader` (:mod:`.delta`, :mod:`.iceberg`); this is the only place that picks one.
+epoch pins, and the change set between two versions. Each format's module declares its
+:class:`~.formats.TableReader` (:mod:`.delta`, :mod:`.iceberg`), found through
+:mod:`.format_registry`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 from .format_registry import implementation
-from .formats import traits
+from .formats import TableReader, traits
 from .table_inputs import (
     ChangeSet,
     TableInput,
     TableInputError,
     TableVersion,
 )
-
-
-class TableReader(Protocol):
-    """What a table format provides for table inputs (one module per format)."""
-
-    def pin_version(self, spec: TableInput, endpoint_url: str | None) -> TableVersion: ...
-
-    def version_before(self, spec: TableInput, version: int,
-                       endpoint_url: str | None) -> TableVersion: ...
-
-    def schema_at(self, spec: TableInput, version: TableVersion,
-                  endpoint_url: str | None) -> Any: ...
-
-    def log_partition_columns(self, spec: TableInput, version: TableVersion,
-                              endpoint_url: str | None) -> list[str]: ...
-
-    def read_changes(self, spec: TableInput, start: TableVersion | None, end: TableVersion,
-                     endpoint_url: str | None) -> ChangeSet: ...
-
-    def committed_version(self, spec: TableInput, committed: int,
-                          endpoint_url: str | None) -> TableVersion: ...
 
 
 def _reader(fmt: str) -> TableReader:
