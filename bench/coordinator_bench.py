@@ -90,17 +90,15 @@ def lookup_cost(history: int) -> dict:
 def page_refresh_requests(c: Coordinator, cache) -> int:  # noqa: ANN001
     """Storage requests of one refresh of the Epochs page: what its three routes read
     (plugins/dag_checkpoints/api.py: epochs, savepoints, lineages), one page of 50 rows."""
-    from checkpointing import list_savepoints, read_manifest
-    from checkpointing.lineages import list_origins, read_promotion
     from checkpointing.listing import list_epochs
 
     c.storage.stats.reset()
     list_epochs(c, limit=50, per_task=True, cache=cache)  # GET .../epochs
     c.latest_completed()
-    list_savepoints(c.storage, c.layout)  # GET .../savepoints
-    read_manifest(c.storage, c.layout)  # GET .../lineages
-    for o in list_origins(c.storage, c.layout):
-        read_promotion(c.storage, c.layout, o.lineage)
+    c.catalog.savepoints()  # GET .../savepoints
+    c.catalog.manifest()  # GET .../lineages
+    for o in c.catalog.origins():
+        c.catalog.promotion(o.lineage)
     c.latest_completed()
     return c.storage.stats.total
 

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.faults import FaultResult  # noqa: E402
-from checkpointing import Coordinator, create_savepoint, read_manifest  # noqa: E402
+from checkpointing import Coordinator, create_savepoint  # noqa: E402
 from checkpointing.storage import open_storage  # noqa: E402
 from scripts.cluster import Cluster, celery_workers, down, up  # noqa: E402
 from spark_jobs.flights.landing import land  # noqa: E402
@@ -242,7 +242,7 @@ class Drills:
     def completed_once(self, run_id: str) -> bool:
         done = [e for e in self.epochs_of_run(run_id)
                 if (m := self.coord.metadata(e)) is not None and m.completed]
-        published = [h for h in read_manifest(self.coord.storage, self.coord.layout).history
+        published = [h for h in self.coord.catalog.manifest().history
                      if h["epoch_id"] in done]
         return len(done) == 1 and len(published) == 1
 
@@ -373,11 +373,11 @@ class Drills:
         if r.status_code != 201:
             raise DrillError(f"backfill refused: {r.status_code} {r.text[:300]}")
         bf = r.json()
-        before = read_manifest(c.storage, c.layout).epoch_id
+        before = c.catalog.manifest().epoch_id
         seen = []  # published epoch ids while the backfill runs
         deadline = time.monotonic() + 1800
         while time.monotonic() < deadline:
-            m = read_manifest(c.storage, c.layout)
+            m = c.catalog.manifest()
             if not seen or seen[-1] != (m.epoch_id, m.lineage):
                 seen.append((m.epoch_id, m.lineage))
             b = self.af.call("GET", f"/api/v2/backfills/{bf['backfill_id']}").json()
@@ -392,7 +392,7 @@ class Drills:
         states = sorted(r["state"] for r in runs
                         if r["dag_run_id"] in {b.run_id for b in theirs})
         ours = [b.epoch_id for b in theirs]
-        m = read_manifest(c.storage, c.layout)
+        m = c.catalog.manifest()
         m_seen = [s for s in seen if s[1] == bf["lineage"]]
         switched_once = (seen[0] == (before, "main") and m_seen == [(ours[-1], bf["lineage"])]
                          and seen[-1] == m_seen[-1] and m.epoch_id == ours[-1])

@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT))
 
 import pandas as pd  # noqa: E402
 
-from checkpointing import CheckpointConfig, Coordinator, LocalStorage, read_manifest  # noqa: E402
+from checkpointing import CheckpointConfig, Coordinator, LocalStorage  # noqa: E402
 from checkpointing.errors import CheckpointError  # noqa: E402
 from spark_jobs.flights.landing import land  # noqa: E402
 from spark_jobs.flights.pipeline import EDGES, PLAN, run_epoch  # noqa: E402
@@ -130,7 +130,7 @@ def measure(c: Coordinator, data: LocalStorage, until: int) -> tuple[str, int, i
     oracle over the raw files of days before ``until``."""
     rows, _, _ = oracle.clean_flights(oracle.raw_files(data, day(until)))
     want = Counter(map(tuple, rows[oracle.KEY].astype(str).values.tolist()))
-    m = read_manifest(c.storage, c.layout)
+    m = c.catalog.manifest()
     if m is None:
         return "WRONG", sum(want.values()), 0
     got_rows = oracle.published(c, "gold_flights_enriched")
@@ -257,14 +257,14 @@ def fault_coordinator_crash(ctx: Context, res: FaultResult) -> None:
             proc.communicate(timeout=120)
             killed = proc.returncode == -signal.SIGKILL
             c2 = ws.coordinator()
-            before = read_manifest(c2.storage, c2.layout)
+            before = c2.catalog.manifest()
             published_before = before.epoch_id if before else None
             if point == "before_decision":
                 meta = c2.complete(epoch)  # the commit step's retry
             else:
                 c2.begin_epoch(PLAN, "r3", data_interval=interval(4))  # the next run
                 meta = c2.metadata(epoch)
-            after = read_manifest(c2.storage, c2.layout)
+            after = c2.catalog.manifest()
             publications = sum(1 for h in after.history if h["epoch_id"] == epoch)
             verdict, lost, dup = measure(c2, ws.data, 3)
             res.add(f"{point}:{'killed' if killed else 'NOT_KILLED'}->{meta.status}:"
@@ -291,7 +291,7 @@ def fault_races(ctx: Context, res: FaultResult) -> None:
                              data_interval=interval(3))
         metas = _threads(16, lambda i, ws=ws, e=epoch: ws.coordinator().complete(e))
         agree = len({(m.status, m.decided_at) for m in metas}) == 1
-        hist = read_manifest(cw.storage, cw.layout).history
+        hist = cw.catalog.manifest().history
         once = sum(1 for h in hist if h["epoch_id"] == epoch) == 1
         verdict, lost, dup = measure(cw, ws.data, 3)
         res.add(f"complete_x16:one_decision={agree}:published_once={once}:{verdict}", lost, dup)
@@ -327,7 +327,7 @@ def fault_zombie(ctx: Context, res: FaultResult) -> None:
             c = ws.coordinator()
             if variant == "before_commit":
                 run_epoch(c, ctx.spark, ws.data_uri, "r3", data_interval=interval(4))
-            published = read_manifest(c.storage, c.layout).epoch_id
+            published = c.catalog.manifest().epoch_id
             proc.send_signal(signal.SIGCONT)
             _, err = proc.communicate(timeout=300)
             if proc.returncode == 2:
@@ -337,7 +337,7 @@ def fault_zombie(ctx: Context, res: FaultResult) -> None:
                 zombie = "noop"  # its complete() returned the decided epoch, published nothing
             else:
                 zombie = f"UNEXPECTED_exit{proc.returncode}"
-            after = read_manifest(c.storage, c.layout).epoch_id
+            after = c.catalog.manifest().epoch_id
             verdict, lost, dup = measure(c, ws.data, 4 if variant == "before_commit" else 3)
             res.add(f"{variant}:attempt2->{status}:zombie_{zombie}:"
                     f"manifest_kept={published == after}:{verdict}", lost, dup)
@@ -416,7 +416,7 @@ def fault_malformed_input(ctx: Context, res: FaultResult) -> None:
                          f"quarantined, {files} unreadable file")
 
         # A parseable day whose delays are implausible: the GX suite declines the epoch.
-        before = read_manifest(c.storage, c.layout)
+        before = c.catalog.manifest()
         raw = pd.read_csv(io.BytesIO(ws.data.read(f"raw/flights/{day(4)}.csv")[0]))
         ws.data.write(f"raw/flights/{day(4)}.csv",
                       raw.assign(dep_delay=1000.0).to_csv(index=False).encode())
@@ -425,7 +425,7 @@ def fault_malformed_input(ctx: Context, res: FaultResult) -> None:
             outcome = "gx:NOT_DECLINED"
         except DeclineEpoch:
             outcome = "gx:declined"
-        unchanged = read_manifest(c.storage, c.layout) == before
+        unchanged = c.catalog.manifest() == before
         verdict, lost, dup = measure(c, ws.data, 4)
         res.add(f"{outcome}:nothing_published={unchanged}:{verdict}", lost, dup)
 

@@ -21,8 +21,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .acknowledgement import Acknowledgement, AckResult, AckStatus
+from .alerts import EpochAlert, record_alert
 from .attempts import TaskAttempts, scan_epoch_tasks, scan_task
 from .barrier import Barrier, TaskPlan
+from .catalog import Catalog
 from .config import CheckpointConfig
 from .decision import Decision
 from .documents import now_iso, parse_iso, writer_identity
@@ -43,7 +45,7 @@ from .errors import (
 from .failure_manager import FailureManager
 from .ids import validate_attempt, validate_epoch_id, validate_id
 from .layout import Layout
-from .lineages import MAIN
+from .lineages import MAIN, LineageOrigin, delete_origin, record_origin
 from .listener import EpochListener, SafeListener
 from .markers import ATTEMPT_START, DECLINE, RUN_INDEX
 from .operations import OPERATION, EngineOperation
@@ -54,6 +56,8 @@ from .request_decider import RequestDecider
 from .state_handle import StateHandle
 from .storage import Storage
 from .table_pins import TablePins
+from .task_storage import TaskStorage
+from .unchecked import UncheckedRun
 
 log = logging.getLogger("checkpointing.coordinator")
 
@@ -144,7 +148,50 @@ class Coordinator:
         self.listener: EpochListener = SafeListener(listener) if listener else EpochListener()
         self.finisher = EpochFinisher(self.store, self.promotion, self.parents, self.failures,
                                       self.listener)
-        self.table_pins = table_pins or TablePins(getattr(storage, "endpoint_url", None))
+        self.table_pins = table_pins or TablePins(storage.endpoint_url)
+
+    # ------------------------------------------------------------------ views
+    # Callers outside the library reach checkpoint storage only through these: the
+    # storage and key layout above are the library's (PROTOCOL 4 stays in one place).
+    @property
+    def catalog(self) -> Catalog:
+        """The read-only catalog: manifest, savepoints, alerts, lineages."""
+        return Catalog(self.storage, self.layout)
+
+    @property
+    def endpoint_url(self) -> str | None:
+        """The S3-compatible endpoint checkpoint storage is reached at (None: AWS, files):
+        what Spark and the table libraries are given for the tables next to it."""
+        return self.storage.endpoint_url
+
+    @property
+    def storage_locations(self) -> tuple[str, ...]:
+        """Where checkpoint storage lives, as messages may spell it (its root URI, and a
+        local root's path): what an answer to a user must not show."""
+        root = getattr(self.storage, "root", None)  # a LocalStorage's directory
+        return (self.storage.uri(""), *((str(root),) if root is not None else ()))
+
+    def task_storage(self, epoch_id: int, task_id: str, attempt: int) -> TaskStorage:
+        """Attempt ``attempt`` of task ``task_id``'s view of storage (its state and
+        staging areas), for the job runtime."""
+        return TaskStorage(self.storage, self.layout, epoch_id, task_id, attempt)
+
+    def unchecked_run(self, run_id: str) -> UncheckedRun:
+        """The files of run ``run_id`` with checkpointing disabled (outside the protocol)."""
+        return UncheckedRun(self.storage, self.pipeline_id, run_id)
+
+    def record_alert(self, alert: EpochAlert) -> bool:
+        """Write an aborted epoch's alert record; True when this call wrote it (deliver
+        the alert), False when another process had (stay quiet)."""
+        return record_alert(self.storage, self.layout, alert)
+
+    def record_origin(self, origin: LineageOrigin) -> None:
+        """Record where a backfill lineage starts (PROTOCOL 5.9)."""
+        record_origin(self.storage, self.layout, origin)
+
+    def delete_origin(self, lineage: str) -> None:
+        """Forget a backfill lineage that never began an epoch."""
+        delete_origin(self.storage, self.layout, lineage)
 
     # ------------------------------------------------------------------ documents
     def registry(self) -> Registry:

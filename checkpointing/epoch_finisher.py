@@ -78,7 +78,7 @@ class EpochFinisher:
         storage = self.store.storage
         report: list[TableCommitted] = []
         outputs = commit_tables(self.store.pipeline_id, meta.lineage, meta.epoch_id, outputs,
-                                getattr(storage, "endpoint_url", None), report)
+                                storage.endpoint_url, report)
         if report:
             self.listener.tables_committed(meta, barrier, report)
         publish(storage, self.store.layout, meta.epoch_id, meta.lineage, outputs,

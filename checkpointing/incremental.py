@@ -248,7 +248,7 @@ class SnapshotWriter:
         from .storage import open_storage
 
         return open_storage(spec.location,
-                            endpoint_url=getattr(self.storage, "endpoint_url", None))
+                            endpoint_url=self.storage.endpoint_url)
 
     def _table_output(self, output: str, spec: Any, refs: list[FileRef], rows: int | None,
                       schema: Any, records: dict[str, int], replaced: Any = ()) -> OutputRef:

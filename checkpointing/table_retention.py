@@ -43,7 +43,7 @@ def vacuum_tables(coordinator: Any, min_retention_hours: int = DEFAULT_MIN_RETEN
     if manifest is None:
         return []
     protected = protected_epochs(coordinator)
-    endpoint = getattr(coordinator.storage, "endpoint_url", None)
+    endpoint = coordinator.storage.endpoint_url
     done = []
     for name, out in sorted(manifest.outputs.items()):
         if "table" not in (out.meta or {}):

@@ -82,13 +82,13 @@ def published(c: Coordinator, output: str) -> pd.DataFrame:
         from checkpointing.tables import TableSpec
 
         return open_iceberg(TableSpec.from_json(out.meta["table"]),
-                            getattr(c.storage, "endpoint_url", None)).scan(
+                            c.storage.endpoint_url).scan(
             snapshot_id=out.meta["table_version"]).to_pandas()
     if "table" in out.meta:  # a Delta table: read by delta-rs at the epoch's version
         from checkpointing.delta import open_table
 
         return open_table(out.meta["table"]["location"],
-                          getattr(c.storage, "endpoint_url", None),
+                          c.storage.endpoint_url,
                           out.meta["table_version"]).to_pandas()
     frames = [pd.read_parquet(io.BytesIO(c.storage.read(c.storage.key_for_uri(f.uri))[0]))
               for f in out.files]

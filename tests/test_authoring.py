@@ -131,6 +131,46 @@ def test_only_the_format_modules_name_a_format():
     assert not found, found
 
 
+#: a coordinator's parts that are the library's own: its storage, key layout, stores
+PRIVATE = {"storage", "layout", "store"}
+
+
+def _is_coordinator(node: ast.expr) -> bool:
+    """``coord``, ``coordinator``, ``self.coordinator``, ``settings.coordinator()``..."""
+    if isinstance(node, ast.Call):
+        return _is_coordinator(node.func)
+    name = node.id if isinstance(node, ast.Name) else \
+        node.attr if isinstance(node, ast.Attribute) else ""
+    return name.startswith("coord") or name in ("c", "cw")
+
+
+def _reach_throughs(source: str) -> list[str]:
+    """Where ``source`` reaches through a coordinator into checkpoint storage: one of its
+    private parts, any key layout, or the layout module itself."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and (
+                node.attr == "layout" or node.attr in PRIVATE and _is_coordinator(node.value)):
+            found.append(f"{node.lineno}: .{node.attr}")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                ("checkpointing.layout", "checkpointing.epoch_store", "checkpointing.attempts")):
+            found.append(f"{node.lineno}: import {node.module}")
+    return found
+
+
+def test_callers_reach_checkpoint_storage_only_through_the_coordinator():
+    """The coordinator is the only way in: the runtime, the provider and the DAGs use its
+    methods, its read-only catalog and an attempt's task storage, never its storage or
+    key layout (PROTOCOL 4's keys stay in checkpointing/)."""
+    assert _reach_throughs("read_manifest(coord.storage, coord.layout)") == \
+        ["1: .storage", "1: .layout"]
+    assert _reach_throughs("s.coordinator().storage.list('')\nsettings.storage") == \
+        ["1: .storage"]
+    found = [f"{f.relative_to(ROOT)}:{hit}" for root in ("spark_jobs", "plugins", "dags")
+             for f in (ROOT / root).rglob("*.py") for hit in _reach_throughs(f.read_text())]
+    assert not found, found
+
+
 def test_no_function_in_the_core_is_over_80_lines():
     """Small rooms: a function of checkpointing/ that grows past 80 lines does several
     jobs; split it along them."""

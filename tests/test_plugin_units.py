@@ -99,8 +99,8 @@ def test_checkpointing_is_disabled_only_by_an_explicit_false():
 def test_an_unchecked_run_writes_only_its_scratch_and_clears_earlier_ones(tmp_path):
     """Runs with checkpointing disabled keep their files under <pipeline>/unchecked/<run>/;
     the next such run's begin deletes the earlier runs' and nothing else."""
-    from checkpointing import LocalStorage
-    from spark_jobs.runtime.unchecked import UncheckedLayout, clear_earlier_runs, run_key
+    from checkpointing import Coordinator, LocalStorage
+    from checkpointing.unchecked import UncheckedLayout, run_key
 
     st = LocalStorage(tmp_path)
     old, new = UncheckedLayout("p", run=run_key("r1")), UncheckedLayout("p", run=run_key("r2"))
@@ -109,7 +109,7 @@ def test_an_unchecked_run_writes_only_its_scratch_and_clears_earlier_ones(tmp_pa
     for key in (old.state_prefix(1, "t", 1) + "a.parquet", new.state_prefix(1, "t", 1) + "b",
                 "p/counter.json", "p/epochs/0000000001/barrier.json", "q/unchecked/x/y"):
         st.write(key, b"x")
-    assert clear_earlier_runs(st, "p", "r2") == 1
+    assert Coordinator(st, "p").unchecked_run("r2").clear_earlier_runs() == 1
     left = sorted(o.key for o in st.list(""))
     assert left == sorted([new.state_prefix(1, "t", 1) + "b", "p/counter.json",
                            "p/epochs/0000000001/barrier.json", "q/unchecked/x/y"])

@@ -53,6 +53,10 @@ class Storage(ABC):
     Keys are relative, '/'-separated and already validated by the caller's layout.
     """
 
+    #: the S3-compatible endpoint a store other than AWS S3 is reached at (MinIO), which
+    #: the table formats' libraries and Spark must be given too; None for AWS and files
+    endpoint_url: str | None = None
+
     def __init__(self) -> None:
         self.stats = RequestStats()
 

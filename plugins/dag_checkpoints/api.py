@@ -22,8 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
-from checkpointing import create_savepoint, list_savepoints, read_manifest
-from checkpointing.alerts import read_alert
+from checkpointing import create_savepoint
 from checkpointing.epoch_metadata import AbortReason
 from checkpointing.errors import (
     CheckpointError,
@@ -35,7 +34,6 @@ from checkpointing.errors import (
     StorageError,
 )
 from checkpointing.ids import ID_PATTERN
-from checkpointing.lineages import list_origins, read_promotion
 from checkpointing.listing import list_epochs
 from checkpointing.publish import published_tables
 from checkpointing.stats import epoch_or_history_stats
@@ -175,7 +173,7 @@ def _public_barrier(barrier: Any) -> dict[str, Any]:
 def _storage_errors(exc: Exception, coord: Any = None) -> HTTPException:
     msg = str(exc)
     if coord is not None:
-        msg = _redact(msg, coord.storage.uri(""), str(getattr(coord.storage, "root", "")))
+        msg = _redact(msg, *coord.storage_locations)
     if isinstance(exc, (EpochNotFound, SavepointNotFound)):
         return HTTPException(404, msg)
     if isinstance(exc, MalformedDocument):
@@ -211,7 +209,7 @@ def get_epochs(dag_id: str = DagId, limit: int = Query(50, ge=1, le=500),
     try:
         listing = list_epochs(coord, limit=limit, lineage=lineage, per_task=True,
                               offset=offset)
-        manifest = read_manifest(coord.storage, coord.layout)
+        manifest = coord.catalog.manifest()
         rows = []
         for st in listing.rows:
             row = st.to_json()
@@ -232,12 +230,12 @@ def get_epoch(dag_id: str = DagId, epoch_id: int = EpochId) -> dict[str, Any]:
     try:
         stats = epoch_or_history_stats(coord, epoch_id, per_task=True)
         st = stats.to_json()
-        alert = read_alert(coord.storage, coord.layout, epoch_id)
+        alert = coord.catalog.alert(epoch_id)
         st["alert"] = alert.to_json() if alert else None
         st["barrier"] = _public_barrier(coord.barrier(epoch_id)) \
             if stats.source == "epoch" else None
         # "epoch 12: gold_route_stats v12": the table versions it published (6.12)
-        st["tables"] = published_tables(read_manifest(coord.storage, coord.layout), epoch_id)
+        st["tables"] = coord.catalog.published_tables(epoch_id)
         return st
     except CheckpointError as exc:
         raise _storage_errors(exc, coord) from None
@@ -293,7 +291,7 @@ def get_savepoints(dag_id: str = DagId) -> dict[str, Any]:
     try:
         return {"savepoints": [{"name": s.name, "epoch_id": s.epoch_id, "lineage": s.lineage,
                                 "created_at": s.created_at}
-                               for s in list_savepoints(coord.storage, coord.layout)]}
+                               for s in coord.catalog.savepoints()]}
     except CheckpointError as exc:
         raise _storage_errors(exc, coord) from None
 
@@ -318,10 +316,10 @@ def post_savepoint(body: SavepointRequest, dag_id: str = DagId) -> dict[str, Any
 def get_lineages(dag_id: str = DagId) -> dict[str, Any]:
     coord = _coordinator(dag_id)
     try:
-        manifest = read_manifest(coord.storage, coord.layout)
+        manifest = coord.catalog.manifest()
         lineages = []
-        for o in list_origins(coord.storage, coord.layout):
-            rec = read_promotion(coord.storage, coord.layout, o.lineage)
+        for o in coord.catalog.origins():
+            rec = coord.catalog.promotion(o.lineage)
             lineages.append({**o.to_json(), "promotion": rec.to_json() if rec else None})
         return {"lineages": lineages, "main_latest": coord.latest_completed(),
                 "published": None if manifest is None else

@@ -25,11 +25,11 @@ from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
-from checkpointing import Barrier, Coordinator, Storage, TaskPlan, read_manifest, read_savepoint
+from checkpointing import Barrier, Coordinator, Storage, TaskPlan
 from checkpointing.barrier import plan_from_json
 from checkpointing.errors import CheckpointError
 from checkpointing.ids import validate_epoch_id, validate_id
-from checkpointing.lineages import LineageOrigin, delete_origin, new_origin, record_origin
+from checkpointing.lineages import LineageOrigin, new_origin
 from checkpointing.publish import table_versions
 
 from .airflow_api import AirflowApi, AirflowApiError
@@ -152,7 +152,7 @@ def _origin(coord: Coordinator, from_epoch: int | None,
             barrier, info = coord.barrier(from_epoch), {"from_epoch": from_epoch}
         else:
             validate_id(from_savepoint, "savepoint name")
-            sp = read_savepoint(coord.storage, coord.layout, from_savepoint)
+            sp = coord.catalog.savepoint(from_savepoint)
             barrier, info = sp.barrier, {"from_savepoint": from_savepoint}
     except CheckpointError as exc:
         raise BackfillRequestError(str(exc)) from None
@@ -215,7 +215,7 @@ def missing_inputs(data: Storage, templates: tuple[str, ...], days: list[date]) 
 
 
 def _published(coord: Coordinator) -> dict[str, Any] | None:
-    m = read_manifest(coord.storage, coord.layout)
+    m = coord.catalog.manifest()
     if m is None:
         return None
     try:
@@ -366,12 +366,12 @@ def start_backfill(coord: Coordinator, api: AirflowApi, dag_id: str, first_day: 
                         from_epoch=from_epoch, from_savepoint=from_savepoint,
                         publish_at=last.isoformat(), requested_by=requested_by,
                         promote=preview.published_after["promotes"])
-    record_origin(coord.storage, coord.layout, origin)
+    coord.record_origin(origin)
     try:
         backfill_id = api.create_backfill(dag_id, first, last,
                                           {"checkpoint": {"lineage": origin.lineage}})
     except AirflowApiError as exc:  # Airflow's own refusals: another backfill running, ...
-        delete_origin(coord.storage, coord.layout, origin.lineage)
+        coord.delete_origin(origin.lineage)
         raise BackfillRequestError(f"Airflow refused the backfill: {exc}",
                                    _status(exc)) from None
     # The runs are the dry run's: every day of the range, none skipped (checked above).

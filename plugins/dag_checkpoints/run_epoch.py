@@ -38,7 +38,7 @@ from checkpointing.errors import (
     PromotingBackfillRunning,
     StorageError,
 )
-from checkpointing.lineages import MAIN, read_origin
+from checkpointing.lineages import MAIN
 from checkpointing.table_changes import event_version
 
 from .runconf import BEGIN_TASK_ID, checkpoint_conf, data_interval
@@ -127,7 +127,7 @@ def run_lineage(coord: Any, context: Any) -> tuple[str, bool, bool]:
     lineage = str(conf.get("lineage") or MAIN)
     if lineage == MAIN:
         return MAIN, True, False
-    origin = read_origin(coord.storage, coord.layout, lineage)
+    origin = coord.catalog.origin(lineage)
     if origin is None:
         raise AirflowFailException(f"run conf names lineage {lineage!r}, which has no "
                                    "origin record: start backfills with ckpt-airflow "

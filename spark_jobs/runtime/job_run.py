@@ -35,6 +35,7 @@ from checkpointing.state_handle import FileRef
 from checkpointing.storage import LocalStorage, Storage, open_storage
 from checkpointing.table_inputs import TableInputError, TableVersion
 from checkpointing.tables import TableSpec
+from checkpointing.task_storage import TaskStorage
 
 from .connect import SparkConnectError, is_connect, unsupported_feature
 from .file_source import MAX_FILE_AGE_SECONDS, NewInput, SeenIndex, new_input
@@ -79,6 +80,8 @@ class JobRun:
     upstream: dict[str, StateHandle]
     writer: SnapshotWriter
     scratch: Path
+    #: the attempt's view of checkpoint storage (its state and staging areas)
+    storage: TaskStorage
     #: milliseconds Spark spent writing the snapshot's state and staged outputs: the
     #: ``sync_ms`` of the handle's timings (the job waits for it, as Flink's synchronous
     #: part); making them durable afterwards is the writer's ``async_ms``
@@ -131,13 +134,11 @@ class JobRun:
         stored = {f.name.removeprefix(SEEN_FILES).removesuffix(".json"): f
                   for f in (self.previous.files if self.previous else ())
                   if f.name.startswith(SEEN_FILES)}
-        storage = self.coordinator.storage
-
         def load(bucket: str) -> dict[str, str] | None:
             ref = stored.get(bucket)
             if ref is None:
                 return None
-            return SeenIndex.parse(storage.read(storage.key_for_uri(ref.uri))[0])
+            return SeenIndex.parse(self.storage.read(ref))
 
         if self.data is None:
             raise ValueError("new_input needs the run's data root (--data / CKPT_DATA)")
@@ -182,7 +183,7 @@ class JobRun:
         start = TableVersion.from_json(prev) if prev is not None else None
         try:
             found = read_changes(self.spark, name, spec, start, end,
-                                 getattr(self.coordinator.storage, "endpoint_url", None))
+                                 self.storage.endpoint_url)
         except TableInputError as exc:
             raise DeclineEpoch(str(exc)) from None
         self.table_offsets[name] = end.to_json()
@@ -217,7 +218,7 @@ class JobRun:
         """Whether Spark must write through storage: executors on other hosts, or a Spark
         Connect server's, cannot write into this process's scratch directory. True for
         object-store checkpoints and for Spark Connect sessions."""
-        return is_connect(self.spark) or not isinstance(self.coordinator.storage, LocalStorage)
+        return is_connect(self.spark) or not self.storage.local
 
     def _target(self, sub: str, kind: str, attempt: int | None = None
                 ) -> tuple[str, str | None]:
@@ -225,10 +226,8 @@ class JobRun:
         attempt's, or ``attempt``'s when resuming its operation)."""
         if not self.distributed:
             return str(self.scratch / sub), None
-        layout = self.coordinator.layout
-        prefix = (layout.state_prefix if kind == "state" else layout.staging_prefix)(
-            self.epoch_id, self.task_id, attempt or self.attempt) + f"spark/{sub}/"
-        return spark_uri(self.coordinator.storage.uri(prefix)), prefix
+        uri, prefix = self.storage.area(kind, f"spark/{sub}", attempt)
+        return spark_uri(uri), prefix
 
     def _spark_write(self, action: str, df: Any, target: Callable[[int], Any],
                      write: Callable[[Any, Any], None]) -> Any:
@@ -260,10 +259,6 @@ class JobRun:
                 write(df, t)
             return t
 
-    def _stored(self, prefix: str) -> list[str]:
-        return [o.key for o in self.coordinator.storage.list(prefix)
-                if not o.key.rsplit("/", 1)[-1].startswith((".", "_"))]
-
     def write_state(self, df: Any, name: str, partition_col: str | None = None) -> list[FileRef]:
         """Write ``df`` as state files ``name/...`` into an attempt-scoped location, then
         snapshot: files identical to the previous epoch's are referenced, not kept twice."""
@@ -280,7 +275,7 @@ class JobRun:
         if prefix is None:
             return self.writer.add_directory(path, prefix=f"{name}/")
         return [self.writer.add_stored(f"{name}/{k[len(prefix):]}", k)
-                for k in self._stored(prefix)]
+                for k in self.storage.stored(prefix)]
 
     def write_output(self, df: Any, output: str, rows: int | None = None) -> int:
         """Stage ``df`` as output ``output`` (published only when the epoch completes).
@@ -297,7 +292,7 @@ class JobRun:
             parts = sorted(p for p in Path(path).iterdir() if p.suffix == ".parquet")
             self.writer.stage_output(output, parts, rows=rows)
         else:
-            self.writer.stage_stored_output(output, self._stored(prefix), rows=rows)
+            self.writer.stage_stored_output(output, self.storage.stored(prefix), rows=rows)
         return rows
 
     def write_table(self, df: Any, output: str, spec: TableSpec, rows: int | None = None,
@@ -327,7 +322,7 @@ class JobRun:
 
         from checkpointing.formats import traits
         from checkpointing.storage import open_storage
-        from checkpointing.tables import DELETE_COLUMN, staged_dir
+        from checkpointing.tables import DELETE_COLUMN
 
         if spec.mode == "merge":
             # Staged as one set of change rows, unpartitioned: the commit's merge writes
@@ -358,8 +353,7 @@ class JobRun:
         schema = to_arrow_schema(df.drop(DELETE_COLUMN, *[d for d in dirs
                                                           if d not in spec.partition_by])
                                  .schema)
-        store = open_storage(spec.location, endpoint_url=getattr(
-            self.coordinator.storage, "endpoint_url", None))
+        store = open_storage(spec.location, endpoint_url=self.storage.endpoint_url)
         local = not self.distributed and isinstance(store, LocalStorage)
         target = str(self.scratch / f"table-{output}")
         if local:
@@ -368,8 +362,7 @@ class JobRun:
         else:
             prefix = self._spark_write(
                 f"table:{output}", df,
-                lambda a: staged_dir(self.coordinator.layout.pipeline_id, self.epoch_id,
-                                     self.task_id, a),
+                self.storage.table_staging_dir,
                 lambda d, p: d.write.mode("overwrite").partitionBy(*dirs).parquet(
                     spark_uri(store.uri(p))))
         rows = counted()
@@ -459,15 +452,6 @@ def _restored_from(coordinator: Coordinator, epoch_id: int,
             f"{len(files)} file(s), {size} bytes")
 
 
-def _delete_attempt_files(coordinator: Coordinator, epoch_id: int, task_id: str,
-                          attempt: int) -> None:
-    layout, storage = coordinator.layout, coordinator.storage
-    for prefix in (layout.state_prefix(epoch_id, task_id, attempt),
-                   layout.staging_prefix(epoch_id, task_id, attempt)):
-        for obj in list(storage.list(prefix)):
-            storage.delete(obj.key)
-
-
 def partition_value(name: str) -> str | None:
     """The partition value in a state file's logical name (``bronze/part=<v>/...``)."""
     for seg in name.split("/"):
@@ -517,12 +501,12 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
     log.info("task %s attempt %d of epoch %d %s", task_id, attempt, epoch_id,
              _restored_from(coordinator, epoch_id, previous))
     scratch = Path(tempfile.mkdtemp(prefix=f"ckpt-{task_id}-e{epoch_id}-a{attempt}-"))
-    writer = SnapshotWriter(coordinator.storage, coordinator.layout, epoch_id, task_id, attempt,
-                            previous=previous)
+    storage = coordinator.task_storage(epoch_id, task_id, attempt)
+    writer = storage.writer(previous)
     run = JobRun(coordinator, epoch_id, task_id, attempt, spark,
                  open_storage(data_uri, endpoint_url=endpoint_url) if data_uri else None,
-                 previous, upstream, writer,
-                 scratch, resume=start.resume if is_connect(spark) else None,
+                 previous, upstream, writer, scratch, storage,
+                 resume=start.resume if is_connect(spark) else None,
                  table_offsets=dict(previous.table_offsets) if previous else {})
     tag = job_tag(coordinator.pipeline_id, epoch_id, task_id, attempt)
     spark.addTag(tag)
@@ -562,7 +546,7 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
         except EpochAlreadyDecided:
             # Decided while the job ran (an operator's abort, a timeout): what the attempt
             # wrote under the epoch is nobody's; leave nothing behind (PROTOCOL 6.11).
-            _delete_attempt_files(coordinator, epoch_id, task_id, attempt)
+            storage.discard()
             raise
         return ack
     finally:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from checkpointing import Coordinator, read_manifest
+from checkpointing import Coordinator
 from checkpointing.errors import CheckpointError
 
 from .session import spark_uri
@@ -14,7 +14,7 @@ from .session import spark_uri
 
 def read_published(spark: Any, coordinator: Coordinator, output: str):
     """The currently published version of ``output``, as a Spark DataFrame."""
-    m = read_manifest(coordinator.storage, coordinator.layout)
+    m = coordinator.catalog.manifest()
     if m is None or output not in m.outputs:
         raise CheckpointError(f"nothing published as {output!r} for pipeline "
                               f"{coordinator.pipeline_id!r} yet")
@@ -39,7 +39,7 @@ def _read_table(spark: Any, coordinator: Coordinator, meta: dict[str, Any]):
 
     spec = TableSpec.from_json(meta["table"])
     source = TableInput(spec.location, spec.format, spec.name, spec.catalog)
-    endpoint = getattr(coordinator.storage, "endpoint_url", None)
+    endpoint = coordinator.endpoint_url
     version = committed_version(source, int(meta["table_version"]), endpoint)
     return read_changes(spark, "published", source, None, version, endpoint).added
 

@@ -20,48 +20,23 @@ to run a pipeline once without touching its checkpoints."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from checkpointing import Coordinator, SnapshotWriter, StateHandle
+from checkpointing import Coordinator, StateHandle
 from checkpointing.documents import now_iso
-from checkpointing.layout import Layout
-from checkpointing.storage import Storage, open_storage
+from checkpointing.storage import open_storage
 from checkpointing.table_commit import commit_tables
 
 from .job_run import Job, JobRun, end_of_task, job_tag
 
 log = logging.getLogger("spark_jobs.runtime.unchecked")
 LINEAGE = "unchecked"
-
-
-def run_key(run_id: str) -> str:
-    """The directory name of one run's files (run ids hold characters keys must not)."""
-    return hashlib.sha256(run_id.encode()).hexdigest()[:40]
-
-
-@dataclass(frozen=True)
-class UncheckedLayout(Layout):
-    """The pipeline's keys, but an attempt's state and staging prefixes are the run's
-    scratch: ``<pipeline>/unchecked/<run>/{state,staging}/<task>/``."""
-
-    run: str = ""
-
-    @property
-    def unchecked_prefix(self) -> str:
-        return f"{self.base}unchecked/"
-
-    def state_prefix(self, epoch_id: int, task_id: str, attempt: int) -> str:
-        return f"{self.unchecked_prefix}{self.run}/state/{task_id}/"
-
-    def staging_prefix(self, epoch_id: int, task_id: str, attempt: int) -> str:
-        return f"{self.unchecked_prefix}{self.run}/staging/{task_id}/"
 
 
 @dataclass(frozen=True)
@@ -76,17 +51,12 @@ class _Barrier:
 
 @dataclass
 class UncheckedCoordinator:
-    """What a job asks of its coordinator, with no epoch behind it: storage, the run's
-    scratch layout and the run's data interval."""
+    """What a job asks of its coordinator, with no epoch behind it: the run's data
+    interval and parent."""
 
-    storage: Storage
-    layout: UncheckedLayout
+    pipeline_id: str
     interval: dict[str, str] | None
     parent_epoch_id: int | None
-    pipeline_id: str = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.pipeline_id = self.layout.pipeline_id
 
     def barrier(self, epoch_id: int) -> _Barrier:
         return _Barrier(self.interval, self.parent_epoch_id)
@@ -101,19 +71,6 @@ def latest_state(coordinator: Coordinator) -> tuple[int | None, dict[str, StateH
     return latest, (coordinator.completed_handles(latest) if latest else {})
 
 
-def clear_earlier_runs(storage: Storage, pipeline_id: str, run_id: str) -> int:
-    """Delete what earlier unchecked runs of the pipeline left in their scratch; returns
-    the objects deleted."""
-    layout = UncheckedLayout(pipeline_id, run=run_key(run_id))
-    mine = f"{layout.unchecked_prefix}{layout.run}/"
-    n = 0
-    for obj in list(storage.list(layout.unchecked_prefix)):
-        if not obj.key.startswith(mine):
-            storage.delete(obj.key)
-            n += 1
-    return n
-
-
 def run_unchecked_task(job: Job, coordinator: Coordinator, run_id: str, task_id: str,
                        spark: Any, data_uri: str, upstream: dict[str, StateHandle],
                        interval: dict[str, str] | None, *,
@@ -125,15 +82,13 @@ def run_unchecked_task(job: Job, coordinator: Coordinator, run_id: str, task_id:
     # An epoch id for the attempt's table directories and the tables' transaction: the
     # clock in seconds, increasing from one unchecked run to the next.
     epoch_id = int(time.time())
-    unchecked = UncheckedCoordinator(coordinator.storage,
-                                     UncheckedLayout(coordinator.pipeline_id, run=run_key(run_id)),
-                                     interval, parent)
-    writer = SnapshotWriter(coordinator.storage, unchecked.layout, epoch_id, task_id, 1,
-                            previous=previous, shared=False, digests=False)
+    unchecked = UncheckedCoordinator(coordinator.pipeline_id, interval, parent)
+    storage = coordinator.unchecked_run(run_id).task_storage(task_id, epoch_id)
+    writer = storage.writer(previous, shared=False, digests=False)
     scratch = Path(tempfile.mkdtemp(prefix=f"ckpt-unchecked-{task_id}-"))
     run = JobRun(unchecked, epoch_id, task_id, 1, spark,  # type: ignore[arg-type]
                  open_storage(data_uri, endpoint_url=endpoint_url) if data_uri else None,
-                 previous, upstream, writer, scratch)
+                 previous, upstream, writer, scratch, storage)
     tag = job_tag(coordinator.pipeline_id, epoch_id, task_id, 1)
     spark.addTag(tag)
     log.info("task %s runs with checkpointing disabled, from %s", task_id,

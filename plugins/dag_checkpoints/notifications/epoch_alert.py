@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from checkpointing import Barrier, Coordinator, EpochMetadata
-from checkpointing.alerts import EpochAlert, record_alert
+from checkpointing.alerts import EpochAlert
 
 log = logging.getLogger("dag_checkpoints.notifications")
 
@@ -80,7 +80,7 @@ def announce(coord: Coordinator, meta: EpochMetadata, barrier: Barrier | None,
     if meta.completed:
         return None
     alert = EpochAlert.from_abort(coord.pipeline_id, meta, barrier)
-    if not record_alert(coord.storage, coord.layout, alert):
+    if not coord.record_alert(alert):
         return None
     log.error("CHECKPOINT ALERT %s", alert.message())
     for notifier in settings.notifiers(alert):

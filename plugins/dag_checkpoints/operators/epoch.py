@@ -18,7 +18,7 @@ from airflow.sdk.exceptions import (
     AirflowSkipException,
 )
 
-from checkpointing import TaskPlan, read_manifest, run_retention
+from checkpointing import TaskPlan, run_retention
 from checkpointing.barrier import plan_to_json
 from checkpointing.epoch_metadata import AbortReason
 from checkpointing.errors import (
@@ -78,11 +78,8 @@ class BeginEpochOperator(BaseOperator):
     def _unchecked(self, context: Any) -> int:
         """A run with checkpointing disabled opens no epoch (epoch 0 for its tasks); it
         clears what earlier such runs left in their scratch."""
-        from spark_jobs.runtime.unchecked import clear_earlier_runs
-
-        s = self.settings
-        deleted = clear_earlier_runs(s.coordinator().storage, s.pipeline_id,
-                                     context["dag_run"].run_id)
+        deleted = self.settings.coordinator().unchecked_run(
+            context["dag_run"].run_id).clear_earlier_runs()
         self.log.info("checkpointing disabled for this run: no epoch, no checkpoint written "
                       "(%d file(s) of earlier unchecked runs deleted)", deleted)
         return 0
@@ -241,7 +238,7 @@ class CommitEpochOperator(BaseOperator):
         """Fill the outlets' asset events with what this epoch published."""
         from ..assets import event_extra
 
-        manifest = read_manifest(coord.storage, coord.layout)
+        manifest = coord.catalog.manifest()
         events = context.get("outlet_events")
         for asset in self.outlets or []:
             output = (getattr(asset, "extra", None) or {}).get("output")
