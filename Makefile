@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: install demo test test-fast test-package lint bench bench-coordinator bench-airflow bench-tables bench-sources bench-table-inputs bench-scale bench-scale-topology faults soak drills
+.PHONY: install demo test test-fast test-integration test-system test-package lint bench bench-coordinator bench-airflow bench-tables bench-sources bench-table-inputs bench-scale bench-scale-topology faults soak drills
 
 install:
 	scripts/bootstrap.sh
@@ -24,10 +24,28 @@ test: install
 	CKPT_TEST_PG_URL=$$(scripts/start_postgres.sh) $(PY) -m pytest -q -p no:cacheprovider \
 		-n 3 --dist loadfile --no-loadscope-reorder --durations=25 --ignore=tests/package
 
-# The tests that need no JVM and no server (the coordinator, the protocol, state, the
-# provider's units): a minute or two; `make test` runs them with everything else.
+# The unit tier, tests/unit/: no JVM, no server (the coordinator, the protocol, state, the
+# provider's units): a minute or two; `make test` runs it with everything else.
 test-fast: install
-	$(PY) -m pytest -q -p no:cacheprovider -m fast -n 2 --ignore=tests/package
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 tests/unit
+
+# The integration tier, tests/integration/: Spark (local, standalone, Connect), MinIO,
+# PostgreSQL, the table formats' readers; the unit tier's storage tests again on MinIO.
+test-integration: install
+	scripts/install_minio.sh
+	scripts/install_spark_s3.sh
+	CKPT_TEST_PG_URL=$$(scripts/start_postgres.sh) $(PY) -m pytest -q -p no:cacheprovider \
+		-n 3 --dist loadfile --no-loadscope-reorder tests/integration
+
+# The system tier, tests/system/: Airflow (dags test, standalone, the Celery topology on
+# PostgreSQL), the fault matrices, the demo and the README's commands.
+test-system: install
+	scripts/install_minio.sh
+	scripts/install_spark_s3.sh
+	scripts/install_browser.sh
+	scripts/install_toxiproxy.sh
+	CKPT_TEST_PG_URL=$$(scripts/start_postgres.sh) $(PY) -m pytest -q -p no:cacheprovider \
+		-n 3 --dist loadfile --no-loadscope-reorder tests/system
 
 # The package as users install it: sdist and wheel built by the standard front-end, a fresh
 # virtual environment with Airflow and the wheel's [connect,delta] extras, a user DAG run

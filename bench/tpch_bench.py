@@ -260,7 +260,7 @@ def start_s3(work: Path) -> dict[str, Any]:
 
 
 def check_oracle(c: Coordinator, generated: Path, landed: Any, until: date) -> bool:
-    from tests.test_tpch import check
+    from tests.integration.test_tpch import check
 
     deleted = sorted(k for d, ks in landed.deletes.items() if d < until.isoformat()
                      for k in ks)

@@ -29,30 +29,32 @@ def pytest_configure(config):
         config.pluginmanager.register(CpuLog(os.environ["CKPT_TEST_CPU_LOG"]), "ckpt-cpu-log")
 
 
-#: Fixtures that start a JVM or a server; a test using one is not in the fast tier.
-SERVER_FIXTURES = {"spark", "spark_connect", "s3_server", "s3_bucket", "s3_storage",
-                   "catalog_url", "pg_url", "af", "cluster"}
-#: Modules that start a JVM, Airflow or a server themselves (subprocesses, clusters).
-SERVER_MODULES = {"test_spark_cluster.py", "test_spark_s3.py", "test_airflow_dags.py",
-                  "test_user_pipeline.py", "test_cluster_config.py", "test_tables.py",
-                  "test_iceberg_tables.py", "test_table_inputs.py", "test_sources.py",
-                  "test_extras.py"}
+#: The tiers, one directory each: unit (no JVM, no server), integration (Spark, MinIO,
+#: PostgreSQL, table readers), system (Airflow standalone, the Celery topology, the fault
+#: matrices). Each test is marked with its tier (``-m unit``); `make test-fast` is the
+#: unit tier.
+TIERS = ("unit", "integration", "system")
 
 
 def pytest_collection_modifyitems(config, items):
-    """Mark the fast tier (``-m fast``, `make test-fast`): no JVM, no server (not slow,
-    no server fixture or module, not a test's S3 variant). Then order the modules as
-    tests/schedule.py finds best for xdist's load-file scheduler (`make test` passes
-    --no-loadscope-reorder, or xdist would start the modules with the most tests first):
-    no long module left running alone at the end."""
+    """Mark each test with its tier. Then order the modules as tests/schedule.py finds
+    best for xdist's load-file scheduler (`make test` passes --no-loadscope-reorder, or
+    xdist would start the modules with the most tests first): no long module left running
+    alone at the end."""
     from collections import Counter
 
     for item in items:
-        params = getattr(getattr(item, "callspec", None), "params", {})
-        if not (item.get_closest_marker("slow") or item.path.name in SERVER_MODULES
-                or SERVER_FIXTURES & set(getattr(item, "fixturenames", ()))
-                or "s3" in params.values()):
-            item.add_marker(pytest.mark.fast)
+        parts = item.path.relative_to(config.rootpath).parts
+        tier = next((t for t in TIERS if t in parts[:2]), None)
+        if tier:
+            item.add_marker(getattr(pytest.mark, tier))
+    # The *_on_s3 modules run the unit tier's storage-backed tests again on MinIO; a test
+    # of theirs that uses no backend ran in the unit tier already.
+    again = [i for i in items if i.path.stem.endswith("_on_s3")
+             and "backend" not in getattr(i, "fixturenames", ())]
+    if again:
+        config.hook.pytest_deselected(items=again)
+        items[:] = [i for i in items if i not in again]
 
     from tests.schedule import balanced_order
 
@@ -126,9 +128,10 @@ def local_storage(tmp_path):
     return LocalStorage(tmp_path / "ckpt")
 
 
-@pytest.fixture(params=["local", "s3"])
-def storage(request, tmp_path):
-    """Every backend, so each behaviour is checked on the filesystem and on real S3."""
-    if request.param == "local":
+@pytest.fixture
+def storage(backend, request, tmp_path):
+    """The tier's backend (``backend``: files in the unit tier, MinIO in the integration
+    tier's ``*_on_s3`` modules), so each behaviour is checked on both."""
+    if backend == "local":
         return LocalStorage(tmp_path / "ckpt")
     return request.getfixturevalue("s3_storage")

@@ -1,4 +1,4 @@
-"""A process that drives one epoch and holds its lease, for tests/test_lease.py: begins an
+"""A process that drives one epoch and holds its lease, for tests/unit/test_lease.py: begins an
 epoch, acknowledges one task, says READY, waits for a go-file, then tries the next task."""
 
 from __future__ import annotations

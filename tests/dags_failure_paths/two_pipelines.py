@@ -1,6 +1,6 @@
 """Two checkpointed DAGs in one file, each with a pipeline id and a checkpoint storage of
 its own (not the environment's CKPT_STORAGE): one api-server must serve each from its own
-storage. Used by tests/test_airflow_failure_paths.py."""
+storage. Used by tests/system/test_airflow_failure_paths.py."""
 
 from __future__ import annotations
 

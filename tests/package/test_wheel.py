@@ -25,7 +25,7 @@ import pytest
 
 from checkpointing import Coordinator, LocalStorage
 from tests.airflow_standalone import connect_env
-from tests.test_user_pipeline import check, readings_file
+from tests.system.test_user_pipeline import check, readings_file
 
 ROOT = Path(__file__).resolve().parents[2]
 IGNORE = shutil.ignore_patterns(".venv", ".tools", ".git", "node_modules", "__pycache__",

@@ -1,0 +1,84 @@
+"""`make bench --quick` runs end to end and writes the documented JSON shape (timings are
+not asserted: speed targets belong in benchmarks, not tests)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+pytestmark = pytest.mark.slow
+KEYS = {"recovery_speedup_d30", "recovery_speedup_d90", "recovery_speedup_d180",
+        "recovery_speedup_d360", "recovery_growth_360_over_30", "checkpoint_overhead_ratio",
+        "incremental_bytes_ratio",
+        "full_snapshot_bytes_ratio", "vs_structured_streaming_epoch_ratio",
+        "vs_structured_streaming_recovery_ratio", "ours_checkpoint_bytes",
+        "structured_streaming_checkpoint_bytes", "structured_streaming_results_equal",
+        "latest_lookup_requests_10000", "vs_structured_streaming_epoch_ratio_scale1",
+        "vs_structured_streaming_epoch_ratio_scale10",
+        "vs_structured_streaming_epoch_ratio_scale100", "vs_declarative_pipelines_epoch_ratio",
+        "declarative_pipelines_results_equal", "epoch_growth_360_over_30",
+        "epochs_page_requests_365", "details", "quick", "scale", "repeats",
+        "seconds",
+        "machine"}
+
+
+def test_quick_bench_writes_the_documented_keys(tmp_path):
+    out, hist = tmp_path / "latest.json", tmp_path / "history.jsonl"
+    r = subprocess.run([sys.executable, str(ROOT / "bench/pipeline_bench.py"), "--quick",
+                        "--out", str(out), "--history", str(hist)],
+                       capture_output=True, text=True, timeout=1200, cwd=ROOT)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    res = json.loads(out.read_text())
+    assert set(res) == KEYS
+    assert res["quick"] is True and res["structured_streaming_results_equal"] is True
+    for k in ("recovery_speedup_d30", "checkpoint_overhead_ratio", "incremental_bytes_ratio",
+              "full_snapshot_bytes_ratio", "vs_structured_streaming_epoch_ratio",
+              "vs_structured_streaming_recovery_ratio",
+              "vs_structured_streaming_epoch_ratio_scale1",
+              ):
+        assert isinstance(res[k], float) and res[k] > 0, k
+    # not measured in quick mode
+    assert res["recovery_speedup_d360"] is None
+    assert res["epoch_growth_360_over_30"] is None and res["epochs_page_requests_365"] is None
+    assert res["details"]["recovery"]["30"]["normal_epoch_seconds"] > 0
+    # The page's refresh: a fresh server reads a summary per row, a refresh reads listings.
+    page = res["details"]["epochs_page_refresh"]
+    assert page["requests_warm"] < page["requests_cold"] < page["requests_cold_without_summaries"]
+    for k in ("vs_structured_streaming_epoch_ratio_scale10",
+              "vs_structured_streaming_epoch_ratio_scale100",
+              "vs_declarative_pipelines_epoch_ratio", "declarative_pipelines_results_equal"):
+        assert res[k] is None, k
+    assert res["machine"]["commit"] and res["machine"]["cpus"]
+    documented = (ROOT / "bench/README.md").read_text()
+    assert "`recovery_speedup_d{30,90,180,360}`" in documented
+    assert "`vs_structured_streaming_epoch_ratio_scale{1,10,100}`" in documented
+    assert all(f"`{k}" in documented for k in KEYS - {"quick", "scale", "repeats", "seconds",
+                                                       "machine"}
+               if not k.startswith(("recovery_speedup_d", "vs_structured_streaming_epoch_"
+                                                                "ratio_scale")))
+    [line] = hist.read_text().splitlines()
+    assert "details" not in json.loads(line)
+
+
+def test_structured_streaming_at_a_scale_equals_ours_and_says_where_time_goes(tmp_path):
+    """The code behind vs_structured_streaming_epoch_ratio_scale{10,100} (not run by
+    --quick), on data landed at scale 2: results equal, the time split is reported."""
+    from bench.pipeline_bench import ss_at_scale
+    from spark_jobs.runtime import spark_session
+
+    spark = spark_session("test-bench-scale")
+    res = ss_at_scale(spark, tmp_path, 2, 2, 1)  # one history day, one measured day
+    assert res["results_equal"] is True
+    assert res["ours_epoch_seconds"] > 0 and res["theirs_epoch_seconds"] > 0
+    where = res["where_ms"]
+    assert set(where["tasks"]) == {"ingest_flights", "route_stats", "carrier_stats"}
+    assert where["epoch"] > 0 and all(t["run_ms"] > 0 for t in where["tasks"].values())
+    # Within a task's run: Spark writing the snapshot (sync), then making it durable (async).
+    for t in where["tasks"].values():
+        assert t["sync_ms"] > 0 and t["async_ms"] > 0, t
+        assert t["sync_ms"] + t["async_ms"] <= t["run_ms"] * 1.01 + 1, t

@@ -1,0 +1,3 @@
+"""tests/unit/test_coordinator.py's storage-backed tests, on MinIO."""
+
+from tests.unit.test_coordinator import *  # noqa: F403

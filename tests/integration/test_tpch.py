@@ -1,0 +1,158 @@
+"""tpch_daily at a small scale factor, on the tests' Spark Connect server: the bulk history
+then daily epochs with deletion days, each published output equal to DuckDB's computation
+over tpchgen-cli's own files; a run killed mid-epoch (SIGKILL) and run again counts nothing
+twice; a compaction of the customer state leaves the outputs unchanged; a missing or
+failing generator is one clear line."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from datetime import date, timedelta
+from pathlib import Path
+
+import pytest
+
+from checkpointing import Coordinator, LocalStorage
+from spark_jobs.tpch import jobs
+from spark_jobs.tpch.landing import LandingError, generate, land
+from spark_jobs.tpch.pipeline import run_epoch
+from tests import tpch_oracle as oracle
+from tests.helpers import sigkill_mid_epoch_then_rerun
+from tests.oracle import published
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+SCALE = 0.01
+HISTORY_UNTIL = date(1998, 6, 1)
+DAYS = 4
+
+
+@pytest.fixture(scope="module")
+def tpch(tmp_path_factory):
+    """(data storage, generated directory, what was landed): SF 0.01, history before
+    1998-06-01, four daily files, five old orders deleted every second day."""
+    tmp = tmp_path_factory.mktemp("tpch")
+    cache = tmp / "cache"
+    data = LocalStorage(tmp / "data")
+    landed = land(data, SCALE, HISTORY_UNTIL, DAYS, delete_every=2, deletes=5, cache=cache)
+    return data, generate(SCALE, cache), landed
+
+
+@pytest.fixture(scope="module")
+def spark(spark_connect):
+    from spark_jobs.runtime import spark_session
+
+    return spark_session("tpch-tests", remote=spark_connect.url)
+
+
+def _own_data(data: LocalStorage, tmp_path: Path) -> LocalStorage:
+    """A copy of the landed data for one test: the tables live under the data root, and
+    two pipelines must not commit into the same tables."""
+    shutil.copytree(data.root, tmp_path / "data")
+    return LocalStorage(tmp_path / "data")
+
+
+def _until(i: int) -> str:
+    return (HISTORY_UNTIL + timedelta(days=i)).isoformat()
+
+
+def _interval(i: int) -> dict[str, str]:
+    return {"start": _until(i - 1), "end": _until(i)}
+
+
+def _deleted(landed, until: str) -> list[int]:
+    return sorted(k for d, keys in landed.deletes.items() if d < until for k in keys)
+
+
+def check(c: Coordinator, generated: Path, until: str, deleted: list[int]) -> None:
+    """Every published output equals DuckDB's over the orders before ``until``."""
+    q1 = published(c, "tpch_q1_pricing").sort_values(["l_returnflag", "l_linestatus"])
+    got = [(r.l_returnflag, r.l_linestatus, r.sum_qty, r.sum_base_price, r.sum_disc_price,
+            r.sum_charge, r.count_order) for r in q1.itertuples()]
+    want = oracle.q1(generated, until, deleted)
+    assert [tuple(map(str, g)) for g in got] == [tuple(map(str, w)) for w in want]
+    q5 = published(c, "tpch_q5_revenue")
+    got5 = sorted((r.r_name, r.n_name, str(r.o_orderdate), str(r.revenue))
+                  for r in q5.itertuples())
+    want5 = [(a, b, str(d), str(v)) for a, b, d, v in oracle.q5(generated, until, deleted)]
+    assert got5 == sorted(want5)
+    top = published(c, "tpch_top_customers").sort_values(["revenue", "c_custkey"],
+                                                          ascending=[False, True])
+    assert [(r.c_custkey, r.c_name, str(r.revenue)) for r in top.itertuples()] == \
+        [(k, n, str(v)) for k, n, v in oracle.top_customers(generated, until, deleted,
+                                                             jobs.TOP_N)]
+
+
+def test_history_then_daily_epochs_equal_duckdb(tpch, spark, tmp_path, monkeypatch):
+    data, generated, landed = tpch
+    data = _own_data(data, tmp_path)
+    monkeypatch.setattr(jobs, "MAX_RUNS", 3)  # a compaction within these epochs
+    c = Coordinator(LocalStorage(tmp_path / "ckpt"), "tpch_daily")
+    for i in range(DAYS + 1):
+        epoch, meta = run_epoch(c, spark, data.uri(""), f"d{i}", data_interval=_interval(i))
+        assert meta.completed
+        check(c, generated, _until(i), _deleted(landed, _until(i)))
+    assert _deleted(landed, _until(DAYS)), "no deletion day was run"
+
+    # A daily epoch rebuilt its own day only: the others were referenced, not rewritten.
+    h = c.completed_handles(2)["ingest"]  # the epoch of the first day after the history
+    day = [f for f in h.files if f.name.startswith("orders/") and _until(0) in f.name]
+    assert h.metrics["days_touched"] == [[_until(0), _until(0)]]
+    assert h.metrics["bytes_referenced"] > 20 * sum(f.size for f in day) > 0
+    # Deletion days rebuilt the days of the deleted orders, nothing else.
+    d = c.completed_handles(3)["ingest"]
+    assert d.row_counts["orders_deleted"] == 5
+    runs = [c.completed_handles(e)["top_customers"] for e in c.epoch_ids()[-4:]]
+    assert any(r.metrics["compacted"] for r in runs)
+    assert all(r.row_counts["runs"] <= jobs.MAX_RUNS for r in runs)
+
+    # A compaction epoch with no new input leaves every output as it was.
+    monkeypatch.setattr(jobs, "MAX_RUNS", 1)
+    before = {o: published(c, o) for o in ("tpch_q1_pricing", "tpch_top_customers")}
+    epoch, meta = run_epoch(c, spark, data.uri(""), "again", data_interval=_interval(DAYS))
+    assert c.completed_handles(epoch)["top_customers"].metrics["compacted"]
+    assert c.completed_handles(epoch)["top_customers"].row_counts["runs"] == 1
+    for o, frame in before.items():
+        assert published(c, o).sort_values(list(frame.columns)).reset_index(drop=True) \
+            .equals(frame.sort_values(list(frame.columns)).reset_index(drop=True)), o
+    check(c, generated, _until(DAYS), _deleted(landed, _until(DAYS)))
+
+
+def test_killed_epoch_run_again_counts_nothing_twice(tpch, spark, spark_connect, tmp_path):
+    """The embedded runner SIGKILLed after a task acknowledged a daily epoch (a deletion
+    day), run again with the same run id: it resumes the epoch, and the outputs equal
+    DuckDB's (a retry that double counted the day or the deletions would differ)."""
+    data, generated, landed = tpch
+    data = _own_data(data, tmp_path)
+    c = Coordinator(LocalStorage(tmp_path / "ckpt"), "tpch_daily")
+    for i in range(2):
+        run_epoch(c, spark, data.uri(""), f"d{i}", data_interval=_interval(i))
+    args = [sys.executable, "-m", "spark_jobs.runtime.run_epoch", "--jobs",
+            "spark_jobs.tpch.pipeline:PIPELINE", "--pipeline", "tpch_daily", "--storage",
+            f"file://{tmp_path}/ckpt", "--data", data.uri(""), "--run-id", "d2",
+            "--until", _until(2), "--remote", spark_connect.url]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    sigkill_mid_epoch_then_rerun(args, env, c, 3)
+    assert c.completed_handles(3)["ingest"].attempt == 1  # not run again
+    check(c, generated, _until(2), _deleted(landed, _until(2)))
+
+
+def test_missing_or_failing_generator_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("TPCHGEN_CLI", str(tmp_path / "no-such-tpchgen"))
+    with pytest.raises(LandingError, match=r"^tpchgen-cli not found .*pip install "
+                                           r"tpchgen-cli==4\.0\.0"):
+        generate(0.01, tmp_path / "cache")
+    monkeypatch.setenv("TPCHGEN_CLI", "/bin/false")
+    with pytest.raises(LandingError, match=r"^tpchgen-cli failed \(exit 1\) at scale factor "
+                                           r"0\.01"):
+        generate(0.01, tmp_path / "cache")
+    r = subprocess.run([sys.executable, "-m", "spark_jobs.tpch.landing", "--data",
+                        f"file://{tmp_path}/data", "--scale", "0.01", "--cache",
+                        str(tmp_path / "cache")], capture_output=True, text=True,
+                       env={**os.environ, "TPCHGEN_CLI": "/bin/false"}, cwd=ROOT)
+    assert r.returncode == 2
+    assert r.stderr.strip().count("\n") == 0 and "tpchgen-cli failed" in r.stderr
+    assert not (tmp_path / "data").exists() or not any((tmp_path / "data").rglob("*.parquet"))

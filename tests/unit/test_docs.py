@@ -1,0 +1,56 @@
+"""The documentation cannot rot unnoticed: the README stays short, the README and docs/
+speak of the project and not of how it was made (history goes to CHANGELOG.md), and every
+link between them resolves."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", ROOT / "bench" / "README.md",
+         *sorted((ROOT / "docs").glob("*.md"))]  # CHANGELOG.md holds the history
+#: how the project was made: sessions of work, issue numbers, commit ids. The word
+#: "session" is not used at all (a Spark one is a `SparkSession`, a Spark Connect one its
+#: client), so that no reader wonders which kind is meant.
+HISTORY = [re.compile(p, re.I) for p in (r"\bsessions?\b", r"\bissues? #?\d+\b")]
+#: a hex word of commit-id length with digits and letters (a longer digest is one word of
+#: 64 and does not match): examples use readable placeholders instead of random hex ids
+COMMIT = re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
+
+
+def test_the_readme_is_short():
+    lines = (ROOT / "README.md").read_text().count("\n")
+    assert lines <= 200, f"README.md has {lines} lines (at most 200: the rest belongs in docs/)"
+
+
+def test_docs_speak_of_the_project_not_of_its_making():
+    found = []
+    for page in PAGES:
+        for n, line in enumerate(page.read_text().splitlines(), 1):
+            for rx in [*HISTORY, COMMIT]:
+                m = rx.search(line)
+                if m:
+                    found.append(f"{page.relative_to(ROOT)}:{n}: {m.group(0)!r}")
+    assert not found, "history belongs in CHANGELOG.md:\n" + "\n".join(found)
+
+
+def test_every_internal_link_resolves():
+    broken = []
+    for page in PAGES:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text()):
+            path = target.split("#", 1)[0]
+            if not path or "://" in path or path.startswith("mailto:"):
+                continue
+            if not (page.parent / path).exists():
+                broken.append(f"{page.relative_to(ROOT)} -> {target}")
+    assert not broken, broken
+
+
+def test_the_checks_can_fail(tmp_path):
+    """The patterns catch what they are for, and leave `SparkSession` and digests alone."""
+    assert any(rx.search("measured this session") for rx in HISTORY)
+    assert any(rx.search("see issue 27") for rx in HISTORY)
+    assert COMMIT.search("fixed in b99203c") and COMMIT.search('"nonce": "dadafce64b65"')
+    assert not any(rx.search("a `SparkSession` of its own") for rx in HISTORY)
+    assert not COMMIT.search("ba7816bf" * 8) and not COMMIT.search("epochs/0000000001/")

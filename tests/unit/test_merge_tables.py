@@ -1,0 +1,158 @@
+"""Table outputs of mode ``merge`` (PROTOCOL 6.12): an epoch's upserts and deletes by key are
+one table commit carrying the epoch's transaction, exactly once through a commit step killed
+after its table commit and racing commit steps; the table's history names the operation
+(MERGE); the content equals a model kept by pandas/dicts; and a table input reading the
+merged table's changes (6.14) sees each merge's rows removed and added, so content at the
+older version minus the removed plus the added rows is the content at the newer one."""
+
+from __future__ import annotations
+
+import io
+from collections import Counter
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from checkpointing import Coordinator, LocalStorage, SnapshotWriter
+from checkpointing.barrier import TaskPlan
+from checkpointing.delta import open_table
+from checkpointing.publish import read_manifest
+from checkpointing.storage import open_storage
+from checkpointing.table_changes import changes, pin
+from checkpointing.table_commit import commit_tables
+from checkpointing.table_inputs import TableInput, TableVersion
+from checkpointing.tables import DELETE_COLUMN, TableSpec
+from tests.helpers import race
+from tests.tables_readers import die_after_table_commit, rows_duckdb
+
+PLAN = {"gold": TaskPlan((), True)}
+
+
+@pytest.fixture
+def env(backend, request, tmp_path):
+    if backend == "local":
+        return Coordinator(LocalStorage(tmp_path / "ckpt"), "p"), f"file://{tmp_path}/wh", None
+    storage = request.getfixturevalue("s3_storage")
+    server = request.getfixturevalue("s3_server")
+    return Coordinator(storage, "p"), f"s3://{storage.bucket}/wh", server.endpoint
+
+
+def merge_epoch(c, tmp, spec, upserts: dict[str, int], deletes: list[str], run: str,
+                complete: bool = True):
+    """One epoch whose task stages ``upserts`` (key -> value) and ``deletes`` (keys) as
+    merge output ``t``: one Parquet file with the delete marker, as write_table stages."""
+    b = c.begin_epoch(PLAN, run)
+    c.register_attempt(b.epoch_id, "gold", 1)
+    w = SnapshotWriter(c.storage, c.layout, b.epoch_id, "gold", 1,
+                       previous=c.restore_handle(b.epoch_id, "gold"))
+    keys = list(upserts) + deletes
+    path = tmp / run / "part-0.parquet"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.table({
+        "key": pa.array(keys, pa.string()),
+        "value": pa.array([upserts.get(k) for k in keys], pa.int64()),
+        DELETE_COLUMN: pa.array([k in deletes for k in keys], pa.bool_())}), path)
+    w.stage_table_output("t", spec, [path], rows=len(keys))
+    c.acknowledge(b.epoch_id, "gold", 1, w.handle())
+    return c.complete(b.epoch_id) if complete else b
+
+
+def content(location, endpoint, version=None) -> dict[str, int]:
+    df = open_table(location, endpoint, version).to_pandas()
+    assert not df["key"].duplicated().any(), df
+    return dict(zip(df["key"], df["value"], strict=True))
+
+
+def rows_of(files, endpoint) -> Counter:
+    """The (key, value) rows of a change set's data files, read by pyarrow."""
+    out: Counter = Counter()
+    for f in files:
+        parent, name = f.uri.rsplit("/", 1)
+        store = open_storage(parent, endpoint_url=endpoint)
+        t = pq.read_table(io.BytesIO(store.read(name)[0]))
+        out.update(zip(t.column("key").to_pylist(), t.column("value").to_pylist(),
+                       strict=True))
+    return out
+
+
+EPOCHS = [({"a": 1, "b": 2, "c": 3}, []),          # inserts
+          ({"b": 20, "d": 4}, ["a"]),              # an update, an insert, a delete
+          ({}, ["c", "zz"]),                        # a delete, and a key never present
+          ({"a": 100}, [])]                         # a deleted key comes back
+
+
+def test_merge_epochs_upsert_and_delete_by_key_one_version_each(env, tmp_path):
+    c, wh, endpoint = env
+    spec = TableSpec(f"{wh}/silver", "merge", keys=("key",), change_data_feed=True)
+    model: dict[str, int] = {}
+    src = TableInput(spec.location)
+    versions = []
+    for n, (upserts, deletes) in enumerate(EPOCHS, 1):
+        meta = merge_epoch(c, tmp_path, spec, upserts, deletes, f"r{n}")
+        assert meta.completed
+        model.update(upserts)
+        for k in deletes:
+            model.pop(k, None)
+        assert content(spec.location, endpoint) == model, n
+        versions.append(read_manifest(c.storage, c.layout).outputs["t"].meta["table_version"])
+        if n > 1:  # a table input reads the merge as removed and added rows
+            before, after = versions[-2], versions[-1]
+            assert pin(src, endpoint) == TableVersion(after)
+            ch = changes(src, TableVersion(before), TableVersion(after), endpoint)
+            got = Counter(content(spec.location, endpoint, before).items())
+            got.subtract(rows_of(ch.removed, endpoint))
+            got.update(rows_of(ch.added, endpoint))
+            assert +got == Counter(model.items()), n
+    assert versions == [1, 2, 3, 4]  # version 0 creates the table
+    history = {int(h["version"]): h for h in open_table(spec.location, endpoint).history()}
+    assert [history[v]["operation"] for v in versions] == ["MERGE"] * 4
+    assert [history[v]["ckpt.epoch_id"] for v in versions] == ["1", "2", "3", "4"]
+    assert sorted(rows_duckdb(spec.location, endpoint)) == sorted(model.items())
+    props = open_table(spec.location, endpoint).metadata().configuration
+    assert props.get("delta.enableChangeDataFeed") == "true"
+
+
+def test_a_killed_or_raced_merge_commits_once(env, tmp_path):
+    c, wh, endpoint = env
+    spec = TableSpec(f"{wh}/silver", "merge", keys=("key",))
+    merge_epoch(c, tmp_path, spec, {"a": 1, "b": 2}, [], "r1")
+    b = merge_epoch(c, tmp_path, spec, {"a": 5}, ["b"], "r2", complete=False)
+    die_after_table_commit(c, b.epoch_id, endpoint)
+    assert content(spec.location, endpoint) == {"a": 5}
+    assert Coordinator(c.storage, "p").complete(b.epoch_id).completed  # the retry
+    assert open_table(spec.location, endpoint).version() == 2
+    b = merge_epoch(c, tmp_path, spec, {"c": 7}, ["a"], "r3", complete=False)
+    outputs = c.read_ack(c.layout.attempt_object(b.epoch_id, "gold", 1, "ack")) \
+        .state_handle.outputs
+    results, errors = race(lambda _: commit_tables("p", "main", b.epoch_id, outputs, endpoint)[
+        "t"].meta["table_version"], 4)
+    assert not errors and set(results) == {3}, (results, errors)
+    assert open_table(spec.location, endpoint).version() == 3
+    assert content(spec.location, endpoint) == {"c": 7}
+
+
+def test_an_iceberg_merge_upserts_and_deletes_by_key(tmp_path, monkeypatch):
+    from checkpointing.iceberg import open_table as open_iceberg
+
+    monkeypatch.setenv("PYICEBERG_CATALOG__M__TYPE", "sql")
+    monkeypatch.setenv("PYICEBERG_CATALOG__M__URI", f"sqlite:///{tmp_path}/cat.db")
+    c = Coordinator(LocalStorage(tmp_path / "ckpt"), "p")
+    spec = TableSpec(f"file://{tmp_path}/wh/silver", "merge", keys=("key",),
+                     format="iceberg", name="silver.t", catalog="m")
+    model: dict[str, int] = {}
+    for n, (upserts, deletes) in enumerate(EPOCHS, 1):
+        assert merge_epoch(c, tmp_path, spec, upserts, deletes, f"r{n}").completed
+        model.update(upserts)
+        for k in deletes:
+            model.pop(k, None)
+        t = open_iceberg(spec).scan().to_arrow()
+        assert dict(zip(t.column("key").to_pylist(), t.column("value").to_pylist(),
+                        strict=True)) == model, n
+        assert t.num_rows == len(model)
+    # a commit step run again commits nothing: the newest snapshot already holds epoch 4
+    table = open_iceberg(spec)
+    snap = table.current_snapshot().snapshot_id
+    outputs = c.completed_handles(4)["gold"].outputs
+    assert commit_tables("p", "main", 4, outputs)["t"].meta["table_version"] == snap
+    assert open_iceberg(spec).current_snapshot().snapshot_id == snap

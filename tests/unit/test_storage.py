@@ -1,0 +1,157 @@
+"""Storage backends: the atomic primitives every protocol step relies on."""
+
+from __future__ import annotations
+
+import socket
+import threading
+
+import pytest
+
+from checkpointing.errors import NotFound, PreconditionFailed, StorageError
+from checkpointing.storage.s3 import S3Storage
+
+
+def test_create_once_refuses_second_writer(storage):
+    etag = storage.create("p/a.json", b"one")
+    with pytest.raises(PreconditionFailed):
+        storage.create("p/a.json", b"two")
+    data, etag2 = storage.read("p/a.json")
+    assert data == b"one" and etag2 == etag
+
+
+def test_compare_and_swap(storage):
+    e1 = storage.create("k", b"v1")
+    e2 = storage.replace("k", b"v2", e1)
+    assert storage.read("k")[0] == b"v2"
+    with pytest.raises(PreconditionFailed):
+        storage.replace("k", b"v3", e1)  # stale etag
+    assert storage.read("k") == (b"v2", e2)
+
+
+def test_read_missing_raises_not_found(storage):
+    with pytest.raises(NotFound):
+        storage.read("nope/x")
+    with pytest.raises(NotFound):
+        storage.head("nope/x")
+
+
+def test_read_start_reads_only_the_first_bytes(storage):
+    storage.write("big.csv", b"header\n" + b"x" * 100_000)
+    storage.write("empty.csv", b"")
+    assert storage.read_start("big.csv", 7) == b"header\n"
+    assert storage.read_start("big.csv", 200_000) == storage.read("big.csv")[0]
+    assert storage.read_start("empty.csv", 4096) == b""
+    with pytest.raises(NotFound):
+        storage.read_start("missing.csv", 10)
+
+
+def test_list_is_sorted_and_prefix_exact(storage):
+    for k in ["e/0002/b", "e/0001/a", "e/0001/c", "e/00010/x", "f/zzz"]:
+        storage.write(k, k.encode())
+    assert [o.key for o in storage.list("e/0001/")] == ["e/0001/a", "e/0001/c"]
+    assert [o.key for o in storage.list("e/")] == ["e/0001/a", "e/0001/c", "e/00010/x",
+                                                   "e/0002/b"]
+    assert [o.key for o in storage.list("e/", start_after="e/0001/c")] == ["e/00010/x",
+                                                                          "e/0002/b"]
+    assert list(storage.list_dirs("e/")) == ["e/0001/", "e/00010/", "e/0002/"]
+    assert list(storage.list_dirs("e/", start_after="e/0001/")) == ["e/00010/", "e/0002/"]
+
+
+def test_delete_and_files(storage, tmp_path):
+    src = tmp_path / "f.bin"
+    src.write_bytes(b"x" * 1000)
+    info = storage.upload_file("d/f.bin", str(src))
+    assert info.size == 1000
+    storage.download_file("d/f.bin", str(tmp_path / "g.bin"))
+    assert (tmp_path / "g.bin").read_bytes() == src.read_bytes()
+    storage.delete("d/f.bin")
+    storage.delete("d/f.bin")  # idempotent
+    assert not storage.exists("d/f.bin")
+    assert storage.key_for_uri(storage.uri("d/f.bin")) == "d/f.bin"
+
+
+def test_unsafe_local_keys_refused(local_storage):
+    for key in ["../escape", "a/../../b", "/abs", "a//b"]:
+        with pytest.raises(StorageError):
+            local_storage.write(key, b"x")
+
+
+@pytest.mark.parametrize("op", ["create", "replace"])
+def test_sixteen_thread_race_has_one_winner(storage, op):
+    base = storage.create("race", b"base") if op == "replace" else None
+    wins, losses = [], []
+    barrier = threading.Barrier(16)
+
+    def run(i: int) -> None:
+        barrier.wait()
+        try:
+            if op == "create":
+                storage.create("race", f"w{i}".encode())
+            else:
+                storage.replace("race", f"w{i}".encode(), base)
+            wins.append(i)
+        except PreconditionFailed:
+            losses.append(i)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(wins) == 1 and len(losses) == 15
+    assert storage.read("race")[0] == f"w{wins[0]}".encode()
+
+
+def test_unreachable_endpoint_is_named(monkeypatch):
+    # Credentials of their own: whether another test's S3 server set some must not matter.
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "unreachable")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "unreachable")
+    port_nobody_listens_on = 9  # discard port: connection refused on loopback
+    s = S3Storage("bucket", "p", endpoint_url=f"http://127.0.0.1:{port_nobody_listens_on}",
+                  max_attempts=1, connect_timeout=1)
+    with pytest.raises(StorageError, match=r"cannot reach S3 endpoint http://127.0.0.1:9"):
+        s.read("x")
+
+
+@pytest.mark.timeout(120)  # without the fix this spins forever inside botocore
+def test_a_connection_cut_after_100_continue_fails_the_write_instead_of_hanging(monkeypatch):
+    """A proxy that answers ``100 Continue`` and closes (toxiproxy's limit_data did) made
+    botocore loop forever waiting for the interim response's blank line; every PUT now
+    sends its body at once and the cut is an ordinary, retried, named failure."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    listener = socket.create_server(("127.0.0.1", 0))
+    port, requests = listener.getsockname()[1], []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return  # closed by the test
+            with conn:
+                requests.append(conn.recv(65536))
+                conn.sendall(b"HTTP/1.1 100 Continue\r\n")
+
+    threading.Thread(target=serve, daemon=True).start()
+    s = S3Storage("bucket", "p", endpoint_url=f"http://127.0.0.1:{port}", max_attempts=2,
+                  connect_timeout=2, read_timeout=2)
+    try:
+        with pytest.raises(StorageError, match=f"S3 endpoint http://127.0.0.1:{port} dropped the "
+                           "request for s3://bucket/p/doc"):
+            s.create("doc", b"{}")
+    finally:
+        listener.close()
+    assert len(requests) > 1, requests  # retried: each try reached the proxy
+    assert all(b"expect:" not in r.lower() for r in requests), requests[0][:400]
+
+
+def test_requests_are_counted(storage):
+    storage.stats.reset()
+    storage.write("a", b"1")
+    storage.read("a")
+    list(storage.list(""))
+    snap = storage.stats.snapshot()
+    assert snap.get("PUT") == 1 and snap.get("GET") == 1 and snap.get("LIST") == 1
+
+
