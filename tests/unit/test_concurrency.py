@@ -6,8 +6,6 @@ from __future__ import annotations
 import multiprocessing as mp
 from collections import Counter
 
-import pytest
-
 from checkpointing import CheckpointConfig, Coordinator, StateHandle, open_storage
 from checkpointing.barrier import TaskPlan
 from tests.helpers import DIAMOND, race
