@@ -35,7 +35,6 @@ from checkpointing.errors import CheckpointError  # noqa: E402
 from checkpointing.lease import RunnerLease  # noqa: E402
 from spark_jobs import runtime  # noqa: E402
 from spark_jobs.flights.pipeline import EDGES, JOBS, PLAN  # noqa: E402
-from spark_jobs.runtime.commit import commit  # noqa: E402
 
 CONFIG = CheckpointConfig(timeout_seconds=600, retained_epochs=2, lease_seconds=5)
 
@@ -125,7 +124,7 @@ def run_epoch_cmd(a: argparse.Namespace) -> int:
                              endpoint_url=a.endpoint_url)
     if point == "before_commit":
         fire(action)
-    meta = commit(coord, epoch)
+    meta = coord.complete(epoch)
     print(json.dumps({"epoch_id": epoch, "status": meta.status}))
     return 0
 

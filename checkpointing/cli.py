@@ -62,6 +62,9 @@ def _parser() -> argparse.ArgumentParser:
     spl.add_argument("--json", action="store_true")
     d = spsub.add_parser("delete")
     d.add_argument("name")
+    cp = sub.add_parser("complete", help="complete a pending epoch every task acknowledged "
+                        "(the commit step: its tables committed, its outputs published)")
+    cp.add_argument("epoch")
     a = sub.add_parser("abort", help="abort a pending epoch (e.g. one whose runner is gone)")
     a.add_argument("epoch")
     a.add_argument("--reason", required=True, help="why, recorded in the epoch's outcome")
@@ -107,7 +110,8 @@ def run(argv: list[str]) -> int:
     storage = open_storage(args.storage, endpoint_url=args.endpoint_url)
     coord = Coordinator(storage, args.pipeline)
 
-    if args.command in ("epochs", "show", "verify", "latest", "savepoint", "abort") and \
+    if args.command in ("epochs", "show", "verify", "latest", "savepoint", "complete",
+                        "abort") and \
             not coord.epoch_ids() and coord.registry().last_epoch_id == 0 and \
             not history_ids(storage, coord.layout):
         if not (args.command == "savepoint" and args.action == "list"):
@@ -224,6 +228,17 @@ def _cmd_savepoint(args: argparse.Namespace, coord: Coordinator, out: TextIO) ->
     return 0
 
 
+def _cmd_complete(args: argparse.Namespace, coord: Coordinator, out: TextIO) -> int:
+    """Phase two by hand, as the commit step does it: EpochIncomplete names the tasks that
+    have not acknowledged; an epoch decided already is reported, not decided again."""
+    epoch = validate_epoch_id(args.epoch)
+    meta = coord.complete(epoch)
+    tables = coord.catalog.published_tables(epoch)
+    print(json.dumps({"epoch_id": epoch, "status": meta.status,
+                      **({"tables": tables} if tables else {})}), file=out)
+    return 0 if meta.completed else 1
+
+
 def _cmd_abort(args: argparse.Namespace, coord: Coordinator, out: TextIO) -> int:
     epoch = validate_epoch_id(args.epoch)
     before = coord.status(epoch)
@@ -263,7 +278,8 @@ def _cmd_tables(args: argparse.Namespace, coord: Coordinator, out: TextIO) -> in
 
 #: each command of ``ckpt``, a function of (arguments, coordinator, output) -> exit code
 COMMANDS = {"epochs": _cmd_epochs, "show": _cmd_show, "verify": _cmd_verify,
-            "latest": _cmd_latest, "savepoint": _cmd_savepoint, "abort": _cmd_abort,
+            "latest": _cmd_latest, "savepoint": _cmd_savepoint, "complete": _cmd_complete,
+            "abort": _cmd_abort,
             "retention": _cmd_retention, "tables": _cmd_tables}
 
 

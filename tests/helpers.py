@@ -102,3 +102,7 @@ def sigkill_mid_epoch_then_rerun(args: list[str], env: dict[str, str], c: Coordi
     r = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     assert f'"epoch_id": {epoch}' in r.stdout and '"status": "completed"' in r.stdout
+
+
+#: the arguments that make ``python -m spark_jobs.runtime.run_epoch`` run the flights pipeline
+FLIGHTS = ("--jobs", "spark_jobs.flights.pipeline:PIPELINE", "--pipeline", "flights_daily")

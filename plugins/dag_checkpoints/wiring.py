@@ -6,7 +6,7 @@ checkpointed tasks and their Airflow upstreams are the plan (tasks that must ack
 their upstream edges, through any plain task between two checkpointed ones), so there is no
 second list to drift; the begin step, the epoch's timeout watchdog and the commit step are
 added beside them. The root jobs begin or join the run's epoch themselves, so they start
-with the begin step, not one scheduler loop after it (:mod:`dag_checkpoints.run_epoch`);
+with the begin step, not one scheduler loop after it (:mod:`dag_checkpoints.task_epoch`);
 the last leaf job's acknowledgement completes the epoch, and the commit step, deferred
 beside the jobs, emits the asset events then (or completes or aborts the epoch once the
 jobs are done), so it is no level after them either::

@@ -10,7 +10,6 @@ spark-submit (:func:`main` in an application file, or ``spark_jobs/runtime/submi
 --job ...``) or from the shell (``python -m spark_jobs.runtime --job ...``).
 """
 
-from .commit import commit
 from .connect import SparkConnectError, connect_session, is_connect
 from .driver import Pipeline, drive_epoch
 from .entry import EXIT_DECLINED, main
@@ -38,7 +37,7 @@ from .table_source import TableChanges  # isort: skip
 
 __all__ = ["EXIT_DECLINED", "ConnectUnsupported", "DeclineEpoch", "SparkConnectError",
            "connect_session", "is_connect", "Job", "JobReferenceError", "JobResult", "JobRun",
-           "NewInput", "Pipeline", "TableChanges", "TableInput", "build_jobs_zip", "commit",
+           "NewInput", "Pipeline", "TableChanges", "TableInput", "build_jobs_zip",
            "drive_epoch", "interrupt_attempt",
            "job_reference", "job_tag",
            "main", "named_job",

@@ -11,7 +11,6 @@ from typing import Any
 from checkpointing import Coordinator, EpochMetadata, TaskPlan
 from checkpointing.lease import RunnerLease
 
-from .commit import commit
 from .job_run import Job, run_task
 
 log = logging.getLogger("spark_jobs.runtime.driver")
@@ -64,4 +63,4 @@ def drive_epoch(pipeline: Pipeline, coordinator: Coordinator, spark: Any, data_u
                      endpoint_url=endpoint_url, complete=task != stop_after)
             if task == stop_after:
                 return epoch_id, None
-        return epoch_id, commit(coordinator, epoch_id)
+        return epoch_id, coordinator.complete(epoch_id)

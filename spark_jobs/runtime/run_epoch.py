@@ -2,7 +2,7 @@
 DAG runs the same tasks one by one):
 
     python -m spark_jobs.runtime.run_epoch --jobs package.module:PIPELINE --storage URI
-        --data URI --run-id ID [--pipeline ID] [--until YYYY-MM-DD] [--endpoint-url URL]
+        --pipeline ID --data URI --run-id ID [--until YYYY-MM-DD] [--endpoint-url URL]
         [--remote sc://host:port]
 
 ``--jobs`` names a :class:`~spark_jobs.runtime.driver.Pipeline`; ``--until`` bounds the
@@ -40,14 +40,12 @@ def _pipeline(ref: str) -> Pipeline:
     return found
 
 
-def main(argv: list[str] | None = None, pipeline: Pipeline | None = None,
-         default_id: str | None = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="run_epoch")
-    ap.add_argument("--jobs", required=pipeline is None,
-                    help="the pipeline's tasks, package.module:PIPELINE")
+    ap.add_argument("--jobs", required=True, help="the pipeline's tasks, package.module:PIPELINE")
     ap.add_argument("--storage", required=True)
     ap.add_argument("--data", required=True)
-    ap.add_argument("--pipeline", default=default_id, required=default_id is None)
+    ap.add_argument("--pipeline", required=True)
     ap.add_argument("--run-id", required=True)
     ap.add_argument("--until", help="the epoch's input end (its data interval's end)")
     ap.add_argument("--endpoint-url")
@@ -61,8 +59,7 @@ def main(argv: list[str] | None = None, pipeline: Pipeline | None = None,
         begin["data_interval"] = {"start": (end - timedelta(days=1)).isoformat(),
                                   "end": end.isoformat()}
     try:
-        if pipeline is None:
-            pipeline = _pipeline(a.jobs)
+        pipeline = _pipeline(a.jobs)
         coord = Coordinator(open_storage(a.storage, endpoint_url=a.endpoint_url), a.pipeline)
         spark = spark_session(f"{a.pipeline}.epoch", a.master,
                               s3=a.data.startswith("s3") or a.storage.startswith("s3"),

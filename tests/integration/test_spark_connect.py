@@ -21,6 +21,7 @@ from checkpointing.storage.s3 import S3Storage
 from spark_jobs.flights.landing import land
 from spark_jobs.runtime.connect import SparkConnectError, check_versions
 from tests.airflow_standalone import free_port
+from tests.helpers import FLIGHTS
 from tests.integration.test_spark_jobs import kill_mid_epoch_then_rerun
 from tests.oracle import assert_gold_matches_oracle
 from tests.s3server import ACCESS_KEY, SECRET_KEY
@@ -36,7 +37,7 @@ def run(args: list[str], timeout: float = 600, **env: str) -> subprocess.Complet
 
 
 def run_epoch(storage: str, data: str, run_id: str, remote: str, *extra: str, **env: str):
-    r = run(["spark_jobs.flights.run_epoch", "--storage", storage, "--data", data,
+    r = run(["spark_jobs.runtime.run_epoch", *FLIGHTS, "--storage", storage, "--data", data,
              "--run-id", run_id, "--remote", remote, *extra], **env)
     assert r.returncode == 0, r.stderr[-4000:]
     return r
@@ -51,7 +52,7 @@ def test_epochs_through_connect_equal_independent_computation(spark_connect, tmp
     storage, data_uri = f"file://{tmp_path}/ckpt", f"file://{tmp_path}/data"
     run_epoch(storage, data_uri, "day-2", spark_connect.url)
     land(data, [date(2013, 1, 3)], dims=False, seed=5)
-    args = [sys.executable, "-m", "spark_jobs.flights.run_epoch", "--storage", storage,
+    args = [sys.executable, "-m", "spark_jobs.runtime.run_epoch", *FLIGHTS, "--storage", storage,
             "--data", data_uri, "--run-id", "day-3", "--remote", spark_connect.url]
     drivers = [subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True) for _ in range(2)]

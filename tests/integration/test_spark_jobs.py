@@ -12,7 +12,7 @@ from checkpointing import Coordinator, LocalStorage, read_manifest
 from spark_jobs.flights.landing import land
 from spark_jobs.flights.pipeline import run_epoch
 from tests import oracle
-from tests.helpers import sigkill_mid_epoch_then_rerun
+from tests.helpers import FLIGHTS, sigkill_mid_epoch_then_rerun
 from tests.oracle import assert_gold_matches_oracle, published, raw_files
 
 D = [date(2013, 1, d) for d in range(1, 6)]
@@ -135,9 +135,9 @@ def test_crash_and_restore_equals_uninterrupted_run(spark, tmp_path):
 
 
 def test_embedded_runner_killed_then_rerun_resumes(tmp_path):
-    """`python -m spark_jobs.flights.run_epoch` killed with SIGKILL mid-epoch, then run again with
-    the same run id: it resumes the same epoch (no 'pending epoch' refusal), and the
-    published tables equal the independent computation."""
+    """`python -m spark_jobs.runtime.run_epoch` of the flights pipeline killed with SIGKILL
+    mid-epoch, then run again with the same run id: it resumes the same epoch (no 'pending
+    epoch' refusal), and the published tables equal the independent computation."""
     kill_mid_epoch_then_rerun(tmp_path)
 
 
@@ -149,7 +149,7 @@ def kill_mid_epoch_then_rerun(tmp_path, *extra: str) -> Coordinator:
 
     data = LocalStorage(tmp_path / "data")
     land(data, D[:2], weather=False)
-    args = [sys.executable, "-m", "spark_jobs.flights.run_epoch", "--storage",
+    args = [sys.executable, "-m", "spark_jobs.runtime.run_epoch", *FLIGHTS, "--storage",
             f"file://{tmp_path}/ckpt", "--data", f"file://{tmp_path}/data", "--run-id", "r1",
             *extra]
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"}

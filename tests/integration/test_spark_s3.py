@@ -17,6 +17,7 @@ from checkpointing.storage.s3 import S3Storage
 from checkpointing.verify import verify_epoch
 from spark_jobs.flights.landing import land
 from tests import oracle
+from tests.helpers import FLIGHTS
 from tests.s3server import ACCESS_KEY, SECRET_KEY
 from tests.tables_readers import rows_deltalake, rows_duckdb
 
@@ -39,7 +40,8 @@ def test_epoch_end_to_end_on_s3a(s3_server, s3_bucket, monkeypatch):
     env = {**os.environ, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
            "SPARK_LOCAL_IP": "127.0.0.1"}
     r = subprocess.run(
-        [sys.executable, "-m", "spark_jobs.flights.run_epoch", "--storage", f"s3://{s3_bucket}/ckpt",
+        [sys.executable, "-m", "spark_jobs.runtime.run_epoch", *FLIGHTS,
+         "--storage", f"s3://{s3_bucket}/ckpt",
          "--data", f"s3://{s3_bucket}/data", "--run-id", "s3-run",
          "--endpoint-url", s3_server.endpoint],
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)
@@ -77,7 +79,8 @@ def test_epoch_end_to_end_on_s3a(s3_server, s3_bucket, monkeypatch):
     # A second day: the first days' bronze partitions are referenced, not rewritten.
     land(data, [date(2013, 1, 3)], dims=False)
     r = subprocess.run(
-        [sys.executable, "-m", "spark_jobs.flights.run_epoch", "--storage", f"s3://{s3_bucket}/ckpt",
+        [sys.executable, "-m", "spark_jobs.runtime.run_epoch", *FLIGHTS,
+         "--storage", f"s3://{s3_bucket}/ckpt",
          "--data", f"s3://{s3_bucket}/data", "--run-id", "s3-run-2",
          "--endpoint-url", s3_server.endpoint],
         env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)

@@ -126,3 +126,25 @@ def test_unreachable_endpoint_and_missing_config(tmp_path):
     r = ckpt(env, "--storage", "s3://b/p", "--endpoint-url", "http://127.0.0.1:9",
              "--pipeline", "p", "latest")
     _one_line_error(r, "cannot reach S3 endpoint http://127.0.0.1:9")
+
+
+def test_complete_is_the_commit_step_by_hand(populated, tmp_path):
+    """`ckpt complete N` names the tasks that have not acknowledged (exit 2, nothing
+    decided), completes the epoch once they all have, and reports a decided epoch again
+    without deciding it twice."""
+    from tests.helpers import DIAMOND, ack_task
+
+    env, c = populated
+    pending = max(c.epoch_ids())
+    r = ckpt(env, "complete", str(pending))
+    assert r.returncode == 2 and "have not acknowledged" in r.stderr, r.stderr
+    assert c.status(pending) == "pending"
+    for task in DIAMOND:
+        ack_task(c, pending, task, tmp=tmp_path)
+    r = ckpt(env, "complete", str(pending))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == {"epoch_id": pending, "status": "completed"}
+    assert c.status(pending) == "completed" and c.latest_completed() == pending
+    decided = c.metadata(pending).writer
+    r = ckpt(env, "complete", str(pending))
+    assert r.returncode == 0 and c.metadata(pending).writer == decided

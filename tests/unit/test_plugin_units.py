@@ -330,7 +330,7 @@ def test_storage_that_does_not_answer_is_retried_a_refusal_is_final():
     """A task failing on storage that is down (a MinIO restart) spends a retry; one the
     protocol refused (fenced, decided, malformed) fails for good."""
     from airflow.sdk.exceptions import AirflowException, AirflowFailException
-    from dag_checkpoints.run_epoch import task_failure
+    from dag_checkpoints.task_epoch import task_failure
 
     from checkpointing.errors import (
         EpochAlreadyDecided,

@@ -28,9 +28,9 @@ from checkpointing.errors import (
 )
 
 from ..notifications import announce
-from ..run_epoch import open_run_epoch, task_states
 from ..runconf import BEGIN_TASK_ID, checkpointing_enabled, foreground_test_run
 from ..settings import CheckpointSettings
+from ..task_epoch import open_run_epoch, task_states
 from ..triggers.decision_read import decision_poll_seconds
 from ..triggers.epoch_commit import EpochCommitTrigger
 from ..triggers.task_states import FINISHED
@@ -40,7 +40,7 @@ class BeginEpochOperator(BaseOperator):
     """Opens the run's epoch, or joins it, and returns the epoch id (XCom).
 
     It runs beside the run's root jobs, which begin or join the same epoch themselves
-    (:mod:`dag_checkpoints.run_epoch`): no job waits for it. Its success marks the epoch as
+    (:mod:`dag_checkpoints.task_epoch`): no job waits for it. Its success marks the epoch as
     the run's, so that a retried job joins it; the watchdog and the commit step read the
     epoch from it. Idempotent per DAG run: a cleared or retried begin step reuses the run's
     open epoch.

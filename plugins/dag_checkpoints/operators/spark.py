@@ -33,9 +33,9 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from checkpointing.errors import CheckpointError
 
-from ..run_epoch import task_epoch, task_failure
 from ..runconf import BEGIN_TASK_ID, checkpoint_conf, checkpointing_enabled, data_interval
 from ..settings import CheckpointSettings
+from ..task_epoch import task_epoch, task_failure
 
 #: Fault injection for tests and drills: "<task_id>:<attempt>" fails that attempt after its
 #: snapshot and before its acknowledgement, the worst moment for exactly-once.
