@@ -13,21 +13,13 @@ spark-submit (:func:`main` in an application file, or ``spark_jobs/runtime/submi
 from .connect import SparkConnectError, connect_session, is_connect
 from .driver import Pipeline, drive_epoch
 from .entry import EXIT_DECLINED, main
+from .errors import ConnectUnsupported, DeclineEpoch
 from .file_source import NewInput, new_input
-from .job_run import (
-    ConnectUnsupported,
-    DeclineEpoch,
-    Job,
-    JobResult,
-    JobRun,
-    interrupt_attempt,
-    job_tag,
-    partition_value,
-    run_task,
-)
+from .job_run import Job, JobResult, JobRun, interrupt_attempt, job_tag, run_task
 from .package import build_jobs_zip
 from .published import read_published
 from .reference import JobReferenceError, job_reference, named_job, resolve_job
+from .run_state import partition_value
 from .session import spark_session, spark_uri
 from .spark_conf import s3a_conf
 

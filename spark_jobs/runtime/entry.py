@@ -27,7 +27,8 @@ from checkpointing import Coordinator, open_storage
 from checkpointing.errors import CheckpointError
 
 from .connect import SparkConnectError
-from .job_run import DeclineEpoch, run_task
+from .errors import DeclineEpoch
+from .job_run import run_task
 from .reference import JobReferenceError, job_reference, resolve_job
 from .session import spark_session
 

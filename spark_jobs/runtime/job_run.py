@@ -12,7 +12,6 @@ A job that finds its epoch's data unacceptable raises :class:`DeclineEpoch`.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import shutil
 import tempfile
@@ -31,32 +30,17 @@ from checkpointing import (
 )
 from checkpointing.documents import now_iso
 from checkpointing.errors import EpochAlreadyDecided
-from checkpointing.state_handle import FileRef
-from checkpointing.storage import LocalStorage, Storage, open_storage
-from checkpointing.table_inputs import TableInputError, TableVersion
-from checkpointing.tables import TableSpec
+from checkpointing.storage import Storage, open_storage
 from checkpointing.task_storage import TaskStorage
 
-from .connect import SparkConnectError, is_connect, unsupported_feature
-from .file_source import MAX_FILE_AGE_SECONDS, NewInput, SeenIndex, new_input
-from .reattach import new_operation, operation_id, reattach, release_session
-from .session import spark_uri
-from .spark_conf import OUTPUT_FILES_CONF
-from .table_source import TableChanges
-
-_RUN_UNTIL = object()  # new_input's default: the epoch's data interval end
-#: where a task's index of consumed files is kept in its state
-SEEN_FILES = "seen_files/"
+from .connect import is_connect, unsupported_feature
+from .errors import ConnectUnsupported, DeclineEpoch
+from .reattach import release_session
+from .run_inputs import RunInputs
+from .run_outputs import RunOutputs
+from .run_state import RunState
 
 log = logging.getLogger("spark_jobs.runtime")
-
-
-class DeclineEpoch(Exception):
-    """Raised by a job to decline its epoch (bad data, failed validation)."""
-
-
-class ConnectUnsupported(SparkConnectError):
-    """A job used a feature Spark Connect does not have (sparkContext, RDDs, the JVM)."""
 
 
 @dataclass
@@ -67,7 +51,7 @@ class JobResult:
 
 
 @dataclass
-class JobRun:
+class JobRun(RunInputs, RunState, RunOutputs):
     """Everything a job needs for one attempt of one task in one epoch."""
 
     coordinator: Coordinator
@@ -97,343 +81,9 @@ class JobRun:
     #: what each table input read this attempt (the handle's ``metrics.table_inputs``)
     table_reads: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    # ------------------------------------------------------------------ reading
-    @property
-    def input_until(self) -> str | None:
-        """The day (ISO date) at which this epoch's input stops, from the barrier's data
-        interval end; None when the epoch has no interval (consume everything new)."""
-        interval = self.coordinator.barrier(self.epoch_id).data_interval or {}
-        end = interval.get("end")
-        return str(end)[:10] if end else None
-
-    def files(self, handle: StateHandle | None, prefix: str,
-              outputs: str | None = None) -> list[FileRef]:
-        """Parquet files of ``handle`` whose logical name starts with ``prefix`` (or the
-        files of output ``outputs``)."""
-        if handle is None:
-            return []
-        if outputs is not None:
-            out = handle.outputs.get(outputs)
-            return list(out.files) if out else []
-        return [f for f in handle.files if f.name.startswith(prefix)
-                and f.name.endswith(".parquet")]
-
-    def new_input(self, prefix: str, *, until: str | None | object = _RUN_UNTIL,
-                  suffix: str = ".csv",
-                  max_age_seconds: float = MAX_FILE_AGE_SECONDS) -> NewInput:
-        """The files landed under ``prefix`` of the data root that no earlier epoch of
-        this task consumed, up to the epoch's input end (``until``: default the data
-        interval's end; None: everything landed). ``.new`` are the keys to read;
-        ``.replaced`` those of them that rewrite a file consumed before, *whatever its
-        age* (a correction: retract what the old content contributed); ``.late`` new keys
-        named for a day already consumed. Return ``.offsets`` in the JobResult.
-
-        The task keeps a :class:`~spark_jobs.runtime.file_source.SeenIndex` of every file
-        it consumed in its state (``seen_files/<month>.json``): only the months of the
-        files it consumes are read and rewritten, the others carried by reference."""
-        stored = {f.name.removeprefix(SEEN_FILES).removesuffix(".json"): f
-                  for f in (self.previous.files if self.previous else ())
-                  if f.name.startswith(SEEN_FILES)}
-        def load(bucket: str) -> dict[str, str] | None:
-            ref = stored.get(bucket)
-            if ref is None:
-                return None
-            return SeenIndex.parse(self.storage.read(ref))
-
-        if self.data is None:
-            raise ValueError("new_input needs the run's data root (--data / CKPT_DATA)")
-        index = SeenIndex(load, suffix)
-        found = new_input(self.data, prefix,
-                          self.previous.offsets if self.previous else None,
-                          until=self.input_until if until is _RUN_UNTIL else until,
-                          max_age_seconds=max_age_seconds, suffix=suffix, index=index)
-        for bucket, ref in stored.items():
-            if bucket not in index.changed:
-                self.writer.reference(ref)
-        for bucket, body in index.documents().items():
-            path = self.scratch / f"seen-{bucket}.json"
-            path.write_bytes(body)
-            self.writer.add_file(f"{SEEN_FILES}{bucket}.json", path)
-        return found
-
-    def table_changes(self, name: str) -> TableChanges:
-        """The rows upstream table input ``name`` (declared on the task: ``table_inputs=``
-        of the operator or decorator) added and removed since the version this task's
-        parent epoch consumed, up to the version the epoch's barrier pinned (PROTOCOL
-        6.14): ``.added`` and ``.removed`` DataFrames (``.signed()`` both with a +1/-1
-        column), ``.start``/``.end`` the version range. The first epoch (no parent state
-        of the input) reads the table's whole content at the pinned version. Every attempt
-        of the epoch reads the same change; the consumed version is recorded in the
-        task's state handle (``table_offsets``) when it acknowledges. A change that cannot
-        be read (an incompatible schema change, a version the table's VACUUM or log
-        retention removed, deletion vectors) declines the epoch with one line."""
-        from .table_source import read_changes
-
-        barrier = self.coordinator.barrier(self.epoch_id)
-        spec = barrier.plan[self.task_id].table_inputs.get(name) \
-            if self.task_id in barrier.plan else None
-        end = barrier.table_version(name)
-        if spec is None or end is None:
-            declared = sorted(barrier.plan[self.task_id].table_inputs) \
-                if self.task_id in barrier.plan else []
-            raise ValueError(f"task {self.task_id!r} has no table input {name!r} in its "
-                             f"epoch's plan (declared: {declared or 'none'}); declare it "
-                             "with table_inputs={...} on the task")
-        prev = self.table_offsets.get(name)
-        start = TableVersion.from_json(prev) if prev is not None else None
-        try:
-            found = read_changes(self.spark, name, spec, start, end,
-                                 self.storage.endpoint_url)
-        except TableInputError as exc:
-            raise DeclineEpoch(str(exc)) from None
-        self.table_offsets[name] = end.to_json()
-        self.table_reads[name] = found.metrics()
-        log.info("task %s reads table input %s: versions %s..%s, %d file(s) added, %d "
-                 "removed", self.task_id, name, "start" if start is None else start.version,
-                 end.version, len(found.change_set.added), len(found.change_set.removed))
-        return found
-
-    def read_table(self, handle: StateHandle | None, output: str):
-        """The rows of table output ``output`` as ``handle`` (e.g. an upstream task's of
-        this epoch) lists them: for ``overwrite`` and ``replace_partitions``, the table's
-        whole content after that epoch, partition columns included; for ``append``, the
-        rows that epoch added. An empty frame of the table's schema when it has no file."""
-        from .published import table_frame
-
-        out = handle.outputs.get(output) if handle else None
-        if out is None or "table" not in out.meta:
-            raise ValueError(f"no table output {output!r} in that state handle")
-        return table_frame(self.spark, [f.uri for f in out.files],
-                           TableSpec.from_json(out.meta["table"]), out.meta["schema"])
-
-    def read_parquet(self, refs: list[FileRef], schema: Any):
-        """A DataFrame over stored parquet files (empty with ``schema`` when none)."""
-        if not refs:
-            return self.spark.createDataFrame([], schema)
-        return self.spark.read.schema(schema).parquet(*[spark_uri(r.uri) for r in refs])
-
-    # ------------------------------------------------------------------ writing
-    @property
-    def distributed(self) -> bool:
-        """Whether Spark must write through storage: executors on other hosts, or a Spark
-        Connect server's, cannot write into this process's scratch directory. True for
-        object-store checkpoints and for Spark Connect sessions."""
-        return is_connect(self.spark) or not self.storage.local
-
-    def _target(self, sub: str, kind: str, attempt: int | None = None
-                ) -> tuple[str, str | None]:
-        """(Spark path, storage key prefix or None) of an attempt-scoped write target (this
-        attempt's, or ``attempt``'s when resuming its operation)."""
-        if not self.distributed:
-            return str(self.scratch / sub), None
-        uri, prefix = self.storage.area(kind, f"spark/{sub}", attempt)
-        return spark_uri(uri), prefix
-
-    def _spark_write(self, action: str, df: Any, target: Callable[[int], Any],
-                     write: Callable[[Any, Any], None]) -> Any:
-        """Run one write ``action`` (``<kind>:<name>``) of ``df`` into ``target(attempt)``
-        and return that target. In connect mode the action is recorded before it starts
-        (PROTOCOL 5.17); a retry whose killed predecessor was running this very action
-        waits for that operation instead and returns the predecessor's target."""
-        with self._snapshot_write():
-            op = self.resume
-            if op is not None and op.action == action and is_connect(self.spark) \
-                    and not self.resumed:
-                why = reattach(self.spark, op, df)
-                if why is None:
-                    log.info("task %s attempt %d resumed %s from attempt %d's operation "
-                             "instead of running it again", self.task_id, self.attempt,
-                             action, op.attempt)
-                    self.resumed.append(action)
-                    return target(op.attempt)
-                log.info("task %s attempt %d could not resume %s of attempt %d (%s): "
-                         "running it again", self.task_id, self.attempt, action, op.attempt,
-                         why)
-            t = target(self.attempt)
-            if not is_connect(self.spark):
-                write(df, t)
-                return t
-            rec = new_operation(self.spark, self.task_id, self.attempt, action, df, time.time())
-            self.coordinator.record_operation(self.epoch_id, rec)
-            with operation_id(self.spark, rec.operation_id):
-                write(df, t)
-            return t
-
-    def write_state(self, df: Any, name: str, partition_col: str | None = None) -> list[FileRef]:
-        """Write ``df`` as state files ``name/...`` into an attempt-scoped location, then
-        snapshot: files identical to the previous epoch's are referenced, not kept twice."""
-        if partition_col:
-            # partitionBy drops its column from the files, and state is read back by file,
-            # not by directory: partition by a copy so the column stays in the data.
-            from pyspark.sql import functions as F
-
-            df = df.withColumn(_PART, F.col(partition_col).cast("string"))
-        parts = [_PART] if partition_col else []
-        path, prefix = self._spark_write(
-            f"state:{name}", df, lambda a: self._target(name, "state", a),
-            lambda d, t: d.write.mode("overwrite").partitionBy(*parts).parquet(t[0]))
-        if prefix is None:
-            return self.writer.add_directory(path, prefix=f"{name}/")
-        return [self.writer.add_stored(f"{name}/{k[len(prefix):]}", k)
-                for k in self.storage.stored(prefix)]
-
-    def write_output(self, df: Any, output: str, rows: int | None = None) -> int:
-        """Stage ``df`` as output ``output`` (published only when the epoch completes).
-        Returns its row count: ``rows`` when given, else counted by the write itself."""
-        files = self.spark.conf.get(OUTPUT_FILES_CONF, None)
-        df, counted = _counting(df, rows)
-        if files:
-            df = df.coalesce(int(files))
-        path, prefix = self._spark_write(
-            f"output:{output}", df, lambda a: self._target(f"out-{output}", "staging", a),
-            lambda d, t: d.write.mode("overwrite").parquet(t[0]))
-        rows = counted()
-        if prefix is None:
-            parts = sorted(p for p in Path(path).iterdir() if p.suffix == ".parquet")
-            self.writer.stage_output(output, parts, rows=rows)
-        else:
-            self.writer.stage_stored_output(output, self.storage.stored(prefix), rows=rows)
-        return rows
-
-    def write_table(self, df: Any, output: str, spec: TableSpec, rows: int | None = None,
-                    replaced: Any = (), deleted: Any = None) -> int:
-        """Stage ``df`` as table output ``output`` (PROTOCOL 6.12): Spark writes Parquet
-        straight into the table's location, in a directory of this attempt that the table's
-        log does not reference; the epoch's completion commits it as one table version
-        (Delta: ``txn(appId, epoch)``), exactly once. Partition columns (``spec``'s
-        ``partition_by``) are written as directories; string, integer, boolean and date
-        columns keep their type, others become strings.
-
-        ``overwrite``: ``df`` is the table's whole content after the epoch.
-        ``replace_partitions``: ``df`` holds the partitions the epoch changed, in full; the
-        previous epoch's files of the other partitions stay (by reference, not rewritten).
-        ``replaced`` names partitions the epoch recomputed and found empty (values, or
-        value tuples for several partition columns): removed from the table.
-        ``append``: ``df`` holds the rows the epoch adds.
-        ``merge``: ``df`` holds the rows the epoch inserts or updates, one per key
-        (``spec.keys``), and ``deleted`` (a DataFrame with the key columns) the keys it
-        deletes; the commit merges them by key (Delta: a MERGE commit; Iceberg: an
-        overwrite snapshot deleting the changed keys' rows and adding the new ones).
-
-        Returns the rows written: ``rows`` when given, else counted by the write itself
-        (no separate Spark job)."""
-        from pyspark.sql import functions as F
-        from pyspark.sql.pandas.types import to_arrow_schema
-
-        from checkpointing.formats import traits
-        from checkpointing.storage import open_storage
-        from checkpointing.tables import DELETE_COLUMN
-
-        if spec.mode == "merge":
-            # Staged as one set of change rows, unpartitioned: the commit's merge writes
-            # the table's files (and partitions) itself.
-            df = df.withColumn(DELETE_COLUMN, F.lit(False))
-            if deleted is not None:
-                df = df.unionByName(deleted.select(*spec.keys).withColumn(
-                    DELETE_COLUMN, F.lit(True)), allowMissingColumns=True)
-        elif deleted is not None:
-            raise ValueError(f"deleted= needs mode merge, not {spec.mode!r}")
-        df, counted = _counting(df, rows)
-        dirs = [] if spec.mode == "merge" else list(spec.partition_by)
-        if traits(spec.format).partition_columns_in_files and dirs:
-            # Iceberg reads partition values from the files' statistics: the files keep
-            # the columns, and directories of copies group them (one value per file).
-            dirs = [spec.partition_dir_prefix + c for c in spec.partition_by]
-            for col, d in zip(spec.partition_by, dirs, strict=True):
-                df = df.withColumn(d, F.col(col).cast("string"))
-        else:
-            for col in dirs:
-                # Spark writes these types' partition directories as Delta serialises
-                # their partition values; any other type is published as a string column.
-                if df.schema[col].dataType.typeName() not in _PARTITION_TYPES:
-                    df = df.withColumn(col, F.col(col).cast("string"))
-        files = self.spark.conf.get(OUTPUT_FILES_CONF, None)
-        if files:
-            df = df.coalesce(int(files))
-        schema = to_arrow_schema(df.drop(DELETE_COLUMN, *[d for d in dirs
-                                                          if d not in spec.partition_by])
-                                 .schema)
-        store = open_storage(spec.location, endpoint_url=self.storage.endpoint_url)
-        local = not self.distributed and isinstance(store, LocalStorage)
-        target = str(self.scratch / f"table-{output}")
-        if local:
-            with self._snapshot_write():
-                df.write.mode("overwrite").partitionBy(*dirs).parquet(target)
-        else:
-            prefix = self._spark_write(
-                f"table:{output}", df,
-                self.storage.table_staging_dir,
-                lambda d, p: d.write.mode("overwrite").partitionBy(*dirs).parquet(
-                    spark_uri(store.uri(p))))
-        rows = counted()
-        if local:
-            parts = sorted(p for p in Path(target).rglob("*.parquet"))
-            self.writer.stage_table_output(output, spec, parts, rows=rows,
-                                           names=[p.relative_to(target).as_posix()
-                                                  for p in parts],
-                                           table_storage=store, schema=schema,
-                                           replaced=replaced)
-            return rows
-        keys = [o.key for o in store.list(prefix + "/") if o.key.endswith(".parquet")
-                and not o.key.rsplit("/", 1)[-1].startswith((".", "_"))]
-        self.writer.stage_stored_table_output(output, spec, keys, schema, rows=rows,
-                                              table_storage=store, replaced=replaced)
-        return rows
-
-    def keep_table(self, output: str, spec: TableSpec, rows: int | None = None,
-                   replaced: Any = ()) -> None:
-        """Declare table output ``output`` unchanged by this epoch, without a Spark job: a
-        ``replace_partitions`` table keeps the previous epoch's files (but those of the
-        ``replaced`` partitions); its commit records the epoch with no data change."""
-        if spec.mode != "replace_partitions":
-            raise ValueError(f"keep_table needs mode replace_partitions, not {spec.mode!r}")
-        self.writer.stage_stored_table_output(output, spec, [], None, rows=rows,
-                                              table_storage=None, replaced=replaced)
-
-    @contextlib.contextmanager
-    def _snapshot_write(self):
-        t0 = time.monotonic()
-        try:
-            yield
-        finally:
-            self.snapshot_write_ms += (time.monotonic() - t0) * 1000
-
-    def stage_empty(self, output: str) -> None:
-        """Stage ``output`` with no rows and no files, without a Spark job (downstream
-        readers get an empty frame of the schema they read it with)."""
-        self.writer.stage_stored_output(output, [], rows=0)
-
-    def carry_partitions(self, name: str, keep: set[str]) -> int:
-        """Reference the previous epoch's files of ``name`` whose partition value is in
-        ``keep`` (unchanged partitions); returns the bytes carried without copying."""
-        carried = 0
-        for ref in self.files(self.previous, f"{name}/"):
-            part = partition_value(ref.name)
-            if part is not None and part in keep:
-                self.writer.reference(ref)
-                carried += ref.size
-        return carried
-
-    def partitions(self, handle: StateHandle | None, name: str) -> set[str]:
-        return {p for f in self.files(handle, f"{name}/")
-                if (p := partition_value(f.name)) is not None}
 
 
-_PART = "part"
 
-
-def _counting(df: Any, rows: int | None) -> tuple[Any, Callable[[], int]]:
-    """``df`` observed so that the action writing it also counts its rows (Spark's
-    ``Observation``: one pass, no count job), and a function giving the count after that
-    action; with ``rows`` known, ``df`` unchanged and ``rows``."""
-    if rows is not None:
-        return df, lambda: rows
-    from pyspark.sql import Observation
-    from pyspark.sql import functions as F
-
-    obs = Observation()
-    return df.observe(obs, F.count(F.lit(1)).alias("rows")), lambda: int(obs.get["rows"])
-_PARTITION_TYPES = ("string", "integer", "long", "short", "byte", "boolean", "date")
 
 
 def _restored_from(coordinator: Coordinator, epoch_id: int,
@@ -452,12 +102,6 @@ def _restored_from(coordinator: Coordinator, epoch_id: int,
             f"{len(files)} file(s), {size} bytes")
 
 
-def partition_value(name: str) -> str | None:
-    """The partition value in a state file's logical name (``bronze/part=<v>/...``)."""
-    for seg in name.split("/"):
-        if seg.startswith(f"{_PART}="):
-            return seg[len(_PART) + 1:]
-    return None
 
 
 Job = Callable[[JobRun], JobResult]

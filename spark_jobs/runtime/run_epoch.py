@@ -24,7 +24,7 @@ from checkpointing.errors import CheckpointError
 
 from .connect import SparkConnectError
 from .driver import Pipeline, drive_epoch
-from .job_run import DeclineEpoch
+from .errors import DeclineEpoch
 from .session import spark_session
 
 

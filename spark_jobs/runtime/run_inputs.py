@@ -1,0 +1,142 @@
+"""What a job reads in one attempt: the files landed since its state's offsets, an upstream
+table's changes since the version its state consumed, and state and outputs of handles.
+Part of :class:`~spark_jobs.runtime.JobRun`."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from checkpointing.state_handle import FileRef, StateHandle
+from checkpointing.table_inputs import TableInputError, TableVersion
+from checkpointing.tables import TableSpec
+
+from .errors import DeclineEpoch
+from .file_source import MAX_FILE_AGE_SECONDS, NewInput, SeenIndex, new_input
+from .session import spark_uri
+from .table_source import TableChanges
+
+_RUN_UNTIL = object()  # new_input's default: the epoch's data interval end
+#: where a task's index of consumed files is kept in its state
+SEEN_FILES = "seen_files/"
+
+log = logging.getLogger("spark_jobs.runtime")
+
+
+class RunInputs:
+    """A job run's reading side (JobRun's fields: coordinator, epoch_id, task_id, spark,
+    data, previous, writer, scratch, storage, table_offsets, table_reads)."""
+
+    @property
+    def input_until(self) -> str | None:
+        """The day (ISO date) at which this epoch's input stops, from the barrier's data
+        interval end; None when the epoch has no interval (consume everything new)."""
+        interval = self.coordinator.barrier(self.epoch_id).data_interval or {}
+        end = interval.get("end")
+        return str(end)[:10] if end else None
+
+    def files(self, handle: StateHandle | None, prefix: str,
+              outputs: str | None = None) -> list[FileRef]:
+        """Parquet files of ``handle`` whose logical name starts with ``prefix`` (or the
+        files of output ``outputs``)."""
+        if handle is None:
+            return []
+        if outputs is not None:
+            out = handle.outputs.get(outputs)
+            return list(out.files) if out else []
+        return [f for f in handle.files if f.name.startswith(prefix)
+                and f.name.endswith(".parquet")]
+
+    def new_input(self, prefix: str, *, until: str | None | object = _RUN_UNTIL,
+                  suffix: str = ".csv",
+                  max_age_seconds: float = MAX_FILE_AGE_SECONDS) -> NewInput:
+        """The files landed under ``prefix`` of the data root that no earlier epoch of
+        this task consumed, up to the epoch's input end (``until``: default the data
+        interval's end; None: everything landed). ``.new`` are the keys to read;
+        ``.replaced`` those of them that rewrite a file consumed before, *whatever its
+        age* (a correction: retract what the old content contributed); ``.late`` new keys
+        named for a day already consumed. Return ``.offsets`` in the JobResult.
+
+        The task keeps a :class:`~spark_jobs.runtime.file_source.SeenIndex` of every file
+        it consumed in its state (``seen_files/<month>.json``): only the months of the
+        files it consumes are read and rewritten, the others carried by reference."""
+        stored = {f.name.removeprefix(SEEN_FILES).removesuffix(".json"): f
+                  for f in (self.previous.files if self.previous else ())
+                  if f.name.startswith(SEEN_FILES)}
+        def load(bucket: str) -> dict[str, str] | None:
+            ref = stored.get(bucket)
+            if ref is None:
+                return None
+            return SeenIndex.parse(self.storage.read(ref))
+
+        if self.data is None:
+            raise ValueError("new_input needs the run's data root (--data / CKPT_DATA)")
+        index = SeenIndex(load, suffix)
+        found = new_input(self.data, prefix,
+                          self.previous.offsets if self.previous else None,
+                          until=self.input_until if until is _RUN_UNTIL else until,
+                          max_age_seconds=max_age_seconds, suffix=suffix, index=index)
+        for bucket, ref in stored.items():
+            if bucket not in index.changed:
+                self.writer.reference(ref)
+        for bucket, body in index.documents().items():
+            path = self.scratch / f"seen-{bucket}.json"
+            path.write_bytes(body)
+            self.writer.add_file(f"{SEEN_FILES}{bucket}.json", path)
+        return found
+
+    def table_changes(self, name: str) -> TableChanges:
+        """The rows upstream table input ``name`` (declared on the task: ``table_inputs=``
+        of the operator or decorator) added and removed since the version this task's
+        parent epoch consumed, up to the version the epoch's barrier pinned (PROTOCOL
+        6.14): ``.added`` and ``.removed`` DataFrames (``.signed()`` both with a +1/-1
+        column), ``.start``/``.end`` the version range. The first epoch (no parent state
+        of the input) reads the table's whole content at the pinned version. Every attempt
+        of the epoch reads the same change; the consumed version is recorded in the
+        task's state handle (``table_offsets``) when it acknowledges. A change that cannot
+        be read (an incompatible schema change, a version the table's VACUUM or log
+        retention removed, deletion vectors) declines the epoch with one line."""
+        from .table_source import read_changes
+
+        barrier = self.coordinator.barrier(self.epoch_id)
+        spec = barrier.plan[self.task_id].table_inputs.get(name) \
+            if self.task_id in barrier.plan else None
+        end = barrier.table_version(name)
+        if spec is None or end is None:
+            declared = sorted(barrier.plan[self.task_id].table_inputs) \
+                if self.task_id in barrier.plan else []
+            raise ValueError(f"task {self.task_id!r} has no table input {name!r} in its "
+                             f"epoch's plan (declared: {declared or 'none'}); declare it "
+                             "with table_inputs={...} on the task")
+        prev = self.table_offsets.get(name)
+        start = TableVersion.from_json(prev) if prev is not None else None
+        try:
+            found = read_changes(self.spark, name, spec, start, end,
+                                 self.storage.endpoint_url)
+        except TableInputError as exc:
+            raise DeclineEpoch(str(exc)) from None
+        self.table_offsets[name] = end.to_json()
+        self.table_reads[name] = found.metrics()
+        log.info("task %s reads table input %s: versions %s..%s, %d file(s) added, %d "
+                 "removed", self.task_id, name, "start" if start is None else start.version,
+                 end.version, len(found.change_set.added), len(found.change_set.removed))
+        return found
+
+    def read_table(self, handle: StateHandle | None, output: str):
+        """The rows of table output ``output`` as ``handle`` (e.g. an upstream task's of
+        this epoch) lists them: for ``overwrite`` and ``replace_partitions``, the table's
+        whole content after that epoch, partition columns included; for ``append``, the
+        rows that epoch added. An empty frame of the table's schema when it has no file."""
+        from .published import table_frame
+
+        out = handle.outputs.get(output) if handle else None
+        if out is None or "table" not in out.meta:
+            raise ValueError(f"no table output {output!r} in that state handle")
+        return table_frame(self.spark, [f.uri for f in out.files],
+                           TableSpec.from_json(out.meta["table"]), out.meta["schema"])
+
+    def read_parquet(self, refs: list[FileRef], schema: Any):
+        """A DataFrame over stored parquet files (empty with ``schema`` when none)."""
+        if not refs:
+            return self.spark.createDataFrame([], schema)
+        return self.spark.read.schema(schema).parquet(*[spark_uri(r.uri) for r in refs])
