@@ -132,18 +132,27 @@ class Coordinator:
         on_abort: AbortListener | None = None,
         table_pins: TablePins | None = None,
         listener: EpochListener | None = None,
+        store: EpochStore | None = None,
+        failures: FailureManager | None = None,
     ):
+        """Collaborators may be passed in (as Flink's coordinator is given its stores and
+        failure manager): ``store`` reads and caches the pipeline's documents,
+        ``failures`` keeps the failure budget (built on ``store``); by default the
+        coordinator builds both from ``storage`` and ``config``."""
         self.storage = storage
         self.layout = Layout(pipeline_id)
         self.pipeline_id = pipeline_id
         self.config = config or CheckpointConfig()
         self.clock = clock
         self.on_abort = on_abort
-        self.store = EpochStore(storage, self.layout, lambda: self.clock())
+        self.store = store or EpochStore(storage, self.layout, lambda: self.clock())
+        if self.store.layout != self.layout:
+            raise ValueError(f"store of pipeline {self.store.pipeline_id!r} given to the "
+                             f"coordinator of {pipeline_id!r}")
         self.decider = RequestDecider(pipeline_id, self.config)
         self.promotion = PromotionRule(self.store, self.config)
         self.parents = ParentSelector(self.store, self.config, self.promotion)
-        self.failures = FailureManager(self.store, self.config)
+        self.failures = failures or FailureManager(self.store, self.config)
         #: what epochs report as they happen (metrics); never fails the protocol
         self.listener: EpochListener = SafeListener(listener) if listener else EpochListener()
         self.finisher = EpochFinisher(self.store, self.promotion, self.parents, self.failures,

@@ -109,6 +109,25 @@ def test_failure_manager_counts_failures_not_cancellations(storage, tmp_path):
     assert not fm.exhausted() and c.registry().lineage("main").consecutive_failed == 0
 
 
+def test_collaborators_are_passed_in(storage, tmp_path):
+    """A coordinator uses the store and failure manager it is given: here a budget of no
+    failure at all, stricter than the coordinator's own configuration."""
+    store = EpochStore(storage, Layout("p"), FakeClock())
+    strict = FailureManager(store, CheckpointConfig(tolerable_failed_epochs=0))
+    c = Coordinator(storage, "p", CheckpointConfig(tolerable_failed_epochs=5), store=store,
+                    failures=strict)
+    assert c.store is store and c.failures is strict
+    b = c.begin_epoch(DIAMOND, "r1")
+    c.abort(b.epoch_id, "declined", "bad data")
+    assert c.failure_budget_exhausted()
+    with pytest.raises(FailureBudgetExhausted, match="1 consecutive failed epoch"):
+        c.check_failure_budget()  # what a run asks before it begins an epoch
+    assert not Coordinator(storage, "p", CheckpointConfig(tolerable_failed_epochs=5)) \
+        .failure_budget_exhausted()
+    with pytest.raises(ValueError, match="store of pipeline 'p' given to the coordinator"):
+        Coordinator(storage, "q", store=store)
+
+
 def test_store_forgets_what_retention_deleted(storage, tmp_path):
     c = Coordinator(storage, "p")
     meta = run_epoch(c, tmp=tmp_path)
