@@ -73,3 +73,15 @@ def spark_gated_count(run: JobRun) -> JobResult:
     run.write_state(held, "counts")
     run.write_output(held.groupBy().count().withColumnRenamed("count", "rows"), "counts")
     return JobResult(row_counts={"counts": 10})
+
+
+def count_landed(run: JobRun) -> JobResult:
+    """The rows of the readings files landed for this epoch (``raw/readings/``), read by
+    Spark and published as output ``landed`` (one row: the count)."""
+    from spark_jobs.runtime import spark_uri
+
+    found = run.new_input("raw/readings/")
+    files = [spark_uri(run.data.uri(k)) for k in found.new]
+    n = run.spark.read.option("header", True).csv(files).count() if files else 0
+    run.write_output(run.spark.createDataFrame([(n,)], "rows LONG"), "landed", rows=1)
+    return JobResult(offsets=found.offsets, row_counts={"landed_rows": n})

@@ -33,6 +33,7 @@ from checkpointing.lineages import LineageOrigin, new_origin
 from checkpointing.publish import table_versions
 
 from .airflow_api import AirflowApi, AirflowApiError
+from .expected_inputs import expected_keys
 
 #: The most runs one backfill may ask for (a year of daily runs): a preview lists every
 #: run, and Airflow creates them all at once; split longer ranges.
@@ -210,7 +211,7 @@ def plan_change(origin: Barrier, deployed: dict[str, TaskPlan]) -> dict[str, lis
 
 def missing_inputs(data: Storage, templates: tuple[str, ...], days: list[date]) -> list[str]:
     """The input keys of ``days`` that are not in ``data``."""
-    keys = [t.format(data_day=d.isoformat()) for d in days for t in templates]
+    keys = [k for d in days for k in expected_keys(templates, d)]
     return [k for k in keys if not data.exists(k)]
 
 

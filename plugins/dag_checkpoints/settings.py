@@ -11,6 +11,7 @@ from urllib.parse import urlparse
 
 from checkpointing import CheckpointConfig, Coordinator, Storage, open_storage
 
+from .expected_inputs import validate_templates
 from .notifications import AlertSettings, announce
 
 SPARK_MODES = ("connect", "local", "submit")
@@ -58,9 +59,7 @@ class CheckpointSettings:
         if self.storage != self.storage.strip():
             raise ValueError(f"pipeline {self.pipeline_id!r}: checkpoint storage "
                              f"{self.storage!r} has surrounding white space (CKPT_STORAGE)")
-        for template in self.daily_inputs:
-            if "{data_day}" not in template:
-                raise ValueError(f"daily input {template!r} has no {{data_day}} placeholder")
+        validate_templates(self.daily_inputs, "daily input")
         if self.spark_mode not in SPARK_MODES:
             raise ValueError(f"spark_mode must be one of {', '.join(SPARK_MODES)}, "
                              f"not {self.spark_mode!r}")

@@ -101,6 +101,11 @@ def checkpoint_dag(dag: Any, settings: CheckpointSettings, *,
     for t in jobs:
         if t.settings is None:
             t.settings = settings
+        grace, timeout = getattr(t, "input_grace", 0), t.settings.config.timeout_seconds
+        if getattr(t, "expects", ()) and grace >= timeout:
+            raise ValueError(f"task {t.task_id!r}: input_grace ({grace:.0f} s) must be shorter "
+                             f"than the checkpoint timeout ({timeout:.0f} s), which would "
+                             "abort the epoch first")
         t.epoch_plan, t.allow_non_restored_state = plan, allow_non_restored_state
     begin = BeginEpochOperator(task_id=BEGIN_TASK_ID, settings=settings, plan=plan,
                                allow_non_restored_state=allow_non_restored_state, dag=dag)

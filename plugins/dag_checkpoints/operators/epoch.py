@@ -73,7 +73,8 @@ class BeginEpochOperator(BaseOperator):
     def execute(self, context: Any) -> int:
         if not checkpointing_enabled(context):
             return self._unchecked(context)
-        return open_run_epoch(self.settings, self.plan, context, self.allow_non_restored_state)
+        return open_run_epoch(self.settings, self.plan, context, self.allow_non_restored_state,
+                              begin_step=True)
 
     def _unchecked(self, context: Any) -> int:
         """A run with checkpointing disabled opens no epoch (epoch 0 for its tasks); it

@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -33,6 +34,13 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from checkpointing.errors import CheckpointError
 
+from ..expected_inputs import (
+    data_day,
+    expected_keys,
+    grace_seconds,
+    missing_keys,
+    validate_templates,
+)
 from ..runconf import BEGIN_TASK_ID, checkpoint_conf, checkpointing_enabled, data_interval
 from ..settings import CheckpointSettings
 from ..task_epoch import task_epoch, task_failure
@@ -73,6 +81,15 @@ class CheckpointedSparkOperator(BaseOperator):
     :param table_inputs: upstream Delta or Iceberg tables the job reads incrementally,
         ``{name: TableInput(...)}``: the epoch's barrier pins each one's version, and the
         job reads the change since its parent epoch with ``run.table_changes(name)``.
+    :param expects: keys under the data root the job needs for its data day, with a
+        ``{data_day}`` placeholder (``raw/flights/{data_day}.csv``): when one is missing
+        at the start, the task waits for it deferred for up to ``input_grace``, then
+        declines its epoch with one line naming the missing keys
+        (the epoch is aborted and alerted once). Without ``expects``, a day whose input
+        never landed is an epoch with nothing new.
+    :param input_grace: how long a missing expected input may still land after the task
+        started (a ``timedelta`` or seconds; default 0: decline at once). Shorter than the
+        checkpoint timeout, which would abort the epoch first.
     """
 
     template_fields = ("job",)
@@ -86,7 +103,8 @@ class CheckpointedSparkOperator(BaseOperator):
                  publishes: bool = False,
                  settings: CheckpointSettings | None = None, application: str | None = None,
                  begin_task_id: str = BEGIN_TASK_ID,
-                 table_inputs: dict[str, Any] | None = None, **kwargs: Any):
+                 table_inputs: dict[str, Any] | None = None, expects: Sequence[str] = (),
+                 input_grace: timedelta | float = 0, **kwargs: Any):
         super().__init__(**kwargs)
         from checkpointing.table_inputs import TableInput, validate_inputs
         from spark_jobs.runtime import job_reference
@@ -104,6 +122,8 @@ class CheckpointedSparkOperator(BaseOperator):
             if not isinstance(spec, TableInput):
                 raise TypeError(f"{self.task_id}: table input {name!r} must be a TableInput, "
                                 f"not {type(spec).__name__}")
+        self.expects = validate_templates(expects, f"{self.task_id}: expected input")
+        self.input_grace = grace_seconds(input_grace)
         self.publishes, self.settings = publishes or bool(self.outputs), settings
         self.application, self.begin_task_id = application, begin_task_id
         # Set by checkpoint_dag: what a root task needs to begin the run's epoch itself.
@@ -124,6 +144,8 @@ class CheckpointedSparkOperator(BaseOperator):
         if self.epoch_plan is None:
             raise AirflowFailException(f"{self.task_id}: not part of a checkpointed DAG; "
                                        "call dag_checkpoints.checkpoint_dag(dag, settings)")
+        if self.expects:
+            self._await_expected_input(context)
         epoch, attempt = task_epoch(self, context), context["ti"].try_number
         if self.settings.spark_mode == "submit":
             return self._submit(context, epoch, attempt)
@@ -132,6 +154,52 @@ class CheckpointedSparkOperator(BaseOperator):
             remote = spark_connect_url(self.settings.spark_connect_conn_id)
         return self._in_process(self.job_callable(), epoch, attempt, fault_spec(context),
                                 remote=remote)
+
+    def _await_expected_input(self, context: Any) -> None:
+        """Return when the data day's expected input is there; else defer until it lands
+        or the grace ends (:meth:`execute_after_input`), or decline now when it ended."""
+        from ..triggers.expected_input import MAX_POLL_SECONDS, ExpectedInputTrigger
+
+        day = data_day(context)
+        if day is None:
+            raise AirflowFailException(f"{self.task_id}: expects= needs a run with a data "
+                                       "interval (its data day fills {data_day})")
+        missing = missing_keys(self.settings.open_data_storage(),
+                               expected_keys(self.expects, day))
+        if not missing:
+            return
+        if self.input_grace <= 0:
+            self._decline_missing(context, missing)
+        deadline = time.time() + self.input_grace
+        self.log.warning("%s: expected input of %s not there yet (%s): waiting for it, "
+                         "deferred, up to %.0f s", self.task_id, day, ", ".join(missing),
+                         self.input_grace)
+        self.defer(trigger=ExpectedInputTrigger(
+            self.settings.to_kwargs(), missing, deadline,
+            poll_seconds=min(MAX_POLL_SECONDS, max(1.0, self.input_grace / 20))),
+            method_name="execute_after_input")
+
+    def execute_after_input(self, context: Any, event: dict[str, Any] | None = None) -> Any:
+        """Resumed from :class:`ExpectedInputTrigger`: run the job on the input that
+        landed, or decline the epoch for the input that did not."""
+        if event and event.get("status") == "missing":
+            self._decline_missing(context, list(event.get("keys") or ()))
+        return self.execute(context)
+
+    def _decline_missing(self, context: Any, missing: list[str]) -> None:
+        """Decline the run's epoch for missing input: one line, the epoch aborted (and
+        alerted by the coordinator's abort listener)."""
+        epoch, attempt = task_epoch(self, context), context["ti"].try_number
+        reason = (f"expected input missing after waiting {self.input_grace:.0f} s: "
+                  f"{', '.join(missing)}")
+        coord = self.settings.coordinator()
+        try:
+            start = coord.register_attempt(epoch, self.task_id, attempt)
+            if start.existing is None:
+                coord.decline(epoch, self.task_id, attempt, reason)
+        except CheckpointError as exc:
+            raise task_failure(exc, self.task_id) from None
+        raise AirflowFailException(f"{self.task_id} declined epoch {epoch}: {reason}")
 
     def on_kill(self) -> None:
         """Airflow stops this task (marked failed or success, cleared, its run failed, its

@@ -2,5 +2,6 @@
 
 from .epoch_commit import EpochCommitTrigger
 from .epoch_deadline import EpochDeadlineTrigger
+from .expected_input import ExpectedInputTrigger
 
-__all__ = ["EpochCommitTrigger", "EpochDeadlineTrigger"]
+__all__ = ["EpochCommitTrigger", "EpochDeadlineTrigger", "ExpectedInputTrigger"]

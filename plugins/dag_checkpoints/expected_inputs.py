@@ -1,0 +1,53 @@
+"""Missing input is news, not a silent success: what a task expects to find for its data
+day before it runs (``expects=`` on the operator or the decorator, keys under the DAG's
+data root with a ``{data_day}`` placeholder, as ``CheckpointSettings.daily_inputs``).
+
+When an expected key is absent at the task's start, the task waits for it deferred (no
+worker slot held; :class:`~dag_checkpoints.triggers.ExpectedInputTrigger`) for up to
+``input_grace``, then declines its epoch with one line naming the missing keys;
+the declined epoch is aborted and alerted through the DAG's alert channels once, as a
+timed-out one is. A key that lands within the grace is consumed by the same run."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import date, timedelta
+from typing import Any
+
+from checkpointing.storage import Storage
+
+PLACEHOLDER = "{data_day}"
+
+
+def validate_templates(templates: Sequence[str], what: str) -> tuple[str, ...]:
+    """The templates as a tuple; ValueError for one without the placeholder."""
+    for template in templates:
+        if not isinstance(template, str) or PLACEHOLDER not in template:
+            raise ValueError(f"{what} {template!r} has no {PLACEHOLDER} placeholder")
+    return tuple(templates)
+
+
+def grace_seconds(grace: timedelta | float | int) -> float:
+    seconds = grace.total_seconds() if isinstance(grace, timedelta) else float(grace)
+    if seconds < 0:
+        raise ValueError(f"input_grace must be >= 0, not {grace!r}")
+    return seconds
+
+
+def expected_keys(templates: Sequence[str], day: date) -> list[str]:
+    """The keys ``templates`` name for data day ``day``."""
+    return [t.format(data_day=day.isoformat()) for t in templates]
+
+
+def missing_keys(data: Storage, keys: Sequence[str]) -> list[str]:
+    """The keys of ``keys`` that are not in ``data``."""
+    return [k for k in keys if not data.exists(k)]
+
+
+def data_day(context: Any) -> date | None:
+    """The run's data day: the day before its data interval's end, whose input the run
+    consumes (the run of logical date D + 1 consumes day D, as the backfill counts days;
+    a scheduled daily run's interval is that day, a manual run's may be empty); None for
+    a run without a data interval."""
+    end = context.get("data_interval_end")
+    return end.date() - timedelta(days=1) if end is not None else None

@@ -1,0 +1,94 @@
+"""Missing input is news: a job that expects its data day's file (``expects=``) waits for
+it deferred, then declines its epoch with one line and one alert when it never lands, and
+consumes it when it lands within the grace. Under `airflow dags test` (which runs the
+trigger in its own process), tasks on the test process's Spark Connect server."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+
+import pandas as pd
+import pytest
+
+from checkpointing import Coordinator, LocalStorage
+from checkpointing.history import read_failure
+from tests.airflow_env import AIRFLOW, ROOT, airflow, airflow_env, migrate
+from tests.airflow_standalone import connect_env
+from tests.sinks import WebhookSink
+
+pytestmark = pytest.mark.slow
+DAG = "ckpt_expected_input"
+DAY = "2024-01-01"  # the data day of the run of logical date 2024-01-02
+KEY = f"raw/readings/{DAY}.csv"
+
+
+@pytest.fixture
+def af(tmp_path, spark_connect):
+    hook = WebhookSink()
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    (dags / "expected_input.py").write_text(
+        (ROOT / "tests/dags_expected_input/expected_input.py").read_text())
+    (tmp_path / "data/raw/readings").mkdir(parents=True)
+    env = airflow_env(tmp_path / "airflow", AIRFLOW__CORE__DAGS_FOLDER=str(dags),
+                      CKPT_STORAGE=f"file://{tmp_path}/ckpt", CKPT_DATA=f"file://{tmp_path}/data",
+                      CKPT_ALERT_WEBHOOK_CONN="ckpt_webhook",
+                      CKPT_ALERT_WEBHOOK_ENDPOINT="/alerts", AIRFLOW_CONN_CKPT_WEBHOOK=hook.url,
+                      **connect_env(spark_connect))
+    migrate(env)
+    yield env, tmp_path, hook
+    hook.stop()
+
+
+def test_an_input_that_never_lands_declines_the_epoch_once_with_an_alert(af):
+    env, tmp, hook = af
+    t0 = time.monotonic()
+    r = airflow({**env, "EXPECTED_GRACE_SECONDS": "6"}, "dags", "test", DAG, "2024-01-02")
+    out = r.stdout + r.stderr
+    assert r.returncode != 0, out[-3000:]
+    assert "waiting for it, deferred" in out, out[-3000:]
+    assert time.monotonic() - t0 >= 6
+    line = f"readings declined epoch 1: expected input missing after waiting 6 s: {KEY}"
+    assert line in out, out[-3000:]
+    c = Coordinator(LocalStorage(tmp / "ckpt"), "expected_input")
+    # Retention (after the decision) keeps what operators look at: the failure record.
+    record = read_failure(c.storage, c.layout, 1)
+    assert record.reason == "declined" and record.declined_by == "readings", record
+    assert KEY in record.detail and str(tmp) not in record.detail
+    alert = c.catalog.alert(1)
+    assert alert is not None and alert.reason == "declined" and KEY in alert.detail
+    # one alert, delivered: the epoch, the reason, the missing key
+    assert [b["json"]["alert"]["epoch_id"] for b in hook.received] == [1], hook.received
+    assert "aborted (declined)" in hook.received[0]["json"]["text"]
+    assert KEY in hook.received[0]["json"]["text"]
+    assert c.catalog.manifest() is None  # nothing published
+
+
+def test_an_input_landing_within_the_grace_is_consumed(af):
+    env, tmp, hook = af
+    rows = pd.DataFrame({"meter": ["a", "b", "c"], "kwh": [1.5, 2.0, 0.25]})
+    proc = subprocess.Popen([AIRFLOW, "dags", "test", DAG, "2024-01-02"],
+                            env={**env, "EXPECTED_GRACE_SECONDS": "300"}, cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    waiting = threading.Event()
+
+    def read() -> None:
+        for line in proc.stdout:
+            lines.append(line)
+            if "waiting for it, deferred" in line:
+                waiting.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert waiting.wait(240), "".join(lines)[-3000:]
+    rows.to_csv(tmp / "data" / KEY, index=False)  # lands late, within the grace
+    assert proc.wait(600) == 0, "".join(lines)[-3000:]
+    reader.join(10)
+    c = Coordinator(LocalStorage(tmp / "ckpt"), "expected_input")
+    assert c.latest_completed() == 1 and c.catalog.alert(1) is None
+    handle = c.completed_handles(1)["readings"]
+    assert handle.row_counts == {"landed_rows": len(pd.read_csv(tmp / "data" / KEY))}
+    assert hook.received == []
