@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: install demo test test-fast test-integration test-system test-package lint bench bench-coordinator bench-airflow bench-tables bench-sources bench-table-inputs bench-scale bench-scale-topology faults soak drills
+.PHONY: install demo docs docs-serve test test-fast test-integration test-system test-package lint bench bench-coordinator bench-airflow bench-tables bench-sources bench-table-inputs bench-scale bench-scale-topology faults soak drills
 
 install:
 	scripts/bootstrap.sh
@@ -52,6 +52,15 @@ test-system: install
 # from it (tests/package/; minutes: installing Airflow afresh).
 test-package: install
 	$(PY) -m pytest -q -p no:cacheprovider tests/package
+
+# The documentation site (MkDocs): docs/*.md plus the pages docs/hooks.py generates from
+# the code; --strict fails on any warning (a broken link, a docstring that does not parse).
+docs: install
+	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs build --strict --quiet
+	@echo "site built in site/ (make docs-serve: http://127.0.0.1:8000)"
+
+docs-serve: install
+	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs serve --strict -a 127.0.0.1:8000
 
 lint: install
 	.venv/bin/ruff check .

@@ -46,6 +46,7 @@ from checkpointing import (  # noqa: E402
     open_storage,
 )
 from checkpointing.layout import Layout  # noqa: E402
+from checkpointing.task_storage import TaskStorage  # noqa: E402
 from spark_jobs.flights.landing import land  # noqa: E402
 from spark_jobs.flights.pipeline import EDGES, JOBS, PLAN  # noqa: E402
 from spark_jobs.runtime import JobRun, run_task  # noqa: E402
@@ -163,7 +164,8 @@ def run_unchecked(nc: _NoCoordinator, spark, data_uri: str, n: int, until: int,
         writer = PassThroughWriter(nc.storage, nc.layout, n, task, 1,
                                    previous=previous.get(task))
         run = JobRun(nc, n, task, 1, spark, open_storage(data_uri), previous.get(task),
-                     {u: handles[u] for u in ups}, writer, scratch)
+                     {u: handles[u] for u in ups}, writer, scratch,
+                     TaskStorage(nc.storage, nc.layout, n, task, 1))
         res = JOBS[task](run)
         spark.catalog.clearCache()  # as run_task does at every task's end
         handles[task] = writer.handle(offsets=res.offsets, row_counts=res.row_counts)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", ROOT / "bench" / "README.md",
-         *sorted((ROOT / "docs").glob("*.md"))]  # CHANGELOG.md holds the history
+         *sorted((ROOT / "docs").rglob("*.md"))]  # CHANGELOG.md holds the history
 #: how the project was made: sessions of work, issue numbers, commit ids. The word
 #: "session" is not used at all (a Spark one is a `SparkSession`, a Spark Connect one its
 #: client), so that no reader wonders which kind is meant.
@@ -54,3 +54,29 @@ def test_the_checks_can_fail(tmp_path):
     assert COMMIT.search("fixed in b99203c") and COMMIT.search('"nonce": "dadafce64b65"')
     assert not any(rx.search("a `SparkSession` of its own") for rx in HISTORY)
     assert not COMMIT.search("ba7816bf" * 8) and not COMMIT.search("epochs/0000000001/")
+
+
+def test_the_site_builds_strictly_with_the_pages_generated_from_the_code(tmp_path):
+    """`make docs`: MkDocs fails on any warning (a broken link, a docstring it cannot
+    read); the command-line and REST pages come from the parsers and the app, so every
+    ckpt command and every route is on them."""
+    import os
+    import subprocess
+    import sys
+
+    from checkpointing.cli import COMMANDS
+
+    site = tmp_path / "site"
+    r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d",
+                        str(site)], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "NO_MKDOCS_2_WARNING": "1"})
+    assert r.returncode == 0, r.stderr[-3000:]
+    cli = (site / "cli" / "index.html").read_text()
+    assert all(f"ckpt {c}" in cli for c in COMMANDS), sorted(COMMANDS)
+    rest = (site / "rest" / "index.html").read_text()
+    for route in ("/api/dags/{dag_id}/epochs", "/api/dags/{dag_id}/backfills"):
+        assert route in rest
+    api = (site / "api" / "checkpointing" / "index.html").read_text()
+    assert "Coordinator" in api and "task_storage" in api  # from the docstrings
+    home = (site / "index.html").read_text()
+    assert 'href="tutorial/"' in home  # the README's docs/ links, as the site's pages

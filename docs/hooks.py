@@ -1,0 +1,125 @@
+"""MkDocs hooks: the pages generated at build time, so the site never holds a copy made by
+hand.
+
+- ``index.md`` is the README, ``bench.md`` is bench/README.md (the benchmark keys),
+  ``changelog.md`` is CHANGELOG.md; links between them are rewritten to the site's pages,
+  and the benchmark result files the docs link to are published under ``results/``;
+- ``cli.md`` is the help of ``ckpt`` and ``ckpt-airflow``, from their argument parsers;
+- ``rest.md`` is the plugin's REST routes, from its FastAPI app's OpenAPI schema;
+- versions (the protocol's, the package's) are read from the code wherever a page says
+  ``{{ protocol_version }}`` or ``{{ package_version }}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+from mkdocs.structure.files import File, Files
+
+ROOT = Path(__file__).resolve().parent.parent
+for p in (ROOT, ROOT / "plugins"):
+    if str(p) not in sys.path:
+        sys.path.insert(0, str(p))
+
+#: repository files shown as site pages: source -> page
+MIRRORED = {"README.md": "index.md", "bench/README.md": "bench.md",
+            "CHANGELOG.md": "changelog.md"}
+#: result files the docs link to, published as they are
+RESULTS = ("bench/results/drills.json", "bench/results/drills_run.json",
+           "bench/results/faults.json", "bench/results/latest.json")
+
+
+def _site_link(target: str, page_src: str) -> str | None:
+    """The site's link for a repository-relative link ``target`` written in ``page_src``
+    (a docs page, or a mirrored file), or None when it needs no rewriting."""
+    path, _, anchor = target.partition("#")
+    if not path or "://" in path or path.startswith("mailto:"):
+        return None
+    base = Path(page_src).parent if page_src not in MIRRORED else Path(page_src).parent
+    where = os.path.normpath(base / path) if page_src in MIRRORED else \
+        os.path.normpath(Path("docs") / Path(page_src).parent / path)
+    if where in MIRRORED:
+        new = MIRRORED[where]
+    elif where in RESULTS:
+        new = "results/" + Path(where).name
+    elif where.startswith("docs/"):
+        new = where[len("docs/"):]
+    else:
+        return None
+    depth = len(Path(page_src).parent.parts) if page_src not in MIRRORED else 0
+    return "../" * depth + new + (f"#{anchor}" if anchor else "")
+
+
+def _rewrite_links(markdown: str, page_src: str) -> str:
+    def repl(m: re.Match[str]) -> str:
+        new = _site_link(m.group(2), page_src)
+        return m.group(0) if new is None else f"{m.group(1)}({new})"
+
+    return re.sub(r"(\]\s?)\(([^)\s]+)\)", repl, markdown)
+
+
+def _cli_page() -> str:
+    from checkpointing.cli import _parser as ckpt_parser
+    from dag_checkpoints.cli import _parser as airflow_parser
+
+    out = ["# Command-line reference", "",
+           "Generated from the commands' argument parsers: what `--help` prints.", ""]
+    for name, parser in (("ckpt", ckpt_parser()), ("ckpt-airflow", airflow_parser())):
+        out += [f"## `{name}`", "", "```text", parser.format_help().rstrip(), "```", ""]
+        for action in parser._actions:  # argparse keeps its subcommands here only
+            if isinstance(action, argparse._SubParsersAction):
+                for sub, sp in action.choices.items():
+                    out += [f"### `{name} {sub}`", "", "```text",
+                            sp.format_help().rstrip(), "```", ""]
+    return "\n".join(out)
+
+
+def _rest_page() -> str:
+    os.environ.setdefault("AIRFLOW_HOME", str(ROOT / "site" / ".airflow"))
+    from dag_checkpoints.api import app
+
+    schema = app.openapi()
+    out = ["# REST API", "",
+           "The plugin's routes under Airflow's api-server, generated from its OpenAPI "
+           "schema (also served by the api-server as `/checkpoints/openapi.json`). Every "
+           "route requires Airflow's authentication and the DAG's permission: reading for "
+           "`GET`, editing for the others.", "",
+           "| method | path | what it does |", "|---|---|---|"]
+    for path, ops in schema["paths"].items():
+        for method, op in ops.items():
+            what = (op.get("description") or op.get("summary") or "").strip().splitlines()
+            out.append(f"| `{method.upper()}` | `{path}` | {what[0] if what else ''} |")
+    return "\n".join(out) + "\n"
+
+
+def on_files(files: Files, config: Any) -> Files:
+    for src, page in MIRRORED.items():
+        text = _rewrite_links((ROOT / src).read_text(), src)
+        files.append(File.generated(config, page, content=text))
+    files.append(File.generated(config, "cli.md", content=_cli_page()))
+    files.append(File.generated(config, "rest.md", content=_rest_page()))
+    for res in RESULTS:
+        if (ROOT / res).exists():
+            files.append(File.generated(config, "results/" + Path(res).name,
+                                        content=(ROOT / res).read_bytes()))
+    return files
+
+
+def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
+    from checkpointing.documents import PROTOCOL_VERSION
+
+    try:
+        from importlib.metadata import version
+
+        package = version("dag-checkpoints")
+    except Exception:  # noqa: BLE001 - not installed: the source tree's own
+        package = "unreleased"
+    if page.file.src_uri not in MIRRORED.values():
+        markdown = _rewrite_links(markdown, page.file.src_uri)
+    return (markdown.replace("{{ protocol_version }}", PROTOCOL_VERSION)
+            .replace("{{ package_version }}", package))
