@@ -64,8 +64,9 @@ def _rewrite_links(markdown: str, page_src: str) -> str:
 
 
 def _cli_page() -> str:
-    from checkpointing.cli import _parser as ckpt_parser
     from dag_checkpoints.cli import _parser as airflow_parser
+
+    from checkpointing.cli import _parser as ckpt_parser
 
     out = ["# Command-line reference", "",
            "Generated from the commands' argument parsers: what `--help` prints.", ""]
