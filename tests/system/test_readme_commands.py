@@ -15,7 +15,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 #: the documents whose blocks are run or listed here (PROTOCOL.md's examples are checked by
 #: tests/unit/test_protocol_conformance.py)
-DOCS = ["README.md", "docs/tutorial.md", "docs/guides.md", "docs/reference.md",
+GUIDES = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "docs/guides").glob("*.md"))
+DOCS = ["README.md", "docs/tutorial.md", *GUIDES, "docs/reference.md",
         "docs/JOBS.md", "docs/concepts.md", "docs/performance.md", "docs/testing.md",
         "docs/METRICS.md"]
 README = "\n".join((ROOT / d).read_text() for d in DOCS)
@@ -63,7 +64,7 @@ def test_every_python_block_is_python(doc):
     import textwrap
 
     blocks = _python_blocks((ROOT / doc).read_text())
-    if doc in ("README.md", "docs/JOBS.md", "docs/guides.md", "docs/reference.md"):
+    if doc in ("README.md", "docs/JOBS.md", "docs/guides/own-dag.md", "docs/reference.md"):
         assert blocks, doc  # the pages that show code do show some
     for block in blocks:
         ast.parse(textwrap.dedent(block))
@@ -118,32 +119,38 @@ BLOCKS: dict[tuple[str, str], str] = {
     "run by tests/integration/test_tpch.py: the same landing tool at scale factor 0.01 "
     "and the same `spark_jobs.runtime.run_epoch` command with --until, on the tests' "
     "Spark Connect server (--remote)",
-    ("docs/guides.md", "pip install 'dag-checkpoints"): "network install into an Airflow image: "
+    ("docs/guides/own-dag.md", "pip install 'dag-checkpoints"):
+    "network install into an Airflow image: "
     "the wheel with its extras is installed from scratch by tests/package/test_wheel.py",
-    ("docs/guides.md", "from datetime import datetime"): "a DAG file fragment: parsed here; "
+    ("docs/guides/own-dag.md", "from datetime import datetime"):
+    "a DAG file fragment: parsed here; "
     "dags/flights_daily.py, which it quotes, runs in test_airflow_dags.py",
-    ("docs/guides.md", "ingest = CheckpointedSparkOperator("): "a DAG file fragment: parsed here; "
+    ("docs/guides/own-dag.md", "ingest = CheckpointedSparkOperator("):
+    "a DAG file fragment: parsed here; "
     "run as part of dags/flights_daily.py",
-    ("docs/guides.md", "from spark_jobs.runtime import JobResult, TableSpec"): "a job fragment: "
+    ("docs/guides/tables.md", "from spark_jobs.runtime import JobResult, TableSpec"):
+    "a job fragment: "
     "parsed here; spark_jobs/flights/stats.py, which it quotes, runs in test_spark_jobs.py",
-    ("docs/guides.md", "from deltalake import DeltaTable"): "run: test_readme_blocks_run",
+    ("docs/guides/tables.md", "from deltalake import DeltaTable"): "run: test_readme_blocks_run",
     ("README.md", "import glob"): "run: test_readme_reading_recipe_runs (a Delta table this "
     "project published, read by delta-rs and DuckDB's delta extension offline)",
     ("README.md", "from datetime import datetime"): "a DAG file: parsed here; the same shape "
     "(new_input, write_table, checkpoint_dag) runs as docs/examples/energy_daily.py in "
     "tests/system/test_user_pipeline.py",
-    ("docs/guides.md", "make demo"): "run: test_every_make_target_in_the_readme_exists "
+    ("docs/guides/index.md", "make demo"): "run: test_every_make_target_in_the_readme_exists "
     "(make -n); the demo itself by tests/system/test_demo.py",
     ("docs/reference.md", "Airflow DAG run ──►"): "not code: a diagram",
     ("docs/tutorial.md", "make demo"): "the demo: tests/system/test_demo.py",
     ("docs/tutorial.md", "{\"checkpoint\": {\"fault_inject\""): "a run conf: the same "
     "fault runs in tests/system/test_airflow_standalone.py (test_triggered_runs_and_a_retry_that_"
     "restores)",
-    ("docs/guides.md", "export PYICEBERG_CATALOG__CKPT__TYPE=sql"): "run: test_readme_blocks_run "
+    ("docs/guides/tables.md", "export PYICEBERG_CATALOG__CKPT__TYPE=sql"):
+    "run: test_readme_blocks_run "
     "(with a SQLite catalog in place of the PostgreSQL one)",
-    ("docs/guides.md", "from pyiceberg.catalog import load_catalog"): "run: test_readme_blocks_run",
-    ("docs/guides.md", "ingest_flights ──┬──► enrich"): "not code: a diagram",
-    ("docs/guides.md", "AIRFLOW_API_URL=http://localhost:8080"): "needs a running Airflow "
+    ("docs/guides/tables.md", "from pyiceberg.catalog import load_catalog"):
+    "run: test_readme_blocks_run",
+    ("docs/guides/airflow.md", "ingest_flights ──┬──► enrich"): "not code: a diagram",
+    ("docs/guides/backfill.md", "AIRFLOW_API_URL=http://localhost:8080"): "needs a running Airflow "
     "api-server and a token: the same command runs in tests/system/test_airflow_cli.py",
     ("docs/JOBS.md", "from spark_jobs.runtime import DeclineEpoch"): "a job fragment: "
     "parsed here; docs/examples/energy_daily.py runs in tests/system/test_user_pipeline.py",
@@ -231,7 +238,7 @@ def test_readme_blocks_run(tmp_path, monkeypatch):
     for n in range(1, 3):
         table_epoch(tables, tmp_path / "stage", TableSpec(f"file://{delta_loc}", "overwrite"),
                     [(k, v * n, d) for k, v, d in rows], f"d{n}")
-    code = _block("docs/guides.md", "from deltalake import DeltaTable") \
+    code = _block("docs/guides/tables.md", "from deltalake import DeltaTable") \
         .replace("s3://warehouse/tables/daily_revenue", delta_loc).replace("version=12",
                                                                            "version=1")
     lines = [ln for ln in code.strip().splitlines()]
@@ -241,7 +248,8 @@ def test_readme_blocks_run(tmp_path, monkeypatch):
     assert latest["value"].tolist() == [2] and first["value"].tolist() == [1]
 
     env = dict(ln.split(None, 1)[1].split("#")[0].strip().split("=", 1) for ln in
-               _block("docs/guides.md", "export PYICEBERG_CATALOG__CKPT__TYPE=sql").splitlines())
+               _block("docs/guides/tables.md",
+                      "export PYICEBERG_CATALOG__CKPT__TYPE=sql").splitlines())
     assert set(env) == {"PYICEBERG_CATALOG__CKPT__TYPE", "PYICEBERG_CATALOG__CKPT__URI"}
     monkeypatch.setenv("PYICEBERG_CATALOG__CKPT__TYPE", env["PYICEBERG_CATALOG__CKPT__TYPE"])
     monkeypatch.setenv("PYICEBERG_CATALOG__CKPT__URI", f"sqlite:///{tmp_path}/catalog.db")
@@ -249,7 +257,7 @@ def test_readme_blocks_run(tmp_path, monkeypatch):
     spec = TableSpec(f"file://{tmp_path}/wh/gold.route_stats", "overwrite",
                      format="iceberg", name="gold.route_stats", catalog="ckpt")
     table_epoch(ice, tmp_path / "stage-ice", spec, rows, "i1")
-    code = _block("docs/guides.md", "from pyiceberg.catalog import load_catalog")
+    code = _block("docs/guides/tables.md", "from pyiceberg.catalog import load_catalog")
     lines = [ln for ln in code.strip().splitlines() if "snapshot_id=..." not in ln]
     scope = {}
     exec(lines[0], scope)  # noqa: S102
