@@ -6,6 +6,7 @@ hand.
   and the benchmark result files the docs link to are published under ``results/``;
 - ``cli.md`` is the help of ``ckpt`` and ``ckpt-airflow``, from their argument parsers;
 - ``rest.md`` is the plugin's REST routes, from its FastAPI app's OpenAPI schema;
+- ``results.md`` and its charts come from bench/results/*.json (docs/charts.py);
 - versions (the protocol's, the package's) are read from the code wherever a page says
   ``{{ protocol_version }}`` or ``{{ package_version }}``.
 """
@@ -104,6 +105,17 @@ def on_files(files: Files, config: Any) -> Files:
         files.append(File.generated(config, page, content=text))
     files.append(File.generated(config, "cli.md", content=_cli_page()))
     files.append(File.generated(config, "rest.md", content=_rest_page()))
+    import importlib.util
+
+    # docs/charts.py, beside this file (MkDocs restores sys.path after loading hooks)
+    spec = importlib.util.spec_from_file_location("ckpt_docs_charts",
+                                                  Path(__file__).with_name("charts.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    page, charts = module.render()
+    files.append(File.generated(config, "results.md", content=page))
+    for name, svg in charts.items():
+        files.append(File.generated(config, f"charts/{name}", content=svg))
     for res in RESULTS:
         if (ROOT / res).exists():
             files.append(File.generated(config, "results/" + Path(res).name,

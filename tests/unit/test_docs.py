@@ -78,5 +78,10 @@ def test_the_site_builds_strictly_with_the_pages_generated_from_the_code(tmp_pat
         assert route in rest
     api = (site / "api" / "checkpointing" / "index.html").read_text()
     assert "Coordinator" in api and "task_storage" in api  # from the docstrings
+    results = (site / "results" / "index.html").read_text()  # charts from bench/results
+    for chart in ("recovery", "epoch", "bytes", "tpch_daily"):
+        assert f"charts/{chart}.svg" in results and \
+            (site / "charts" / f"{chart}.svg").read_text().lstrip().startswith("<?xml")
+    assert "make bench" in results and "cores" in results  # the command and the machine
     home = (site / "index.html").read_text()
     assert 'href="tutorial/"' in home  # the README's docs/ links, as the site's pages
