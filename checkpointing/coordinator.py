@@ -589,6 +589,13 @@ class Coordinator:
         return self.abort(epoch_id, AbortReason.DECLINED, f"task {task_id} declined: {reason}",
                           declined_by=task_id)
 
+    def acknowledged_handle(self, epoch_id: int, task_id: str) -> StateHandle | None:
+        """The state handle task ``task_id`` acknowledged epoch ``epoch_id`` with (its
+        effective acknowledgement's), None while it has not."""
+        eff = scan_task(self.storage, self.layout, validate_epoch_id(epoch_id),
+                        task_id).effective_ack
+        return None if eff is None else self.read_ack(eff[1].key).state_handle
+
     def upstream_handles(self, epoch_id: int, task_id: str) -> dict[str, StateHandle]:
         """The current epoch's state handles of the task's upstream tasks.
 

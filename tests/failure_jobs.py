@@ -85,3 +85,30 @@ def count_landed(run: JobRun) -> JobResult:
     n = run.spark.read.option("header", True).csv(files).count() if files else 0
     run.write_output(run.spark.createDataFrame([(n,)], "rows LONG"), "landed", rows=1)
     return JobResult(offsets=found.offsets, row_counts={"landed_rows": n})
+
+
+def landed_table(run: JobRun) -> JobResult:
+    """Appends the readings files landed for this epoch (``raw/readings/``) to the Delta
+    table ``tables/landed`` under the data root (table output ``landed``)."""
+    from pyspark.sql import functions as F
+
+    from spark_jobs.runtime import TableSpec, spark_uri
+
+    found = run.new_input("raw/readings/")
+    files = [spark_uri(run.data.uri(k)) for k in found.new]
+    if files:
+        df = run.spark.read.option("header", True).csv(files) \
+            .select("meter", F.col("kwh").cast("double").alias("kwh"))
+    else:
+        df = run.spark.createDataFrame([], "meter STRING, kwh DOUBLE")
+    n = run.write_table(df, "landed", TableSpec(run.data.uri("tables/landed"), "append"))
+    return JobResult(offsets=found.offsets, row_counts={"landed": n})
+
+
+def landed_summary(run: JobRun) -> JobResult:
+    """Counts the rows table input ``landed`` gained since the version its state consumed
+    (output ``summary``: one row)."""
+    changes = run.table_changes("landed")
+    n = changes.added.count() - changes.removed.count()
+    run.write_output(run.spark.createDataFrame([(n,)], "rows LONG"), "summary", rows=1)
+    return JobResult(row_counts={"summary_rows": n})

@@ -80,6 +80,9 @@ class JobRun(RunInputs, RunState, RunOutputs):
     table_offsets: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: what each table input read this attempt (the handle's ``metrics.table_inputs``)
     table_reads: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: the data root's prefixes :meth:`new_input` read (the handle's
+    #: ``metrics.input_prefixes``: what lineage names as the task's file inputs)
+    input_prefixes: list[str] = field(default_factory=list)
 
 
 
@@ -171,6 +174,8 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
             metrics={**result.metrics, "bytes_referenced": writer.bytes_referenced,
                      "files_hashed_by_store": writer.hashed_by_store,
                      **({"table_inputs": run.table_reads} if run.table_reads else {}),
+                     **({"input_prefixes": sorted(set(run.input_prefixes))}
+                        if run.input_prefixes else {}),
                      **({"resumed": {"from_attempt": run.resume.attempt,
                                      "actions": run.resumed}} if run.resumed else {}),
                      **({"task_overhead_ms": {k: round(v, 1) for k, v in overhead_ms.items()

@@ -71,6 +71,7 @@ class RunInputs:
 
         if self.data is None:
             raise ValueError("new_input needs the run's data root (--data / CKPT_DATA)")
+        self.input_prefixes.append(prefix)
         index = SeenIndex(load, suffix)
         found = new_input(self.data, prefix,
                           self.previous.offsets if self.previous else None,

@@ -150,6 +150,9 @@ BLOCKS: dict[tuple[str, str], str] = {
     ("docs/guides/tables.md", "from pyiceberg.catalog import load_catalog"):
     "run: test_readme_blocks_run",
     ("docs/guides/airflow.md", "ingest_flights ──┬──► enrich"): "not code: a diagram",
+    ("docs/guides/lineage.md", "AIRFLOW__OPENLINEAGE__TRANSPORT="):
+    "a lineage backend's settings: the same HTTP transport, to a local receiver, is set by "
+    "tests/system/test_lineage.py",
     ("docs/guides/backfill.md", "AIRFLOW_API_URL=http://localhost:8080"): "needs a running Airflow "
     "api-server and a token: the same command runs in tests/system/test_airflow_cli.py",
     ("docs/JOBS.md", "from spark_jobs.runtime import DeclineEpoch"): "a job fragment: "

@@ -182,7 +182,22 @@ class CommitEpochOperator(BaseOperator):
                                               fire_on_last_level),
                    method_name="execute_complete")
 
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The OpenLineage provider's call (only when it is configured): the table outputs
+        the epoch published, with their committed versions (:mod:`..lineage`)."""
+        from ..lineage import commit_lineage
+
+        epoch = getattr(self, "_lineage_epoch", None)
+        if not epoch:
+            from airflow.providers.openlineage.extractors import OperatorLineage
+
+            return OperatorLineage()
+        return commit_lineage(self.settings.coordinator(), epoch)
+
+    get_openlineage_facets_on_failure = get_openlineage_facets_on_complete
+
     def _finish(self, context: Any, epoch: int, coord: Any) -> int | None:
+        self._lineage_epoch = epoch  # for the OpenLineage provider, after this returns
         if not checkpointing_enabled(context):
             self._unchecked(context)
         def detail(missing: list[str]) -> str:

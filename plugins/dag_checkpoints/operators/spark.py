@@ -201,6 +201,23 @@ class CheckpointedSparkOperator(BaseOperator):
             raise task_failure(exc, self.task_id) from None
         raise AirflowFailException(f"{self.task_id} declined epoch {epoch}: {reason}")
 
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The OpenLineage provider's call (only when it is configured): the inputs the job
+        consumed (data prefixes, table inputs with their versions), its table outputs and
+        the ``checkpoint`` run facet, read from its acknowledgement (:mod:`..lineage`)."""
+        from airflow.providers.openlineage.extractors import OperatorLineage
+
+        from ..lineage import task_lineage
+
+        epoch = getattr(self, "_lineage_epoch", None)
+        if epoch is None and self.settings is not None and self.epoch_plan is not None:
+            # submit mode: the driver acknowledged; the epoch is this task's XCom
+            epoch = task_instance.xcom_pull(task_ids=self.task_id, key="checkpoint_epoch")
+        if not epoch or self.settings is None:
+            return OperatorLineage()
+        return task_lineage(self.settings.coordinator(), self.settings.data, int(epoch),
+                            self.task_id)
+
     def on_kill(self) -> None:
         """Airflow stops this task (marked failed or success, cleared, its run failed, its
         ``execution_timeout``): cancel the attempt's Spark work now. A Spark Connect server
@@ -273,6 +290,7 @@ class CheckpointedSparkOperator(BaseOperator):
             self._running = None
             if remote:
                 spark.stop()  # releases the server-side session now, not at its timeout
+        self._lineage_epoch = epoch
         self.log.info("acknowledged epoch %d as attempt %d: %s", epoch, ack.attempt,
                       ack.state_handle.row_counts)
         return dict(ack.state_handle.row_counts)
