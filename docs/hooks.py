@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -70,7 +71,9 @@ def _cli_page() -> str:
     from checkpointing.cli import _parser as ckpt_parser
 
     out = ["# Command-line reference", "",
-           "Generated from the commands' argument parsers: what `--help` prints.", ""]
+           "Generated from the commands' argument parsers: what `--help` prints. `ckpt` "
+           "and `ckpt-airflow` are installed with the package; the job runtime's entry "
+           "points run with `python -m`.", ""]
     for name, parser in (("ckpt", ckpt_parser()), ("ckpt-airflow", airflow_parser())):
         out += [f"## `{name}`", "", "```text", parser.format_help().rstrip(), "```", ""]
         for action in parser._actions:  # argparse keeps its subcommands here only
@@ -78,6 +81,17 @@ def _cli_page() -> str:
                 for sub, sp in action.choices.items():
                     out += [f"### `{name} {sub}`", "", "```text",
                             sp.format_help().rstrip(), "```", ""]
+    # The job runtime's entry points build their parsers inside main(): ask them.
+    for title, module in (("python -m spark_jobs.runtime (one task attempt)",
+                           "spark_jobs.runtime"),
+                          ("python -m spark_jobs.runtime.run_epoch (a whole epoch)",
+                           "spark_jobs.runtime.run_epoch")):
+        r = subprocess.run([sys.executable, "-m", module, "--help"], capture_output=True,
+                           text=True, timeout=120, cwd=ROOT)
+        if r.returncode != 0:
+            raise RuntimeError(f"{module} --help failed: {r.stderr[-500:]}")
+        out += [f"## `{title.split(' (')[0]}`", "", title.split(" (")[1].rstrip(")") + ":",
+                "", "```text", r.stdout.rstrip(), "```", ""]
     return "\n".join(out)
 
 

@@ -73,6 +73,7 @@ def test_the_site_builds_strictly_with_the_pages_generated_from_the_code(tmp_pat
     assert r.returncode == 0, r.stderr[-3000:]
     cli = (site / "cli" / "index.html").read_text()
     assert all(f"ckpt {c}" in cli for c in COMMANDS), sorted(COMMANDS)
+    assert "--jobs JOBS" in cli and "--job JOB" in cli  # the runtime's entry points
     rest = (site / "rest" / "index.html").read_text()
     for route in ("/api/dags/{dag_id}/epochs", "/api/dags/{dag_id}/backfills"):
         assert route in rest
