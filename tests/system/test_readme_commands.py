@@ -262,9 +262,13 @@ def test_readme_blocks_run(tmp_path, monkeypatch):
     table_epoch(ice, tmp_path / "stage-ice", spec, rows, "i1")
     code = _block("docs/guides/tables.md", "from pyiceberg.catalog import load_catalog")
     lines = [ln for ln in code.strip().splitlines() if "snapshot_id=..." not in ln]
-    scope = {}
-    exec(lines[0], scope)  # noqa: S102
-    assert eval(lines[1], scope)["value"].tolist() == [1]  # noqa: S307
+    # In a process of its own, as a reader runs it: pyiceberg reads its environment once, at
+    # import, and this worker may have imported it under another test's environment.
+    r = subprocess.run([sys.executable, "-c", f"{lines[0]}\nprint({lines[1]}['value'].tolist())"],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                       env={**os.environ, **env,
+                            "PYICEBERG_CATALOG__CKPT__URI": f"sqlite:///{tmp_path}/catalog.db"})
+    assert r.returncode == 0 and r.stdout.strip() == "[1]", r.stderr[-2000:]
 
     # JOBS.md's Spark Connect connection, as Airflow reads it from the environment.
     line = _block("docs/JOBS.md", "export AIRFLOW_CONN_SPARK_CONNECT_DEFAULT=").splitlines()[0]
