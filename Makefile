@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: install demo docs docs-serve test test-fast test-integration test-system test-package lint bench bench-coordinator bench-airflow bench-tables bench-sources bench-table-inputs bench-scale bench-scale-topology faults soak drills
+.PHONY: install demo docs docs-serve bench-check test test-fast test-integration test-system test-package lint bench bench-coordinator bench-airflow bench-tables bench-sources bench-table-inputs bench-scale bench-scale-topology faults soak drills
 
 install:
 	scripts/bootstrap.sh
@@ -22,7 +22,8 @@ test: install
 	scripts/install_browser.sh
 	scripts/install_toxiproxy.sh
 	CKPT_TEST_PG_URL=$$(scripts/start_postgres.sh) $(PY) -m pytest -q -p no:cacheprovider \
-		-n 3 --dist loadfile --no-loadscope-reorder --durations=25 --ignore=tests/package
+		-n 3 --dist loadfile --no-loadscope-reorder --durations=25 --ignore=tests/package \
+		-m "not bench"
 
 # The unit tier, tests/unit/: no JVM, no server (the coordinator, the protocol, state, the
 # provider's units): a minute or two; `make test` runs it with everything else.
@@ -35,7 +36,7 @@ test-integration: install
 	scripts/install_minio.sh
 	scripts/install_spark_s3.sh
 	CKPT_TEST_PG_URL=$$(scripts/start_postgres.sh) $(PY) -m pytest -q -p no:cacheprovider \
-		-n 3 --dist loadfile --no-loadscope-reorder tests/integration
+		-n 3 --dist loadfile --no-loadscope-reorder -m "not bench" tests/integration
 
 # The system tier, tests/system/: Airflow (dags test, standalone, the Celery topology on
 # PostgreSQL), the fault matrices, the demo and the README's commands.
@@ -46,6 +47,11 @@ test-system: install
 	scripts/install_toxiproxy.sh
 	CKPT_TEST_PG_URL=$$(scripts/start_postgres.sh) $(PY) -m pytest -q -p no:cacheprovider \
 		-n 3 --dist loadfile --no-loadscope-reorder tests/system
+
+# The benchmark scripts run end to end on little data and write their documented keys
+# (tests/integration/test_bench.py; measurements, so not in `make test`; .ci/run runs it).
+bench-check: install
+	$(PY) -m pytest -q -p no:cacheprovider -m bench tests/integration/test_bench.py
 
 # The package as users install it: sdist and wheel built by the standard front-end, a fresh
 # virtual environment with Airflow and the wheel's [connect,delta] extras, a user DAG run

@@ -1,5 +1,7 @@
-"""`make bench --quick` runs end to end and writes the documented JSON shape (timings are
-not asserted: speed targets belong in benchmarks, not tests)."""
+"""The benchmark script runs end to end and writes the documented JSON shape (timings are
+not asserted: speed targets belong in benchmarks, not tests). Its runs are measurements,
+minutes of Spark work: `make bench-check` runs this module (marker ``bench``; `.ci/run` runs
+it after the suite), `make test` does not."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.bench]
 KEYS = {"recovery_speedup_d30", "recovery_speedup_d90", "recovery_speedup_d180",
         "recovery_speedup_d360", "recovery_growth_360_over_30", "checkpoint_overhead_ratio",
         "incremental_bytes_ratio",
