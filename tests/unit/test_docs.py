@@ -35,6 +35,12 @@ def test_docs_speak_of_the_project_not_of_its_making():
     assert not found, "history belongs in CHANGELOG.md:\n" + "\n".join(found)
 
 
+#: pages docs/hooks.py generates into the site at build time (the strict build checks
+#: links to them)
+GENERATED = {"docs/results.md", "docs/cli.md", "docs/rest.md", "docs/bench.md",
+             "docs/changelog.md"}
+
+
 def test_every_internal_link_resolves():
     broken = []
     for page in PAGES:
@@ -42,7 +48,8 @@ def test_every_internal_link_resolves():
             path = target.split("#", 1)[0]
             if not path or "://" in path or path.startswith("mailto:"):
                 continue
-            if not (page.parent / path).exists():
+            where = (page.parent / path).resolve()
+            if not where.exists() and str(where.relative_to(ROOT)) not in GENERATED:
                 broken.append(f"{page.relative_to(ROOT)} -> {target}")
     assert not broken, broken
 
