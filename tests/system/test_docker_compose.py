@@ -162,3 +162,21 @@ def test_docker_requirements_resolve_with_the_project_pins():
                         "-r", str(DOCKER / "requirements-docker.txt")],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
+
+
+def test_the_base_image_is_a_build_argument_with_the_users_default():
+    """A host without a registry builds on a local base; users keep python:3.11-slim."""
+    text = (DOCKER / "Dockerfile").read_text()
+    assert "ARG PYTHON_IMAGE=python:3.11-slim-bookworm" in text
+    froms = re.findall(r"^FROM (\S+)", text, re.M)
+    assert froms and all(f == "${PYTHON_IMAGE}" for f in froms), froms
+
+
+def test_no_container_engine_is_one_line_naming_what_to_install(tmp_path):
+    """`scripts/containers.sh check` on a host with neither podman nor docker."""
+    r = subprocess.run(["/bin/bash", str(ROOT / "scripts/containers.sh"), "check"],
+                       capture_output=True, text=True, timeout=60,
+                       env={"PATH": str(tmp_path)})  # an empty PATH: no engine on it
+    assert r.returncode == 2 and r.stdout == ""
+    [line] = r.stderr.splitlines()
+    assert line.startswith("containers: no container engine: install podman")
