@@ -34,6 +34,13 @@ try {
   const tablesCells = await frame.locator("#epochs tbody tr").evaluateAll((trs) =>
     Object.fromEntries(trs.map((tr) => [tr.dataset.epochId, tr.querySelector("td.tables")?.textContent ?? null])));
 
+  // The "Attempts" column: the highest attempt of any task of each epoch.
+  const attemptsCells = await frame.locator("#epochs tbody tr").evaluateAll((trs) =>
+    Object.fromEntries(trs.map((tr) => [tr.dataset.epochId, tr.querySelector("td.attempts")?.textContent ?? null])));
+  // The status line under the title takes no room while it is empty.
+  const messageHeight = await frame.locator("#message").evaluate((el) =>
+    el.textContent === "" ? el.getBoundingClientRect().height : -1);
+
   // Open the oldest epoch: its per-task table.
   await frame.locator(`#epochs tbody tr[data-epoch-id="${EPOCH_ID}"]`).click();
   await frame.locator("#tasks tbody tr").first().waitFor({ timeout: 30000 });
@@ -115,7 +122,8 @@ try {
   const background = await dark.locator("body").evaluate((b) => getComputedStyle(b).backgroundColor);
   if (SCREENSHOT_DARK) await page.screenshot({ path: SCREENSHOT_DARK, fullPage: true });
 
-  console.log(JSON.stringify({ rows: rowCount, tables: tablesCells, task_rows: taskRows,
+  console.log(JSON.stringify({ rows: rowCount, tables: tablesCells, attempts: attemptsCells,
+    message_height: messageHeight, task_rows: taskRows,
     restored_from: restoredFrom, row_heights: rowHeights,
     selected: { rows: selectedRow, detail_status: detailStatus, detail_acked: detailAcked,
       task_rows: taskRows }, charts, failed_task: failedTask,

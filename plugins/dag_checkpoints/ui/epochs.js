@@ -264,6 +264,9 @@ function epochRow(e) {
   cell(tr, secs(e.duration_ms));
   cell(tr, size(e.state_bytes));
   cell(tr, `${e.tasks_acked}/${e.tasks_total}`);
+  // The highest attempt of any task: a killed and retried epoch is not a clean one.
+  const attempts = Math.max(0, ...(e.tasks || []).map((t) => t.attempts || 0));
+  cell(tr, attempts || "–", attempts > 1 ? "attempts retried" : "attempts");
   // The task that failed it: the one that declined, else (a timeout, a lost runner) the
   // tasks that had not acknowledged.
   const failed = e.declined_by || (e.status === "aborted" ? (e.missing_tasks || []).join(", ") : "");
@@ -275,7 +278,7 @@ function epochRow(e) {
   cell(tr, e.lineage, "long");
   cell(tr, e.parent_epoch_id ?? "–");
   // "gold_route_stats v12": the table version each table output got from this epoch
-  cell(tr, Object.entries(e.tables || {}).map(([t, v]) => `${t} v${v}`).join(", "), "tables long");
+  cell(tr, Object.entries(e.tables || {}).map(([t, v]) => `${t} v${v}`).join(", "), "tables");
   tr.addEventListener("click", () => showEpoch(e.epoch_id));
   return tr;
 }
