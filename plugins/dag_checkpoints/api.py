@@ -213,7 +213,10 @@ def get_epochs(dag_id: str = DagId, limit: int = Query(50, ge=1, le=500),
         rows = []
         for st in listing.rows:
             row = st.to_json()
-            row.pop("tasks")
+            # the highest attempt of any task (the page's Attempts column): a killed and
+            # retried epoch is not a clean one; the per-task rows are the detail route's
+            row["max_attempt"] = max((t["attempts"] or 0 for t in row.pop("tasks")),
+                                     default=0) or None
             # "epoch 12: gold_route_stats v12": the table versions it published (6.12)
             row["tables"] = published_tables(manifest, st.epoch_id)
             rows.append(row)

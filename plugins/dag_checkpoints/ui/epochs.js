@@ -265,7 +265,7 @@ function epochRow(e) {
   cell(tr, size(e.state_bytes));
   cell(tr, `${e.tasks_acked}/${e.tasks_total}`);
   // The highest attempt of any task: a killed and retried epoch is not a clean one.
-  const attempts = Math.max(0, ...(e.tasks || []).map((t) => t.attempts || 0));
+  const attempts = e.max_attempt ?? Math.max(0, ...(e.tasks || []).map((t) => t.attempts || 0));
   cell(tr, attempts || "–", attempts > 1 ? "attempts retried" : "attempts");
   // The task that failed it: the one that declined, else (a timeout, a lost runner) the
   // tasks that had not acknowledged.
