@@ -30,9 +30,6 @@ def _machine(result: dict[str, Any]) -> str:
 
 
 def _recovery(rec: dict[str, Any]) -> tuple[bytes, bytes, bytes]:
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     days = sorted(int(d) for d in rec)
@@ -90,6 +87,9 @@ def _faults_table(faults: list[dict[str, Any]]) -> str:
 
 def render() -> tuple[str, dict[str, bytes]]:
     """(the page's markdown, chart file name -> SVG bytes)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display, whichever chart is drawn first
     latest = json.loads((RESULTS / "latest.json").read_text())
     charts: dict[str, bytes] = {}
     out = ["# Results", "",

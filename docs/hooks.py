@@ -42,9 +42,8 @@ def _site_link(target: str, page_src: str) -> str | None:
     path, _, anchor = target.partition("#")
     if not path or "://" in path or path.startswith("mailto:"):
         return None
-    base = Path(page_src).parent if page_src not in MIRRORED else Path(page_src).parent
-    where = os.path.normpath(base / path) if page_src in MIRRORED else \
-        os.path.normpath(Path("docs") / Path(page_src).parent / path)
+    mirrored = page_src in MIRRORED  # a repository file, else a page under docs/
+    where = os.path.normpath(Path(page_src if mirrored else f"docs/{page_src}").parent / path)
     if where in MIRRORED:
         new = MIRRORED[where]
     elif where in RESULTS:
@@ -53,7 +52,7 @@ def _site_link(target: str, page_src: str) -> str | None:
         new = where[len("docs/"):]
     else:
         return None
-    depth = len(Path(page_src).parent.parts) if page_src not in MIRRORED else 0
+    depth = 0 if mirrored else len(Path(page_src).parent.parts)
     return "../" * depth + new + (f"#{anchor}" if anchor else "")
 
 

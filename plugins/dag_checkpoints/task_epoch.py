@@ -53,25 +53,14 @@ WAIT_FOR_BACKFILL_SECONDS = 30
 
 
 def open_run_epoch(settings: CheckpointSettings, plan: dict[str, TaskPlan], context: Any,
-                   allow_non_restored_state: bool = False, *, begin_step: bool = False) -> int:
+                   allow_non_restored_state: bool = False) -> int:
     """Begin the run's epoch, or join the one the run has open; its id. A run whose epochs
     are all decided begins a new one (the caller knows it may). Airflow's answers: a
     promoting backfill reschedules the task without spending a retry, a policy (capacity,
-    pause) is a retryable failure, anything else refused fails the task. ``begin_step``:
-    the caller is the run's begin step, which on its first try takes the epoch a job of the
-    run began before it, even a decided one."""
+    pause) is a retryable failure, anything else refused fails the task."""
     coord = settings.coordinator()
     run_id = context["dag_run"].run_id
     lineage, publish, promote = run_lineage(coord, context)
-    if begin_step and context["ti"].try_number == 1 and \
-            (ids := coord.epochs_of_run(run_id, lineage)):
-        # The begin step's first try, after a root already began this run's epoch (the
-        # roots begin or join beside it) and maybe decided it (a one-task DAG's job
-        # completes it; a decline aborts it): that epoch is the run's, not a new one. A
-        # cleared run's begin step (a later try) begins anew when the run's are decided.
-        log.info("run %s works for epoch %d of %s, lineage %s (begun by its first job)",
-                 run_id, ids[-1], settings.pipeline_id, lineage)
-        return ids[-1]
     try:
         barrier = coord.begin_or_join(plan, run_id, lineage=lineage,
                                       publish_on_complete=publish,
@@ -96,6 +85,19 @@ def open_run_epoch(settings: CheckpointSettings, plan: dict[str, TaskPlan], cont
              barrier.parent_savepoint,
              "" if publish else "; publishes nothing (not the backfill's last run)")
     return barrier.epoch_id
+
+
+def epoch_begun_by_a_job(settings: CheckpointSettings, context: Any) -> int | None:
+    """The epoch a job of this run began before the begin step's first try ran (the roots
+    begin or join beside it), even a decided one: a one-task DAG's job completes it, a
+    decline aborts it, and it stays the run's epoch. None on a later try (a cleared run's
+    begin step begins anew when the run's epochs are decided) or when no job began one."""
+    if context["ti"].try_number != 1:
+        return None
+    coord = settings.coordinator()
+    lineage = run_lineage(coord, context)[0]
+    ids = coord.epochs_of_run(context["dag_run"].run_id, lineage)
+    return ids[-1] if ids else None
 
 
 def triggering_table_versions(plan: dict[str, TaskPlan], context: Any) -> dict[str, int]:

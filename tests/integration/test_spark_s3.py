@@ -39,13 +39,17 @@ def test_epoch_end_to_end_on_s3a(s3_server, s3_bucket, monkeypatch):
     land(data, [date(2013, 1, 1), date(2013, 1, 2)], malformed_rate=0.01, seed=9)
     env = {**os.environ, "AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
            "SPARK_LOCAL_IP": "127.0.0.1"}
-    r = subprocess.run(
-        [sys.executable, "-m", "spark_jobs.runtime.run_epoch", *FLIGHTS,
-         "--storage", f"s3://{s3_bucket}/ckpt",
-         "--data", f"s3://{s3_bucket}/data", "--run-id", "s3-run",
-         "--endpoint-url", s3_server.endpoint],
-        env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stderr[-4000:]
+
+    def run_epoch(run_id: str) -> subprocess.CompletedProcess:
+        r = subprocess.run(
+            [sys.executable, "-m", "spark_jobs.runtime.run_epoch", *FLIGHTS,
+             "--storage", f"s3://{s3_bucket}/ckpt", "--data", f"s3://{s3_bucket}/data",
+             "--run-id", run_id, "--endpoint-url", s3_server.endpoint],
+            env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)
+        assert r.returncode == 0, r.stderr[-4000:]
+        return r
+
+    r = run_epoch("s3-run")
     assert SECRET_KEY not in r.stdout + r.stderr  # no secret in any log line
     ckpt = S3Storage(s3_bucket, "ckpt", endpoint_url=s3_server.endpoint)
     c = Coordinator(ckpt, "flights_daily")
@@ -78,13 +82,7 @@ def test_epoch_end_to_end_on_s3a(s3_server, s3_bucket, monkeypatch):
 
     # A second day: the first days' bronze partitions are referenced, not rewritten.
     land(data, [date(2013, 1, 3)], dims=False)
-    r = subprocess.run(
-        [sys.executable, "-m", "spark_jobs.runtime.run_epoch", *FLIGHTS,
-         "--storage", f"s3://{s3_bucket}/ckpt",
-         "--data", f"s3://{s3_bucket}/data", "--run-id", "s3-run-2",
-         "--endpoint-url", s3_server.endpoint],
-        env=env, cwd=ROOT, capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stderr[-4000:]
+    run_epoch("s3-run-2")
     h1 = c.completed_handles(1)["ingest_flights"]
     h2 = Coordinator(ckpt, "flights_daily").completed_handles(2)["ingest_flights"]
     old = {f.name: f.uri for f in h1.files}

@@ -30,7 +30,7 @@ from checkpointing.errors import (
 from ..notifications import announce
 from ..runconf import BEGIN_TASK_ID, checkpointing_enabled, foreground_test_run
 from ..settings import CheckpointSettings
-from ..task_epoch import open_run_epoch, task_states
+from ..task_epoch import epoch_begun_by_a_job, open_run_epoch, task_states
 from ..triggers.decision_read import decision_poll_seconds
 from ..triggers.epoch_commit import EpochCommitTrigger
 from ..triggers.task_states import FINISHED
@@ -73,8 +73,11 @@ class BeginEpochOperator(BaseOperator):
     def execute(self, context: Any) -> int:
         if not checkpointing_enabled(context):
             return self._unchecked(context)
-        return open_run_epoch(self.settings, self.plan, context, self.allow_non_restored_state,
-                              begin_step=True)
+        begun = epoch_begun_by_a_job(self.settings, context)
+        if begun is not None:
+            self.log.info("run works for epoch %d, begun by one of its jobs", begun)
+            return begun
+        return open_run_epoch(self.settings, self.plan, context, self.allow_non_restored_state)
 
     def _unchecked(self, context: Any) -> int:
         """A run with checkpointing disabled opens no epoch (epoch 0 for its tasks); it

@@ -43,7 +43,7 @@ from ..expected_inputs import (
 )
 from ..runconf import BEGIN_TASK_ID, checkpoint_conf, checkpointing_enabled, data_interval
 from ..settings import CheckpointSettings
-from ..task_epoch import task_epoch, task_failure
+from ..task_epoch import EPOCH_XCOM_KEY, task_epoch, task_failure
 
 #: Fault injection for tests and drills: "<task_id>:<attempt>" fails that attempt after its
 #: snapshot and before its acknowledgement, the worst moment for exactly-once.
@@ -212,7 +212,7 @@ class CheckpointedSparkOperator(BaseOperator):
         epoch = getattr(self, "_lineage_epoch", None)
         if epoch is None and self.settings is not None and self.epoch_plan is not None:
             # submit mode: the driver acknowledged; the epoch is this task's XCom
-            epoch = task_instance.xcom_pull(task_ids=self.task_id, key="checkpoint_epoch")
+            epoch = task_instance.xcom_pull(task_ids=self.task_id, key=EPOCH_XCOM_KEY)
         if not epoch or self.settings is None:
             return OperatorLineage()
         return task_lineage(self.settings.coordinator(), self.settings.data, int(epoch),
