@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: install demo docs docs-serve bench-check test test-fast test-integration test-system test-package lint bench bench-coordinator bench-airflow bench-tables bench-sources bench-table-inputs bench-scale bench-scale-topology faults soak drills
+.PHONY: install demo docs docs-serve bench-check test test-fast test-integration test-system test-package lint bench bench-coordinator bench-verify bench-airflow bench-tables bench-sources bench-table-inputs bench-scale bench-scale-topology faults soak drills
 
 install:
 	scripts/bootstrap.sh
@@ -90,6 +90,11 @@ soak: install
 
 bench-coordinator: install
 	$(PY) bench/coordinator_bench.py
+
+# A begin's check of unchanged state against its verification record, local and on MinIO.
+bench-verify: install
+	scripts/install_minio.sh
+	$(PY) bench/verify_bench.py $(ARGS)
 
 # Table outputs on MinIO: one Delta commit per output and epoch (time, S3 requests), and a
 # consumer reading the table vs the manifest (bench/results/latest.json, table_* keys).

@@ -1,11 +1,13 @@
 """Verification of an epoch's files without restoring it, and the verification record
 that makes the check before every restore follow the change, not the state's size.
 
-The record (PROTOCOL 5.16, 1.6) says, for each file of a completed epoch, the size, sha256
-and the store's etag seen when a restore verified it. An object's etag is derived from
-its bytes, and a rewrite changes it, so a file found again with the recorded size and etag
-is the file that was hashed: one HEAD instead of a download. Only the files an epoch added
-since the record are downloaded and hashed.
+The record (PROTOCOL 5.16) says, for each file of a completed epoch, the size, sha256 and
+the store's cheap stamp seen when a restore verified it (1.12; 1.6-1.11 recorded the etag
+of a HEAD, which on a filesystem is an md5 of the bytes). A stamp changes whenever the
+object is rewritten (S3's etag; a file's mtime and inode), so a file found again with the
+recorded size and stamp is the file that was hashed: one HEAD or ``stat`` instead of a
+download, ``Storage.parallel_checks`` at a time. Only the files an epoch added since the
+record are downloaded and hashed.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ log = logging.getLogger(__name__)
 class VerifyReport:
     """Files checked and the problems found, one line each. ``files_checked`` were
     downloaded and hashed; ``files_unchanged`` matched a verification record by size and
-    etag (one HEAD each)."""
+    stamp (one HEAD or ``stat`` each)."""
 
     epoch_id: int
     files_checked: int = 0
@@ -55,14 +57,16 @@ class VerifyReport:
 
 @dataclass(frozen=True)
 class VerifiedFile:
-    """A file as a verification saw it: its bytes' size and sha256, the store's etag."""
+    """A file as a verification saw it: its bytes' size and sha256, the store's stamp
+    (:meth:`Storage.stamp`). ``stamp`` is None for an entry of a record written before
+    1.12 (it kept an etag, which a stamp is not compared with): the file is hashed."""
 
     size: int
     sha256: str
-    etag: str
+    stamp: str | None
 
     def to_json(self) -> dict[str, Any]:
-        return {"size": self.size, "sha256": self.sha256, "etag": self.etag}
+        return {"size": self.size, "sha256": self.sha256, "stamp": self.stamp}
 
 
 @dataclass(frozen=True)
@@ -76,7 +80,8 @@ class VerificationRecord:
 
 
 def _build_record(d: dict[str, Any], key: str) -> VerificationRecord:
-    files = {str(uri): VerifiedFile(int(f["size"]), str(f["sha256"]), str(f["etag"]))
+    files = {str(uri): VerifiedFile(int(f["size"]), str(f["sha256"]),
+                                    str(f["stamp"]) if f.get("stamp") else None)
              for uri, f in d["files"].items()}
     return VerificationRecord(int(d["epoch_id"]), str(d["verified_at"]), files)
 
@@ -116,26 +121,34 @@ def write_record(storage: Storage, layout: Layout, report: VerifyReport, at: flo
 def verify_handles(storage: Storage, epoch_id: int, handles: dict[str, StateHandle],
                    known: dict[str, VerifiedFile] | None = None) -> VerifyReport:
     """Check existence, size and sha256 of every state and output file of ``handles``.
-    A file in ``known`` (a verification record's files) whose size and etag are unchanged
-    is checked by one HEAD; every other file is downloaded and hashed."""
+    A file in ``known`` (a verification record's files) whose size and stamp are unchanged
+    is checked by that stamp alone; every other file is downloaded and hashed."""
     report = VerifyReport(epoch_id)
+    known = known or {}
+    files: dict[str, tuple[str, FileRef, str]] = {}  # uri -> (task, ref, key)
+    for task, handle in sorted(handles.items()):
+        for ref in handle.checkpoint_files():
+            if ref.uri in files:
+                continue
+            try:
+                files[ref.uri] = (task, ref, state_file_key(storage, ref))
+            except IntegrityError as exc:
+                report.problems.append(f"task {task}: {exc}")
+    stamps = storage.stamps([key for _, _, key in files.values()])
     with tempfile.TemporaryDirectory(prefix="ckpt-verify-") as tmp:
-        for task, handle in sorted(handles.items()):
-            for ref in handle.checkpoint_files():
-                if ref.uri not in report.verified:
-                    _verify_one(storage, task, ref, Path(tmp) / "f", report, known or {})
+        for task, ref, key in files.values():
+            _verify_one(storage, task, ref, stamps[key], Path(tmp) / "f", report, known)
     return report
 
 
-def _verify_one(storage: Storage, task: str, ref: FileRef, target: Path,
-                report: VerifyReport, known: dict[str, VerifiedFile]) -> None:
+def _verify_one(storage: Storage, task: str, ref: FileRef, stamp: tuple[int, str] | None,
+                target: Path, report: VerifyReport, known: dict[str, VerifiedFile]) -> None:
     try:
-        try:
-            info = storage.head(state_file_key(storage, ref))
-        except NotFound:
-            raise IntegrityError(f"state file {ref.name!r} is missing: {ref.uri}") from None
-        seen = VerifiedFile(ref.size, ref.sha256, info.etag)
-        if known.get(ref.uri) == seen and info.size == ref.size:
+        if stamp is None:
+            raise IntegrityError(f"state file {ref.name!r} is missing: {ref.uri}")
+        size, now = stamp
+        seen = VerifiedFile(ref.size, ref.sha256, now)
+        if known.get(ref.uri) == seen and size == ref.size:
             report.files_unchanged += 1
         else:
             download_verified(storage, ref, target)

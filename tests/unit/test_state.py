@@ -205,26 +205,35 @@ def test_corrupt_latest_epoch_falls_back_to_an_older_one(storage, tmp_path):
 def test_restore_verification_hashes_only_what_changed_since_its_record(storage, tmp_path,
                                                                        monkeypatch):
     """Each epoch adds one state file to the ones before; the check before each restore
-    hashes the one new file and checks the others by size and etag against the parent's
-    verification record (5.16). A recorded file rewritten with other bytes of the same size
-    is still caught: its etag changed."""
+    hashes the one new file and checks the others by size and stamp against the parent's
+    verification record (5.16): on a filesystem without reading their bytes (no md5 of
+    them either). A recorded file rewritten with other bytes of the same size is still
+    caught: its stamp changed."""
+    import checkpointing.storage.local as local
     import checkpointing.verify as verify
 
     hashed: list[str] = []
     real = verify.download_verified
     monkeypatch.setattr(verify, "download_verified",
                         lambda st, ref, target: (hashed.append(ref.name), real(st, ref, target)))
+    md5_read: list[object] = []
+    real_md5 = local._file_etag
+    monkeypatch.setattr(local, "_file_etag", lambda p: (md5_read.append(p), real_md5(p))[1])
     c = Coordinator(storage, "p", config=CheckpointConfig(retained_epochs=10))
     parts: dict[str, bytes] = {}
     first_file = None
     for i in range(5):
         hashed.clear()
+        md5_read.clear()
         b = c.begin_epoch(ONE, f"r{i}")
         assert b.parent_epoch_id == (i or None) and not b.restore_fallback
         assert len(hashed) == (1 if i else 0), (i, hashed)  # the parent's one new file
+        assert not md5_read
         if i >= 2:
             record = verify.read_record(storage, c.layout, i)
             assert record is not None and len(record.files) == i
+            prefix = "stat:" if isinstance(storage, local.LocalStorage) else "etag:"
+            assert all(f.stamp and f.stamp.startswith(prefix) for f in record.files.values())
         parts[f"s{i}"] = f"state-{i}".encode()
         w, ack = _snapshot(c, b.epoch_id, parts, tmp_path,
                            previous=c.restore_handle(b.epoch_id, "t"))
@@ -240,6 +249,44 @@ def test_restore_verification_hashes_only_what_changed_since_its_record(storage,
     assert all("corrupt" in f["problems"][0] for f in b6.restore_fallback)
     # An epoch that fails verification gets no record.
     assert verify.read_record(storage, c.layout, 5) is None
+
+
+def test_a_record_of_etags_is_hashed_once_then_stamped(storage, tmp_path, monkeypatch):
+    """Upgrade (PROTOCOL 1.12): a 1.6-1.11 record lists etags, which are not stamps; the
+    begin after it hashes every file once and records stamps, and the begin after that
+    hashes only the new file."""
+    import json
+
+    import checkpointing.verify as verify
+
+    hashed: list[str] = []
+    real = verify.download_verified
+    monkeypatch.setattr(verify, "download_verified",
+                        lambda st, ref, target: (hashed.append(ref.name), real(st, ref, target)))
+    c = Coordinator(storage, "p", config=CheckpointConfig(retained_epochs=10))
+    parts: dict[str, bytes] = {}
+    for i in range(3):
+        b = c.begin_epoch(ONE, f"r{i}")
+        parts[f"s{i}"] = f"state-{i}".encode()
+        _snapshot(c, b.epoch_id, parts, tmp_path, previous=c.restore_handle(b.epoch_id, "t"))
+        c.complete(b.epoch_id)
+    # Epoch 2's record, as a 1.11 writer made it: etags.
+    key = c.layout.verified(2)
+    doc = json.loads(storage.read(key)[0])
+    assert len(doc["files"]) == 2
+    storage.delete(key)
+    doc["protocol_version"] = "1.11"
+    doc["files"] = {u: {"size": f["size"], "sha256": f["sha256"], "etag": "e"}
+                    for u, f in doc["files"].items()}
+    storage.create(key, json.dumps(doc).encode())
+    hashed.clear()
+    b4 = c.begin_epoch(ONE, "r3")  # verifies epoch 3 against epoch 2's old record
+    assert sorted(hashed) == ["s0", "s1", "s2"]
+    assert all(f.stamp for f in verify.read_record(storage, c.layout, 3).files.values())
+    c.abort(b4.epoch_id, "superseded")
+    hashed.clear()
+    c.begin_epoch(ONE, "r4")  # epoch 3's own record now: nothing new to hash
+    assert hashed == []
 
 
 def test_verify_restore_off_keeps_the_latest_parent(storage, tmp_path):

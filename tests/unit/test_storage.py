@@ -35,6 +35,32 @@ def test_read_missing_raises_not_found(storage):
         storage.head("nope/x")
 
 
+def test_stamps_change_with_the_bytes_and_read_none_of_them(storage):
+    """A stamp (PROTOCOL 5.16) is read without the object's bytes and changes when the
+    object is rewritten, even with as many bytes. Many keys under one folder are answered
+    by a listing on S3 (a request per page, not per key), scattered ones by a HEAD each;
+    both give the stamp :meth:`stamp` gives, and a missing key gives None."""
+    shared = [f"p/shared/{i % 7:02x}/{i:064x}" for i in range(150)]
+    for i, key in enumerate(shared):
+        storage.write(key, f"state-{i:04d}".encode())
+    storage.write("p/shared/zz/after", b"outside the range")
+    storage.write("p/tables/t/part-0.parquet", b"staged")
+    keys = shared + ["p/tables/t/part-0.parquet", "p/shared/00/missing"]
+    storage.stats.reset()
+    stamps = storage.stamps(keys)
+    requests = storage.stats.snapshot()
+    assert stamps["p/shared/00/missing"] is None
+    assert stamps["p/tables/t/part-0.parquet"] == storage.stamp("p/tables/t/part-0.parquet")
+    assert all(stamps[k] == storage.stamp(k) for k in shared)
+    assert {size for size, _ in (stamps[k] for k in shared)} == {10}
+    if isinstance(storage, S3Storage):
+        assert requests.get("LIST", 0) == 1 and requests.get("HEAD", 0) == 2, requests
+    before = storage.stamp(shared[3])
+    storage.write(shared[3], b"STATE-0003")  # same size, other bytes
+    assert storage.stamp(shared[3]) != before and storage.stamps([shared[3]]) != {
+        shared[3]: before}
+
+
 def test_read_start_reads_only_the_first_bytes(storage):
     storage.write("big.csv", b"header\n" + b"x" * 100_000)
     storage.write("empty.csv", b"")
