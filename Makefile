@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: install demo docs docs-serve bench-check test test-fast test-integration test-system test-package lint bench bench-coordinator bench-verify bench-airflow bench-tables bench-sources bench-table-inputs bench-scale bench-scale-topology faults soak drills
+.PHONY: install demo docs docs-serve bench-check test test-fast test-integration test-system test-package test-containers lint bench bench-coordinator bench-verify bench-airflow bench-tables bench-sources bench-table-inputs bench-scale bench-scale-topology faults soak drills
 
 install:
 	scripts/bootstrap.sh
@@ -23,7 +23,7 @@ test: install
 	scripts/install_toxiproxy.sh
 	CKPT_TEST_PG_URL=$$(scripts/start_postgres.sh) $(PY) -m pytest -q -p no:cacheprovider \
 		-n 3 --dist loadfile --no-loadscope-reorder --durations=25 --ignore=tests/package \
-		-m "not bench"
+		--ignore=tests/containers -m "not bench"
 
 # The unit tier, tests/unit/: no JVM, no server (the coordinator, the protocol, state, the
 # provider's units): a minute or two; `make test` runs it with everything else.
@@ -58,6 +58,13 @@ bench-check: install
 # from it (tests/package/; minutes: installing Airflow afresh).
 test-package: install
 	$(PY) -m pytest -q -p no:cacheprovider tests/package
+
+# The image and the compose deployment in containers (podman or Docker; minutes): the
+# local base images, the project image, every service up, epochs and a killed worker.
+test-containers: install
+	scripts/containers.sh check >/dev/null
+	$(PY) -m pip install -q podman-compose==1.5.0
+	$(PY) -m pytest -q -p no:cacheprovider tests/containers
 
 # The documentation site (MkDocs): docs/*.md plus the pages docs/hooks.py generates from
 # the code; --strict fails on any warning (a broken link, a docstring that does not parse).

@@ -62,7 +62,7 @@ CONTAINER_PORTS: dict[str, dict[str, int]] = {
     "redis": {"redis": 6379},
     "minio": {"api": 9000, "console": 9001},
     "spark-master": {"master": 7077, "ui": 8081},
-    "spark-worker": {"ui": 8081},
+    "spark-worker": {"ui": 8082},
     "spark-connect": {"grpc": 15002},
     "airflow-apiserver": {"http": 8080},
     "airflow-triggerer": {"logs": 8794},
@@ -377,8 +377,7 @@ def build(compose: dict, home: Path, ports: Ports,
     add("minio", [_minio(), *minio_args, "--address", f"127.0.0.1:{ports.of('minio', 'api')}"],
         {**base, **service_env(compose, "minio"), "MINIO_BROWSER": "off"},
         ports.of("minio", "api"))
-    add("minio-init", [sys.executable, str(Path(__file__).resolve()), "_minio-init",
-                       "--home", str(home)], {**base, **env})
+    add("minio-init", [sys.executable, str(ROOT / "docker" / "minio_init.py")], {**base, **env})
     # Spark: the compose commands, host names and ports rewritten.
     for name in ("spark-master", "spark-worker"):
         cmd = _spark_cmd(svcs[name]["command"], spark_home, ports, name)
@@ -512,25 +511,6 @@ def create_pg_role(c: Cluster, compose: dict) -> None:
         psql(f"create role \"{user}\" login password '{pw}'")
     if psql(f"select 1 from pg_database where datname='{db}'") != "1":  # noqa: S608
         psql(f"create database \"{db}\" owner \"{user}\"")
-
-
-def minio_init(home: Path) -> int:
-    """docker/minio-init.sh's buckets, created with boto3 (no `mc` here)."""
-    import boto3
-
-    c = Cluster.load(home)
-    buckets = re.findall(r"mc mb --ignore-existing local/([\w.-]+)",
-                         (ROOT / "docker" / "minio-init.sh").read_text())
-    env = service_env(load_compose(), "minio")
-    s3 = boto3.client("s3", endpoint_url=c.s3_endpoint, region_name="us-east-1",
-                      aws_access_key_id=env["MINIO_ROOT_USER"],
-                      aws_secret_access_key=env["MINIO_ROOT_PASSWORD"])
-    have = {b["Name"] for b in s3.list_buckets().get("Buckets", [])}
-    for b in buckets:
-        if b not in have:
-            s3.create_bucket(Bucket=b)
-        print(f"bucket {b}: ok")
-    return 0
 
 
 # --------------------------------------------------------------------------- commands
@@ -693,7 +673,7 @@ def _http_json(url: str) -> dict | None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="cluster", description=__doc__.split("\n\n")[0])
-    ap.add_argument("action", choices=("up", "down", "status", "kill", "start", "_minio-init"))
+    ap.add_argument("action", choices=("up", "down", "status", "kill", "start"))
     ap.add_argument("service", nargs="?")
     ap.add_argument("--home", type=Path, default=DEFAULT_HOME)
     ap.add_argument("--free-ports", action="store_true",
@@ -729,8 +709,6 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 c.start(a.service, a.timeout)
                 print(f"{a.service}: started, pid {c.services[a.service].pid}")
-        elif a.action == "_minio-init":
-            return minio_init(a.home.resolve())
     except ClusterError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

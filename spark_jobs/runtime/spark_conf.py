@@ -16,7 +16,10 @@ SESSION_CONF = {"spark.sql.session.timeZone": "UTC",
 OUTPUT_FILES_CONF = "spark.ckpt.outputFiles"
 LOCAL_CONF = {"spark.sql.shuffle.partitions": "4", OUTPUT_FILES_CONF: "1"}
 
-JARS_DIR = Path(__file__).resolve().parents[2] / ".tools" / "jars"
+#: The S3A jars (scripts/install_spark_s3.sh): the clone's .tools/jars, or where an image
+#: or a deployment put them (CKPT_SPARK_JARS_DIR; an installed package has no clone).
+JARS_DIR = Path(os.environ.get("CKPT_SPARK_JARS_DIR")
+                or Path(__file__).resolve().parents[2] / ".tools" / "jars")
 LOG4J_CONF = Path(__file__).resolve().parent / "log4j2.properties"
 
 
