@@ -38,6 +38,9 @@ class CheckpointConfig:
     #: an epoch driven by one process (embedded runner, CLI) whose lease was not renewed
     #: this long is aborted as ``runner_lost`` by the next begin that needs its slot
     lease_seconds: float = 60.0
+    #: alert once when a lineage's last completed epoch is older than this (Flink's users
+    #: alert on ``lastCheckpointAge``); checked at every abort and every begin; None: never
+    max_epoch_age_seconds: float | None = None
 
     def __post_init__(self) -> None:
         if self.timeout_seconds <= 0:
@@ -50,6 +53,8 @@ class CheckpointConfig:
             raise ValueError("min_pause_seconds must be >= 0")
         if self.retained_epochs < 1:
             raise ValueError("retained_epochs must be >= 1")
+        if self.max_epoch_age_seconds is not None and self.max_epoch_age_seconds <= 0:
+            raise ValueError("max_epoch_age_seconds must be > 0 (or None)")
         if self.lease_seconds <= 0:
             raise ValueError("lease_seconds must be > 0")
         if self.failure_history < 0:

@@ -53,6 +53,8 @@ from .parent_selector import LATEST, ParentSelector, RestoreMappingError
 from .promotion import PromotionRule
 from .registry import OpenEpoch, Registry
 from .request_decider import RequestDecider
+from .staleness import CODEC as STALE_CODEC
+from .staleness import StaleAlert, stale
 from .state_handle import StateHandle
 from .storage import Storage
 from .table_pins import TablePins
@@ -193,6 +195,29 @@ class Coordinator:
         """Write an aborted epoch's alert record; True when this call wrote it (deliver
         the alert), False when another process had (stay quiet)."""
         return record_alert(self.storage, self.layout, alert)
+
+    def stale_alert(self, lineage: str = "main") -> StaleAlert | None:
+        """The staleness alert of ``lineage`` when its last completed epoch is older than
+        ``config.max_epoch_age_seconds`` and this call recorded it first (deliver it); None
+        otherwise: not stale, no age configured, no completed epoch yet, or another
+        process already alerted for this stale period (PROTOCOL 5.18)."""
+        if self.config.max_epoch_age_seconds is None:
+            return None
+        latest = self.latest_completed(lineage)
+        meta = self.metadata(latest) if latest is not None else None
+        if meta is None or not meta.decided_at:
+            return None
+        alert = stale(self.pipeline_id, lineage, latest, meta.decided_at,
+                      parse_iso(meta.decided_at), self.clock(),
+                      self.config.max_epoch_age_seconds)
+        if alert is None:
+            return None
+        try:
+            self.storage.create(self.layout.stale_alert(lineage, latest),
+                                STALE_CODEC.encode(alert.document()))
+        except PreconditionFailed:
+            return None
+        return alert
 
     def record_origin(self, origin: LineageOrigin) -> None:
         """Record where a backfill lineage starts (PROTOCOL 5.9)."""

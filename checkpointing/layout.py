@@ -117,6 +117,12 @@ class Layout:
     def lineage_origin(self, lineage: str) -> str:
         return f"{self.base}lineages/{validate_id(lineage, 'lineage')}/origin.json"
 
+    def stale_alert(self, lineage: str, last_epoch_id: int) -> str:
+        """The staleness alert of a lineage whose last completed epoch is ``last_epoch_id``
+        (1.13): one per stale period."""
+        return (f"{self.base}lineages/{validate_id(lineage, 'lineage')}/"
+                f"stale-after-{epoch_dir_name(last_epoch_id)}.json")
+
     def lineage_promotion(self, lineage: str) -> str:
         return f"{self.base}lineages/{validate_id(lineage, 'lineage')}/promotion.json"
 

@@ -20,6 +20,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -46,7 +47,10 @@ def _engine() -> str:
 class Compose:
     """The deployment of docker/docker-compose.yml, project ``dag-checkpoints``."""
 
-    def __init__(self, local: bool = False, env: dict[str, str] | None = None):
+    def __init__(self, local: bool = False, env: dict[str, str] | None = None,
+                 airflow_env: dict[str, str] | None = None):
+        """``airflow_env``: added to every Airflow component's environment (the drills'
+        settings), through an override file next to the compose file's."""
         self.engine = _engine()
         if self.engine == "podman":
             tool = shutil.which("podman-compose") or str(Path(sys.executable).parent /
@@ -60,8 +64,17 @@ class Compose:
         if local:  # the images' variables (compose's interpolation, not the services')
             self.cmd += ["--env-file", str(LOCAL_ENV)]
         self.cmd += ["-p", PROJECT, "-f", str(COMPOSE)]
-        self.env = {**os.environ, **(env or {})}
         self.spec = yaml.safe_load(COMPOSE.read_text())
+        if airflow_env:
+            override = {"services": {
+                name: {"environment": dict(airflow_env)}
+                for name, svc in self.spec["services"].items()
+                if svc.get("image") == self.spec["x-airflow-common"]["image"]
+                and name.startswith("airflow")}}
+            path = Path(tempfile.mkdtemp(prefix="compose-")) / "override.yml"
+            path.write_text(yaml.safe_dump(override))
+            self.cmd += ["-f", str(path)]
+        self.env = {**os.environ, **(env or {})}
 
     def run(self, *args: str, check: bool = True, timeout: float = 3600
             ) -> subprocess.CompletedProcess:
@@ -73,9 +86,32 @@ class Compose:
         return r
 
     # -- lifecycle -------------------------------------------------------------------
+    def levels(self) -> list[list[str]]:
+        """The services in start order: each after every service it depends on."""
+        svcs = self.spec["services"]
+        level: dict[str, int] = {}
+
+        def of(name: str) -> int:
+            if name not in level:
+                deps = svcs[name].get("depends_on") or {}
+                level[name] = 1 + max((of(d) for d in deps), default=-1)
+            return level[name]
+
+        for name in svcs:
+            of(name)
+        return [sorted(n for n in svcs if level[n] == i) for i in range(max(level.values()) + 1)]
+
     def up(self, timeout: float = 900) -> None:
-        self.run("up", "-d")
-        self.wait_healthy(timeout)
+        """Start the services level by level, each level healthy (or, for a one-off service
+        without a health check, exited 0) before the next: compose's `service_healthy`
+        and `service_completed_successfully`, which podman 4.3 does not enforce."""
+        image = self.spec["x-airflow-common"]["image"]
+        if subprocess.run([self.engine, "image", "inspect", image],
+                          capture_output=True).returncode:
+            self.run("build")
+        for services in self.levels():
+            self.run("up", "-d", "--no-deps", "--no-build", *services)
+            self.wait_healthy(timeout, services)
 
     def down(self) -> list[str]:
         """Stop and remove every container, network and volume of the project; what is
@@ -110,23 +146,45 @@ class Compose:
                          "hostname": info["Config"]["Hostname"]}
         return out
 
-    def wait_healthy(self, timeout: float) -> None:
-        """Every long-running container healthy, the one-off ones exited 0."""
+    def one_off(self, service: str) -> bool:
+        """A service without a health check runs to completion (an init step)."""
+        return "healthcheck" not in self.spec["services"][service]
+
+    def healthy(self, container: str, info: dict) -> bool:
+        """The container's health check passes. Podman runs health checks from systemd
+        timers, which a host without systemd lacks: it is run here, as the timer would."""
+        if self.engine != "podman":
+            return info["health"] == "healthy"
+        return info["state"] == "running" and subprocess.run(
+            [self.engine, "healthcheck", "run", container], capture_output=True).returncode == 0
+
+    def wait_healthy(self, timeout: float, services: list[str] | None = None) -> None:
+        """The services' long-running containers healthy, their one-off ones exited 0."""
         deadline = time.monotonic() + timeout
         while True:
-            cs = self.containers()
-            waiting = [n for n, c in cs.items()
-                       if not (c["health"] == "healthy" or
-                               (c["state"] == "exited" and c["service"] in
-                                ("minio-init", "airflow-init")))]
-            failed = [n for n, c in cs.items() if c["state"] == "exited" and
-                      c["service"] not in ("minio-init", "airflow-init")]
-            if cs and not waiting:
+            cs = {n: c for n, c in self.containers().items()
+                  if services is None or c["service"] in services}
+            done, failed = [], []
+            for n, c in cs.items():
+                if self.one_off(c["service"]):
+                    if c["state"] == "exited":
+                        (done if self.exit_code(n) == 0 else failed).append(n)
+                elif c["state"] == "exited":
+                    failed.append(n)
+                elif self.healthy(n, c):
+                    done.append(n)
+            if cs and len(done) == len(cs):
                 return
             if failed or time.monotonic() > deadline:
-                logs = {n: self.logs(n, 5) for n in (failed or waiting)[:3]}
-                raise ComposeError(f"compose: not healthy: {failed or waiting}: {logs}")
-            time.sleep(5)
+                bad = failed or sorted(set(cs) - set(done))
+                logs = {n: self.logs(n, 5) for n in bad[:3]}
+                raise ComposeError(f"compose: not healthy: {bad}: {logs}")
+            time.sleep(3)
+
+    def exit_code(self, container: str) -> int:
+        r = subprocess.run([self.engine, "inspect", "--format", "{{.State.ExitCode}}",
+                            container], capture_output=True, text=True)
+        return int(r.stdout.strip() or -1)
 
     def logs(self, container: str, lines: int = 50) -> str:
         return subprocess.run([self.engine, "logs", "--tail", str(lines), container],

@@ -16,4 +16,4 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
     pg_ctl -D "$PGDATA" -m fast -w stop >/dev/null
   fi
 fi
-exec postgres -D "$PGDATA" -c listen_addresses='*' -c unix_socket_directories=/tmp
+exec postgres -D "$PGDATA" -c listen_addresses='*' -c unix_socket_directories=/var/run/postgresql

@@ -41,6 +41,7 @@ from checkpointing.errors import (
 from checkpointing.lineages import MAIN
 from checkpointing.table_changes import event_version
 
+from .notifications import announce_stale
 from .runconf import BEGIN_TASK_ID, checkpoint_conf, data_interval
 from .settings import CheckpointSettings
 
@@ -80,6 +81,7 @@ def open_run_epoch(settings: CheckpointSettings, plan: dict[str, TaskPlan], cont
         raise AirflowException(f"cannot open an epoch now: {exc}") from None
     except CheckpointError as exc:
         raise task_failure(exc, "cannot open an epoch") from None
+    announce_stale(coord, settings.alerts, lineage, context)
     log.info("run %s works for epoch %d of %s, lineage %s (parent %s, savepoint %s)%s",
              run_id, barrier.epoch_id, settings.pipeline_id, lineage, barrier.parent_epoch_id,
              barrier.parent_savepoint,

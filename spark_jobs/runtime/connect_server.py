@@ -26,7 +26,12 @@ from .processes import free_port, listening, stop_group, tail
 from .spark_conf import JARS_DIR, LOCAL_CONF, LOG4J_CONF, s3a_conf
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
-RUN_DIR = Path(__file__).resolve().parents[2] / ".tools" / "run"
+_CLONE = Path(__file__).resolve().parents[2]
+#: The server's pid, log and warehouse: a clone's .tools/run; for an installed package
+#: (site-packages is no place to write) the user's cache, or CKPT_RUN_DIR.
+RUN_DIR = Path(os.environ.get("CKPT_RUN_DIR") or (
+    _CLONE / ".tools" / "run" if (_CLONE / "pyproject.toml").is_file()
+    else Path.home() / ".cache" / "dag-checkpoints" / "run"))
 DEFAULT_PORT = 15002
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.drills import VICTIM_TASK, Drills
+from bench.drills import DRILL_ENV, VICTIM_TASK, Drills
 from scripts.compose import Compose
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,7 +29,7 @@ def _sh(*cmd: str, timeout: float = 3600) -> str:
 def deployment():
     _sh("scripts/container_images.sh", "bases")
     _sh("scripts/container_images.sh", "build")
-    c = Compose(local=True)
+    c = Compose(local=True, airflow_env=DRILL_ENV)
     c.down()  # a previous run's leftovers
     try:
         c.up()

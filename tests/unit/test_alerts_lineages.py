@@ -98,3 +98,42 @@ def test_retention_keeps_the_start_of_a_backfill_not_yet_started(storage, tmp_pa
     assert 1 in report.kept_epochs and 2 in report.deleted_epochs
     first = c.begin_epoch(DIAMOND, "backfill__2013-01-02", lineage="bf-1")
     assert first.parent_epoch_id == 1 and c.restore_handle(first.epoch_id, "src_a") is not None
+
+
+def test_staleness_alerts_once_per_stale_period(storage, tmp_path):
+    """PROTOCOL 5.18: a lineage whose last completed epoch is older than
+    ``max_epoch_age_seconds`` gets one alert, whoever checks and however often; an abort
+    within the same period adds none; a newer completed epoch starts a new period."""
+    from checkpointing.staleness import CODEC
+
+    clock = FakeClock()
+    day = 86400.0
+    c = Coordinator(storage, "flights", CheckpointConfig(max_epoch_age_seconds=day),
+                    clock=clock)
+    assert c.stale_alert() is None  # nothing completed yet: the timeouts alert instead
+    run_epoch(c, DIAMOND, tmp=tmp_path, run_id="r1")
+    clock.advance(day - 1)
+    assert c.stale_alert() is None
+    clock.advance(2)
+    other = Coordinator(storage, "flights", CheckpointConfig(max_epoch_age_seconds=day),
+                        clock=clock)
+    with ThreadPoolExecutor(8) as pool:
+        alerts = list(pool.map(lambda i: (c if i % 2 else other).stale_alert(), range(8)))
+    [alert] = [a for a in alerts if a is not None]
+    assert alert.last_epoch_id == 1 and alert.age_seconds == pytest.approx(day + 1)
+    assert "no checkpoint epoch of flights completed for" in alert.message()
+    assert "the last completed epoch is 1" in alert.message()
+    key = c.layout.stale_alert("main", 1)
+    assert CODEC.decode(storage.read(key)[0], key).last_epoch_id == 1
+    b = c.begin_epoch(DIAMOND, "r2")
+    c.abort(b.epoch_id, "declined", "bad input")
+    clock.advance(day)
+    assert c.stale_alert() is None  # the same stale period
+    run_epoch(c, DIAMOND, tmp=tmp_path, run_id="r3")
+    assert c.stale_alert() is None  # fresh again
+    clock.advance(day + 1)
+    again = c.stale_alert()
+    assert again is not None and again.last_epoch_id == 3
+    assert Coordinator(storage, "flights", clock=clock).stale_alert() is None  # not configured
+    with pytest.raises(ValueError, match="max_epoch_age_seconds"):
+        CheckpointConfig(max_epoch_age_seconds=0)

@@ -520,3 +520,39 @@ def test_an_epochs_answer_names_its_table_inputs_without_their_location(tmp_path
     assert answer["table_versions"] == {"flights": {"version": 0}}
     assert str(tmp_path) not in json.dumps(answer)
     assert str(tmp_path) in json.dumps(b.to_json())  # the document itself keeps it
+
+
+def test_a_stale_pipeline_is_announced_once_through_the_webhook(tmp_path, monkeypatch):
+    """announce_stale, called by every begin and every abort, delivers through the same
+    Airflow notifier as a timeout (a real HttpNotifier to a local receiver), once."""
+    import json
+
+    from dag_checkpoints.notifications import AlertSettings, announce, announce_stale
+
+    from checkpointing import CheckpointConfig, Coordinator, LocalStorage
+    from tests.helpers import DIAMOND, FakeClock, race, run_epoch
+    from tests.sinks import WebhookSink
+
+    hook = WebhookSink()
+    monkeypatch.setenv("AIRFLOW_CONN_CKPT_WEBHOOK", hook.url)
+    try:
+        clock = FakeClock()
+        c = Coordinator(LocalStorage(tmp_path / "ckpt"), "p",
+                        CheckpointConfig(max_epoch_age_seconds=3600), clock=clock)
+        settings = AlertSettings(webhook_conn_id="ckpt_webhook", webhook_endpoint="/alerts")
+        run_epoch(c, DIAMOND, tmp=tmp_path, run_id="r1")
+        assert announce_stale(c, settings) is None
+        clock.advance(7200)
+        b = c.begin_epoch(DIAMOND, "r2")
+        meta = c.abort(b.epoch_id, "declined", "no input")
+        results, errors = race(lambda i: announce_stale(c, settings) if i % 2
+                               else announce(c, meta, b, settings), 8)
+        assert not errors, errors
+        texts = [r["json"]["text"] for r in hook.received]
+        assert len([t for t in texts if "completed for 2.0 hours" in t]) == 1, texts
+        assert len([t for t in texts if "aborted (declined)" in t]) == 1, texts
+        stale = [r["json"]["alert"] for r in hook.received if "last_epoch_id" in r["json"]["alert"]]
+        assert stale[0]["last_epoch_id"] == 1 and stale[0]["max_age_seconds"] == 3600
+        assert str(tmp_path) not in json.dumps(hook.received)  # no storage path in an alert
+    finally:
+        hook.stop()

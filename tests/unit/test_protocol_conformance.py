@@ -52,7 +52,7 @@ def layout_keys() -> dict[str, str]:
         "shared": lay.shared(SHA), "savepoint": lay.savepoint("sp1"),
         "manifest": lay.manifest, "origin": lay.lineage_origin("backfill-1"),
         "promotion": lay.lineage_promotion("backfill-1"), "summary": lay.epoch_summary(7),
-        "verified": lay.verified(7),
+        "verified": lay.verified(7), "stale": lay.stale_alert("main", 7),
         "run": lay.run_index_entry("main", "scheduled__2013-01-02T00:00:00+00:00", 7),
     }
     return {name: key.removeprefix(lay.base) for name, key in keys.items()}
@@ -159,6 +159,11 @@ def written_documents(tmp_path: Path) -> dict[str, list[dict]]:
                                            requested_by="admin", promote=True))
     record_promotion(st, c.layout, Promotion("backfill-1", 9, True, 1, "2013-01-04",
                                              "2013-01-02", "2013-01-05T00:00:00.000Z"))
+    import time
+
+    stale = Coordinator(st, "p", CheckpointConfig(max_epoch_age_seconds=1),
+                        clock=lambda: time.time() + 10)
+    assert stale.stale_alert() is not None
     list_epochs(c, per_task=True)
     out: dict[str, list[dict]] = {"ckpt.lease": [lease]}
     for path in sorted(root.rglob("*")):
@@ -182,6 +187,7 @@ def decoders(tmp_path: Path) -> dict[str, Callable[[bytes], object]]:
     from checkpointing.publish import Manifest
     from checkpointing.registry import Registry
     from checkpointing.savepoints import read_savepoint
+    from checkpointing.staleness import CODEC as STALE
     from checkpointing.summary import decode_summary
 
     st = LocalStorage(tmp_path / "decode")
@@ -201,6 +207,7 @@ def decoders(tmp_path: Path) -> dict[str, Callable[[bytes], object]]:
     out["ckpt.epoch-summary"] = lambda data: decode_summary(data, "doc")
     out["ckpt.lease"] = lambda data: lease_ttl(data, "doc")
     out["ckpt.operation"] = lambda data: OPERATION.decode(data, "doc")
+    out["ckpt.stale-alert"] = lambda data: STALE.decode(data, "doc")
     return out
 
 

@@ -18,6 +18,8 @@ from typing import Any
 
 from checkpointing import Barrier, Coordinator, EpochMetadata
 from checkpointing.alerts import EpochAlert
+from checkpointing.errors import CheckpointError
+from checkpointing.staleness import StaleAlert
 
 log = logging.getLogger("dag_checkpoints.notifications")
 
@@ -53,7 +55,7 @@ class AlertSettings:
                    tuple(d.get("email_to") or ()), d.get("smtp_conn_id"),
                    d.get("email_from") or "airflow@localhost")
 
-    def notifiers(self, alert: EpochAlert) -> list[Any]:
+    def notifiers(self, alert: EpochAlert | StaleAlert) -> list[Any]:
         """The Airflow notifiers that deliver ``alert``."""
         out: list[Any] = []
         if self.webhook_conn_id:
@@ -75,18 +77,40 @@ class AlertSettings:
 def announce(coord: Coordinator, meta: EpochMetadata, barrier: Barrier | None,
              settings: AlertSettings, context: dict[str, Any] | None = None) -> EpochAlert | None:
     """Record and deliver the alert of an aborted epoch, unless another process already
-    did. Returns the alert when this call announced it. Never raises for a failing channel:
-    the abort stands whatever the mail server says."""
+    did; then the lineage's staleness alert, if it is due (:func:`announce_stale`). Returns
+    the abort's alert when this call announced it. Never raises for a failing channel: the
+    abort stands whatever the mail server says."""
     if meta.completed:
         return None
     alert = EpochAlert.from_abort(coord.pipeline_id, meta, barrier)
-    if not coord.record_alert(alert):
+    ours = coord.record_alert(alert)
+    if ours:
+        _deliver(alert, settings, context, f"epoch {alert.epoch_id}")
+    announce_stale(coord, settings, meta.lineage or "main", context)
+    return alert if ours else None
+
+
+def announce_stale(coord: Coordinator, settings: AlertSettings, lineage: str = "main",
+                   context: dict[str, Any] | None = None) -> StaleAlert | None:
+    """Deliver the lineage's staleness alert when its last completed epoch is older than
+    the configured ``max_epoch_age_seconds`` and no process alerted for this stale period
+    yet (checked at every abort and every begin). Never raises: an alert that cannot be
+    checked is logged, the caller's work goes on."""
+    try:
+        alert = coord.stale_alert(lineage)
+    except CheckpointError as exc:
+        log.warning("staleness of %s not checked: %s", coord.pipeline_id, exc)
         return None
+    if alert is not None:
+        _deliver(alert, settings, context, f"lineage {lineage}")
+    return alert
+
+
+def _deliver(alert: EpochAlert | StaleAlert, settings: AlertSettings,
+             context: dict[str, Any] | None, what: str) -> None:
     log.error("CHECKPOINT ALERT %s", alert.message())
     for notifier in settings.notifiers(alert):
         try:
             notifier.notify(context or {})
         except Exception as exc:  # one channel down must not silence the others
-            log.error("alert channel %s failed for epoch %d: %s", type(notifier).__name__,
-                      alert.epoch_id, exc)
-    return alert
+            log.error("alert channel %s failed for %s: %s", type(notifier).__name__, what, exc)
