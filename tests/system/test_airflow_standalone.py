@@ -347,6 +347,12 @@ def test_epochs_page_in_headless_chromium(af, tmp_path):
     want_from = "empty state" if oldest["parent_epoch_id"] is None \
         else f"epoch {oldest['parent_epoch_id']}"
     assert set(seen["restored_from"]) == {want_from}, seen["restored_from"]
+    # Flink's per-subtask snapshot split and the epoch's incremental vs full size, as the
+    # REST detail says.
+    for t in oldest["tasks"]:
+        want = "–" if t["sync_ms"] is None else f"{t['sync_ms'] / 1000:.1f} s / "
+        assert seen["snapshots"][t["task_id"]].startswith(want), (t, seen["snapshots"])
+    assert seen["sizes"].startswith("written ") and " of " in seen["sizes"], seen["sizes"]
     assert max(seen["row_heights"]) < 1.6 * min(seen["row_heights"]), seen["row_heights"]
     # The selected row and the detail agree (one read): status and acknowledged tasks.
     sel = seen["selected"]

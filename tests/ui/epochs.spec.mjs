@@ -60,6 +60,9 @@ try {
   // from; no cell wrapping (a row's height is one line's); chart ticks that say something
   // and a unit label clear of them; a disabled button that looks disabled.
   const restoredFrom = await frame.locator("#tasks tbody td.restored-from").allTextContents();
+  const snapshots = await frame.locator("#tasks tbody tr").evaluateAll((trs) =>
+    Object.fromEntries(trs.map((tr) => [tr.dataset.task, tr.querySelector("td.snapshot").textContent])));
+  const sizes = await frame.locator("#detail-sizes").textContent();
   const rowHeights = await frame.locator("#epochs tbody tr").evaluateAll((trs) =>
     trs.map((tr) => tr.getBoundingClientRect().height));
   const charts = await frame.locator("svg#chart-duration, svg#chart-size").evaluateAll((svgs) =>
@@ -122,7 +125,7 @@ try {
   const background = await dark.locator("body").evaluate((b) => getComputedStyle(b).backgroundColor);
   if (SCREENSHOT_DARK) await page.screenshot({ path: SCREENSHOT_DARK, fullPage: true });
 
-  console.log(JSON.stringify({ rows: rowCount, tables: tablesCells, attempts: attemptsCells,
+  console.log(JSON.stringify({ snapshots, sizes, rows: rowCount, tables: tablesCells, attempts: attemptsCells,
     message_height: messageHeight, task_rows: taskRows,
     restored_from: restoredFrom, row_heights: rowHeights,
     selected: { rows: selectedRow, detail_status: detailStatus, detail_acked: detailAcked,

@@ -328,6 +328,10 @@ async function showEpoch(id) {
   document.getElementById("detail").hidden = false;
   document.getElementById("detail-id").textContent = id;
   document.getElementById("detail-status").textContent = `${e.status} · run ${e.run_id} · lineage ${e.lineage}`;
+  // Flink's incremental vs full checkpoint size: what the epoch wrote / its whole state.
+  document.getElementById("detail-sizes").textContent =
+    `written ${size(e.bytes_written)} of ${size(e.state_bytes)} state` +
+    (e.parent_epoch_id == null ? " (from empty state)" : ` (incremental on epoch ${e.parent_epoch_id})`);
   document.getElementById("detail-reason").textContent = e.reason
     ? `${e.reason}: ${e.detail || ""}${e.alert ? " (alert sent)" : ""}` : "";
   const body = document.querySelector("#tasks tbody");
@@ -342,6 +346,7 @@ async function showEpoch(id) {
     cell(tr, secs(t.started_delay_ms));
     cell(tr, secs(t.ack_delay_ms));
     cell(tr, t.run_ms == null ? "–" : `${secs(t.restore_ms)} / ${secs(t.run_ms)}`);
+    cell(tr, t.sync_ms == null ? "–" : `${secs(t.sync_ms)} / ${secs(t.async_ms)}`, "snapshot");
     cell(tr, size(t.state_bytes));
     cell(tr, size(t.bytes_written));
     cell(tr, t.restored_from == null ? (t.status === "acked" ? "empty state" : "–")
