@@ -22,6 +22,11 @@ checkpointed task's time goes (the epoch statistics' restore and run times; the 
 task's duration is process start, Spark session and acknowledging).
 
     python bench/airflow_bench.py [--epochs 3] [--modes local,connect] [--no-preload]
+    python bench/airflow_bench.py --observability [--epochs 3] [--rounds 2]
+
+``--observability`` measures only ``metrics_overhead_ratio``: the same epochs with StatsD
+metrics and OpenLineage events sent to receivers on this host / with both off
+(:func:`bench_observability`).
 
 The scheduler starts LocalExecutor's workers from a forkserver that preloads what a task
 imports (:mod:`dag_checkpoints.preload`, the recommended deployment); ``--no-preload`` is
@@ -257,6 +262,78 @@ def bench_mode(mode: str, epochs: int, work: Path, preload: bool = True) -> dict
             "spark_actions_per_task": actions, "reattach": reattach}
 
 
+def bench_observability(epochs: int, rounds: int, work: Path) -> dict[str, Any]:
+    """``metrics_overhead_ratio``: flights_daily's daily epochs with StatsD metrics and
+    OpenLineage events on (a StatsD listener and an HTTP lineage receiver on this host) /
+    off (Airflow's defaults). Airflow reads its metrics and lineage settings per process, so
+    each setting is its own `airflow standalone` on one Spark Connect server, ``rounds``
+    times in alternation (off, on, off, on, ...), each a warm-up day and then ``epochs``
+    days on fresh storage; the ratio is of the medians of all measured epochs. A run with
+    observability on that received no metric or no lineage event is refused."""
+    import json
+    import os
+
+    from tests.sinks import WebhookSink
+    from tests.statsd_sink import StatsdSink
+
+    server = ConnectServer(port=free_port(), log_path=work / "connect.log").start()
+    seconds: dict[str, list[float]] = {"off": [], "on": []}
+    received: dict[str, int] = {"metrics": 0, "lineage_events": 0}
+    try:
+        for r in range(rounds):
+            for setting in ("off", "on"):
+                home = work / f"{setting}-{r}"
+                data = home / "data"
+                land(LocalStorage(data), [START + timedelta(days=i)
+                                          for i in range(epochs + 1)], seed=1)
+                env = {"CKPT_STORAGE": f"file://{home}/ckpt", "CKPT_DATA": f"file://{data}",
+                       "FLIGHTS_RETRIES": "0", "AIRFLOW__CORE__PARALLELISM": "4",
+                       **connect_env(server)}
+                if os.environ.get("CKPT_TEST_PG_URL"):
+                    from tests.pg import fresh_database
+
+                    env.update({"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN":
+                                fresh_database(f"ckpt_obs_{setting}_{r}"),
+                                "AIRFLOW__CORE__EXECUTOR": "LocalExecutor"})
+                statsd = hook = None
+                if setting == "on":
+                    statsd, hook = StatsdSink(), WebhookSink()
+                    env.update({
+                        "AIRFLOW__METRICS__STATSD_ON": "True",
+                        "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
+                        "AIRFLOW__METRICS__STATSD_PORT": str(statsd.port),
+                        "AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED": "True",
+                        "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps(
+                            {"type": "http", "url": hook.url, "endpoint": "api/v1/lineage"}),
+                        "AIRFLOW__OPENLINEAGE__NAMESPACE": "bench"})
+                sa = Standalone(home / "airflow", AIRFLOW__CORE__DAGS_FOLDER=str(
+                    dags_folder(home)), **env)
+                try:
+                    sa.start()
+                    run_day(sa, 1)  # warm-up: not measured
+                    seconds[setting] += [run_day(sa, n)["seconds"]
+                                         for n in range(2, epochs + 2)]
+                finally:
+                    sa.stop()
+                    if statsd is not None and hook is not None:
+                        got = len(statsd.metrics("airflow.dag_checkpoints."))
+                        events = len(hook.received)
+                        statsd.stop()
+                        hook.stop()
+                        if not got or not events:
+                            raise RuntimeError(f"observability on, but {got} metric(s) and "
+                                               f"{events} lineage event(s) received")
+                        received["metrics"] += got
+                        received["lineage_events"] += events
+                print(f"observability {setting}, round {r + 1}: {seconds[setting][-epochs:]}",
+                      flush=True)
+    finally:
+        server.stop()
+    return {"ratio": round(statistics.median(seconds["on"]) /
+                           statistics.median(seconds["off"]), 3),
+            "seconds": seconds, "received": received, "rounds": rounds, "epochs": epochs}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="airflow_bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--epochs", type=int, default=3, help="measured epochs per mode")
@@ -268,10 +345,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-preload", dest="preload", action="store_false",
                     help="the control: LocalExecutor's workers forked from the scheduler, "
                          "every task importing its modules itself (no forkserver preload)")
+    ap.add_argument("--observability", action="store_true",
+                    help="only metrics_overhead_ratio: StatsD and OpenLineage on / off")
+    ap.add_argument("--rounds", type=int, default=2,
+                    help="alternations of off/on standalones for --observability")
     a = ap.parse_args(argv)
     if a.quick:
         a.epochs = 1
     from bench.pipeline_bench import record
+
+    if a.observability:
+        with tempfile.TemporaryDirectory(prefix="airflow-bench-obs-") as work:
+            obs = bench_observability(a.epochs, a.rounds, Path(work))
+        record(a.out, a.history, "observability", {"metrics_overhead_ratio": obs["ratio"]},
+               obs)
+        return 0
 
     t0 = time.perf_counter()
     modes = {}

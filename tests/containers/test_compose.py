@@ -93,4 +93,4 @@ def test_every_service_runs_in_its_container_healthy(deployment):
             "airflow-triggerer", "airflow-worker"} <= services
     running = [n for n, c in cs.items() if c["state"] == "running"]
     assert len([n for n in running if cs[n]["service"] == "airflow-worker"]) == 2
-    assert all(cs[n]["health"] == "healthy" for n in running), cs
+    assert all(deployment.healthy(n, cs[n]) for n in running), cs
