@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -33,10 +34,10 @@ IGNORE = shutil.ignore_patterns(".venv", ".tools", ".git", "node_modules", "__py
                                 "spark-warehouse", ".pytest_cache", ".ruff_cache")
 
 
-def _pins(*names: str) -> list[str]:
-    """The requirements.txt pins of ``names`` (the tested version set)."""
+def _pins(*names: str, file: str = "requirements.txt") -> list[str]:
+    """The pins of ``names`` in ``file`` (the tested version set)."""
     pins = {}
-    for line in (ROOT / "requirements.txt").read_text().splitlines():
+    for line in (ROOT / file).read_text().splitlines():
         req = line.split("#")[0].strip()
         if "==" in req:
             pins[req.split("==")[0].split("[")[0].lower()] = req
@@ -59,7 +60,9 @@ def venv(tmp_path_factory) -> Path:
     r = subprocess.run(pip + [f"{wheel}[connect,delta]", *_pins(
         "apache-airflow", "apache-airflow-providers-amazon", "pyspark-client",
         "apache-airflow-providers-apache-spark", "deltalake", "pandas", "pyarrow",
-        "boto3", "botocore")], capture_output=True, text=True, timeout=1800)
+        "boto3", "botocore"), *_pins("duckdb", "duckdb-ext-delta", "polars",
+                                     file="requirements-dev.txt")],
+        capture_output=True, text=True, timeout=1800)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
     return env_dir
 
@@ -121,3 +124,45 @@ def test_the_wheel_runs_a_user_dag_in_connect_mode(venv, spark_connect, tmp_path
         assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
         check(c, data, run)
     assert c.latest_completed() == 2
+
+
+def test_the_readme_dag_and_its_readers_with_the_wheel(venv, spark_connect, tmp_path):
+    """The README's DAG file and its reading block, as written, in the fresh environment:
+    two days of click files, one `airflow dags test` a day, then delta-rs, polars and
+    DuckDB's delta extension (offline, from its PyPI package) read the published table; the
+    page totals each prints equal an independent count of the files' rows."""
+    import pandas as pd
+
+    from tests.system.test_readme_commands import _block
+
+    home, dags = tmp_path / "home", tmp_path / "dags"
+    dags.mkdir()
+    (dags / "clickstream.py").write_text(_block("README.md", "from datetime import datetime"))
+    raw = tmp_path / "data" / "raw" / "clicks"
+    raw.mkdir(parents=True)
+    clicks = []
+    for i, day in enumerate(("2024-01-01", "2024-01-02")):
+        rows = [{"day": day, "page": f"/p{(i + k) % 3}", "user": k} for k in range(7 + i)]
+        clicks += rows
+        (raw / f"{day}.json").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
+    env = _env(venv, home, AIRFLOW__CORE__DAGS_FOLDER=str(dags),
+               CKPT_STORAGE=f"file://{tmp_path}/ckpt", CKPT_DATA=f"file://{tmp_path}/data",
+               **connect_env(spark_connect))
+    cwd = tmp_path
+    assert _airflow(venv, env, "db", "migrate", cwd=cwd).returncode == 0
+    # Two daily runs: between them every file is consumed once.
+    for run in ("2024-01-02", "2024-01-03"):
+        r = _airflow(venv, env, "dags", "test", "clickstream", run, cwd=cwd)
+        assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    assert Coordinator(LocalStorage(tmp_path / "ckpt"), "clickstream").latest_completed() == 2
+    want = pd.DataFrame(clicks).groupby("page").size().to_dict()
+    code = _block("README.md", "import glob").replace("/data/", f"{tmp_path}/data/")
+    r = subprocess.run([str(venv / "bin/python"), "-c", code], env=_env(venv, home), cwd=cwd,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    out = r.stdout
+    # Each reader's table shows every page with its total: delta-rs (the rows), polars and
+    # DuckDB (the sums).
+    for page, n in want.items():
+        assert out.count(page) >= 3, (page, out)
+        assert re.search(rf"{re.escape(page)}\D+{n}\b", out), (page, n, out)

@@ -132,11 +132,12 @@ BLOCKS: dict[tuple[str, str], str] = {
     "a job fragment: "
     "parsed here; spark_jobs/flights/stats.py, which it quotes, runs in test_spark_jobs.py",
     ("docs/guides/tables.md", "from deltalake import DeltaTable"): "run: test_readme_blocks_run",
-    ("README.md", "import glob"): "run: test_readme_reading_recipe_runs (a Delta table this "
-    "project published, read by delta-rs and DuckDB's delta extension offline)",
-    ("README.md", "from datetime import datetime"): "a DAG file: parsed here; the same shape "
-    "(new_input, write_table, checkpoint_dag) runs as docs/examples/energy_daily.py in "
-    "tests/system/test_user_pipeline.py",
+    ("README.md", "import glob"): "run: test_readme_reading_recipe_runs (a Delta table, read "
+    "by delta-rs, polars and DuckDB's delta extension offline); and in a fresh environment "
+    "with the wheel, on the README DAG's own table, by tests/package/test_wheel.py",
+    ("README.md", "from datetime import datetime"): "a DAG file: run as written with the "
+    "wheel in a fresh environment by tests/package/test_wheel.py (test_the_readme_dag_"
+    "and_its_readers_with_the_wheel)",
     ("docs/guides/index.md", "make demo"): "run: test_every_make_target_in_the_readme_exists "
     "(make -n); the demo itself by tests/system/test_demo.py",
     ("docs/reference.md", "Airflow DAG run ──►"): "not code: a diagram",
@@ -283,8 +284,9 @@ def test_readme_blocks_run(tmp_path, monkeypatch):
 
 
 def test_readme_reading_recipe_runs(tmp_path, capsys):
-    """The README's reading block as written, its path put in: delta-rs and DuckDB's delta
-    extension (loaded from its PyPI package, offline) read a Delta table's rows."""
+    """The README's reading block as written, its path put in: delta-rs, polars and
+    DuckDB's delta extension (loaded from its PyPI package, offline) read a Delta table's
+    rows."""
     import pandas as pd
     from deltalake import write_deltalake
 
