@@ -53,8 +53,7 @@ from .parent_selector import LATEST, ParentSelector, RestoreMappingError
 from .promotion import PromotionRule
 from .registry import OpenEpoch, Registry
 from .request_decider import RequestDecider
-from .staleness import CODEC as STALE_CODEC
-from .staleness import StaleAlert, stale
+from .staleness import StaleAlert, record_stale_alert, stale
 from .state_handle import StateHandle
 from .storage import Storage
 from .table_pins import TablePins
@@ -210,12 +209,7 @@ class Coordinator:
         alert = stale(self.pipeline_id, lineage, latest, meta.decided_at,
                       parse_iso(meta.decided_at), self.clock(),
                       self.config.max_epoch_age_seconds)
-        if alert is None:
-            return None
-        try:
-            self.storage.create(self.layout.stale_alert(lineage, latest),
-                                STALE_CODEC.encode(alert.document()))
-        except PreconditionFailed:
+        if alert is None or not record_stale_alert(self.storage, self.layout, alert):
             return None
         return alert
 

@@ -12,6 +12,9 @@ from typing import Any
 
 from .codec import Codec
 from .documents import now_iso, writer_identity
+from .errors import PreconditionFailed
+from .layout import Layout
+from .storage import Storage
 
 
 @dataclass(frozen=True)
@@ -70,10 +73,21 @@ CODEC = Codec("ckpt.stale-alert", "staleness alert",
 
 
 def stale(pipeline_id: str, lineage: str, last_epoch_id: int, last_completed_at: str,
-          decided_ts: float, now: float, max_age: float | None) -> StaleAlert | None:
+          decided_ts: float, now: float, max_age: float) -> StaleAlert | None:
     """The alert due when the last completed epoch is older than ``max_age`` at ``now``;
-    None when it is not (or no age is configured)."""
-    if max_age is None or now - decided_ts <= max_age:
+    None when it is not."""
+    if now - decided_ts <= max_age:
         return None
     return StaleAlert(pipeline_id, lineage, last_epoch_id, last_completed_at,
                       now - decided_ts, max_age, now_iso(now))
+
+
+def record_stale_alert(storage: Storage, layout: Layout, alert: StaleAlert) -> bool:
+    """Write the stale period's record; True when this call wrote it (deliver the alert),
+    False when another process already had (stay quiet)."""
+    try:
+        storage.create(layout.stale_alert(alert.lineage, alert.last_epoch_id),
+                       CODEC.encode(alert.document()))
+    except PreconditionFailed:
+        return False
+    return True

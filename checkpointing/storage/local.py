@@ -13,6 +13,7 @@ import fcntl
 import hashlib
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -86,15 +87,20 @@ class LocalStorage(Storage):
         except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
             raise NotFound(f"not found: {self.uri(key)}") from None
 
-    def head(self, key: str) -> ObjectInfo:
+    def _stat(self, key: str) -> tuple[Path, os.stat_result]:
+        """The file of ``key`` and its ``stat`` (one HEAD); NotFound for none or a folder."""
         self.stats.add("HEAD")
         path = self._path(key)
         try:
             st = path.stat()
         except (FileNotFoundError, NotADirectoryError):
             raise NotFound(f"not found: {self.uri(key)}") from None
-        if not path.is_file():
+        if not stat.S_ISREG(st.st_mode):
             raise NotFound(f"not found: {self.uri(key)} is a directory")
+        return path, st
+
+    def head(self, key: str) -> ObjectInfo:
+        path, st = self._stat(key)
         return ObjectInfo(key, st.st_size, _file_etag(path), st.st_mtime)
 
     def stamp(self, key: str) -> tuple[int, str]:
@@ -102,14 +108,7 @@ class LocalStorage(Storage):
         compares: every write here renames or links a new file into place (a new inode,
         a new mtime), so a file with the recorded stamp holds the bytes it held then. The
         etag of :meth:`head` is an md5 of the bytes: reading them is what this avoids."""
-        self.stats.add("HEAD")
-        path = self._path(key)
-        try:
-            st = path.stat()
-        except (FileNotFoundError, NotADirectoryError):
-            raise NotFound(f"not found: {self.uri(key)}") from None
-        if not path.is_file():
-            raise NotFound(f"not found: {self.uri(key)} is a directory")
+        _, st = self._stat(key)
         return st.st_size, f"stat:{st.st_mtime_ns}:{st.st_ino}"
 
     # -- writes ----------------------------------------------------------------------

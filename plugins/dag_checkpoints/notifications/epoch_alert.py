@@ -77,17 +77,17 @@ class AlertSettings:
 def announce(coord: Coordinator, meta: EpochMetadata, barrier: Barrier | None,
              settings: AlertSettings, context: dict[str, Any] | None = None) -> EpochAlert | None:
     """Record and deliver the alert of an aborted epoch, unless another process already
-    did; then the lineage's staleness alert, if it is due (:func:`announce_stale`). Returns
-    the abort's alert when this call announced it. Never raises for a failing channel: the
-    abort stands whatever the mail server says."""
+    did; the process that did also delivers the lineage's staleness alert, if it is due
+    (:func:`announce_stale`). Returns the abort's alert when this call announced it. Never
+    raises for a failing channel: the abort stands whatever the mail server says."""
     if meta.completed:
         return None
     alert = EpochAlert.from_abort(coord.pipeline_id, meta, barrier)
-    ours = coord.record_alert(alert)
-    if ours:
-        _deliver(alert, settings, context, f"epoch {alert.epoch_id}")
+    if not coord.record_alert(alert):
+        return None  # announced, and staleness checked, by whoever recorded it
+    _deliver(alert, settings, context, f"epoch {alert.epoch_id}")
     announce_stale(coord, settings, meta.lineage or "main", context)
-    return alert if ours else None
+    return alert
 
 
 def announce_stale(coord: Coordinator, settings: AlertSettings, lineage: str = "main",
