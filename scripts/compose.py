@@ -27,6 +27,11 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:  # run as a script: the project's modules are importable
+    sys.path.insert(0, str(ROOT))
+
+from scripts.cluster import _subst_vars  # noqa: E402 (compose's variable rules, one place)
+
 COMPOSE = ROOT / "docker" / "docker-compose.yml"
 LOCAL_ENV = ROOT / "docker" / "local.env"
 PROJECT = "dag-checkpoints"
@@ -202,7 +207,7 @@ class Compose:
     def airflow_env(self) -> dict[str, str]:
         """The components' environment as a client on this host reaches them: MinIO and
         the api-server at their published ports."""
-        env = {k: _default(str(v)) for k, v in
+        env = {k: _subst_vars(str(v), dict(os.environ)) for k, v in
                self.spec["x-airflow-common"]["environment"].items()}
         env["AWS_ENDPOINT_URL"] = "http://127.0.0.1:9000"
         return env
@@ -210,13 +215,6 @@ class Compose:
     @property
     def api_url(self) -> str:
         return "http://127.0.0.1:8080"
-
-
-def _default(value: str) -> str:
-    """``${VAR:-default}`` as compose resolves it here (the variable, else its default)."""
-    import re
-
-    return re.sub(r"\$\{(\w+):-([^}]*)\}", lambda m: os.environ.get(m[1], m[2]), value)
 
 
 def main(argv: list[str] | None = None) -> int:
