@@ -23,7 +23,7 @@ from typing import Any
 from .acknowledgement import Acknowledgement, AckResult, AckStatus
 from .alerts import EpochAlert, record_alert
 from .attempts import TaskAttempts, scan_epoch_tasks, scan_task
-from .barrier import Barrier, TaskPlan
+from .barrier import Barrier, TaskPlan, plan_table_inputs
 from .catalog import Catalog
 from .config import CheckpointConfig
 from .decision import Decision
@@ -56,6 +56,7 @@ from .request_decider import RequestDecider
 from .staleness import StaleAlert, record_stale_alert, stale
 from .state_handle import StateHandle
 from .storage import Storage
+from .table_expectations import AwaitedVersion, awaited_versions, unchanged_inputs
 from .table_pins import TablePins
 from .task_storage import TaskStorage
 from .unchecked import UncheckedRun
@@ -858,6 +859,33 @@ class Coordinator:
         """The lineage's latest completed epoch: 1 + |open| reads, whatever the history."""
         validate_id(lineage, "lineage")
         return self.parents.latest(lineage)
+
+    def awaited_table_versions(self, plan: Mapping[str, TaskPlan],
+                               lineage: str = MAIN) -> list[AwaitedVersion]:
+        """What an epoch of ``plan`` beginning now in ``lineage`` expects of its table
+        inputs (PROTOCOL 6.14, 1.14): for each declared with ``expect_new_version``, a
+        version newer than the latest completed epoch pinned. Main only: a backfill's epochs
+        have no data interval on a table to expect anything of."""
+        validate_id(lineage, "lineage")
+        if lineage != MAIN or not any(s.expect_new_version for s in
+                                      plan_table_inputs(dict(plan)).values()):
+            return []
+        last = self.parents.latest(lineage)
+        parent = self.store.barrier_or_none(last) if last is not None else None
+        return awaited_versions(plan, parent.table_versions) if parent is not None else []
+
+    def unchanged_table_inputs(self, epoch_id: int, task_id: str) -> list[str]:
+        """One line per table input of ``task_id`` expecting a new version that the epoch's
+        barrier pinned no newer than its parent epoch's (the task declines the epoch);
+        empty when every expectation is met, or outside main, or without a parent epoch."""
+        barrier = self.barrier(epoch_id)
+        if barrier.lineage != MAIN or barrier.parent_epoch_id is None:
+            return []
+        parent = self.store.barrier_or_none(barrier.parent_epoch_id)
+        if parent is None:
+            return []
+        return unchanged_inputs(barrier.plan, task_id, barrier.table_versions,
+                                parent.table_versions)
 
     def completed_handles(self, epoch_id: int) -> dict[str, StateHandle]:
         """Every task's state handle of a completed epoch."""

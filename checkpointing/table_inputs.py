@@ -52,6 +52,9 @@ class TableInput:
     :param starting_version: the first epoch reads the changes from this version on
         (Delta: a table version; Iceberg: a snapshot's sequence number) instead of the
         table's whole content at the pinned version.
+    :param expect_new_version: every epoch of the main line expects a version newer than
+        the one its parent epoch read (PROTOCOL 6.14): an upstream that did not commit is
+        missing input, waited for and then declined, not an epoch with nothing new.
     """
 
     location: str | None = None
@@ -59,6 +62,7 @@ class TableInput:
     name: str | None = None
     catalog: str = "default"
     starting_version: int | None = None
+    expect_new_version: bool = False
 
     def __post_init__(self) -> None:
         if traits(self.format).catalog_named:
@@ -87,12 +91,15 @@ class TableInput:
                 d[key] = getattr(self, key)
         if traits(self.format).catalog_named:
             d["catalog"] = self.catalog
+        if self.expect_new_version:  # (1.14) absent when false, as a 1.13 writer left it
+            d["expect_new_version"] = True
         return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> TableInput:
         return cls(d.get("location"), d.get("format", "delta"), d.get("name"),
-                   d.get("catalog", "default"), d.get("starting_version"))
+                   d.get("catalog", "default"), d.get("starting_version"),
+                   bool(d.get("expect_new_version", False)))
 
 
 @dataclass(frozen=True, order=True)

@@ -29,7 +29,8 @@ def get_provider_info() -> dict[str, Any]:
             "dag_checkpoints.operators.epoch_timeout"]}],
         "triggers": [{"integration-name": INTEGRATION,
                       "python-modules": ["dag_checkpoints.triggers.epoch_commit",
-                                         "dag_checkpoints.triggers.epoch_deadline"]}],
+                                         "dag_checkpoints.triggers.epoch_deadline",
+                                         "dag_checkpoints.triggers.expected_input"]}],
         "task-decorators": [{"name": "checkpointed_spark", "class-name":
                              "dag_checkpoints.decorators.checkpointed_spark.checkpointed_spark_task"}],
         # Alerts are delivered by Airflow's own notifiers (HttpNotifier, SmtpNotifier) that

@@ -84,6 +84,10 @@ class CheckpointSteps:
     plan: dict[str, TaskPlan]
 
 
+def _expects_tables(task: Any) -> bool:
+    return any(s.expect_new_version for s in getattr(task, "table_inputs", {}).values())
+
+
 def checkpoint_dag(dag: Any, settings: CheckpointSettings, *,
                    allow_non_restored_state: bool = False) -> CheckpointSteps:
     """Add the checkpoint steps around the checkpointed tasks of ``dag`` (call it last, once
@@ -102,13 +106,18 @@ def checkpoint_dag(dag: Any, settings: CheckpointSettings, *,
         if t.settings is None:
             t.settings = settings
         grace, timeout = getattr(t, "input_grace", 0), t.settings.config.timeout_seconds
-        if getattr(t, "expects", ()) and grace >= timeout:
+        if (getattr(t, "expects", ()) or _expects_tables(t)) and grace >= timeout:
             raise ValueError(f"task {t.task_id!r}: input_grace ({grace:.0f} s) must be shorter "
                              f"than the checkpoint timeout ({timeout:.0f} s), which would "
                              "abort the epoch first")
         t.epoch_plan, t.allow_non_restored_state = plan, allow_non_restored_state
     begin = BeginEpochOperator(task_id=BEGIN_TASK_ID, settings=settings, plan=plan,
                                allow_non_restored_state=allow_non_restored_state, dag=dag)
+    # Whoever begins the epoch (the begin step or a root job) pins the table versions, so
+    # each of them waits for the new versions the plan expects, as long as its longest grace.
+    table_grace = max((t.input_grace for t in jobs if _expects_tables(t)), default=0.0)
+    for step in (begin, *jobs):
+        step.table_input_grace = table_grace
     commit = CommitEpochOperator(task_id=COMMIT_TASK_ID, settings=settings, dag=dag,
                                  job_task_ids=sorted(plan),
                                  outlets=published_assets(settings, jobs))

@@ -27,6 +27,7 @@ from checkpointing.errors import (
     FailureBudgetExhausted,
 )
 
+from ..expected_inputs import AwaitsTableVersions
 from ..notifications import announce
 from ..runconf import BEGIN_TASK_ID, checkpointing_enabled, foreground_test_run
 from ..settings import CheckpointSettings
@@ -36,14 +37,15 @@ from ..triggers.epoch_commit import EpochCommitTrigger
 from ..triggers.task_states import FINISHED
 
 
-class BeginEpochOperator(BaseOperator):
+class BeginEpochOperator(AwaitsTableVersions, BaseOperator):
     """Opens the run's epoch, or joins it, and returns the epoch id (XCom).
 
     It runs beside the run's root jobs, which begin or join the same epoch themselves
     (:mod:`dag_checkpoints.task_epoch`): no job waits for it. Its success marks the epoch as
     the run's, so that a retried job joins it; the watchdog and the commit step read the
     epoch from it. Idempotent per DAG run: a cleared or retried begin step reuses the run's
-    open epoch.
+    open epoch. When a table input expects a new version, it waits for it before beginning,
+    deferred, as the root jobs do (:mod:`dag_checkpoints.expected_inputs`).
     """
 
     ui_color = "#b3e2cd"
@@ -77,6 +79,7 @@ class BeginEpochOperator(BaseOperator):
         if begun is not None:
             self.log.info("run works for epoch %d, begun by one of its jobs", begun)
             return begun
+        self._await_table_versions(context, self.settings, self.plan)
         return open_run_epoch(self.settings, self.plan, context, self.allow_non_restored_state)
 
     def _unchecked(self, context: Any) -> int:

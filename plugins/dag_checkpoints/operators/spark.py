@@ -35,6 +35,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from checkpointing.errors import CheckpointError
 
 from ..expected_inputs import (
+    AwaitsTableVersions,
     data_day,
     expected_keys,
     grace_seconds,
@@ -43,7 +44,7 @@ from ..expected_inputs import (
 )
 from ..runconf import BEGIN_TASK_ID, checkpoint_conf, checkpointing_enabled, data_interval
 from ..settings import CheckpointSettings
-from ..task_epoch import EPOCH_XCOM_KEY, task_epoch, task_failure
+from ..task_epoch import EPOCH_XCOM_KEY, task_epoch, task_failure, task_states
 
 #: Fault injection for tests and drills: "<task_id>:<attempt>" fails that attempt after its
 #: snapshot and before its acknowledgement, the worst moment for exactly-once.
@@ -65,7 +66,7 @@ def process_age_ms() -> float | None:
     return round((uptime - start_ticks / os.sysconf("SC_CLK_TCK")) * 1000, 1)
 
 
-class CheckpointedSparkOperator(BaseOperator):
+class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
     """One checkpointed Spark job of the DAG's epoch (restore, run, snapshot, acknowledge).
 
     :param job: ``"package.module:function"`` or a module-level function.
@@ -81,15 +82,18 @@ class CheckpointedSparkOperator(BaseOperator):
     :param table_inputs: upstream Delta or Iceberg tables the job reads incrementally,
         ``{name: TableInput(...)}``: the epoch's barrier pins each one's version, and the
         job reads the change since its parent epoch with ``run.table_changes(name)``.
+        One declared with ``expect_new_version=True`` makes the run wait, deferred, for up
+        to ``input_grace`` for a version newer than its parent epoch read, before the epoch
+        begins; then this task declines an epoch that pinned none (one line, one alert).
     :param expects: keys under the data root the job needs for its data day, with a
         ``{data_day}`` placeholder (``raw/flights/{data_day}.csv``): when one is missing
         at the start, the task waits for it deferred for up to ``input_grace``, then
         declines its epoch with one line naming the missing keys
         (the epoch is aborted and alerted once). Without ``expects``, a day whose input
         never landed is an epoch with nothing new.
-    :param input_grace: how long a missing expected input may still land after the task
-        started (a ``timedelta`` or seconds; default 0: decline at once). Shorter than the
-        checkpoint timeout, which would abort the epoch first.
+    :param input_grace: how long a missing expected input (a file, a table version) may
+        still land after the task started (a ``timedelta`` or seconds; default 0: decline
+        at once). Shorter than the checkpoint timeout, which would abort the epoch first.
     """
 
     template_fields = ("job",)
@@ -146,7 +150,10 @@ class CheckpointedSparkOperator(BaseOperator):
                                        "call dag_checkpoints.checkpoint_dag(dag, settings)")
         if self.expects:
             self._await_expected_input(context)
+        if self._may_begin(context):
+            self._await_table_versions(context, self.settings, self.epoch_plan)
         epoch, attempt = task_epoch(self, context), context["ti"].try_number
+        self._decline_unchanged_tables(context, epoch)
         if self.settings.spark_mode == "submit":
             return self._submit(context, epoch, attempt)
         remote = None
@@ -186,12 +193,35 @@ class CheckpointedSparkOperator(BaseOperator):
             self._decline_missing(context, list(event.get("keys") or ()))
         return self.execute(context)
 
+    def _may_begin(self, context: Any) -> bool:
+        """A root job begins the run's epoch unless the begin step already did."""
+        if self.epoch_plan[self.task_id].upstream:
+            return False
+        return task_states(context).get(self.begin_task_id) != "success"
+
+    def _decline_unchanged_tables(self, context: Any, epoch: int) -> None:
+        """Decline the epoch when its barrier pinned a table input expecting a new version
+        no newer than the parent epoch did (PROTOCOL 6.14, 1.14)."""
+        if not any(s.expect_new_version for s in self.table_inputs.values()):
+            return
+        try:
+            lines = self.settings.coordinator().unchanged_table_inputs(epoch, self.task_id)
+        except CheckpointError as exc:
+            raise task_failure(exc, self.task_id) from None
+        if lines:
+            self._decline(context, epoch, "expected a new table version after waiting "
+                          f"{self.table_input_grace:.0f} s: {'; '.join(lines)}")
+
     def _decline_missing(self, context: Any, missing: list[str]) -> None:
+        """Decline the run's epoch for missing input files."""
+        self._decline(context, task_epoch(self, context),
+                      f"expected input missing after waiting {self.input_grace:.0f} s: "
+                      f"{', '.join(missing)}")
+
+    def _decline(self, context: Any, epoch: int, reason: str) -> None:
         """Decline the run's epoch for missing input: one line, the epoch aborted (and
         alerted by the coordinator's abort listener)."""
-        epoch, attempt = task_epoch(self, context), context["ti"].try_number
-        reason = (f"expected input missing after waiting {self.input_grace:.0f} s: "
-                  f"{', '.join(missing)}")
+        attempt = context["ti"].try_number
         coord = self.settings.coordinator()
         try:
             start = coord.register_attempt(epoch, self.task_id, attempt)

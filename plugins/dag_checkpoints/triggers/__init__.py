@@ -2,6 +2,7 @@
 
 from .epoch_commit import EpochCommitTrigger
 from .epoch_deadline import EpochDeadlineTrigger
-from .expected_input import ExpectedInputTrigger
+from .expected_input import ExpectedInputTrigger, TableVersionTrigger
 
-__all__ = ["EpochCommitTrigger", "EpochDeadlineTrigger", "ExpectedInputTrigger"]
+__all__ = ["EpochCommitTrigger", "EpochDeadlineTrigger", "ExpectedInputTrigger",
+           "TableVersionTrigger"]
