@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: install demo docs docs-serve bench-check test test-fast test-integration test-system test-package test-containers lint bench bench-coordinator bench-verify bench-airflow bench-tables bench-sources bench-table-inputs bench-scale bench-scale-topology faults soak drills
+.PHONY: install demo docs docs-serve bench-check test test-fast test-integration test-system test-package test-containers lint bench bench-coordinator bench-verify bench-airflow bench-tables bench-sources bench-table-inputs bench-scale bench-scale-topology faults soak drills drills-containers
 
 install:
 	scripts/bootstrap.sh
@@ -143,3 +143,12 @@ drills: install
 	scripts/install_minio.sh
 	scripts/install_spark_s3.sh
 	$(PY) bench/drills.py $(ARGS)
+
+# The same drills against the compose deployment in containers (podman or docker): a
+# service's death is its container killed (bench/results/drills-containers.json).
+drills-containers: install
+	scripts/containers.sh check >/dev/null
+	$(PY) -m pip install -q podman-compose==1.5.0
+	scripts/container_images.sh bases
+	scripts/container_images.sh build
+	$(PY) bench/drills.py --containers $(ARGS)

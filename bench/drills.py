@@ -170,19 +170,97 @@ def worker_of(cluster: Cluster, ti_id: str, timeout: float = 60) -> str:
     raise DrillError(f"no worker process runs task instance {ti_id}")
 
 
-# --------------------------------------------------------------------------- drills
-class Drills:
-    """Daily epochs of flights_daily on a running cluster, one data day after another."""
+# --------------------------------------------------------------------------- deployments
+class Processes:
+    """The deployment as processes (scripts/cluster.py): what a drill breaks and reads."""
 
     def __init__(self, cluster: Cluster):
         self.cluster = cluster
-        env = cluster.airflow_env()
+        self.api_url = cluster.api_url
+
+    def airflow_env(self) -> dict[str, str]:
+        return self.cluster.airflow_env()
+
+    def kill(self, name: str) -> None:
+        """SIGKILL a service's whole process tree, as its container's death would."""
+        self.cluster.kill(name, signal.SIGKILL)
+
+    def stop(self, name: str) -> None:
+        self.cluster.stop(name)
+
+    def start(self, name: str) -> None:
+        self.cluster.start(name)
+
+    def worker_of(self, ti: dict, timeout: float = 60) -> str:
+        return worker_of(self.cluster, ti["id"], timeout)
+
+    def log_mark(self, name: str) -> int:
+        return Path(self.cluster.services[name].log).stat().st_size
+
+    def log_since(self, name: str, mark: int) -> list[str]:
+        with open(self.cluster.services[name].log, errors="replace") as f:
+            f.seek(mark)
+            return f.readlines()
+
+    def workers_ready(self) -> bool:
+        want = sum(n.startswith("airflow-worker-") for n in self.cluster.services)
+        return len(celery_workers(self.cluster)) >= want
+
+
+class Containers:
+    """The deployment in containers (scripts/compose.py): a service's death is its
+    container killed (`podman kill`), the Celery worker running a task the container whose
+    hostname the task instance records."""
+
+    def __init__(self, compose: Any):
+        self.compose = compose
+        self.api_url = compose.api_url
+
+    def airflow_env(self) -> dict[str, str]:
+        return self.compose.airflow_env()
+
+    def kill(self, name: str) -> None:
+        self.compose.kill(self.compose.container_of(name), signal.SIGKILL)
+
+    def stop(self, name: str) -> None:
+        self.compose.stop(self.compose.container_of(name))
+
+    def start(self, name: str) -> None:
+        self.compose.start(self.compose.container_of(name))
+
+    def worker_of(self, ti: dict, timeout: float = 60) -> str:
+        by_host = {c["hostname"]: n for n, c in self.compose.containers().items()
+                   if c["service"] == "airflow-worker"}
+        if ti.get("hostname") not in by_host:
+            raise DrillError(f"no worker container has hostname {ti.get('hostname')!r}")
+        return by_host[ti["hostname"]]
+
+    def log_mark(self, name: str) -> float:
+        return time.time()
+
+    def log_since(self, name: str, mark: float) -> list[str]:
+        return self.compose.log_lines(self.compose.container_of(name), since=mark)
+
+    def workers_ready(self) -> bool:
+        cs = self.compose.containers()
+        workers = [n for n, c in cs.items() if c["service"] == "airflow-worker"]
+        return bool(workers) and all(self.compose.healthy(n, cs[n]) for n in workers)
+
+
+# --------------------------------------------------------------------------- drills
+class Drills:
+    """Daily epochs of flights_daily on a running deployment (:class:`Processes` or
+    :class:`Containers`), one data day after another."""
+
+    def __init__(self, deployment: Processes | Containers):
+        self.deploy = deployment
+        env = deployment.airflow_env()
         for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
             os.environ[k] = env[k]
         endpoint = env["AWS_ENDPOINT_URL"]
         self.coord = Coordinator(open_storage(env["CKPT_STORAGE"], endpoint_url=endpoint), DAG)
         self.data = open_storage(env["CKPT_DATA"], endpoint_url=endpoint)
-        self.af = Airflow(cluster.api_url, env["AIRFLOW_ADMIN_PASSWORD"])
+        self.af = Airflow(deployment.api_url, env["AIRFLOW_ADMIN_PASSWORD"])
         self.next_logical = FIRST_DAY + timedelta(days=1)  # the run of data day 1
         self.published_until = FIRST_DAY  # logical date of the last successful run
 
@@ -277,19 +355,19 @@ class Drills:
         res = FaultResult("worker_kill")
         run_id, logical = self.trigger_next()
         ti = self.victim_running(run_id, after=8)
-        victim = worker_of(self.cluster, ti["id"])
-        self.cluster.kill(victim, signal.SIGKILL)
+        victim = self.deploy.worker_of(ti)
+        self.deploy.kill(victim)
         t_kill = time.monotonic()
         retry = self.af.wait_task(run_id, VICTIM_TASK, ("running", "success"),
                                   min_try=ti["try_number"] + 1, timeout=900)
         res.notes.append(f"SIGKILL {victim} running {VICTIM_TASK} try {ti['try_number']}; "
                          f"try {retry['try_number']} {retry['state']} "
                          f"{time.monotonic() - t_kill:.0f} s later")
-        other = worker_of(self.cluster, retry["id"], 30) if retry["state"] == "running" \
+        other = self.deploy.worker_of(retry, 30) if retry["state"] == "running" \
             else "finished before seen"
         state = self.finish(run_id, logical)
         handle = self._handle(run_id, VICTIM_TASK)
-        self.cluster.start(victim)  # the deployment gets its worker back
+        self.deploy.start(victim)  # the deployment gets its worker back
         self._wait_workers()
         # a write of the killed try resumed on the Connect server (issue 27)
         resumed = (handle.metrics.get("resumed") or {}).get("actions") if handle else None
@@ -304,9 +382,9 @@ class Drills:
         res = FaultResult("scheduler_kill")
         run_id, logical = self.trigger_next()
         self.victim_running(run_id, after=3)
-        self.cluster.kill("airflow-scheduler", signal.SIGKILL)
+        self.deploy.kill("airflow-scheduler")
         time.sleep(10)
-        self.cluster.start("airflow-scheduler")
+        self.deploy.start("airflow-scheduler")
         state = self.finish(run_id, logical)
         self.record(res, run_id, state,
                     f"scheduler_killed->restarted:completed_once={self.completed_once(run_id)}")
@@ -318,9 +396,9 @@ class Drills:
         res = FaultResult("minio_restart")
         run_id, logical = self.trigger_next()
         self.victim_running(run_id, after=5)
-        self.cluster.stop("minio")
+        self.deploy.stop("minio")
         time.sleep(10)
-        self.cluster.start("minio")
+        self.deploy.start("minio")
         state = self.finish(run_id, logical)
         epochs = self.epochs_of_run(run_id)
         decided = [("completed" if m.completed else f"aborted:{m.status}")
@@ -337,15 +415,12 @@ class Drills:
         res = FaultResult("spark_worker_kill")
         run_id, logical = self.trigger_next()
         self.victim_running(run_id, after=8)
-        log = Path(self.cluster.services["spark-master"].log)
-        offset = log.stat().st_size
-        self.cluster.kill("spark-worker", signal.SIGKILL)
+        mark = self.deploy.log_mark("spark-master")
+        self.deploy.kill("spark-worker")
         time.sleep(5)
-        self.cluster.start("spark-worker")
+        self.deploy.start("spark-worker")
         state = self.finish(run_id, logical)
-        with open(log, errors="replace") as f:
-            f.seek(offset)
-            lines = f.readlines()
+        lines = self.deploy.log_since("spark-master", mark)
         lost = sum("Telling app of lost executor" in line for line in lines)
         new = sum("Launching executor" in line for line in lines)
         res.notes.append(f"Spark master after the kill: {lost} executor(s) lost, {new} launched "
@@ -416,10 +491,9 @@ class Drills:
         return None
 
     def _wait_workers(self, timeout: float = 120) -> None:
-        want = sum(n.startswith("airflow-worker-") for n in self.cluster.services)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if len(celery_workers(self.cluster)) >= want:
+            if self.deploy.workers_ready():
                 return
             time.sleep(2)
         raise DrillError(f"Celery workers not back in {timeout:g}s")
@@ -432,15 +506,24 @@ DRILLS = ("worker_kill", "scheduler_kill", "minio_restart", "spark_worker_kill",
           "backfill_from_savepoint")
 
 
-def run_drills(names: list[str], home: Path) -> tuple[list[FaultResult], list[int], float]:
-    """Bring the topology up, run a clean first epoch and the drills, bring it down;
-    (results, processes left behind, seconds to bring it up)."""
+def run_drills(names: list[str], home: Path, containers: bool = False
+               ) -> tuple[list[FaultResult], list, float]:
+    """Bring the deployment up (as processes, or in containers), run a clean first epoch and
+    the drills, bring it down; (results, what was left behind, seconds to bring it up)."""
     t0 = time.monotonic()
-    cluster = up(home, free_ports=True, extra_env=DRILL_ENV)
+    if containers:
+        from scripts.compose import Compose
+
+        compose = Compose(local=True, airflow_env=DRILL_ENV)
+        compose.down()  # a previous run's leftovers
+        compose.up()
+        deployment: Processes | Containers = Containers(compose)
+    else:
+        deployment = Processes(up(home, free_ports=True, extra_env=DRILL_ENV))
     up_s = time.monotonic() - t0
     results = []
     try:
-        d = Drills(cluster)
+        d = Drills(deployment)
         d.clean_epoch()
         for name in names:
             t = time.monotonic()
@@ -457,7 +540,7 @@ def run_drills(names: list[str], home: Path) -> tuple[list[FaultResult], list[in
                   f"dup={res.rows_duplicated} {res.seconds:5.0f}s {dict(res.outcomes)}",
                   flush=True)
     finally:
-        left = down(home, volumes=True)
+        left = compose.down() if containers else down(home, volumes=True)
     return results, left, up_s
 
 
@@ -466,21 +549,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", choices=DRILLS)
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--home", type=Path, help="cluster home (default: a temporary directory)")
+    ap.add_argument("--containers", action="store_true",
+                    help="against the compose deployment in containers (podman or docker; "
+                    "images from scripts/container_images.sh), results in drills-containers.json")
     a = ap.parse_args(argv)
     home = a.home or Path(tempfile.mkdtemp(prefix="ckpt-drills-"))
+    if a.containers and a.out == RESULTS:
+        a.out = RESULTS.with_name("drills-containers.json")
     t0 = time.monotonic()
-    results, left, up_s = run_drills(list(a.only or DRILLS), home)
+    results, left, up_s = run_drills(list(a.only or DRILLS), home, a.containers)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps([r.to_json() for r in results], indent=2) + "\n")
     meta = {"drill_env": DRILL_ENV, "cluster_up_seconds": round(up_s, 1),
             "left_behind_after_down": left, "seconds": round(time.monotonic() - t0, 1)}
-    a.out.with_name("drills_run.json").write_text(json.dumps(meta, indent=2) + "\n")
+    a.out.with_name(a.out.stem + "_run.json").write_text(json.dumps(meta, indent=2) + "\n")
     bad = [r.fault for r in results if r.rows_lost or r.rows_duplicated or any(
         b in o for o in r.outcomes for b in BROKEN)]
     print(f"{len(results)} drills in {meta['seconds']:.0f} s (cluster up in {up_s:.0f} s); "
           f"written to {a.out}; left behind after down: {left or 'nothing'}")
     if bad or left:
-        print(f"drills FAILED: {', '.join(bad) or 'processes left behind'}")
+        print(f"drills FAILED: {', '.join(bad) or 'left behind after down'}")
         return 1
     return 0
 

@@ -201,8 +201,35 @@ class Compose:
         subprocess.run([self.engine, "kill", "-s", str(sig), container], check=True,
                        capture_output=True)
 
-    def start(self, container: str) -> None:
+    def start(self, container: str, timeout: float = 300) -> None:
+        """Start a stopped or killed container and wait until it is healthy again."""
         subprocess.run([self.engine, "start", container], check=True, capture_output=True)
+        service = self.containers()[container]["service"]
+        if not self.one_off(service):
+            self.wait_healthy(timeout, [service])
+
+    def stop(self, container: str, timeout: int = 10) -> None:
+        """Stop a container as `compose stop` does: SIGTERM, SIGKILL after ``timeout``."""
+        subprocess.run([self.engine, "stop", "-t", str(timeout), container], check=True,
+                       capture_output=True)
+
+    def container_of(self, name: str) -> str:
+        """``name`` if it is a container of the project, else the one container of
+        service ``name``."""
+        cs = self.containers()
+        if name in cs:
+            return name
+        own = sorted(n for n, c in cs.items() if c["service"] == name)
+        if len(own) != 1:
+            raise ComposeError(f"compose: service {name!r} has {len(own)} containers: {own}")
+        return own[0]
+
+    def log_lines(self, container: str, since: float | None = None) -> list[str]:
+        """What the container logged (since the epoch second ``since``), both streams."""
+        after = ["--since", f"{since:.3f}"] if since is not None else []
+        r = subprocess.run([self.engine, "logs", *after, container], capture_output=True,
+                           text=True, errors="replace")
+        return (r.stdout + r.stderr).splitlines()
 
     def airflow_env(self) -> dict[str, str]:
         """The components' environment as a client on this host reaches them: MinIO and

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 Q1_SHIPDATE_MAX = "1998-09-02"
 
@@ -64,3 +65,25 @@ def top_customers(generated: Path, until: str, deleted: list[int], n: int) -> li
 
 def as_decimal(value: object, places: int) -> Decimal:
     return Decimal(str(value)).quantize(Decimal(1).scaleb(-places))
+
+
+def check_published(c: Any, generated: Path, until: str, deleted: list[int]) -> None:
+    """Every output ``c`` (tpch_daily's coordinator) published equals DuckDB's over the
+    orders before ``until`` that ``deleted`` does not name."""
+    from spark_jobs.tpch import jobs
+    from tests.oracle import published
+
+    pricing = published(c, "tpch_q1_pricing").sort_values(["l_returnflag", "l_linestatus"])
+    got = [(r.l_returnflag, r.l_linestatus, r.sum_qty, r.sum_base_price, r.sum_disc_price,
+            r.sum_charge, r.count_order) for r in pricing.itertuples()]
+    want = q1(generated, until, deleted)
+    assert [tuple(map(str, g)) for g in got] == [tuple(map(str, w)) for w in want]
+    revenue = published(c, "tpch_q5_revenue")
+    got5 = sorted((r.r_name, r.n_name, str(r.o_orderdate), str(r.revenue))
+                  for r in revenue.itertuples())
+    want5 = [(a, b, str(d), str(v)) for a, b, d, v in q5(generated, until, deleted)]
+    assert got5 == sorted(want5)
+    top = published(c, "tpch_top_customers").sort_values(["revenue", "c_custkey"],
+                                                          ascending=[False, True])
+    assert [(r.c_custkey, r.c_name, str(r.revenue)) for r in top.itertuples()] == \
+        [(k, n, str(v)) for k, n, v in top_customers(generated, until, deleted, jobs.TOP_N)]

@@ -2,18 +2,26 @@
 docker CLI elsewhere): the image built from the wheel on the local bases, every service of
 docker/docker-compose.yml started in its container and healthy, daily epochs of
 flights_daily through the Celery workers, a worker container killed mid-task and the run
-restored on the other, the published tables equal to the pandas oracle; `down -v` leaves
-no container, volume or network. `make test-containers` (minutes: not in `make test`)."""
+restored on the other, the published tables equal to the pandas oracle; tpch_daily at
+SF 0.1 (history, then daily epochs with a deletion day) equal to DuckDB; `down -v` leaves
+no container, volume or network. `make test-containers` (minutes: not in `make test`).
+The other drills (scheduler, MinIO and Spark worker containers, a backfill from a
+savepoint) are `make drills-containers`."""
 
 from __future__ import annotations
 
+import os
 import subprocess
+from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
 
-from bench.drills import DRILL_ENV, VICTIM_TASK, Drills
+from bench.drills import DRILL_ENV, VICTIM_TASK, Airflow, Containers, Drills
+from checkpointing import Coordinator
+from checkpointing.storage import open_storage
 from scripts.compose import Compose
+from tests import tpch_oracle
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(5400)]
@@ -57,7 +65,7 @@ def test_the_image_is_what_a_platform_team_expects(deployment):
 
 
 def test_daily_epochs_and_a_killed_worker_container(deployment):
-    d = Drills(deployment)
+    d = Drills(Containers(deployment))
     for _ in range(2):
         d.clean_epoch()
     assert d.coord.latest_completed() == 2
@@ -94,3 +102,34 @@ def test_every_service_runs_in_its_container_healthy(deployment):
     running = [n for n, c in cs.items() if c["state"] == "running"]
     assert len([n for n in running if cs[n]["service"] == "airflow-worker"]) == 2
     assert all(deployment.healthy(n, cs[n]) for n in running), cs
+
+
+def test_tpch_daily_at_sf01_equals_duckdb(deployment):
+    """TPC-H SF 0.1 landed on the deployment's MinIO from this host: the history, then two
+    order days (the second with deletions), each run's published outputs equal to DuckDB
+    over tpchgen-cli's own files."""
+    from spark_jobs.tpch.landing import DEFAULT_CACHE, generate, land
+
+    env = deployment.airflow_env()
+    for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
+        os.environ[k] = env[k]
+    endpoint = env["AWS_ENDPOINT_URL"]
+    history_until, days = date(1998, 6, 1), 2
+    landed = land(open_storage(env["CKPT_DATA"], endpoint_url=endpoint), 0.1, history_until,
+                  days, delete_every=2, deletes=5)
+    generated = generate(0.1, DEFAULT_CACHE)
+    c = Coordinator(open_storage(env["CKPT_STORAGE"], endpoint_url=endpoint), "tpch_daily")
+    af = Airflow(deployment.api_url, env["AIRFLOW_ADMIN_PASSWORD"], dag="tpch_daily")
+    for i in range(days + 1):  # the history's run, then one run per order day
+        logical = history_until + timedelta(days=i)
+        run_id = af.trigger(logical)
+        state = af.wait_run(run_id, timeout=1800)
+        tis = af.task_instances(run_id)
+        assert state == "success", {t: (x["state"], af.error_of(run_id, t, x["try_number"]))
+                                    for t, x in tis.items() if x["state"] != "success"}
+        until = logical.isoformat()
+        deleted = sorted(k for d, keys in landed.deletes.items() if d < until for k in keys)
+        tpch_oracle.check_published(c, generated, until, deleted)
+    assert c.latest_completed() == days + 1
+    assert any(d < (history_until + timedelta(days=days)).isoformat()
+               for d in landed.deletes), "no deletion day was run"

@@ -67,25 +67,6 @@ def _deleted(landed, until: str) -> list[int]:
     return sorted(k for d, keys in landed.deletes.items() if d < until for k in keys)
 
 
-def check(c: Coordinator, generated: Path, until: str, deleted: list[int]) -> None:
-    """Every published output equals DuckDB's over the orders before ``until``."""
-    q1 = published(c, "tpch_q1_pricing").sort_values(["l_returnflag", "l_linestatus"])
-    got = [(r.l_returnflag, r.l_linestatus, r.sum_qty, r.sum_base_price, r.sum_disc_price,
-            r.sum_charge, r.count_order) for r in q1.itertuples()]
-    want = oracle.q1(generated, until, deleted)
-    assert [tuple(map(str, g)) for g in got] == [tuple(map(str, w)) for w in want]
-    q5 = published(c, "tpch_q5_revenue")
-    got5 = sorted((r.r_name, r.n_name, str(r.o_orderdate), str(r.revenue))
-                  for r in q5.itertuples())
-    want5 = [(a, b, str(d), str(v)) for a, b, d, v in oracle.q5(generated, until, deleted)]
-    assert got5 == sorted(want5)
-    top = published(c, "tpch_top_customers").sort_values(["revenue", "c_custkey"],
-                                                          ascending=[False, True])
-    assert [(r.c_custkey, r.c_name, str(r.revenue)) for r in top.itertuples()] == \
-        [(k, n, str(v)) for k, n, v in oracle.top_customers(generated, until, deleted,
-                                                             jobs.TOP_N)]
-
-
 def test_history_then_daily_epochs_equal_duckdb(tpch, spark, tmp_path, monkeypatch):
     data, generated, landed = tpch
     data = _own_data(data, tmp_path)
@@ -94,7 +75,7 @@ def test_history_then_daily_epochs_equal_duckdb(tpch, spark, tmp_path, monkeypat
     for i in range(DAYS + 1):
         epoch, meta = run_epoch(c, spark, data.uri(""), f"d{i}", data_interval=_interval(i))
         assert meta.completed
-        check(c, generated, _until(i), _deleted(landed, _until(i)))
+        oracle.check_published(c, generated, _until(i), _deleted(landed, _until(i)))
     assert _deleted(landed, _until(DAYS)), "no deletion day was run"
 
     # A daily epoch rebuilt its own day only: the others were referenced, not rewritten.
@@ -118,7 +99,7 @@ def test_history_then_daily_epochs_equal_duckdb(tpch, spark, tmp_path, monkeypat
     for o, frame in before.items():
         assert published(c, o).sort_values(list(frame.columns)).reset_index(drop=True) \
             .equals(frame.sort_values(list(frame.columns)).reset_index(drop=True)), o
-    check(c, generated, _until(DAYS), _deleted(landed, _until(DAYS)))
+    oracle.check_published(c, generated, _until(DAYS), _deleted(landed, _until(DAYS)))
 
 
 def test_killed_epoch_run_again_counts_nothing_twice(tpch, spark, spark_connect, tmp_path):
@@ -137,7 +118,7 @@ def test_killed_epoch_run_again_counts_nothing_twice(tpch, spark, spark_connect,
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     sigkill_mid_epoch_then_rerun(args, env, c, 3)
     assert c.completed_handles(3)["ingest"].attempt == 1  # not run again
-    check(c, generated, _until(2), _deleted(landed, _until(2)))
+    oracle.check_published(c, generated, _until(2), _deleted(landed, _until(2)))
 
 
 def test_missing_or_failing_generator_is_one_line(tmp_path, monkeypatch):

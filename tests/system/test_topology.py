@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.drills import DRILL_ENV, Drills
+from bench.drills import DRILL_ENV, Drills, Processes
 from scripts.cluster import _pg_dir, down, up
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
@@ -53,7 +53,7 @@ def test_two_epochs_through_celery_with_a_worker_killed(tmp_path):
     home = tmp_path / "cluster"
     cluster = up(home, free_ports=True, extra_env=TEST_ENV, log=lambda *a, **k: None)
     try:
-        d = Drills(cluster)
+        d = Drills(Processes(cluster))
         first = d.clean_epoch()
         # The tasks went through Celery: each has a result in the backend's table, except
         # the epoch's watchdog, which the triggerer ends once the epoch is decided
