@@ -33,6 +33,8 @@ MIRRORED = {"README.md": "index.md", "bench/README.md": "bench.md",
             "CHANGELOG.md": "changelog.md"}
 #: result files the docs link to, published as they are
 RESULTS = ("bench/results/drills.json", "bench/results/drills_run.json",
+           "bench/results/drills-containers.json",
+           "bench/results/drills-containers_run.json",
            "bench/results/faults.json", "bench/results/latest.json")
 
 
