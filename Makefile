@@ -22,7 +22,7 @@ test: install
 	scripts/install_browser.sh
 	scripts/install_toxiproxy.sh
 	CKPT_TEST_PG_URL=$$(scripts/start_postgres.sh) $(PY) -m pytest -q -p no:cacheprovider \
-		-n 4 --dist loadfile --no-loadscope-reorder --durations=25 --ignore=tests/package \
+		-n 3 --dist loadfile --no-loadscope-reorder --durations=25 --ignore=tests/package \
 		--ignore=tests/containers -m "not bench"
 
 # The unit tier, tests/unit/: no JVM, no server (the coordinator, the protocol, state, the
@@ -36,7 +36,7 @@ test-integration: install
 	scripts/install_minio.sh
 	scripts/install_spark_s3.sh
 	CKPT_TEST_PG_URL=$$(scripts/start_postgres.sh) $(PY) -m pytest -q -p no:cacheprovider \
-		-n 4 --dist loadfile --no-loadscope-reorder -m "not bench" tests/integration
+		-n 3 --dist loadfile --no-loadscope-reorder -m "not bench" tests/integration
 
 # The system tier, tests/system/: Airflow (dags test, standalone, the Celery topology on
 # PostgreSQL), the fault matrices, the demo and the README's commands.
@@ -46,7 +46,7 @@ test-system: install
 	scripts/install_browser.sh
 	scripts/install_toxiproxy.sh
 	CKPT_TEST_PG_URL=$$(scripts/start_postgres.sh) $(PY) -m pytest -q -p no:cacheprovider \
-		-n 4 --dist loadfile --no-loadscope-reorder tests/system
+		-n 3 --dist loadfile --no-loadscope-reorder tests/system
 
 # The benchmark scripts run end to end on little data and write their documented keys
 # (tests/integration/test_bench.py; measurements, so not in `make test`; .ci/run runs it).
