@@ -8,7 +8,8 @@
 - A new version of a table input (``TableInput(expect_new_version=True)``, PROTOCOL 6.14):
   the version is pinned when the epoch begins, so it is the run's begin (the begin step
   and the root jobs, whichever begins) that waits for it, deferred
-  (:class:`~dag_checkpoints.triggers.TableVersionTrigger`), for up to the longest
+  (:class:`~dag_checkpoints.operators.table_version_wait.AwaitsTableVersions`,
+  :class:`~dag_checkpoints.triggers.TableVersionTrigger`), for up to the longest
   ``input_grace`` of the tasks expecting one; the epoch then begins either way, and a task
   whose barrier pinned no new version declines it with one line naming the table.
 
@@ -17,14 +18,11 @@ timed-out one is. Input that lands within the grace is consumed by the same run.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from datetime import date, timedelta
 from typing import Any
 
-from checkpointing.errors import CheckpointError
 from checkpointing.storage import Storage
-from checkpointing.table_changes import pin
 
 PLACEHOLDER = "{data_day}"
 
@@ -62,52 +60,3 @@ def data_day(context: Any) -> date | None:
     end = context.get("data_interval_end")
     return end.date() - timedelta(days=1) if end is not None else None
 
-
-class AwaitsTableVersions:
-    """For the operators that may begin a run's epoch (the begin step, a root job): wait,
-    deferred, before beginning, for the new table versions the epoch expects."""
-
-    #: the longest ``input_grace`` of the plan's tasks expecting a new table version, set by
-    #: :func:`~dag_checkpoints.checkpoint_dag` (0: begin at once)
-    table_input_grace: float = 0.0
-    #: set when the wait ended (landed or not): begin now, whatever the tables hold
-    _table_wait_over: bool = False
-
-    def _await_table_versions(self, context: Any, settings: Any, plan: Any) -> None:
-        """Return when the run's epoch may begin now: it is open already, nothing is
-        expected, what is expected is there, the wait is over or has no grace. Otherwise
-        defer until the versions land or the grace ends."""
-        from .task_epoch import run_lineage
-        from .triggers.expected_input import MAX_POLL_SECONDS, TableVersionTrigger
-
-        if self._table_wait_over or self.table_input_grace <= 0:
-            return
-        coord = settings.coordinator()
-        try:
-            lineage = run_lineage(coord, context)[0]
-            if coord.open_epoch_for_run(context["dag_run"].run_id, lineage) is not None:
-                return  # joining the run's epoch: its versions are pinned already
-            awaited = coord.awaited_table_versions(plan, lineage)
-            unmet = [a for a in awaited
-                     if not a.met_by(pin(a.spec, coord.table_pins.endpoint_url))]
-        except CheckpointError:
-            return  # the begin itself says what cannot be read, in one line
-        if not unmet:
-            return
-        self.log.warning("waiting for new versions, deferred, up to %.0f s: %s",
-                         self.table_input_grace,
-                         "; ".join(a.wanted() for a in unmet))
-        self.defer(trigger=TableVersionTrigger(
-            settings.to_kwargs(), [a.to_json() for a in unmet],
-            time.time() + self.table_input_grace,
-            poll_seconds=min(MAX_POLL_SECONDS, max(1.0, self.table_input_grace / 20))),
-            method_name="execute_after_table_versions")
-
-    def execute_after_table_versions(self, context: Any,
-                                     event: dict[str, Any] | None = None) -> Any:
-        """Resumed from :class:`TableVersionTrigger`: begin now, with what landed."""
-        if event and event.get("status") == "missing":
-            self.log.warning("expected table versions did not land in %.0f s: %s",
-                             self.table_input_grace, "; ".join(event.get("lines") or ()))
-        self._table_wait_over = True
-        return self.execute(context)

@@ -27,7 +27,6 @@ from checkpointing.errors import (
     FailureBudgetExhausted,
 )
 
-from ..expected_inputs import AwaitsTableVersions
 from ..notifications import announce
 from ..runconf import BEGIN_TASK_ID, checkpointing_enabled, foreground_test_run
 from ..settings import CheckpointSettings
@@ -35,6 +34,7 @@ from ..task_epoch import epoch_begun_by_a_job, open_run_epoch, task_states
 from ..triggers.decision_read import decision_poll_seconds
 from ..triggers.epoch_commit import EpochCommitTrigger
 from ..triggers.task_states import FINISHED
+from .table_version_wait import AwaitsTableVersions
 
 
 class BeginEpochOperator(AwaitsTableVersions, BaseOperator):

@@ -35,7 +35,6 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from checkpointing.errors import CheckpointError
 
 from ..expected_inputs import (
-    AwaitsTableVersions,
     data_day,
     expected_keys,
     grace_seconds,
@@ -45,6 +44,7 @@ from ..expected_inputs import (
 from ..runconf import BEGIN_TASK_ID, checkpoint_conf, checkpointing_enabled, data_interval
 from ..settings import CheckpointSettings
 from ..task_epoch import EPOCH_XCOM_KEY, task_epoch, task_failure, task_states
+from .table_version_wait import AwaitsTableVersions
 
 #: Fault injection for tests and drills: "<task_id>:<attempt>" fails that attempt after its
 #: snapshot and before its acknowledgement, the worst moment for exactly-once.
