@@ -7,6 +7,7 @@ nothing here depends on Airflow's internal functions or its database.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
@@ -92,15 +93,25 @@ class AirflowApi:
         except AirflowApiError as exc:
             if exc.status != 409 or "already a running backfill" not in str(exc):
                 raise
-            mine = self._running_backfill_with(dag_id, conf)
-            if mine is None:
-                raise
-            return mine
+            # The first request's backfill may become visible a moment after the refusal
+            # of the second (its transaction still committing on a locked SQLite).
+            for pause in (0.0, 0.5, 1.0, 2.0, 4.0):
+                time.sleep(pause)
+                mine = self._running_backfill_with(dag_id, conf)
+                if mine is not None:
+                    return mine
+            raise
 
     def _running_backfill_with(self, dag_id: str, conf: dict[str, Any]) -> int | None:
+        """The running backfill of ``dag_id`` started with ``conf``: the same checkpoint
+        lineage (unique per backfill) when ``conf`` names one, else the same conf."""
+        lineage = (conf.get("checkpoint") or {}).get("lineage")
         out = self.call("GET", f"/api/v2/backfills?dag_id={dag_id}&limit=100")
         for b in out.get("backfills", []):
-            if b.get("completed_at") is None and b.get("dag_run_conf") == conf:
+            theirs = b.get("dag_run_conf") or {}
+            same = ((theirs.get("checkpoint") or {}).get("lineage") == lineage
+                    if lineage else theirs == conf)
+            if b.get("completed_at") is None and same:
                 return int(b["id"])
         return None
 
