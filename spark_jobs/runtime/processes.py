@@ -5,6 +5,7 @@ listening checks, stopping a process group and the tail of a log."""
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -12,11 +13,37 @@ import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+#: how many ports below the kernel's ephemeral range :func:`free_port` chooses from
+_BELOW_EPHEMERAL = 12_000
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
 
 def free_port(host: str = "127.0.0.1", taken: Iterable[int] = ()) -> int:
-    """A port free on ``host`` now (the OS's choice), not among ``taken``."""
+    """A port free on ``host`` now, not among ``taken``, chosen at random below the kernel's
+    ephemeral range: a port of that range can be taken, between this choice and the
+    service binding it, by any process's outgoing connection or automatically bound
+    listener (a Spark driver's RPC port), and a Spark master then moves to the next port
+    while its workers knock at the old one."""
     taken = set(taken)
-    while True:
+    low = _ephemeral_low()
+    rnd = random.SystemRandom()
+    for _ in range(500):
+        port = rnd.randrange(max(1024, low - _BELOW_EPHEMERAL), low)
+        if port in taken:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+        return port
+    while True:  # that range is full: the OS's choice
         with socket.socket() as s:
             s.bind((host, 0))
             port = s.getsockname()[1]
