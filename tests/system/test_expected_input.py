@@ -70,24 +70,10 @@ def test_an_input_that_never_lands_declines_the_epoch_once_with_an_alert(af):
 def test_an_input_landing_within_the_grace_is_consumed(af):
     env, tmp, hook = af
     rows = pd.DataFrame({"meter": ["a", "b", "c"], "kwh": [1.5, 2.0, 0.25]})
-    proc = subprocess.Popen([AIRFLOW, "dags", "test", DAG, "2024-01-02"],
-                            env={**env, "EXPECTED_GRACE_SECONDS": "300"}, cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines: list[str] = []
-    waiting = threading.Event()
-
-    def read() -> None:
-        for line in proc.stdout:
-            lines.append(line)
-            if "waiting for it, deferred" in line:
-                waiting.set()
-
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
-    assert waiting.wait(240), "".join(lines)[-3000:]
-    rows.to_csv(tmp / "data" / KEY, index=False)  # lands late, within the grace
-    assert proc.wait(600) == 0, "".join(lines)[-3000:]
-    reader.join(10)
+    code, out = _run_until_waiting(  # the file lands late, within the grace
+        {**env, "EXPECTED_GRACE_SECONDS": "300"}, DAG, "2024-01-02",
+        "waiting for it, deferred", lambda: rows.to_csv(tmp / "data" / KEY, index=False))
+    assert code == 0, out[-3000:]
     c = Coordinator(LocalStorage(tmp / "ckpt"), "expected_input")
     assert c.latest_completed() == 1 and c.catalog.alert(1) is None
     handle = c.completed_handles(1)["readings"]

@@ -150,7 +150,7 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
                                        "call dag_checkpoints.checkpoint_dag(dag, settings)")
         if self.expects:
             self._await_expected_input(context)
-        if self._may_begin(context):
+        if self.table_input_grace > 0 and self._may_begin(context):
             self._await_table_versions(context, self.settings, self.epoch_plan)
         epoch, attempt = task_epoch(self, context), context["ti"].try_number
         self._decline_unchanged_tables(context, epoch)
