@@ -1,12 +1,13 @@
-"""Installed the way Airflow users install providers (issue 28), proven from the artefact,
+"""Installed the way Airflow users install providers, proven from the artefact,
 not the repository: the standard build front-end builds the sdist and the wheel from a copy
 of the tree; a fresh virtual environment gets Airflow and the wheel with the extras a
-connect-mode worker needs (`[connect,delta]`: the Spark Connect client, no JVM), pinned by
-requirements.txt (Airflow's published constraints file is not reachable from here); then,
+connect-mode worker needs (`[connect,delta]`: the Spark Connect client, no JVM) under
+constraints.txt (the tested pins), by the tutorial's own install block; then,
 with no checkout on sys.path, `airflow providers list` and `airflow plugins` show the
 provider and its page, and a user's DAG that is not in the repository (docs/JOBS.md's
 worked example) runs under `airflow dags test` against the test session's Spark Connect
-server: its published tables equal the independent pandas computation.
+server: its published tables equal the independent pandas computation; and the tutorial's
+own DAG runs and is read as the tutorial writes it.
 
 Run by `make test-package` (CI runs it after `make test`): the fresh environment takes
 minutes to install."""
@@ -34,37 +35,33 @@ IGNORE = shutil.ignore_patterns(".venv", ".tools", ".git", "node_modules", "__py
                                 "spark-warehouse", ".pytest_cache", ".ruff_cache")
 
 
-def _pins(*names: str, file: str = "requirements.txt") -> list[str]:
-    """The pins of ``names`` in ``file`` (the tested version set)."""
-    pins = {}
-    for line in (ROOT / file).read_text().splitlines():
-        req = line.split("#")[0].strip()
-        if "==" in req:
-            pins[req.split("==")[0].split("[")[0].lower()] = req
-    return [pins[n] for n in names]
+def _tutorial(first: str, tmp: Path, **put: str) -> str:
+    """The tutorial's block starting with ``first``, its /tmp/tutorial moved into ``tmp``
+    and the clone's interpreter put for ``.venv/bin/python`` (the copy has no .venv)."""
+    from tests.system.test_readme_commands import _block
+
+    text = _block("docs/tutorial.md", first).replace("/tmp/tutorial", str(tmp)) \
+        .replace(".venv/bin/python", sys.executable)
+    for old, new in put.items():
+        text = text.replace(old, new)
+    return text
 
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory) -> Path:
+    """The tutorial's install block, as written, in a copy of the clone: the standard
+    build front-end builds the sdist and the wheel; a fresh environment gets the wheel with
+    its worker extras, Airflow and the readers, under constraints.txt."""
     tmp = tmp_path_factory.mktemp("package")
     src = tmp / "src"
     shutil.copytree(ROOT, src, ignore=IGNORE)
-    r = subprocess.run([sys.executable, "-m", "build", "-o", str(tmp / "dist"), str(src)],
-                       capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-    wheel = next((tmp / "dist").glob("dag_checkpoints-*.whl"))
-    assert next((tmp / "dist").glob("dag_checkpoints-*.tar.gz"))
-    env_dir = tmp / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(env_dir)], check=True, timeout=300)
-    pip = [str(env_dir / "bin/python"), "-m", "pip", "install", "-q"]
-    r = subprocess.run(pip + [f"{wheel}[connect,delta]", *_pins(
-        "apache-airflow", "apache-airflow-providers-amazon", "pyspark-client",
-        "apache-airflow-providers-apache-spark", "deltalake", "pandas", "pyarrow",
-        "boto3", "botocore"), *_pins("duckdb", "duckdb-ext-delta", "polars",
-                                     file="requirements-dev.txt")],
-        capture_output=True, text=True, timeout=1800)
+    script = _tutorial(".venv/bin/python -m build", tmp)
+    r = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=src,
+                       capture_output=True, text=True, timeout=2400)
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-    return env_dir
+    assert next((src / "dist").glob("dag_checkpoints-*.whl"))
+    assert next((src / "dist").glob("dag_checkpoints-*.tar.gz"))
+    return tmp / "venv"
 
 
 def _env(venv: Path, home: Path, **extra: str) -> dict[str, str]:
@@ -126,43 +123,50 @@ def test_the_wheel_runs_a_user_dag_in_connect_mode(venv, spark_connect, tmp_path
     assert c.latest_completed() == 2
 
 
-def test_the_readme_dag_and_its_readers_with_the_wheel(venv, spark_connect, tmp_path):
-    """The README's DAG file and its reading block, as written, in the fresh environment:
-    two days of click files, one `airflow dags test` a day, then delta-rs, polars and
-    DuckDB's delta extension (offline, from its PyPI package) read the published table; the
-    page totals each prints equal an independent count of the files' rows."""
+def test_the_tutorial_dag_and_its_readers_with_the_wheel(venv, spark_connect, tmp_path):
+    """The tutorial's run block and reading block as written, in the fresh environment
+    (its Connect server the test's own: the start line is run by test_spark_connect.py):
+    two `airflow dags test` runs of the README's DAG, one file of clicks each, two epochs;
+    then delta-rs, polars and DuckDB's delta extension (offline, from its PyPI package) read
+    the table: the page totals each prints equal an independent count of the files' rows,
+    and version 0 holds only the first day. The README's own reading block reads it too."""
     import pandas as pd
 
     from tests.system.test_readme_commands import _block
 
-    home, dags = tmp_path / "home", tmp_path / "dags"
-    dags.mkdir()
-    (dags / "clickstream.py").write_text(_block("README.md", "from datetime import datetime"))
-    raw = tmp_path / "data" / "raw" / "clicks"
-    raw.mkdir(parents=True)
-    clicks = []
-    for i, day in enumerate(("2024-01-01", "2024-01-02")):
-        rows = [{"day": day, "page": f"/p{(i + k) % 3}", "user": k} for k in range(7 + i)]
-        clicks += rows
-        (raw / f"{day}.json").write_text("\n".join(json.dumps(r) for r in rows) + "\n")
-    env = _env(venv, home, AIRFLOW__CORE__DAGS_FOLDER=str(dags),
-               CKPT_STORAGE=f"file://{tmp_path}/ckpt", CKPT_DATA=f"file://{tmp_path}/data",
-               **connect_env(spark_connect))
-    cwd = tmp_path
-    assert _airflow(venv, env, "db", "migrate", cwd=cwd).returncode == 0
-    # Two daily runs: between them every file is consumed once.
-    for run in ("2024-01-02", "2024-01-03"):
-        r = _airflow(venv, env, "dags", "test", "clickstream", run, cwd=cwd)
-        assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
-    assert Coordinator(LocalStorage(tmp_path / "ckpt"), "clickstream").latest_completed() == 2
-    want = pd.DataFrame(clicks).groupby("page").size().to_dict()
-    code = _block("README.md", "import glob").replace("/data/", f"{tmp_path}/data/")
-    r = subprocess.run([str(venv / "bin/python"), "-c", code], env=_env(venv, home), cwd=cwd,
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
-    out = r.stdout
-    # Each reader's table shows every page with its total: delta-rs (the rows), polars and
-    # DuckDB (the sums).
-    for page, n in want.items():
-        assert out.count(page) >= 3, (page, out)
-        assert re.search(rf"{re.escape(page)}\D+{n}\b", out), (page, n, out)
+    tmp = tmp_path / "tutorial"
+    tmp.mkdir()
+    src = tmp_path / "src"  # a working directory with docs/examples and no checkout on PATH
+    (src / "docs/examples").mkdir(parents=True)
+    shutil.copy(ROOT / "docs/examples/clickstream.py", src / "docs/examples/clickstream.py")
+    port = str(spark_connect.port)
+    script = _tutorial("mkdir -p /tmp/tutorial/dags", tmp, **{'"port": 15002': f'"port": {port}'})
+    assert f'"port": {port}' in script
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("AIRFLOW", "CKPT_", "PYTHON", "VIRTUAL_ENV", "AWS_"))}
+    env.update(PATH="/usr/bin:/bin", SPARK_LOCAL_IP="127.0.0.1", HOME=str(tmp_path))
+    r = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=src, env=env,
+                       capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    assert Coordinator(LocalStorage(tmp / "ckpt"), "clickstream").latest_completed() == 2
+    listed = [ln.split() for ln in r.stdout.splitlines() if ln.strip()[:1].isdigit()]
+    assert [(ln[0], "completed" in ln) for ln in listed][-2:] == [("1", True), ("2", True)], \
+        r.stdout[-2000:]
+    rows = [json.loads(ln) for f in sorted((tmp / "data/raw/clicks").glob("*.json"))
+            for ln in f.read_text().splitlines()]
+    want = pd.DataFrame(rows).groupby("page").size().to_dict()
+    assert want == {"/docs": 2, "/home": 2}  # what the tutorial's text says
+    for code in (_tutorial("import glob", tmp),
+                 _block("README.md", "import glob").replace("/data/", f"{tmp}/data/")):
+        r = subprocess.run([str(venv / "bin/python"), "-c", code], env=_env(venv, tmp_path),
+                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, r.stderr[-3000:]
+        # Each reader's table shows every page with its total: delta-rs (the rows),
+        # polars and DuckDB (the sums).
+        for page, n in want.items():
+            assert r.stdout.count(page) >= 3, (page, r.stdout)
+            assert re.search(rf"{re.escape(page)}\D+{n}\b", r.stdout), (page, n, r.stdout)
+    from deltalake import DeltaTable
+
+    first = DeltaTable(str(tmp / "data/tables/daily_clicks"), version=0).to_pandas()
+    assert set(first["day"]) == {"2024-01-01"}, first  # the first epoch's version

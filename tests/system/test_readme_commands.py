@@ -135,9 +135,17 @@ BLOCKS: dict[tuple[str, str], str] = {
     ("README.md", "import glob"): "run: test_readme_reading_recipe_runs (a Delta table, read "
     "by delta-rs, polars and DuckDB's delta extension offline); and in a fresh environment "
     "with the wheel, on the README DAG's own table, by tests/package/test_wheel.py",
-    ("README.md", "from datetime import datetime"): "a DAG file: run as written with the "
-    "wheel in a fresh environment by tests/package/test_wheel.py (test_the_readme_dag_"
-    "and_its_readers_with_the_wheel)",
+    ("README.md", "from datetime import datetime"): "a DAG file: docs/examples/clickstream.py "
+    "(tests/unit/test_docs.py keeps them equal), run with the wheel in a fresh environment by "
+    "tests/package/test_wheel.py (test_the_tutorial_dag_and_its_readers_with_the_wheel)",
+    ("docs/tutorial.md", ".venv/bin/python -m build"): "run as written (the clone's "
+    "interpreter, /tmp/tutorial moved) by tests/package/test_wheel.py's venv fixture",
+    ("docs/tutorial.md", ".venv/bin/python -m spark_jobs.runtime.connect_server start"):
+    "run: tests/integration/test_spark_connect.py (connect_server start|status|stop)",
+    ("docs/tutorial.md", "mkdir -p /tmp/tutorial/dags"): "run as written (/tmp/tutorial "
+    "moved, the test's Connect port) by tests/package/test_wheel.py",
+    ("docs/tutorial.md", "import glob"): "run as written by tests/package/test_wheel.py "
+    "(test_the_tutorial_dag_and_its_readers_with_the_wheel)",
     ("docs/guides/index.md", "make demo"): "run: test_every_make_target_in_the_readme_exists "
     "(make -n); the demo itself by tests/system/test_demo.py",
     ("docs/reference.md", "Airflow DAG run ──►"): "not code: a diagram",
