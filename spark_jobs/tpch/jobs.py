@@ -1,11 +1,16 @@
 """The jobs of ``tpch_daily``, written only against the public job API (docs/JOBS.md).
 
 ``ingest`` keeps every order's **contribution** (per order and TPC-H Q1 group: quantities,
-prices, revenue, revenue from suppliers of the customer's own nation) as state partitioned
-by order day. A day is rebuilt whole when its files land or are corrected, or when a
-deletion names one of its orders; every other day is carried by reference, so an epoch
-writes what its input changed. The rows a rebuilt day had before are written as
-``retracted/``: downstream tasks subtract them and add the day's new rows.
+prices, revenue, revenue from suppliers of the customer's own nation) as state in
+**buckets**: the history's days a month to a bucket (80 files at any scale, not 2,400),
+each day landed later a bucket of its own. A day is rebuilt when its files land or are
+corrected (with the rest of its bucket when that is a month); every other bucket is carried
+by reference, so an epoch writes what its input changed. Deletions are a delete file
+applied at read, as Delta's deletion vectors and Iceberg's delete files are: the deleted
+keys accumulate in ``deleted/``, every read of the state drops them, and the buckets
+holding the deleted orders are carried unchanged. The rows a rebuilt day had before, and
+the rows of orders deleted this epoch, are written as ``retracted/``: downstream tasks
+subtract them and add the touched days' new rows.
 
 Downstream, each task merges those signed changes into its own state:
 
@@ -104,6 +109,21 @@ def _signed(df: Any, sign: int, cols: tuple[str, ...]) -> Any:
 
 
 # ---------------------------------------------------------------------------- ingest
+def _bucket_col(grouped: set[str]) -> Any:
+    """The state bucket of each row's day: its month when the day is one of ``grouped``
+    (landed in the history), else the day itself."""
+    from pyspark.sql import functions as F
+
+    if not grouped:
+        return F.col("day")
+    return F.when(F.col("day").isin(sorted(grouped)), F.substring("day", 1, 7)) \
+        .otherwise(F.col("day"))
+
+
+def _buckets_of(days: set[str], grouped: set[str]) -> set[str]:
+    return {d[:7] if d in grouped else d for d in days}
+
+
 def ingest(run: JobRun) -> JobResult:
     """Orders, line items and deletions landed since the last epoch -> per-order
     contributions by order day (see the module docstring)."""
@@ -119,24 +139,21 @@ def ingest(run: JobRun) -> JobResult:
     day_files = {d for d in map(_day_of, new) if d}
     history_keys = [k for k in new if _day_of(k) is None]
 
-    prev_days = run.partitions(run.previous, "orders")
-    deleted_before = run.read_parquet(run.files(run.previous, "deleted/"), DELETED)
+    prev = run.previous
+    prev_buckets = run.partitions(prev, "orders")
+    grouped = days_of(prev.metrics.get("grouped_days", [])) if prev else set()
+    deleted_before = run.read_parquet(run.files(prev, "deleted/"), DELETED)
     # A deletion file holds a day's keys (RF2: a fraction of a percent of the orders): read
     # once to the driver, it gives the days it touches and its count without another pass.
     removed = (_read(run, deletes).select(
         "o_orderkey", F.col("o_orderdate").cast("string").alias("day")).collect()
         if deletes else [])
-    delete_days = {r.day for r in removed}
-    deleted = deleted_before.unionByName(run.spark.createDataFrame(removed, DELETED)) \
-        .dropDuplicates(["o_orderkey"])
-    # A day is rebuilt from its files when they changed; a day only a deletion touches is
-    # rebuilt from its previous rows.
-    rebuilt_from_files = set(day_files)
-    rebuilt_from_state = (delete_days & prev_days) - rebuilt_from_files
-    history_days: set[str] = set()
+    removed_df = run.spark.createDataFrame(removed, DELETED)
+    deleted = deleted_before.unionByName(removed_df).dropDuplicates(["o_orderkey"])
 
+    history_days: set[str] = set()
     parts = []
-    if rebuilt_from_files or history_keys:
+    if day_files or history_keys:
         keys = sorted(history_keys) + [f"raw/{t}/{d}.parquet" for d in sorted(day_files)
                                        for t in ("orders", "lineitem")]
         fresh = _contributions(run, [k for k in keys if k.startswith("raw/orders/")],
@@ -146,32 +163,53 @@ def ingest(run: JobRun) -> JobResult:
                 k for k in history_keys if k.startswith("raw/orders/")]).select(
                 F.col("o_orderdate").cast("string").alias("day")).distinct().collect()}
         parts.append(fresh)
-    before_touched = set(rebuilt_from_files | rebuilt_from_state | history_days) & prev_days
-    before = run.read_parquet([f for f in run.files(run.previous, "orders/")
-                               if partition_value(f.name) in before_touched], CONTRIB)
-    if rebuilt_from_state:
-        parts.append(before.where(F.col("day").isin(sorted(rebuilt_from_state))))
-    touched = rebuilt_from_files | rebuilt_from_state | history_days
+    # The history's days are kept a month to a bucket (tens of files, not thousands); a
+    # day landed on its own is a bucket of its own, unless it lies in a history month's.
+    grouped |= history_days
+    touched = set(day_files) | history_days
+    buckets = _buckets_of(touched, grouped)
+    rebuilt = buckets & prev_buckets
+    before = run.read_parquet([f for f in run.files(prev, "orders/")
+                               if partition_value(f.name) in rebuilt], CONTRIB) \
+        .join(deleted_before.select("o_orderkey"), "o_orderkey", "left_anti")
+    if rebuilt:  # the untouched days of a rebuilt bucket stay as they were
+        parts.append(before.where(~F.col("day").isin(sorted(touched))))
+    retracted = before.where(F.col("day").isin(sorted(touched)))
+    # Deletions are a delete file applied at read (Delta's deletion vectors, Iceberg's
+    # delete files): the deleted orders' rows are retracted, read from their buckets, and
+    # those buckets are carried as they are; every read of the state drops the deleted keys.
+    removed_days = {r.day for r in removed} - touched
+    if removed_days:
+        gone_from = _buckets_of(removed_days, grouped) & prev_buckets
+        gone = (run.read_parquet([f for f in run.files(prev, "orders/")
+                                  if partition_value(f.name) in gone_from], CONTRIB)
+                .where(F.col("day").isin(sorted(removed_days)))
+                .join(F.broadcast(removed_df.select("o_orderkey")), "o_orderkey")
+                .join(deleted_before.select("o_orderkey"), "o_orderkey", "left_anti"))
+        retracted = retracted.unionByName(gone)
 
-    run.carry_partitions("orders", prev_days - touched)
-    rows = 0
+    run.carry_partitions("orders", prev_buckets - buckets)
     if parts:
         now = parts[0]
         for p in parts[1:]:
             now = now.unionByName(p)
-        now = now.join(deleted.select("o_orderkey"), "o_orderkey", "left_anti")
-        # One file per day: each day's rows in one write task.
-        run.write_state(now.repartition(F.col("day")), "orders", "day")
-        rows = len(touched)
-    run.write_state(before.coalesce(1), "retracted")
-    if deletes or run.files(run.previous, "deleted/"):
+        now = now.join(deleted.select("o_orderkey"), "o_orderkey", "left_anti") \
+            .withColumn("bucket", _bucket_col(grouped))
+        # One file per bucket, its rows by day.
+        run.write_state(now.repartition(F.col("bucket")).sortWithinPartitions("day"),
+                        "orders", "bucket")
+    run.write_state(retracted.coalesce(1), "retracted")
+    if deletes or run.files(prev, "deleted/"):
         run.write_state(deleted.coalesce(1), "deleted")
     return JobResult(offsets=found.offsets,
                      row_counts={"files_new": len(found.new),
                                  "files_replaced": len(found.replaced),
                                  "orders_deleted": len(removed),
-                                 "days_rebuilt": rows},
-                     metrics={"days_touched": day_ranges(touched)})
+                                 "days_rebuilt": len(touched),
+                                 "buckets_written": len(buckets)},
+                     metrics={"days_touched": day_ranges(touched),
+                              "days_retracted": day_ranges(removed_days),
+                              "grouped_days": day_ranges(grouped)})
 
 
 def _contributions(run: JobRun, order_keys: list[str], lineitem_keys: list[str]) -> Any:
@@ -214,13 +252,20 @@ def _contributions(run: JobRun, order_keys: list[str], lineitem_keys: list[str])
 
 
 def _changes(run: JobRun) -> tuple[Any, Any, list[str]]:
-    """(rows added, rows retracted, days touched) of this epoch, from ``ingest``."""
+    """(rows added, rows retracted, days changed) of this epoch, from ``ingest``: the
+    touched days' rows are read from the buckets holding them."""
+    from pyspark.sql import functions as F
+
     handle = run.upstream["ingest"]
     days = days_of(handle.metrics.get("days_touched", []))
+    grouped = days_of(handle.metrics.get("grouped_days", []))
+    buckets = _buckets_of(days, grouped)
     added = run.read_parquet([f for f in run.files(handle, "orders/")
-                              if partition_value(f.name) in days], CONTRIB)
+                              if partition_value(f.name) in buckets], CONTRIB) \
+        .where(F.col("day").isin(sorted(days)))
     retracted = run.read_parquet(run.files(handle, "retracted/"), CONTRIB)
-    return added, retracted, sorted(days)
+    changed = days | days_of(handle.metrics.get("days_retracted", []))
+    return added, retracted, sorted(changed)
 
 
 # ---------------------------------------------------------------------------- Q1

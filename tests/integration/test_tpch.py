@@ -16,7 +16,9 @@ from pathlib import Path
 import pytest
 
 from checkpointing import Coordinator, LocalStorage
+from spark_jobs.runtime import partition_value
 from spark_jobs.tpch import jobs
+from spark_jobs.tpch.jobs import days_of
 from spark_jobs.tpch.landing import LandingError, generate, land
 from spark_jobs.tpch.pipeline import run_epoch
 from tests import tpch_oracle as oracle
@@ -67,6 +69,22 @@ def _deleted(landed, until: str) -> list[int]:
     return sorted(k for d, keys in landed.deletes.items() if d < until for k in keys)
 
 
+def _written(before, after) -> set[str]:
+    """Names of ``after``'s orders/ files that ``before`` did not have (written, not
+    carried by reference)."""
+    had = {f.sha256 for f in before.files} if before else set()
+    return {f.name for f in after.files if f.name.startswith("orders/") and f.sha256 not in had}
+
+
+def _history_months() -> set[str]:
+    """The months of the history's order days (before HISTORY_UNTIL)."""
+    d, out = date(1992, 1, 1), set()
+    while d < HISTORY_UNTIL:
+        out.add(d.isoformat()[:7])
+        d += timedelta(days=28)
+    return out
+
+
 def test_history_then_daily_epochs_equal_duckdb(tpch, spark, tmp_path, monkeypatch):
     data, generated, landed = tpch
     data = _own_data(data, tmp_path)
@@ -78,14 +96,26 @@ def test_history_then_daily_epochs_equal_duckdb(tpch, spark, tmp_path, monkeypat
         oracle.check_published(c, generated, _until(i), _deleted(landed, _until(i)))
     assert _deleted(landed, _until(DAYS)), "no deletion day was run"
 
+    # The history's days are kept a month to a bucket: tens of files, not thousands.
+    ingests = {e: c.completed_handles(e)["ingest"] for e in c.epoch_ids()}
+    first = _written(None, ingests[1])
+    assert {partition_value(n) for n in first} == _history_months()
     # A daily epoch rebuilt its own day only: the others were referenced, not rewritten.
-    h = c.completed_handles(2)["ingest"]  # the epoch of the first day after the history
-    day = [f for f in h.files if f.name.startswith("orders/") and _until(0) in f.name]
+    h = ingests[2]  # the epoch of the first day after the history
     assert h.metrics["days_touched"] == [[_until(0), _until(0)]]
+    assert {partition_value(n) for n in _written(ingests[1], h)} == {_until(0)}
+    day = [f for f in h.files if f.name.startswith("orders/") and _until(0) in f.name]
     assert h.metrics["bytes_referenced"] > 20 * sum(f.size for f in day) > 0
-    # Deletion days rebuilt the days of the deleted orders, nothing else.
-    d = c.completed_handles(3)["ingest"]
-    assert d.row_counts["orders_deleted"] == 5
+    # A deletion day wrote its own day and the deleted orders' rows as retracted: the
+    # buckets holding those orders were carried as they were (the delete file masks them).
+    dels = [e for e in sorted(ingests)[1:] if ingests[e].row_counts["orders_deleted"]]
+    assert dels, "no deletion epoch"
+    for e in dels:
+        d = ingests[e]
+        assert d.row_counts["orders_deleted"] == 5
+        assert {partition_value(n) for n in _written(ingests[e - 1], d)} \
+            == days_of(d.metrics["days_touched"])
+        assert d.metrics["days_retracted"]
     runs = [c.completed_handles(e)["top_customers"] for e in c.epoch_ids()[-4:]]
     assert any(r.metrics["compacted"] for r in runs)
     assert all(r.row_counts["runs"] <= jobs.MAX_RUNS for r in runs)
@@ -100,6 +130,42 @@ def test_history_then_daily_epochs_equal_duckdb(tpch, spark, tmp_path, monkeypat
         assert published(c, o).sort_values(list(frame.columns)).reset_index(drop=True) \
             .equals(frame.sort_values(list(frame.columns)).reset_index(drop=True)), o
     oracle.check_published(c, generated, _until(DAYS), _deleted(landed, _until(DAYS)))
+
+
+def _land_day_again(data: LocalStorage, generated: Path, day: str) -> None:
+    """A late file for a day the history already held: the generator's orders of ``day``
+    and their line items, landed as that day's files (the same rows)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from spark_jobs.tpch.landing import _plain
+
+    orders = pq.read_table(generated / "orders.parquet")
+    orders = orders.filter(pc.equal(orders["o_orderdate"], pa.scalar(date.fromisoformat(day))))
+    lines = pq.read_table(generated / "lineitem.parquet")
+    lines = lines.filter(pc.is_in(lines["l_orderkey"], orders["o_orderkey"]))
+    for name, table in (("orders", orders), ("lineitem", lines)):
+        pq.write_table(_plain(table), data.root / "raw" / name / f"{day}.parquet")
+
+
+def test_a_late_file_for_a_history_day_rebuilds_its_month(tpch, spark, tmp_path):
+    """A day of the history landed again as a day file (with a deletion day in the same
+    epoch): that day's month bucket is rebuilt with the day's rows replaced, nothing else
+    of the history is written, and the outputs still equal DuckDB's (a rebuild that kept
+    the day's old rows would count it twice)."""
+    data, generated, landed = tpch
+    data = _own_data(data, tmp_path)
+    c = Coordinator(LocalStorage(tmp_path / "ckpt"), "tpch_daily")
+    for i in range(2):
+        run_epoch(c, spark, data.uri(""), f"d{i}", data_interval=_interval(i))
+    _land_day_again(data, generated, "1995-03-15")
+    epoch, meta = run_epoch(c, spark, data.uri(""), "d2", data_interval=_interval(2))
+    assert meta.completed
+    h, before = c.completed_handles(epoch)["ingest"], c.completed_handles(epoch - 1)["ingest"]
+    assert {partition_value(n) for n in _written(before, h)} == {"1995-03", _until(1)}
+    assert days_of(h.metrics["days_touched"]) == {"1995-03-15", _until(1)}
+    oracle.check_published(c, generated, _until(2), _deleted(landed, _until(2)))
 
 
 def test_killed_epoch_run_again_counts_nothing_twice(tpch, spark, spark_connect, tmp_path):
