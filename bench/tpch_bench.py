@@ -165,8 +165,10 @@ def run_days(c: Coordinator, spark: Any, data_uri: str, start: date, days: int
                                 data_interval=_interval(day + timedelta(days=1)))
         secs = time.perf_counter() - t0
         assert meta is not None and meta.completed, (epoch, meta)
-        top = c.completed_handles(epoch)["top_customers"]
+        handles = c.completed_handles(epoch)
+        top = handles["top_customers"]
         out.append({"epoch": epoch, "day": day.isoformat(), "seconds": round(secs, 2),
+                    "orders_deleted": handles["ingest"].row_counts.get("orders_deleted", 0),
                     "bytes_written": epoch_bytes(c, epoch),
                     "bytes_landed": day_bytes(data, day),
                     "compacted": bool(top.metrics.get("compacted")),
@@ -348,6 +350,10 @@ def main(argv: list[str] | None = None) -> int:
     ratio_bytes = statistics.median(d["bytes_written"] / d["bytes_landed"] for d in daily
                                     if d["bytes_landed"])
     compactions = [d["compaction_ms"] for d in daily if d["compacted"]]
+    # Deletion days against the other days without a compaction (a compaction's cost is
+    # the customer state's, measured apart).
+    del_days = [d["seconds"] for d in daily if d["orders_deleted"]]
+    normal = [d["seconds"] for d in plain_days if not d["orders_deleted"]]
     summary = {
         "tpch_scale_factor": a.scale,
         "tpch_initial_epoch_seconds": full["initial_seconds"],
@@ -358,6 +364,8 @@ def main(argv: list[str] | None = None) -> int:
             d["seconds"] for d in small["daily"]) if small else None),
         "tpch_bytes_written_over_changed": round(ratio_bytes, 2),
         f"tpch_state_files_after_{len(daily)}_epochs": sum(files.values()),
+        "tpch_deletion_day_ratio": (round(statistics.median(del_days) / statistics.median(
+            normal), 2) if del_days and normal else None),
         "tpch_compactions": len(compactions),
         "tpch_compaction_ms_median": statistics.median(compactions) if compactions else None,
         **rec,

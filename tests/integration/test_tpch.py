@@ -141,12 +141,12 @@ def _land_day_again(data: LocalStorage, generated: Path, day: str) -> None:
 
     from spark_jobs.tpch.landing import _plain
 
-    orders = pq.read_table(generated / "orders.parquet")
+    orders = _plain(pq.read_table(generated / "orders.parquet"))
     orders = orders.filter(pc.equal(orders["o_orderdate"], pa.scalar(date.fromisoformat(day))))
-    lines = pq.read_table(generated / "lineitem.parquet")
+    lines = _plain(pq.read_table(generated / "lineitem.parquet"))
     lines = lines.filter(pc.is_in(lines["l_orderkey"], orders["o_orderkey"]))
     for name, table in (("orders", orders), ("lineitem", lines)):
-        pq.write_table(_plain(table), data.root / "raw" / name / f"{day}.parquet")
+        pq.write_table(table, data.root / "raw" / name / f"{day}.parquet")
 
 
 def test_a_late_file_for_a_history_day_rebuilds_its_month(tpch, spark, tmp_path):
