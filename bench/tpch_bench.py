@@ -262,7 +262,7 @@ def start_s3(work: Path) -> dict[str, Any]:
 
 
 def check_oracle(c: Coordinator, generated: Path, landed: Any, until: date) -> bool:
-    from tests.integration.test_tpch import check
+    from tests.tpch_oracle import check_published as check
 
     deleted = sorted(k for d, ks in landed.deletes.items() if d < until.isoformat()
                      for k in ks)
