@@ -87,3 +87,25 @@ def test_structured_streaming_at_a_scale_equals_ours_and_says_where_time_goes(tm
     for t in where["tasks"].values():
         assert t["sync_ms"] > 0 and t["async_ms"] > 0, t
         assert t["sync_ms"] + t["async_ms"] <= t["run_ms"] * 1.01 + 1, t
+
+
+def test_tpch_bench_runs_at_a_small_scale_and_writes_its_documented_keys(tmp_path):
+    """`make bench-scale`'s script end to end at scale factor 0.01 (a history, four daily
+    epochs with a deletion day, the recovery, the task-process epoch, the 10 % history):
+    its results equal DuckDB's and every key it writes is in bench/README.md."""
+    out, hist = tmp_path / "tpch.json", tmp_path / "history.jsonl"
+    r = subprocess.run([sys.executable, str(ROOT / "bench/tpch_bench.py"), "--scale", "0.01",
+                        "--days", "4", "--delete-every", "2", "--deletes", "5",
+                        "--streaming-days", "0", "--driver-memory", "1g",
+                        "--cache", str(tmp_path / "cache"), "--out", str(out),
+                        "--history", str(hist)],
+                       capture_output=True, text=True, timeout=1500, cwd=ROOT)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    res = json.loads(out.read_text())
+    assert res["tpch_results_equal_duckdb"] is True
+    assert res["tpch_deletion_day_ratio"] > 0 and res["tpch_recovery_speedup"] > 0
+    assert res["tpch_daily_epoch_growth"] > 0
+    documented = (ROOT / "bench/README.md").read_text()
+    keys = {k for k in res if k.startswith("tpch_") and not k.startswith("tpch_state_files")}
+    assert keys and all(f"`{k}`" in documented for k in keys), keys - {
+        k for k in keys if f"`{k}`" in documented}
