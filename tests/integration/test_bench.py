@@ -91,8 +91,9 @@ def test_structured_streaming_at_a_scale_equals_ours_and_says_where_time_goes(tm
 
 def test_tpch_bench_runs_at_a_small_scale_and_writes_its_documented_keys(tmp_path):
     """`make bench-scale`'s script end to end at scale factor 0.01 (a history, four daily
-    epochs with two deletion days of 60 orders, the recovery, the task-process epoch, the 10 % history):
-    its results equal DuckDB's and every key it writes is in bench/README.md."""
+    epochs with two deletion days of 60 orders, the recovery, the task-process epoch, the
+    10 % history): its results equal DuckDB's and every key it writes is in
+    bench/README.md."""
     out, hist = tmp_path / "tpch.json", tmp_path / "history.jsonl"
     r = subprocess.run([sys.executable, str(ROOT / "bench/tpch_bench.py"), "--scale", "0.01",
                         # 60 orders' days in one filter: deeper than a Connect plan
