@@ -122,15 +122,6 @@ def _bucket_col(grouped: set[str]) -> Any:
         .otherwise(F.col("day"))
 
 
-def _any(conditions: list[Any]) -> Any:
-    """``conditions`` OR-ed as a balanced tree: a chain of a hundred would nest deeper than
-    a Spark Connect plan may (protobuf's recursion limit)."""
-    if len(conditions) == 1:
-        return conditions[0]
-    mid = len(conditions) // 2
-    return _any(conditions[:mid]) | _any(conditions[mid:])
-
-
 def _buckets_of(days: set[str], grouped: set[str]) -> set[str]:
     return {d[:7] if d in grouped else d for d in days}
 
@@ -192,9 +183,9 @@ def ingest(run: JobRun) -> JobResult:
     removed_days = {r.day for r in removed} - touched
     if removed_days:
         gone_from = _buckets_of(removed_days, grouped) & prev_buckets
-        # Equalities OR-ed, not one IN: Parquet skips the row groups of other days by
-        # their statistics (an IN of more than ten values is pushed down as a range).
-        on_days = _any([F.col("day") == d for d in sorted(removed_days)])
+        # One IN (a set lookup per row): with a hundred OR-ed equalities instead, which
+        # Parquet could prune row groups by, a deletion day at scale factor 10 took 100 s.
+        on_days = F.col("day").isin(sorted(removed_days))
         gone = (run.read_parquet([f for f in run.files(prev, "orders/")
                                   if partition_value(f.name) in gone_from], CONTRIB)
                 .where(on_days)
