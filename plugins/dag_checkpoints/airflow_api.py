@@ -86,21 +86,35 @@ class AirflowApi:
         On SQLite, Airflow may answer 503 ("database is locked") to a request whose backfill
         it committed; the session asks again, and Airflow then refuses the second request
         with 409, "already a running backfill". That running backfill is this one when it
-        carries this request's run conf (its lineage is unique): its id is the answer."""
-        try:
-            return int(self.call("POST", "/api/v2/backfills",
-                                 self._backfill_body(dag_id, first, last, conf))["id"])
-        except AirflowApiError as exc:
-            if exc.status != 409 or "already a running backfill" not in str(exc):
-                raise
-            # The first request's backfill may become visible a moment after the refusal
-            # of the second (its transaction still committing on a locked SQLite).
-            for pause in (0.0, 0.5, 1.0, 2.0, 4.0):
+        carries this request's run conf (its lineage is unique): its id is the answer.
+        Airflow may also answer 500 "Database error" when its audit log's insert, after the
+        backfill's own, meets the lock: the backfill is looked for, and the request sent
+        again only when it is not there."""
+        body = self._backfill_body(dag_id, first, last, conf)
+        for pause in (0.5, 1.0, 2.0, None):
+            try:
+                return int(self.call("POST", "/api/v2/backfills", body)["id"])
+            except AirflowApiError as exc:
+                if exc.status == 409 and "already a running backfill" in str(exc):
+                    return self._await_running_backfill(dag_id, conf, exc)
+                if exc.status != 500 or "Database error" not in str(exc) or pause is None:
+                    raise
                 time.sleep(pause)
                 mine = self._running_backfill_with(dag_id, conf)
                 if mine is not None:
                     return mine
-            raise
+        raise AssertionError("unreachable")  # the last pass returns or raises
+
+    def _await_running_backfill(self, dag_id: str, conf: dict[str, Any],
+                                exc: AirflowApiError) -> int:
+        # The first request's backfill may become visible a moment after the refusal
+        # of the second (its transaction still committing on a locked SQLite).
+        for pause in (0.0, 0.5, 1.0, 2.0, 4.0):
+            time.sleep(pause)
+            mine = self._running_backfill_with(dag_id, conf)
+            if mine is not None:
+                return mine
+        raise exc
 
     def _running_backfill_with(self, dag_id: str, conf: dict[str, Any]) -> int | None:
         """The running backfill of ``dag_id`` started with ``conf``: the same checkpoint

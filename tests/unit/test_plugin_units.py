@@ -556,3 +556,61 @@ def test_a_stale_pipeline_is_announced_once_through_the_webhook(tmp_path, monkey
         assert str(tmp_path) not in json.dumps(hook.received)  # no storage path in an alert
     finally:
         hook.stop()
+
+
+def _fake_airflow(answers: list[tuple[int, dict]], backfills: list[dict]):
+    """An HTTP server answering POST /api/v2/backfills from ``answers`` in turn and
+    GET /api/v2/backfills with ``backfills``: Airflow's answers under a locked SQLite,
+    which cannot be provoked on purpose."""
+    import json as _json
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    posts: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def _send(self, status: int, body: dict) -> None:
+            data = _json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_POST(self):  # noqa: N802 - http.server's name
+            posts.append(_json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            self._send(*answers.pop(0))
+
+        def do_GET(self):  # noqa: N802
+            self._send(200, {"backfills": backfills})
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, posts
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_a_backfill_refused_with_a_database_error_is_found_or_asked_again(committed):
+    """Airflow answers 500 "Database error" when its audit log's insert meets SQLite's
+    lock: the backfill it may have committed is found by its lineage, else asked again."""
+    from datetime import date
+
+    from dag_checkpoints.airflow_api import AirflowApi
+
+    conf = {"checkpoint": {"lineage": "bf-1"}}
+    error = (500, {"detail": {"reason": "Database error", "message": "Serious error"}})
+    mine = {"id": 7, "completed_at": None, "dag_run_conf": conf}
+    other = {"id": 3, "completed_at": None, "dag_run_conf": {"checkpoint": {"lineage": "x"}}}
+    server, posts = _fake_airflow([error, (200, {"id": 8})],
+                                  [other, mine] if committed else [other])
+    try:
+        api = AirflowApi(f"http://127.0.0.1:{server.server_port}")
+        got = api.create_backfill("d", date(2024, 1, 1), date(2024, 1, 2), conf)
+    finally:
+        server.shutdown()
+    assert got == (7 if committed else 8)
+    assert len(posts) == (1 if committed else 2)
+    assert all(p["dag_run_conf"] == conf for p in posts)
