@@ -47,8 +47,6 @@ TOP_N = 20
 MAX_RUNS = 8
 #: Files of a compacted run of customer revenue (read in parallel).
 BASE_FILES = 4
-#: Parquet row group of the orders state, in bytes.
-ROW_GROUP = 1 << 20
 
 CONTRIB = ("o_orderkey long, o_custkey long, c_nationkey long, day string, "
            "l_returnflag string, l_linestatus string, sum_qty decimal(38,2), "
@@ -126,6 +124,12 @@ def _buckets_of(days: set[str], grouped: set[str]) -> set[str]:
     return {d[:7] if d in grouped else d for d in days}
 
 
+def _read_buckets(run: JobRun, handle: Any, buckets: set[str]) -> Any:
+    """The contributions ``handle`` keeps in ``buckets``."""
+    return run.read_parquet([f for f in run.files(handle, "orders/")
+                             if partition_value(f.name) in buckets], CONTRIB)
+
+
 def ingest(run: JobRun) -> JobResult:
     """Orders, line items and deletions landed since the last epoch -> per-order
     contributions by order day (see the module docstring)."""
@@ -171,8 +175,7 @@ def ingest(run: JobRun) -> JobResult:
     touched = set(day_files) | history_days
     buckets = _buckets_of(touched, grouped)
     rebuilt = buckets & prev_buckets
-    before = run.read_parquet([f for f in run.files(prev, "orders/")
-                               if partition_value(f.name) in rebuilt], CONTRIB) \
+    before = _read_buckets(run, prev, rebuilt) \
         .join(deleted_before.select("o_orderkey"), "o_orderkey", "left_anti")
     if rebuilt:  # the untouched days of a rebuilt bucket stay as they were
         parts.append(before.where(~F.col("day").isin(sorted(touched))))
@@ -183,12 +186,10 @@ def ingest(run: JobRun) -> JobResult:
     removed_days = {r.day for r in removed} - touched
     if removed_days:
         gone_from = _buckets_of(removed_days, grouped) & prev_buckets
-        # One IN (a set lookup per row): with a hundred OR-ed equalities instead, which
-        # Parquet could prune row groups by, a deletion day at scale factor 10 took 100 s.
-        on_days = F.col("day").isin(sorted(removed_days))
-        gone = (run.read_parquet([f for f in run.files(prev, "orders/")
-                                  if partition_value(f.name) in gone_from], CONTRIB)
-                .where(on_days)
+        # One IN (a set lookup per row): with a hundred OR-ed equalities instead, a
+        # deletion day at scale factor 10 took 100 s.
+        gone = (_read_buckets(run, prev, gone_from)
+                .where(F.col("day").isin(sorted(removed_days)))
                 .join(F.broadcast(removed_df.select("o_orderkey")), "o_orderkey")
                 .join(deleted_before.select("o_orderkey"), "o_orderkey", "left_anti"))
         retracted = retracted.unionByName(gone)
@@ -200,10 +201,9 @@ def ingest(run: JobRun) -> JobResult:
             now = now.unionByName(p)
         now = now.join(deleted.select("o_orderkey"), "o_orderkey", "left_anti") \
             .withColumn("bucket", _bucket_col(grouped))
-        # One file per bucket, its rows by day in row groups of about a day at scale
-        # factor 10, so that reading a few days of a month reads little more than them.
+        # One file per bucket, its rows by day.
         run.write_state(now.repartition(F.col("bucket")).sortWithinPartitions("day"),
-                        "orders", "bucket", options={"parquet.block.size": str(ROW_GROUP)})
+                        "orders", "bucket")
     run.write_state(retracted.coalesce(1), "retracted")
     if deletes or run.files(prev, "deleted/"):
         run.write_state(deleted.coalesce(1), "deleted")
@@ -266,9 +266,7 @@ def _changes(run: JobRun) -> tuple[Any, Any, list[str]]:
     days = days_of(handle.metrics.get("days_touched", []))
     grouped = days_of(handle.metrics.get("grouped_days", []))
     buckets = _buckets_of(days, grouped)
-    added = run.read_parquet([f for f in run.files(handle, "orders/")
-                              if partition_value(f.name) in buckets], CONTRIB) \
-        .where(F.col("day").isin(sorted(days)))
+    added = _read_buckets(run, handle, buckets).where(F.col("day").isin(sorted(days)))
     retracted = run.read_parquet(run.files(handle, "retracted/"), CONTRIB)
     changed = days | days_of(handle.metrics.get("days_retracted", []))
     return added, retracted, sorted(changed)
