@@ -22,7 +22,8 @@ factor ``--scale``:
    (``bench/tpch_streaming.py``; local storage only): ``tpch_vs_structured_streaming_daily_ratio``.
 7. Peak memory (VmHWM) of the Connect server's process group and of this client process.
 
-``--s3`` puts data and checkpoints in a bucket of a MinIO started here.
+``--s3`` puts data and checkpoints in a bucket of a MinIO started here, and runs the same
+epochs on local storage as the control (``tpch_s3_over_local_daily_ratio``).
 
 Every epoch's outputs after the last are checked against DuckDB (tests/tpch_oracle.py).
 
@@ -134,7 +135,10 @@ def epoch_split(c: Coordinator, epoch: int) -> dict[str, float]:
     total = (parse_iso(meta.decided_at) - parse_iso(c.barrier(epoch).created_at)) * 1000
     return {"total_ms": round(total), "restore_ms": round(restore),
             "spark_writes_ms": round(sync), "job_other_ms": round(job - sync),
-            "ack_commit_and_driver_ms": round(total - restore - job)}
+            "ack_commit_and_driver_ms": round(total - restore - job),
+            # Per task, the job's own time: which task's cost follows the history.
+            "task_run_ms": {t: round(h.timings.get("run_ms", 0))
+                            for t, h in sorted(handles.items())}}
 
 
 def epoch_bytes(c: Coordinator, epoch: int) -> int:
@@ -327,6 +331,10 @@ def main(argv: list[str] | None = None) -> int:
             streaming = compare(spark, Path(open_storage(data_uri).root), work / "ss",
                                 generated, full["daily"], jobs.TOP_N, jobs.Q1_SHIPDATE_MAX,
                                 a.streaming_days)
+        local = None
+        if a.s3:  # the control: the same epochs on local storage, through the same server
+            local = pipeline(work.as_uri(), "local", a.scale, full_until, a.days,
+                             a.delete_every, a.deletes, spark, a.cache)
         small = None
         if not a.skip_small_history:
             small = pipeline(root, "small", a.scale, small_until, a.days, a.delete_every,
@@ -375,6 +383,12 @@ def main(argv: list[str] | None = None) -> int:
         "tpch_client_peak_mb": round(client_mb or 0),
         "tpch_results_equal_duckdb": equal,
     }
+    if local:
+        local_med = statistics.median(d["seconds"] for d in local["daily"])
+        summary["tpch_daily_epoch_seconds_local"] = local_med
+        summary["tpch_s3_over_local_daily_ratio"] = round(med / local_med, 2)
+        summary["tpch_s3_over_local_initial_ratio"] = round(
+            full["initial_seconds"] / local["initial_seconds"], 2)
     if small:
         summary["tpch_daily_epoch_growth"] = round(
             med / summary["tpch_daily_epoch_seconds_small_history"], 2)
@@ -387,11 +401,21 @@ def main(argv: list[str] | None = None) -> int:
                "daily_split_median": {k: statistics.median(d[k] for d in daily) for k in (
                    "restore_ms", "spark_writes_ms", "job_other_ms",
                    "ack_commit_and_driver_ms")},
+               "task_run_ms_median": {
+                   label: {t: statistics.median(d["task_run_ms"][t] for d in days_)
+                           for t in days_[0]["task_run_ms"]}
+                   for label, days_ in (("full", [d for d in plain_days
+                                                  if not d["orders_deleted"]]),
+                                        ("small", [d for d in (small or {}).get("daily", [])
+                                                   if not d["compacted"]
+                                                   and not d["orders_deleted"]]))
+                   if days_},
                "state_files_by_task": files, "task_process_epoch": task,
                "structured_streaming": streaming, "storage": "s3 (MinIO)" if a.s3 else
                "local",
-               "small": {k: v for k, v in (small or {}).items()
-                         if k not in ("coordinator", "data_uri", "landed")},
+               **{label: {k: v for k, v in (run or {}).items()
+                          if k not in ("coordinator", "data_uri", "landed")}
+                  for label, run in (("small", small), ("local", local))},
                "outputs": list(OUTPUTS), "edges": EDGES}
     record(a.out, a.history, f"tpch_sf{a.scale:g}", summary, details)
     if not a.work:
