@@ -23,6 +23,10 @@ class AirflowApiError(RuntimeError):
         self.status = status
 
 
+#: Pauses (s) while looking for a backfill Airflow committed but has not shown yet.
+VISIBLE_AFTER = (0.0, 0.5, 1.0, 2.0, 4.0)
+
+
 def _session() -> requests.Session:
     """A session that asks again when Airflow answers 503 (on SQLite, Airflow refuses a
     backfill while its scheduler holds the database: "Database is locked"), after 0.5, 1
@@ -83,51 +87,64 @@ class AirflowApi:
                         conf: dict[str, Any]) -> int:
         """Create the backfill (one run at a time, oldest first); its id.
 
-        On SQLite, Airflow may answer 503 ("database is locked") to a request whose backfill
-        it committed; the session asks again, and Airflow then refuses the second request
-        with 409, "already a running backfill". That running backfill is this one when it
-        carries this request's run conf (its lineage is unique): its id is the answer.
-        Airflow may also answer 500 "Database error" when its audit log's insert, after the
-        backfill's own, meets the lock: the backfill is looked for, and the request sent
-        again only when it is not there."""
+        On SQLite, Airflow may answer 503 ("database is locked") to a request: it commits
+        the backfill before creating its runs, and when the runs meet the lock it removes
+        the backfill again (best effort). The session asks again, and Airflow may refuse
+        that second request with 409, "already a running backfill", because of the first
+        one's backfill: committed (then this request's, found by its run conf, whose lineage
+        is unique) or being removed (then, once no backfill of the DAG is running any more,
+        the request is sent again). Airflow may also answer 500 "Database error" when its
+        audit log's insert, after the backfill's own, meets the lock: the backfill is
+        looked for, and the request sent again only when it is not there."""
         body = self._backfill_body(dag_id, first, last, conf)
-        for pause in (0.5, 1.0, 2.0, None):
+        for pause in (0.5, 1.0, 2.0, 4.0, None):
             try:
                 return int(self.call("POST", "/api/v2/backfills", body)["id"])
             except AirflowApiError as exc:
                 if exc.status == 409 and "already a running backfill" in str(exc):
-                    return self._await_running_backfill(dag_id, conf, exc)
+                    mine, others = self._await_running_backfill(dag_id, conf)
+                    if mine is not None:
+                        return mine
+                    if others or pause is None:
+                        raise
+                    continue  # the conflict was the first request's backfill, now removed
                 if exc.status != 500 or "Database error" not in str(exc) or pause is None:
                     raise
                 time.sleep(pause)
-                mine = self._running_backfill_with(dag_id, conf)
+                mine, _ = self._running_backfills(dag_id, conf)
                 if mine is not None:
                     return mine
         raise AssertionError("unreachable")  # the last pass returns or raises
 
-    def _await_running_backfill(self, dag_id: str, conf: dict[str, Any],
-                                exc: AirflowApiError) -> int:
+    def _await_running_backfill(self, dag_id: str, conf: dict[str, Any]
+                                ) -> tuple[int | None, int]:
         # The first request's backfill may become visible a moment after the refusal
         # of the second (its transaction still committing on a locked SQLite).
-        for pause in (0.0, 0.5, 1.0, 2.0, 4.0):
+        for pause in VISIBLE_AFTER:
             time.sleep(pause)
-            mine = self._running_backfill_with(dag_id, conf)
+            mine, others = self._running_backfills(dag_id, conf)
             if mine is not None:
-                return mine
-        raise exc
+                return mine, others
+        return None, others
 
-    def _running_backfill_with(self, dag_id: str, conf: dict[str, Any]) -> int | None:
-        """The running backfill of ``dag_id`` started with ``conf``: the same checkpoint
-        lineage (unique per backfill) when ``conf`` names one, else the same conf."""
+    def _running_backfills(self, dag_id: str, conf: dict[str, Any]) -> tuple[int | None, int]:
+        """(the running backfill of ``dag_id`` started with ``conf``, how many others of
+        it are running): the same checkpoint lineage (unique per backfill) when ``conf``
+        names one, else the same conf."""
         lineage = (conf.get("checkpoint") or {}).get("lineage")
         out = self.call("GET", f"/api/v2/backfills?dag_id={dag_id}&limit=100")
+        mine, others = None, 0
         for b in out.get("backfills", []):
+            if b.get("completed_at") is not None:
+                continue
             theirs = b.get("dag_run_conf") or {}
             same = ((theirs.get("checkpoint") or {}).get("lineage") == lineage
                     if lineage else theirs == conf)
-            if b.get("completed_at") is None and same:
-                return int(b["id"])
-        return None
+            if same:
+                mine = int(b["id"])
+            else:
+                others += 1
+        return mine, others
 
 
 def _detail(r: requests.Response) -> str:

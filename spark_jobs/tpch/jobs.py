@@ -47,6 +47,9 @@ TOP_N = 20
 MAX_RUNS = 8
 #: Files of a compacted run of customer revenue (read in parallel).
 BASE_FILES = 4
+#: Scans of at most ten days each before the state's days are read in one scan (see
+#: ``_read_days``).
+MAX_DAY_SCANS = 16
 
 CONTRIB = ("o_orderkey long, o_custkey long, c_nationkey long, day string, "
            "l_returnflag string, l_linestatus string, sum_qty decimal(38,2), "
@@ -136,28 +139,23 @@ def _read_days(run: JobRun, handle: Any, days: set[str], grouped: set[str]) -> A
     A bucket's rows are sorted by day, so Parquet's page index (20,000 rows a page) skips
     the other days of a month, but only for a filter Spark pushes as values: an IN of more
     than ``spark.sql.parquet.pushdown.inFilterThreshold`` (10) values goes to Parquet as a
-    range, and ORed INs are merged into one. So a bucket asked for a few of its days is a
-    scan of its own; the buckets asked for more (most of a month: the history epoch) are
-    one scan together. A deletion day's hundred orders lie in a hundred days of the
-    history: read so, they cost those days' pages, not the whole state (100 s at scale
-    factor 10 when every month was read whole)."""
+    range, and ORed INs are merged into one. So the days are read ten to a scan (over the
+    buckets holding them), unioned: a deletion day's hundred orders, in a hundred days of
+    the history, cost those days' pages, not the whole state. Past ``MAX_DAY_SCANS`` scans
+    (the history epoch's 2,400 days) one scan reads the buckets whole."""
     from pyspark.sql import functions as F
 
     limit = int(run.spark.conf.get("spark.sql.parquet.pushdown.inFilterThreshold", "10"))
-    by_bucket: dict[str, list[str]] = {}
-    for d in sorted(days):
-        by_bucket.setdefault(d[:7] if d in grouped else d, []).append(d)
     files = run.files(handle, "orders/")
-
-    def scan(buckets: set[str], of_days: list[str]) -> Any:
+    ordered = sorted(days)
+    chunks = [ordered[i:i + limit] for i in range(0, len(ordered), limit)]
+    if len(chunks) > MAX_DAY_SCANS:
+        chunks = [ordered]
+    scans = []
+    for chunk in chunks:
+        buckets = _buckets_of(set(chunk), grouped)
         refs = [f for f in files if partition_value(f.name) in buckets]
-        return run.read_parquet(refs, CONTRIB).where(F.col("day").isin(of_days))
-
-    few = {b: ds for b, ds in by_bucket.items() if len(ds) <= limit}
-    many = {b: ds for b, ds in by_bucket.items() if len(ds) > limit}
-    scans = [scan({b}, ds) for b, ds in sorted(few.items())]
-    if many:
-        scans.append(scan(set(many), sorted(d for ds in many.values() for d in ds)))
+        scans.append(run.read_parquet(refs, CONTRIB).where(F.col("day").isin(chunk)))
     out = scans[0] if scans else run.read_parquet([], CONTRIB)
     for more in scans[1:]:
         out = out.unionByName(more)

@@ -614,3 +614,36 @@ def test_a_backfill_refused_with_a_database_error_is_found_or_asked_again(commit
     assert got == (7 if committed else 8)
     assert len(posts) == (1 if committed else 2)
     assert all(p["dag_run_conf"] == conf for p in posts)
+
+
+@pytest.mark.parametrize("running", ["none", "mine", "another"])
+def test_a_backfill_refused_as_already_running_is_found_or_asked_again(running, monkeypatch):
+    """After a 503, Airflow may refuse the session's second request with 409 because of the
+    first one's backfill, which it commits and then removes: this request's backfill is
+    found by its lineage; when no backfill runs any more the request is sent again; another
+    backfill of the DAG still running is the user's conflict, answered as such."""
+    from datetime import date
+
+    from dag_checkpoints import airflow_api
+    from dag_checkpoints.airflow_api import AirflowApi, AirflowApiError
+
+    monkeypatch.setattr(airflow_api, "VISIBLE_AFTER", (0.0, 0.0))
+    conf = {"checkpoint": {"lineage": "bf-2"}}
+    refused = (409, {"detail": "There is already a running backfill for dag d"})
+    listed = {"none": [{"id": 4, "completed_at": "2024-01-01T00:00:00Z",
+                        "dag_run_conf": conf}],
+              "mine": [{"id": 5, "completed_at": None, "dag_run_conf": conf}],
+              "another": [{"id": 6, "completed_at": None,
+                           "dag_run_conf": {"checkpoint": {"lineage": "x"}}}]}[running]
+    server, posts = _fake_airflow([refused, (200, {"id": 9})], listed)
+    try:
+        api = AirflowApi(f"http://127.0.0.1:{server.server_port}")
+        if running == "another":
+            with pytest.raises(AirflowApiError, match="already a running backfill"):
+                api.create_backfill("d", date(2024, 1, 1), date(2024, 1, 2), conf)
+        else:
+            got = api.create_backfill("d", date(2024, 1, 1), date(2024, 1, 2), conf)
+            assert got == {"none": 9, "mine": 5}[running]
+    finally:
+        server.shutdown()
+    assert len(posts) == {"none": 2, "mine": 1, "another": 1}[running]
