@@ -427,7 +427,7 @@ def main(argv: list[str] | None = None) -> int:
                           if k not in ("coordinator", "data_uri", "landed", "history_until")}
                   for label, run in (("small", small), ("local", local))},
                "outputs": list(OUTPUTS), "edges": EDGES}
-    record(a.out, a.history, f"tpch_sf{a.scale:g}", summary, details)
+    record(a.out, a.history, f"tpch_sf{a.scale:g}{'_s3' if a.s3 else ''}", summary, details)
     if not a.work:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -96,7 +96,6 @@ def test_tpch_bench_runs_at_a_small_scale_and_writes_its_documented_keys(tmp_pat
     bench/README.md."""
     out, hist = tmp_path / "tpch.json", tmp_path / "history.jsonl"
     r = subprocess.run([sys.executable, str(ROOT / "bench/tpch_bench.py"), "--scale", "0.01",
-                        # 60 orders' days: read ten days to a scan, six scans unioned
                         "--days", "4", "--delete-every", "2", "--deletes", "60",
                         "--streaming-days", "0", "--driver-memory", "1g",
                         "--cache", str(tmp_path / "cache"), "--out", str(out),
