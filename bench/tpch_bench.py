@@ -299,9 +299,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="days compared with Structured Streaming (0: none; local only)")
     ap.add_argument("--s3", action="store_true",
                     help="data and checkpoints on a MinIO started here (tests/s3server.py)")
-    ap.add_argument("--out", type=Path, default=RESULTS / "latest.json")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="results (default bench/results/latest.json; with --s3, "
+                         "bench/results/tpch_sf<S>_s3.json)")
     ap.add_argument("--history", type=Path, default=RESULTS / "history.jsonl")
     a = ap.parse_args(argv)
+    if a.out is None:  # a MinIO run's keys are the local run's: kept apart from them
+        a.out = RESULTS / (f"tpch_sf{a.scale:g}_s3.json" if a.s3 else "latest.json")
 
     full_until = date.fromisoformat(a.history_until) if a.history_until else \
         LAST_ORDER_DAY - timedelta(days=a.days + 3)
