@@ -122,14 +122,14 @@ def plain_outputs(spark: Any, data_uri: str, until: date, out: Path) -> float:
 
 
 # ---------------------------------------------------------------------------- epochs
-def epoch_split(c: Coordinator, epoch: int) -> dict[str, float]:
+def epoch_split(c: Coordinator, epoch: int, handles: dict[str, Any]
+                ) -> dict[str, Any]:
     """Where an epoch's time went, summed over its tasks (ms): restore (the handles), the
     Spark writes of state and outputs (where the lazily built computation runs, with its
     reads), the job's other work (its own Spark actions, listing input, building the
     snapshot), and the rest (acknowledgements, the commit with its table commits, the
     driver)."""
     meta = c.metadata(epoch)
-    handles = c.completed_handles(epoch)
     restore = sum(h.timings.get("restore_ms", 0) for h in handles.values())
     job = sum(h.timings.get("run_ms", 0) for h in handles.values())
     sync = sum(h.timings.get("sync_ms", 0) for h in handles.values())
@@ -144,8 +144,8 @@ def epoch_split(c: Coordinator, epoch: int) -> dict[str, float]:
                             for t, h in sorted(handles.items())}}
 
 
-def epoch_bytes(c: Coordinator, epoch: int) -> int:
-    return sum(h.bytes_written for h in c.completed_handles(epoch).values())
+def epoch_bytes(handles: dict[str, Any]) -> int:
+    return sum(h.bytes_written for h in handles.values())
 
 
 def day_bytes(data: Any, day: date) -> int:
@@ -176,13 +176,24 @@ def run_day(p: dict[str, Any], spark: Any) -> dict[str, Any]:
     top = handles["top_customers"]
     out = {"epoch": epoch, "day": day.isoformat(), "seconds": round(secs, 2),
            "orders_deleted": handles["ingest"].row_counts.get("orders_deleted", 0),
-           "bytes_written": epoch_bytes(c, epoch),
-           "bytes_landed": day_bytes(open_storage(data_uri), day),
+           "bytes_written": epoch_bytes(handles),
+           "bytes_landed": day_bytes(p["data"], day),
            "compacted": bool(top.metrics.get("compacted")),
            "compaction_ms": top.metrics.get("compaction_ms"),
-           **epoch_split(c, epoch)}
+           **epoch_split(c, epoch, handles)}
     p["daily"].append(out)
     return out
+
+
+def _task_medians(daily: list[dict[str, Any]]) -> dict[str, float]:
+    """Each task's median run time over the days without a deletion or a compaction."""
+    days = [d for d in daily if not d["compacted"] and not d["orders_deleted"]]
+    return {t: statistics.median(d["task_run_ms"][t] for d in days)
+            for t in (days[0]["task_run_ms"] if days else {})}
+
+
+#: A pipeline's live objects, left out of the results.
+_LIVE = ("coordinator", "data_uri", "data", "landed", "history_until")
 
 
 def state_files(c: Coordinator, epoch: int) -> dict[str, int]:
@@ -197,7 +208,8 @@ def pipeline(root: str, name: str, scale: float, history_until: date, days: int,
     data_uri = f"{root.rstrip('/')}/data-{name}"
     t0 = time.perf_counter()
     # The daily days, then one for the recovery and one for the task-process epoch.
-    landed = land(open_storage(data_uri), scale, history_until, days + 2,
+    data = open_storage(data_uri)
+    landed = land(data, scale, history_until, days + 2,
                   delete_every=delete_every, deletes=deletes, cache=cache)
     landing_s = time.perf_counter() - t0
     c = Coordinator(open_storage(f"{root.rstrip('/')}/ckpt-{name}"), f"tpch_{name}")
@@ -205,11 +217,12 @@ def pipeline(root: str, name: str, scale: float, history_until: date, days: int,
     epoch, meta = run_epoch(c, spark, data_uri, "history",
                             data_interval=_interval(history_until))
     initial_s = time.perf_counter() - t0
-    return {"coordinator": c, "data_uri": data_uri, "landed": landed,
+    handles = c.completed_handles(epoch)
+    return {"coordinator": c, "data_uri": data_uri, "data": data, "landed": landed,
             "history_until": history_until,
             "landing_seconds": round(landing_s, 1), "initial_seconds": round(initial_s, 1),
-            "initial_split": epoch_split(c, epoch), "initial_bytes": epoch_bytes(c, epoch),
-            "daily": []}
+            "initial_split": epoch_split(c, epoch, handles),
+            "initial_bytes": epoch_bytes(handles), "daily": []}
 
 
 def recovery(c: Coordinator, spark: Any, data_uri: str, day: date, work: Path
@@ -415,20 +428,13 @@ def main(argv: list[str] | None = None) -> int:
                "daily_split_median": {k: statistics.median(d[k] for d in daily) for k in (
                    "restore_ms", "spark_writes_ms", "job_other_ms",
                    "ack_commit_and_driver_ms")},
-               "task_run_ms_median": {
-                   label: {t: statistics.median(d["task_run_ms"][t] for d in days_)
-                           for t in days_[0]["task_run_ms"]}
-                   for label, days_ in (("full", [d for d in plain_days
-                                                  if not d["orders_deleted"]]),
-                                        ("small", [d for d in (small or {}).get("daily", [])
-                                                   if not d["compacted"]
-                                                   and not d["orders_deleted"]]))
-                   if days_},
+               "task_run_ms_median": {label: _task_medians(run["daily"]) for label, run in (
+                   ("full", full), ("small", small)) if run},
                "state_files_by_task": files, "task_process_epoch": task,
                "structured_streaming": streaming, "storage": "s3 (MinIO)" if a.s3 else
                "local",
                **{label: {k: v for k, v in (run or {}).items()
-                          if k not in ("coordinator", "data_uri", "landed", "history_until")}
+                          if k not in _LIVE}
                   for label, run in (("small", small), ("local", local))},
                "outputs": list(OUTPUTS), "edges": EDGES}
     record(a.out, a.history, f"tpch_sf{a.scale:g}{'_s3' if a.s3 else ''}", summary, details)
