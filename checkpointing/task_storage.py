@@ -65,9 +65,11 @@ class TaskStorage:
         return self._storage.uri(prefix), prefix
 
     def stored(self, prefix: str) -> list[str]:
-        """The data files under ``prefix`` (not Spark's ``_SUCCESS`` or hidden files)."""
+        """The data files under ``prefix`` (not Spark's ``_SUCCESS`` or hidden files, nor
+        the empty directory markers S3A's ``mkdirs`` leaves on an object store)."""
         return [o.key for o in self._storage.list(prefix)
-                if not o.key.rsplit("/", 1)[-1].startswith((".", "_"))]
+                if not o.key.endswith("/")
+                and not o.key.rsplit("/", 1)[-1].startswith((".", "_"))]
 
     def table_staging_dir(self, attempt: int | None = None) -> str:
         """The directory, inside a table's location, the attempt stages its files in."""

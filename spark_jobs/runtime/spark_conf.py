@@ -31,7 +31,14 @@ def s3a_conf(endpoint_url: str | None) -> dict[str, str]:
                                                                   "us-east-1"),
             # S3 verifies and stores each file's SHA-256 at upload: a snapshot reads it with
             # one HEAD instead of downloading the file to the driver to hash it.
-            "spark.hadoop.fs.s3a.create.checksum.algorithm": "SHA256"}
+            "spark.hadoop.fs.s3a.create.checksum.algorithm": "SHA256",
+            # Every write goes to a directory of its own attempt, listed only once the write
+            # succeeded (PROTOCOL, section 4), so the job-level rename of the v1 committer buys
+            # nothing: v2 moves each task's files once (a rename on S3 is a copy and a
+            # delete), and no _SUCCESS marker is put. On MinIO a tpch_daily epoch made
+            # about 15 % fewer requests.
+            "spark.hadoop.mapreduce.fileoutputcommitter.algorithm.version": "2",
+            "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false"}
     if endpoint_url:
         conf.update({"spark.hadoop.fs.s3a.endpoint": endpoint_url,
                      "spark.hadoop.fs.s3a.path.style.access": "true",

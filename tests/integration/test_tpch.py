@@ -2,7 +2,7 @@
 then daily epochs with deletion days, each published output equal to DuckDB's computation
 over tpchgen-cli's own files; a run killed mid-epoch (SIGKILL) and run again counts nothing
 twice; a compaction of the customer state leaves the outputs unchanged; a missing or
-failing generator is one clear line."""
+failing generator is one clear line; a state of another layout is refused."""
 
 from __future__ import annotations
 
@@ -185,6 +185,32 @@ def test_killed_epoch_run_again_counts_nothing_twice(tpch, spark, spark_connect,
     sigkill_mid_epoch_then_rerun(args, env, c, 3)
     assert c.completed_handles(3)["ingest"].attempt == 1  # not run again
     oracle.check_published(c, generated, _until(2), _deleted(landed, _until(2)))
+
+
+def test_a_state_of_another_layout_is_refused_and_kept(tpch, spark, tmp_path, monkeypatch):
+    """A history epoch whose contributions are in another layout (as an earlier version
+    wrote them): the next epoch is declined with one line naming the way forward, and
+    neither the state nor the published tables change."""
+    from spark_jobs.runtime import DeclineEpoch
+
+    data, generated, landed = tpch
+    data = _own_data(data, tmp_path)
+    c = Coordinator(LocalStorage(tmp_path / "ckpt"), "tpch_daily")
+    with monkeypatch.context() as m:
+        m.setattr(jobs, "LAYOUT", 1)
+        epoch, meta = run_epoch(c, spark, data.uri(""), "d0", data_interval=_interval(0))
+    assert meta.completed and c.completed_handles(epoch)["ingest"].metrics["layout"] == 1
+    before = {o: published(c, o) for o in ("tpch_q1_pricing", "tpch_top_customers")}
+    with pytest.raises(DeclineEpoch) as exc:
+        run_epoch(c, spark, data.uri(""), "d1", data_interval=_interval(1))
+    line = str(exc.value)
+    assert "another layout (1, this code's is 2)" in line and "start tpch_daily afresh" in line
+    assert "\n" not in line and str(tmp_path) not in line
+    meta = c.metadata(c.epoch_ids()[-1])
+    assert (meta.status, meta.reason, meta.declined_by) == ("aborted", "declined", "ingest")
+    assert c.completed_handles(epoch)["ingest"].metrics["layout"] == 1
+    for o, frame in before.items():
+        assert published(c, o).equals(frame), o
 
 
 def test_missing_or_failing_generator_is_one_line(tmp_path, monkeypatch):

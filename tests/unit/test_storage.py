@@ -181,3 +181,21 @@ def test_requests_are_counted(storage):
     assert snap.get("PUT") == 1 and snap.get("GET") == 1 and snap.get("LIST") == 1
 
 
+
+
+def test_a_write_area_lists_its_data_files_only(storage):
+    """What Spark leaves beside its data files is not state: the _SUCCESS marker, hidden
+    checksum files and, on an object store, the empty directory markers S3A's mkdirs
+    puts (a key ending in '/', which the snapshot would refuse as a file name)."""
+    from checkpointing import Coordinator
+
+    ts = Coordinator(storage, "p").task_storage(1, "t", 1)
+    _, prefix = ts.area("state", "spark/orders")
+    data = [f"{prefix}part=a/x.parquet", f"{prefix}part=b/y.parquet"]
+    for key in data + [f"{prefix}_SUCCESS", f"{prefix}part=a/.x.parquet.crc"]:
+        storage.write(key, b"1")
+    if isinstance(storage, S3Storage):
+        storage.client.put_object(Bucket=storage.bucket, Key=f"{storage.prefix}{prefix}part=a/",
+                                  Body=b"")
+        assert f"{prefix}part=a/" in [o.key for o in storage.list(prefix)]
+    assert ts.stored(prefix) == data
