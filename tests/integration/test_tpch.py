@@ -12,7 +12,9 @@ import subprocess
 import sys
 from datetime import date, timedelta
 from pathlib import Path
+from urllib.parse import unquote, urlparse
 
+import pyarrow.parquet as pq
 import pytest
 
 from checkpointing import Coordinator, LocalStorage
@@ -89,6 +91,7 @@ def test_history_then_daily_epochs_equal_duckdb(tpch, spark, tmp_path, monkeypat
     data, generated, landed = tpch
     data = _own_data(data, tmp_path)
     monkeypatch.setattr(jobs, "MAX_RUNS", 3)  # a compaction within these epochs
+    monkeypatch.setattr(jobs, "MAX_DELETE_BATCHES", 1)  # the second deletion day merges
     c = Coordinator(LocalStorage(tmp_path / "ckpt"), "tpch_daily")
     for i in range(DAYS + 1):
         epoch, meta = run_epoch(c, spark, data.uri(""), f"d{i}", data_interval=_interval(i))
@@ -116,6 +119,13 @@ def test_history_then_daily_epochs_equal_duckdb(tpch, spark, tmp_path, monkeypat
         assert {partition_value(n) for n in _written(ingests[e - 1], d)} \
             == days_of(d.metrics["days_touched"])
         assert d.metrics["days_retracted"]
+    # The deleted keys: a batch for the first deletion day, then merged into one file that
+    # holds every key deleted so far.
+    batches = [[f for f in ingests[e].files if f.name.startswith("deleted/")] for e in dels]
+    assert [len(b) for b in batches] == [1, 1] and batches[0][0].uri != batches[1][0].uri
+    merged = pq.read_table(unquote(urlparse(batches[1][0].uri).path)).column("o_orderkey") \
+        .to_pylist()
+    assert sorted(merged) == _deleted(landed, _until(dels[1] - 1))
     runs = [c.completed_handles(e)["top_customers"] for e in c.epoch_ids()[-4:]]
     assert any(r.metrics["compacted"] for r in runs)
     assert all(r.row_counts["runs"] <= jobs.MAX_RUNS for r in runs)
