@@ -241,17 +241,14 @@ def ingest(run: JobRun) -> JobResult:
     # and merged into one when there would be more than MAX_DELETE_BATCHES (a year of daily
     # deletions stays a few files, not 365).
     batches = run.partitions(prev, "deleted")
-    if removed and len(batches) + 1 > MAX_DELETE_BATCHES:
-        run.write_state(deleted.withColumn("batch", F.lit(f"e{run.epoch_id:010d}"))
-                        .coalesce(1), "deleted", "batch")
-    elif removed:
+    merge = bool(removed) and len(batches) + 1 > MAX_DELETE_BATCHES
+    if not merge:
         run.carry_partitions("deleted", batches)
-        batch = (removed_df.dropDuplicates(["o_orderkey"])
-                 .join(deleted_before.select("o_orderkey"), "o_orderkey", "left_anti")
-                 .withColumn("batch", F.lit(f"e{run.epoch_id:010d}")))
-        run.write_state(batch.coalesce(1), "deleted", "batch")
-    else:
-        run.carry_partitions("deleted", batches)
+    if removed:
+        keys = deleted if merge else deleted.join(deleted_before.select("o_orderkey"),
+                                                  "o_orderkey", "left_anti")
+        run.write_state(keys.withColumn("batch", F.lit(f"e{run.epoch_id:010d}")).coalesce(1),
+                        "deleted", "batch")
     return JobResult(offsets=found.offsets,
                      row_counts={"files_new": len(found.new),
                                  "files_replaced": len(found.replaced),
