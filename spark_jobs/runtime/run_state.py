@@ -83,9 +83,12 @@ class RunState:
         finally:
             self.snapshot_write_ms += (time.monotonic() - t0) * 1000
 
-    def write_state(self, df: Any, name: str, partition_col: str | None = None) -> list[FileRef]:
+    def write_state(self, df: Any, name: str, partition_col: str | None = None,
+                    options: dict[str, str] | None = None) -> list[FileRef]:
         """Write ``df`` as state files ``name/...`` into an attempt-scoped location, then
-        snapshot: files identical to the previous epoch's are referenced, not kept twice."""
+        snapshot: files identical to the previous epoch's are referenced, not kept twice.
+        ``options`` are Spark's Parquet writer options (row group size, bloom filters,
+        dictionary encoding per column: ``parquet.bloom.filter.enabled#<col>``)."""
         if partition_col:
             # partitionBy drops its column from the files, and state is read back by file,
             # not by directory: partition by a copy so the column stays in the data.
@@ -95,7 +98,8 @@ class RunState:
         parts = [_PART] if partition_col else []
         path, prefix = self._spark_write(
             f"state:{name}", df, lambda a: self._target(name, "state", a),
-            lambda d, t: d.write.mode("overwrite").partitionBy(*parts).parquet(t[0]))
+            lambda d, t: d.write.mode("overwrite").options(**(options or {}))
+            .partitionBy(*parts).parquet(t[0]))
         if prefix is None:
             return self.writer.add_directory(path, prefix=f"{name}/")
         return [self.writer.add_stored(f"{name}/{k[len(prefix):]}", k)

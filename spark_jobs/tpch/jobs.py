@@ -8,7 +8,8 @@ corrected (with the rest of its bucket when that is a month); every other bucket
 by reference, so an epoch writes what its input changed. Deletions are a delete file
 applied at read, as Delta's deletion vectors and Iceberg's delete files are: the deleted
 keys accumulate in ``deleted/`` (a batch per epoch that deleted any), every read of the
-state drops them, and the buckets holding the deleted orders are carried unchanged. The
+state drops them, and the buckets holding the deleted orders are carried unchanged; those
+orders' rows are found through the buckets' bloom filters on the order key. The
 rows a rebuilt day had before, and the rows of orders deleted this epoch, are written as
 ``retracted/``: downstream tasks subtract them and add the touched days' new rows. An
 epoch that retracts nothing writes no ``retracted/`` and no ``deleted/`` batch; past
@@ -64,7 +65,25 @@ CONTRIB = ("o_orderkey long, o_custkey long, c_nationkey long, day string, "
            "revenue decimal(18,4), local_revenue decimal(18,4)")
 #: The contributions' layout, recorded in ingest's metrics: a state without it, or of
 #: another layout, is refused (the pipeline starts afresh, see the changelog).
-LAYOUT = 2
+LAYOUT = 3
+#: How the contributions' buckets are written, so that a deletion day finds its orders
+#: without decoding the buckets holding them: row groups of 2 MB (a month bucket at scale
+#: factor 10 is about 25 of them) with a bloom filter on the order key, whose dictionary
+#: encoding is off (the keys are unique within a bucket, and Parquet's dictionary filter
+#: expands a dictionary once per value of a pushed key filter: 20 s for a hundred keys in
+#: 57 buckets). Finding a deletion day's hundred orders in those 57 buckets (590 MB) took
+#: 1.6 s against 3.4 s for the buckets read whole (medians of three, one run).
+BUCKET_OPTIONS = {"parquet.block.size": str(2 << 20),
+                  "parquet.enable.dictionary#o_orderkey": "false",
+                  "parquet.bloom.filter.enabled#o_orderkey": "true",
+                  "parquet.bloom.filter.expected.ndv#o_orderkey": "20000"}
+#: Spark pushes an ``IN`` of at most ten values down to Parquet (a longer one only as a
+#: range, ``spark.sql.parquet.pushdown.inFilterThreshold``): the deleted keys are ORed in
+#: lists of ten.
+PUSHED_IN_VALUES = 10
+#: Past this many keys (a bulk deletion) the buckets are read whole and joined, rather than
+#: the filter growing without bound.
+MAX_PUSHED_KEYS = 1000
 MEASURES = ("sum_qty", "sum_base_price", "sum_disc_price", "sum_charge", "sum_disc",
             "count_order")
 DELETED = "o_orderkey long, day string"
@@ -218,9 +237,9 @@ def ingest(run: JobRun) -> JobResult:
     # those buckets are carried as they are; every read of the state drops the deleted keys.
     removed_days = {r.day for r in removed} - touched
     if removed_days:
-        gone = (_read_days(run, prev, removed_days, grouped)
-                .join(F.broadcast(removed_df.select("o_orderkey")), "o_orderkey")
-                .join(deleted_before.select("o_orderkey"), "o_orderkey", "left_anti"))
+        gone = _find_orders(_read_days(run, prev, removed_days, grouped), sorted(
+            r.o_orderkey for r in removed if r.day in removed_days), removed_df) \
+            .join(deleted_before.select("o_orderkey"), "o_orderkey", "left_anti")
         retracted = retracted.unionByName(gone)
 
     run.carry_partitions("orders", prev_buckets - buckets)
@@ -232,7 +251,7 @@ def ingest(run: JobRun) -> JobResult:
             .withColumn("bucket", _bucket_col(grouped))
         # One file per bucket, its rows by day.
         run.write_state(now.repartition(F.col("bucket")).sortWithinPartitions("day"),
-                        "orders", "bucket")
+                        "orders", "bucket", options=BUCKET_OPTIONS)
     if rebuilt or removed_days:  # else nothing is retracted: no write (on S3, requests)
         # One file, but the scan of the deleted orders' buckets stays parallel: coalesce(1)
         # would run it in one task (4.6 s against 2.9 s at scale factor 10, measured).
@@ -258,6 +277,21 @@ def ingest(run: JobRun) -> JobResult:
                      metrics={"days_touched": day_ranges(touched),
                               "days_retracted": day_ranges(removed_days),
                               "grouped_days": day_ranges(grouped), "layout": LAYOUT})
+
+
+def _find_orders(contributions: Any, keys: list[int], keys_df: Any) -> Any:
+    """The rows of ``contributions`` whose order is one of ``keys`` (``keys_df`` holds them):
+    a filter Parquet applies per row group (the buckets' bloom filters skip the groups
+    without any of the keys), or for more than MAX_PUSHED_KEYS keys a broadcast join."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    if len(keys) > MAX_PUSHED_KEYS:
+        return contributions.join(F.broadcast(keys_df.select("o_orderkey")), "o_orderkey")
+    return contributions.where(reduce(lambda a, b: a | b, [
+        F.col("o_orderkey").isin(keys[i:i + PUSHED_IN_VALUES])
+        for i in range(0, len(keys), PUSHED_IN_VALUES)]))
 
 
 def _contributions(run: JobRun, order_keys: list[str], lineitem_keys: list[str]) -> Any:

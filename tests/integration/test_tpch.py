@@ -92,8 +92,13 @@ def test_history_then_daily_epochs_equal_duckdb(tpch, spark, tmp_path, monkeypat
     data = _own_data(data, tmp_path)
     monkeypatch.setattr(jobs, "MAX_RUNS", 3)  # a compaction within these epochs
     monkeypatch.setattr(jobs, "MAX_DELETE_BATCHES", 1)  # the second deletion day merges
+    # The first deletion day finds its five orders through a filter of three ORed lists,
+    # the second (more keys than MAX_PUSHED_KEYS) through a join.
+    monkeypatch.setattr(jobs, "PUSHED_IN_VALUES", 2)
     c = Coordinator(LocalStorage(tmp_path / "ckpt"), "tpch_daily")
     for i in range(DAYS + 1):
+        if i == DAYS:
+            monkeypatch.setattr(jobs, "MAX_PUSHED_KEYS", 4)
         epoch, meta = run_epoch(c, spark, data.uri(""), f"d{i}", data_interval=_interval(i))
         assert meta.completed
         oracle.check_published(c, generated, _until(i), _deleted(landed, _until(i)))
@@ -103,6 +108,13 @@ def test_history_then_daily_epochs_equal_duckdb(tpch, spark, tmp_path, monkeypat
     ingests = {e: c.completed_handles(e)["ingest"] for e in c.epoch_ids()}
     first = _written(None, ingests[1])
     assert {partition_value(n) for n in first} == _history_months()
+    # Written to be searched by order key: a bloom filter on it, no dictionary.
+    bucket = next(f for f in ingests[1].files if f.name.startswith("orders/"))
+    meta = pq.ParquetFile(pa.BufferReader(c.storage.read(c.storage.key_for_uri(
+        bucket.uri))[0])).metadata
+    key = next(meta.row_group(0).column(j) for j in range(meta.num_columns)
+               if meta.row_group(0).column(j).path_in_schema == "o_orderkey")
+    assert key.bloom_filter_offset and not any("DICTIONARY" in e for e in key.encodings)
     # A daily epoch rebuilt its own day only: the others were referenced, not rewritten.
     h = ingests[2]  # the epoch of the first day after the history
     assert h.metrics["days_touched"] == [[_until(0), _until(0)]]
@@ -213,7 +225,8 @@ def test_a_state_of_another_layout_is_refused_and_kept(tpch, spark, tmp_path, mo
     with pytest.raises(DeclineEpoch) as exc:
         run_epoch(c, spark, data.uri(""), "d1", data_interval=_interval(1))
     line = str(exc.value)
-    assert "another layout (1, this code's is 2)" in line and "start tpch_daily afresh" in line
+    assert f"another layout (1, this code's is {jobs.LAYOUT})" in line
+    assert "start tpch_daily afresh" in line
     assert "\n" not in line and str(tmp_path) not in line
     meta = c.metadata(c.epoch_ids()[-1])
     assert (meta.status, meta.reason, meta.declined_by) == ("aborted", "declined", "ingest")
