@@ -81,8 +81,8 @@ BUCKET_OPTIONS = {"parquet.block.size": str(2 << 20),
 #: range, ``spark.sql.parquet.pushdown.inFilterThreshold``): the deleted keys are ORed in
 #: lists of ten.
 PUSHED_IN_VALUES = 10
-#: Past this many keys (a bulk deletion) the buckets are read whole and joined, rather than
-#: the filter growing without bound.
+#: Past this many keys (a bulk deletion) the buckets are read whole through one ``IN``,
+#: rather than the filter growing without bound.
 MAX_PUSHED_KEYS = 1000
 MEASURES = ("sum_qty", "sum_base_price", "sum_disc_price", "sum_charge", "sum_disc",
             "count_order")
@@ -238,7 +238,7 @@ def ingest(run: JobRun) -> JobResult:
     removed_days = {r.day for r in removed} - touched
     if removed_days:
         gone = _find_orders(_read_days(run, prev, removed_days, grouped), sorted(
-            r.o_orderkey for r in removed if r.day in removed_days), removed_df) \
+            r.o_orderkey for r in removed if r.day in removed_days)) \
             .join(deleted_before.select("o_orderkey"), "o_orderkey", "left_anti")
         retracted = retracted.unionByName(gone)
 
@@ -279,19 +279,19 @@ def ingest(run: JobRun) -> JobResult:
                               "grouped_days": day_ranges(grouped), "layout": LAYOUT})
 
 
-def _find_orders(contributions: Any, keys: list[int], keys_df: Any) -> Any:
-    """The rows of ``contributions`` whose order is one of ``keys`` (``keys_df`` holds them):
-    a filter Parquet applies per row group (the buckets' bloom filters skip the groups
-    without any of the keys), or for more than MAX_PUSHED_KEYS keys a broadcast join."""
+def _find_orders(contributions: Any, keys: list[int]) -> Any:
+    """The rows of ``contributions`` whose order is one of ``keys``: a filter Parquet
+    applies per row group (the buckets' bloom filters skip the groups without any of the
+    keys); past MAX_PUSHED_KEYS keys one ``IN``, which Spark pushes down only as a range."""
     from functools import reduce
 
     from pyspark.sql import functions as F
 
+    key = F.col("o_orderkey")
     if len(keys) > MAX_PUSHED_KEYS:
-        return contributions.join(F.broadcast(keys_df.select("o_orderkey")), "o_orderkey")
+        return contributions.where(key.isin(keys))
     return contributions.where(reduce(lambda a, b: a | b, [
-        F.col("o_orderkey").isin(keys[i:i + PUSHED_IN_VALUES])
-        for i in range(0, len(keys), PUSHED_IN_VALUES)]))
+        key.isin(keys[i:i + PUSHED_IN_VALUES]) for i in range(0, len(keys), PUSHED_IN_VALUES)]))
 
 
 def _contributions(run: JobRun, order_keys: list[str], lineitem_keys: list[str]) -> Any:

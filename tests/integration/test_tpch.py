@@ -93,7 +93,7 @@ def test_history_then_daily_epochs_equal_duckdb(tpch, spark, tmp_path, monkeypat
     monkeypatch.setattr(jobs, "MAX_RUNS", 3)  # a compaction within these epochs
     monkeypatch.setattr(jobs, "MAX_DELETE_BATCHES", 1)  # the second deletion day merges
     # The first deletion day finds its five orders through a filter of three ORed lists,
-    # the second (more keys than MAX_PUSHED_KEYS) through a join.
+    # the second (more keys than MAX_PUSHED_KEYS) through one IN read over the buckets whole.
     monkeypatch.setattr(jobs, "PUSHED_IN_VALUES", 2)
     c = Coordinator(LocalStorage(tmp_path / "ckpt"), "tpch_daily")
     for i in range(DAYS + 1):
