@@ -59,10 +59,11 @@ bench-check: install
 test-package: install
 	$(PY) -m pytest -q -p no:cacheprovider tests/package
 
-# The image and the compose deployment in containers (podman or Docker; minutes): the
-# local base images, the project image, every service up, epochs and a killed worker.
+# The image and the compose deployment in containers (podman or Docker; 20-40 minutes, so
+# not in .ci/run): Debian's podman installed as root when no engine runs, the local base
+# images, the project image, every service up, epochs and a killed worker.
 test-containers: install
-	scripts/containers.sh check >/dev/null
+	scripts/install_podman.sh
 	$(PY) -m pip install -q podman-compose==1.5.0
 	$(PY) -m pytest -q -p no:cacheprovider tests/containers
 
@@ -147,7 +148,7 @@ drills: install
 # The same drills against the compose deployment in containers (podman or docker): a
 # service's death is its container killed (bench/results/drills-containers.json).
 drills-containers: install
-	scripts/containers.sh check >/dev/null
+	scripts/install_podman.sh
 	$(PY) -m pip install -q podman-compose==1.5.0
 	scripts/container_images.sh bases
 	scripts/container_images.sh build
