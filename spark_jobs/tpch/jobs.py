@@ -206,8 +206,12 @@ def ingest(run: JobRun) -> JobResult:
     removed = (_read(run, deletes).select(
         "o_orderkey", F.col("o_orderdate").cast("string").alias("day")).collect()
         if deletes else [])
-    removed_df = run.spark.createDataFrame(removed, DELETED)
-    deleted = deleted_before.unionByName(removed_df).dropDuplicates(["o_orderkey"])
+    # The orders deleted for the first time, found on the driver (a filter of the earlier
+    # batches by this file's keys): neither the lookup below nor the new batch needs a join
+    # with the deleted keys, and the batches stay disjoint.
+    new_removed = _first_deletions(removed, deleted_before)
+    removed_df = run.spark.createDataFrame(new_removed, DELETED)
+    deleted = deleted_before.unionByName(removed_df)
 
     history_days: set[str] = set()
     parts = []
@@ -235,12 +239,11 @@ def ingest(run: JobRun) -> JobResult:
     # Deletions are a delete file applied at read (Delta's deletion vectors, Iceberg's
     # delete files): the deleted orders' rows are retracted, read from their buckets, and
     # those buckets are carried as they are; every read of the state drops the deleted keys.
-    removed_days = {r.day for r in removed} - touched
-    if removed_days:
-        gone = _find_orders(_read_days(run, prev, removed_days, grouped), sorted(
-            r.o_orderkey for r in removed if r.day in removed_days)) \
-            .join(deleted_before.select("o_orderkey"), "o_orderkey", "left_anti")
-        retracted = retracted.unionByName(gone)
+    removed_days = {day for _, day in new_removed} - touched
+    if removed_days:  # the keys alone select the rows: a filter by day too cost 0.35 s
+        retracted = retracted.unionByName(_find_orders(
+            _read_buckets(run, prev, _buckets_of(removed_days, grouped)),
+            [key for key, day in new_removed if day in removed_days]))
 
     run.carry_partitions("orders", prev_buckets - buckets)
     if parts:
@@ -260,23 +263,39 @@ def ingest(run: JobRun) -> JobResult:
     # and merged into one when there would be more than MAX_DELETE_BATCHES (a year of daily
     # deletions stays a few files, not 365).
     batches = run.partitions(prev, "deleted")
-    merge = bool(removed) and len(batches) + 1 > MAX_DELETE_BATCHES
+    merge = bool(new_removed) and len(batches) + 1 > MAX_DELETE_BATCHES
     if not merge:
         run.carry_partitions("deleted", batches)
-    if removed:
-        keys = deleted if merge else deleted.join(deleted_before.select("o_orderkey"),
-                                                  "o_orderkey", "left_anti")
+    if new_removed:
+        keys = deleted if merge else removed_df
         run.write_state(keys.withColumn("batch", F.lit(f"e{run.epoch_id:010d}")).coalesce(1),
                         "deleted", "batch")
     return JobResult(offsets=found.offsets,
                      row_counts={"files_new": len(found.new),
                                  "files_replaced": len(found.replaced),
-                                 "orders_deleted": len(removed),
+                                 "orders_deleted": len(new_removed),
                                  "days_rebuilt": len(touched),
                                  "buckets_written": len(buckets)},
                      metrics={"days_touched": day_ranges(touched),
                               "days_retracted": day_ranges(removed_days),
                               "grouped_days": day_ranges(grouped), "layout": LAYOUT})
+
+
+def _first_deletions(removed: list[Any], deleted_before: Any) -> list[tuple[int, str]]:
+    """The (key, day) of ``removed`` not deleted before (nor twice in ``removed``): one
+    filter of the earlier batches by these keys, whose result is at most their count."""
+    from pyspark.sql import functions as F
+
+    if not removed:
+        return []
+    keys = sorted({r.o_orderkey for r in removed})
+    before = {r.o_orderkey for r in deleted_before.where(F.col("o_orderkey").isin(keys))
+              .select("o_orderkey").collect()}
+    first: dict[int, str] = {}
+    for r in removed:
+        if r.o_orderkey not in before:
+            first.setdefault(r.o_orderkey, r.day)
+    return sorted(first.items())
 
 
 def _find_orders(contributions: Any, keys: list[int]) -> Any:

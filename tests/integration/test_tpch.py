@@ -170,11 +170,26 @@ def _land_day_again(data: LocalStorage, generated: Path, day: str) -> None:
         pq.write_table(table, data.root / "raw" / name / f"{day}.parquet")
 
 
+def _order_days(generated: Path) -> dict[int, date]:
+    orders = pq.read_table(generated / "orders.parquet", columns=["o_orderkey", "o_orderdate"])
+    return {r["o_orderkey"]: r["o_orderdate"] for r in orders.to_pylist()}
+
+
+def _land_deletes(data: LocalStorage, generated: Path, day: str, keys: list[int]) -> None:
+    """A deletion file for ``day`` naming ``keys`` (repeats kept), with their order days."""
+    day_of = _order_days(generated)
+    pq.write_table(pa.table({"o_orderkey": pa.array(keys, pa.int64()),
+                             "o_orderdate": pa.array([day_of[k] for k in keys], pa.date32())}),
+                   data.root / "raw" / "deletes" / f"{day}.parquet")
+
+
 def test_a_late_file_for_a_history_day_rebuilds_its_month(tpch, spark, tmp_path):
     """A day of the history landed again as a day file (with a deletion day in the same
     epoch): that day's month bucket is rebuilt with the day's rows replaced, nothing else
     of the history is written, and the outputs still equal DuckDB's (a rebuild that kept
-    the day's old rows would count it twice)."""
+    the day's old rows would count it twice). Then a deletion file that repeats the
+    deletions already applied, and names a new order twice: only the new order is
+    retracted, once."""
     data, generated, landed = tpch
     data = _own_data(data, tmp_path)
     c = Coordinator(LocalStorage(tmp_path / "ckpt"), "tpch_daily")
@@ -187,6 +202,19 @@ def test_a_late_file_for_a_history_day_rebuilds_its_month(tpch, spark, tmp_path)
     assert {partition_value(n) for n in _written(before, h)} == {"1995-03", _until(1)}
     assert days_of(h.metrics["days_touched"]) == {"1995-03-15", _until(1)}
     oracle.check_published(c, generated, _until(2), _deleted(landed, _until(2)))
+
+    again = _deleted(landed, _until(2))
+    assert again, "no deletion before"
+    day_of = _order_days(generated)
+    new = next(k for k, d in sorted(day_of.items())
+               if d < HISTORY_UNTIL and k not in again and d.isoformat() != "1995-03-15")
+    _land_deletes(data, generated, _until(2), [*again, new, new])
+    epoch, meta = run_epoch(c, spark, data.uri(""), "d3", data_interval=_interval(3))
+    assert meta.completed
+    oracle.check_published(c, generated, _until(3), [*again, new])
+    h = c.completed_handles(epoch)["ingest"]
+    assert h.row_counts["orders_deleted"] == 1
+    assert days_of(h.metrics["days_retracted"]) == {day_of[new].isoformat()}
 
 
 def test_killed_epoch_run_again_counts_nothing_twice(tpch, spark, spark_connect, tmp_path):
