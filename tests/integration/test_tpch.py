@@ -175,9 +175,9 @@ def _order_days(generated: Path) -> dict[int, date]:
     return {r["o_orderkey"]: r["o_orderdate"] for r in orders.to_pylist()}
 
 
-def _land_deletes(data: LocalStorage, generated: Path, day: str, keys: list[int]) -> None:
+def _land_deletes(data: LocalStorage, day: str, keys: list[int], day_of: dict[int, date]
+                  ) -> None:
     """A deletion file for ``day`` naming ``keys`` (repeats kept), with their order days."""
-    day_of = _order_days(generated)
     pq.write_table(pa.table({"o_orderkey": pa.array(keys, pa.int64()),
                              "o_orderdate": pa.array([day_of[k] for k in keys], pa.date32())}),
                    data.root / "raw" / "deletes" / f"{day}.parquet")
@@ -208,7 +208,7 @@ def test_a_late_file_for_a_history_day_rebuilds_its_month(tpch, spark, tmp_path)
     day_of = _order_days(generated)
     new = next(k for k, d in sorted(day_of.items())
                if d < HISTORY_UNTIL and k not in again and d.isoformat() != "1995-03-15")
-    _land_deletes(data, generated, _until(2), [*again, new, new])
+    _land_deletes(data, _until(2), [*again, new, new], day_of)
     epoch, meta = run_epoch(c, spark, data.uri(""), "d3", data_interval=_interval(3))
     assert meta.completed
     oracle.check_published(c, generated, _until(3), [*again, new])
