@@ -41,6 +41,10 @@ def airflow_env(home: Path, preload: bool = True, **extra: str) -> dict[str, str
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": sqlite_url(home),
         "AIRFLOW__CORE__PARALLELISM": "4",
+        # A task's supervisor gives the execution API 5 s per call by default; an api-server
+        # starved of CPU beside a Spark session answered the "task started" call later than
+        # that five times running once, and the run's three tasks failed without starting.
+        "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "30",
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYTHONPATH": str(ROOT),
         **(PRELOAD_ENV if preload else {}),
