@@ -34,6 +34,10 @@ from ..errors import NotFound, PreconditionFailed, StorageError
 from .base import ObjectInfo, Storage
 
 _CONFLICT_RETRIES = 5  # 409 ConditionalRequestConflict: a concurrent conditional write
+#: What a call to S3 raises. ValueError: a connection cut inside a header's value leaves
+#: http.client a header block it takes as complete, and botocore's parser fails on the
+#: value ('Invalid timestamp ""' for a Last-Modified cut after its colon).
+_S3_ERRORS = (ClientError, BotoCoreError, ValueError)
 
 #: The data loader every S3Storage's session shares: parsing botocore's S3 service model is
 #: most of what creating a client costs (70-300 ms each here, about 20 ms with the loader
@@ -138,6 +142,9 @@ class S3Storage(Storage):
         if isinstance(exc, HTTPClientError):  # reached, then cut or timed out
             return StorageError(f"S3 endpoint {self._endpoint()} dropped the request for "
                                 f"{where} ({type(exc).__name__})")
+        if isinstance(exc, ValueError):  # see _S3_ERRORS
+            return StorageError(f"S3 failure at {where}: incomplete response (a header "
+                                "cut short)")
         return StorageError(f"S3 failure at {where}: {type(exc).__name__}")
 
     def _endpoint(self) -> str:
@@ -146,7 +153,7 @@ class S3Storage(Storage):
     def _call(self, key: str, fn: Any, **kwargs: Any) -> Any:
         try:
             return fn(Bucket=self.bucket, Key=self._k(key), **kwargs)
-        except (ClientError, BotoCoreError) as exc:
+        except _S3_ERRORS as exc:
             raise self._error(exc, key) from None
 
     # -- reads -----------------------------------------------------------------------
@@ -154,7 +161,7 @@ class S3Storage(Storage):
         resp = self._call(key, self.client.get_object)
         try:
             data = resp["Body"].read()
-        except (ClientError, BotoCoreError) as exc:
+        except _S3_ERRORS as exc:
             raise self._error(exc, key) from None
         etag = self._complete(key, resp, "ETag", "ContentLength")
         if len(data) != resp["ContentLength"]:
@@ -173,7 +180,7 @@ class S3Storage(Storage):
             if exc.response.get("Error", {}).get("Code") == "InvalidRange":
                 return b""  # an empty object has no byte 0
             raise self._error(exc, key) from None
-        except BotoCoreError as exc:
+        except (BotoCoreError, ValueError) as exc:
             raise self._error(exc, key) from None
 
     def _complete(self, key: str, resp: dict[str, Any], *fields: str) -> str:
@@ -244,7 +251,7 @@ class S3Storage(Storage):
     def upload_file(self, key: str, path: str) -> ObjectInfo:
         try:
             self.client.upload_file(path, self.bucket, self._k(key), Config=self._transfer)
-        except (ClientError, BotoCoreError) as exc:
+        except _S3_ERRORS as exc:
             raise self._error(exc, key) from None
         except Exception as exc:  # boto3's S3UploadFailedError wraps ClientError
             raise StorageError(f"upload to {self.uri(key)} failed: {exc}") from None
@@ -255,7 +262,7 @@ class S3Storage(Storage):
             self.client.download_file(self.bucket, self._k(key), path, Config=self._transfer)
         except ClientError as exc:
             raise self._error(exc, key) from None
-        except BotoCoreError as exc:
+        except (BotoCoreError, ValueError) as exc:
             raise self._error(exc, key) from None
 
     def delete(self, key: str) -> None:
@@ -271,7 +278,7 @@ class S3Storage(Storage):
                 for obj in page.get("Contents", []):
                     yield ObjectInfo(obj["Key"][len(self.prefix):], obj["Size"], obj["ETag"],
                                      obj["LastModified"].timestamp())
-        except (ClientError, BotoCoreError) as exc:
+        except _S3_ERRORS as exc:
             raise self._error(exc, prefix) from None
 
     def stamps(self, keys: list[str]) -> dict[str, tuple[int, str] | None]:
@@ -310,7 +317,7 @@ class S3Storage(Storage):
             for page in self.client.get_paginator("list_objects_v2").paginate(**kwargs):
                 for cp in page.get("CommonPrefixes", []):
                     yield cp["Prefix"][len(self.prefix):]
-        except (ClientError, BotoCoreError) as exc:
+        except _S3_ERRORS as exc:
             raise self._error(exc, prefix) from None
 
     # -- misc ------------------------------------------------------------------------

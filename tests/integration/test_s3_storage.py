@@ -87,3 +87,39 @@ def test_stored_sha256_is_the_stores_checksum_or_none(s3_server, s3_bucket, tmp_
     assert [w.add_stored(n, n).sha256 for n in ("with", "crc")] == [want, want]
     assert w.hashed_by_store == 1
 
+
+
+def test_a_response_cut_inside_a_header_is_a_storage_error(monkeypatch):
+    """A connection cut inside a header's value (toxiproxy's limit_data did it to MinIO)
+    leaves http.client a header block it takes as complete, and botocore fails to parse
+    the value: a one-line StorageError naming the object, as for every other cut response,
+    which a retry handles; never botocore's ValueError."""
+    import socket
+    import threading
+
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.setenv(name, "cut-test")
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    cut = b'HTTP/1.1 200 OK\r\nContent-Length: 3\r\nETag: "abc"\r\nLast-Modified: '
+
+    def answer_cut() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                conn.recv(65536)
+                conn.sendall(cut)
+
+    threading.Thread(target=answer_cut, daemon=True).start()
+    try:
+        storage = S3Storage("bucket", "p/", endpoint_url=f"http://127.0.0.1:{port}",
+                            max_attempts=1)
+        for call in (storage.head, storage.read):
+            with pytest.raises(StorageError, match=r"^S3 failure at s3://bucket/p/x\.json: "
+                                                   r"incomplete response"):
+                call("x.json")
+    finally:
+        server.close()
