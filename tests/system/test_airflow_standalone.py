@@ -138,9 +138,9 @@ def test_triggered_runs_and_a_retry_that_restores(af):
     # Clearing one root job of a completed run (Airflow's "clear task"): a 500 before the
     # work-around for apache/airflow#70368. The root joins the run's epoch, which it had
     # acknowledged, so it is not run again and no second epoch begins.
-    r = sa.post(f"/api/v2/dags/{DAG}/clearTaskInstances",
-                {"dry_run": False, "dag_run_id": second, "task_ids": ["ingest_flights"],
-                 "only_failed": False})
+    r = sa.write("POST", f"/api/v2/dags/{DAG}/clearTaskInstances",
+                 {"dry_run": False, "dag_run_id": second, "task_ids": ["ingest_flights"],
+                  "only_failed": False})
     assert r.status_code == 200, r.text
     assert sa.wait_run(DAG, second) == "success", sa.tail()
     assert sa.task_tries(DAG, second)["ingest_flights"] == ("success", 2)
