@@ -180,7 +180,7 @@ class S3Storage(Storage):
             if exc.response.get("Error", {}).get("Code") == "InvalidRange":
                 return b""  # an empty object has no byte 0
             raise self._error(exc, key) from None
-        except (BotoCoreError, ValueError) as exc:
+        except _S3_ERRORS as exc:  # ClientError is answered above
             raise self._error(exc, key) from None
 
     def _complete(self, key: str, resp: dict[str, Any], *fields: str) -> str:
@@ -260,9 +260,7 @@ class S3Storage(Storage):
     def download_file(self, key: str, path: str) -> None:
         try:
             self.client.download_file(self.bucket, self._k(key), path, Config=self._transfer)
-        except ClientError as exc:
-            raise self._error(exc, key) from None
-        except (BotoCoreError, ValueError) as exc:
+        except _S3_ERRORS as exc:
             raise self._error(exc, key) from None
 
     def delete(self, key: str) -> None:

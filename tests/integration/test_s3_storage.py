@@ -88,7 +88,6 @@ def test_stored_sha256_is_the_stores_checksum_or_none(s3_server, s3_bucket, tmp_
     assert w.hashed_by_store == 1
 
 
-
 def test_a_response_cut_inside_a_header_is_a_storage_error(monkeypatch):
     """A connection cut inside a header's value (toxiproxy's limit_data did it to MinIO)
     leaves http.client a header block it takes as complete, and botocore fails to parse
