@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
+from urllib.parse import urlencode
 
 import requests
 
@@ -89,13 +90,14 @@ class AirflowApi:
 
         On SQLite, Airflow may answer 503 ("database is locked") to a request: it commits
         the backfill before creating its runs, and when the runs meet the lock it removes
-        the backfill again (best effort). The session asks again, and Airflow may refuse
-        that second request with 409, "already a running backfill", because of the first
-        one's backfill: committed (then this request's, found by its run conf, whose lineage
-        is unique) or being removed (then, once no backfill of the DAG is running any more,
-        the request is sent again). Airflow may also answer 500 "Database error" when its
-        audit log's insert, after the backfill's own, meets the lock: the backfill is
-        looked for, and the request sent again only when it is not there."""
+        the backfill again (best effort: the removal may land seconds later, or never).
+        The session asks again, and Airflow may refuse that second request with 409,
+        "already a running backfill", because of the first one's backfill. Airflow may
+        also answer 500 "Database error" when its audit log's insert, after the
+        backfill's own, meets the lock. In both cases the backfill started with this
+        request's conf (its lineage is unique) is looked for, and taken only once its
+        runs exist: one without runs is the first request's, being removed, and the
+        request is sent again when it is gone."""
         body = self._backfill_body(dag_id, first, last, conf)
         for pause in (0.5, 1.0, 2.0, 4.0, None):
             try:
@@ -103,18 +105,43 @@ class AirflowApi:
             except AirflowApiError as exc:
                 if exc.status == 409 and "already a running backfill" in str(exc):
                     mine, others = self._await_running_backfill(dag_id, conf)
-                    if mine is not None:
-                        return mine
-                    if others or pause is None:
+                    if mine is None and (others or pause is None):
                         raise
-                    continue  # the conflict was the first request's backfill, now removed
-                if exc.status != 500 or "Database error" not in str(exc) or pause is None:
+                elif exc.status == 500 and "Database error" in str(exc) and pause:
+                    time.sleep(pause)
+                    mine, _ = self._running_backfills(dag_id, conf)
+                else:
                     raise
-                time.sleep(pause)
-                mine, _ = self._running_backfills(dag_id, conf)
-                if mine is not None:
+                if mine is not None and self._has_runs(dag_id, mine, first, last, conf):
                     return mine
+                if pause is None:
+                    raise
+                # No backfill of this request, or one Airflow is removing: ask again.
         raise AssertionError("unreachable")  # the last pass returns or raises
+
+    def _has_runs(self, dag_id: str, backfill_id: int, first: date, last: date,
+                  conf: dict[str, Any]) -> bool:
+        """Whether backfill ``backfill_id`` has its runs (Airflow creates them in the
+        request that creates it, or removes it): False once it is gone. A backfill that
+        stays without runs was left by a removal that failed; Airflow's scheduler marks
+        it completed two minutes after its creation, and until then it holds the DAG."""
+        runs = f"/api/v2/dags/{dag_id}/dagRuns?" + urlencode(
+            {"run_type": "backfill", "limit": 100, "logical_date_gte": _midnight(first),
+             "logical_date_lte": _midnight(last)})
+        for pause in VISIBLE_AFTER:
+            time.sleep(pause)
+            try:
+                self.call("GET", f"/api/v2/backfills/{backfill_id}")
+            except AirflowApiError as exc:
+                if exc.status == 404:
+                    return False
+                raise
+            if any((r.get("conf") or {}) == conf
+                   for r in self.call("GET", runs).get("dag_runs", [])):
+                return True
+        raise AirflowApiError(f"Airflow kept backfill {backfill_id} of {dag_id} without its "
+                              "runs (its database was locked); it releases the DAG within "
+                              "two minutes: ask again then", 503)
 
     def _await_running_backfill(self, dag_id: str, conf: dict[str, Any]
                                 ) -> tuple[int | None, int]:

@@ -1,7 +1,8 @@
-"""flights_daily under a real `airflow standalone`, its tasks clients of a Spark Connect
-server: the plugin's REST API behind Airflow's auth, triggered runs, a retry that restores, a
-backfill from an epoch, and the Epochs page in headless Chromium. Assertions are on
-checkpoint storage and the published outputs.
+"""flights_daily under a real `airflow standalone` (LocalExecutor) on PostgreSQL, the
+metadata database users deploy, its tasks clients of a Spark Connect server: the plugin's
+REST API behind Airflow's auth, triggered runs, a retry that restores, a backfill from an
+epoch, and the Epochs page in headless Chromium. Assertions are on checkpoint storage and
+the published outputs. (SQLite's backfills: tests/system/test_airflow_cli.py.)
 
 The tests of this module share one Airflow and run in file order (each builds on the
 epochs of the one before)."""
@@ -27,6 +28,7 @@ from spark_jobs.flights.landing import land
 from tests import oracle
 from tests.airflow_env import ROOT
 from tests.airflow_standalone import Standalone, connect_env
+from tests.pg import fresh_database
 from tests.statsd_sink import StatsdSink
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]  # shares 2 cores with the fault matrix
@@ -42,13 +44,17 @@ def af(tmp_path_factory, spark_connect):
     # A DAG folder of its own: the backfill test deploys a fixed job by editing a DAG file.
     shutil.copytree(ROOT / "dags", tmp / "dags", ignore=shutil.ignore_patterns("__pycache__"))
     statsd = StatsdSink()  # Airflow's own StatsD metrics, with InfluxDB-style tags
+    # PostgreSQL: Airflow supports backfills on SQLite only without concurrent writers (a
+    # backfill created while the scheduler writes may be answered 503 and half made).
+    db_env = {"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": fresh_database("ckpt_airflow_standalone"),
+              "AIRFLOW__CORE__EXECUTOR": "LocalExecutor"}
     sa = Standalone(tmp / "airflow", CKPT_STORAGE=f"file://{tmp}/ckpt",
                     CKPT_DATA=f"file://{tmp}/data", FLIGHTS_RETRIES="1",
                     FLIGHTS_RETRY_DELAY_SECONDS="1", AIRFLOW__CORE__DAGS_FOLDER=str(tmp / "dags"),
                     AIRFLOW__METRICS__STATSD_ON="True", AIRFLOW__METRICS__STATSD_HOST="127.0.0.1",
                     AIRFLOW__METRICS__STATSD_PORT=str(statsd.port),
                     AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED="True",
-                    **connect_env(spark_connect))
+                    **db_env, **connect_env(spark_connect))
     sa.statsd = statsd
     try:
         sa.start()
@@ -256,6 +262,15 @@ def test_backfill_of_a_fixed_job_from_a_savepoint(af):
     runs = sa.get(f"/api/v2/dags/{DAG}/dagRuns",
                   params={"run_type": "backfill"}).json()["dag_runs"]
     assert sorted(r["state"] for r in runs) == ["success"] * 2, runs
+    # The runs are rows of the PostgreSQL database, not of some SQLite file.
+    import psycopg2
+
+    dsn = sa.env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"].replace("postgresql+psycopg2", "postgresql")
+    with psycopg2.connect(dsn) as conn, conn.cursor() as cur:
+        cur.execute("select count(*) from dag_run where dag_id = %s and backfill_id = %s",
+                    (DAG, bf["backfill_id"]))
+        assert cur.fetchone() == (2,)
+    assert not (sa.home / "airflow.db").exists()
     assert sa.wait_run(DAG, run) == "success", sa.tail()
     epochs = c.barriers(lineage)
     # Each epoch consumed the data day the preview said it would.

@@ -558,13 +558,17 @@ def test_a_stale_pipeline_is_announced_once_through_the_webhook(tmp_path, monkey
         hook.stop()
 
 
-def _fake_airflow(answers: list[tuple[int, dict]], backfills: list[dict]):
-    """An HTTP server answering POST /api/v2/backfills from ``answers`` in turn and
-    GET /api/v2/backfills with ``backfills``: Airflow's answers under a locked SQLite,
-    which cannot be provoked on purpose."""
+def _fake_airflow(answers: list[tuple[int, dict]], backfills: list[dict],
+                  with_runs: set[int] | None = None):
+    """An HTTP server answering POST /api/v2/backfills from ``answers`` in turn, GET
+    /api/v2/backfills with ``backfills`` (a list the test may change), GET
+    /api/v2/backfills/<id> from it, and a DAG's backfill runs: one per backfill of
+    ``with_runs`` (default: all), carrying its conf. Airflow's answers under a locked
+    SQLite, which cannot be provoked on purpose."""
     import json as _json
     import threading
     from http.server import BaseHTTPRequestHandler, HTTPServer
+    from urllib.parse import urlsplit
 
     posts: list[dict] = []
 
@@ -582,7 +586,18 @@ def _fake_airflow(answers: list[tuple[int, dict]], backfills: list[dict]):
             self._send(*answers.pop(0))
 
         def do_GET(self):  # noqa: N802
-            self._send(200, {"backfills": backfills})
+            path = urlsplit(self.path).path
+            if path == "/api/v2/backfills":
+                self._send(200, {"backfills": backfills})
+            elif path.startswith("/api/v2/backfills/"):
+                found = [b for b in backfills if str(b["id"]) == path.rsplit("/", 1)[1]]
+                self._send(200, found[0]) if found else self._send(404, {"detail": "gone"})
+            elif path.endswith("/dagRuns"):
+                self._send(200, {"dag_runs": [
+                    {"conf": b["dag_run_conf"]} for b in backfills
+                    if with_runs is None or b["id"] in with_runs]})
+            else:
+                self._send(404, {"detail": path})
 
         def log_message(self, *args):
             pass
@@ -647,3 +662,35 @@ def test_a_backfill_refused_as_already_running_is_found_or_asked_again(running, 
     finally:
         server.shutdown()
     assert len(posts) == {"none": 2, "mine": 1, "another": 1}[running]
+
+
+@pytest.mark.parametrize("fate", ["removed", "kept"])
+def test_a_backfill_found_without_runs_is_not_taken(fate, monkeypatch):
+    """The first request's backfill, found after the 409, has no runs: Airflow's removal of
+    it may land seconds later. Taking its id left a backfill that never ran, and main runs
+    waiting for it. Removed, the request is sent again; kept without runs (the removal
+    failed), the caller is told to ask again once Airflow releases the DAG."""
+    import threading
+    from datetime import date
+
+    from dag_checkpoints import airflow_api
+    from dag_checkpoints.airflow_api import AirflowApi, AirflowApiError
+
+    monkeypatch.setattr(airflow_api, "VISIBLE_AFTER", (0.0, 0.2, 0.2, 0.2))
+    conf = {"checkpoint": {"lineage": "bf-3"}}
+    refused = (409, {"detail": "There is already a running backfill for dag d"})
+    backfills = [{"id": 1, "completed_at": None, "dag_run_conf": conf}]
+    server, posts = _fake_airflow([refused, (200, {"id": 2})], backfills, with_runs=set())
+    if fate == "removed":  # Airflow's late removal of the orphan
+        threading.Timer(0.3, backfills.clear).start()
+    try:
+        api = AirflowApi(f"http://127.0.0.1:{server.server_port}")
+        if fate == "kept":
+            with pytest.raises(AirflowApiError, match="without its runs") as err:
+                api.create_backfill("d", date(2024, 1, 1), date(2024, 1, 2), conf)
+            assert err.value.status == 503
+        else:
+            assert api.create_backfill("d", date(2024, 1, 1), date(2024, 1, 2), conf) == 2
+    finally:
+        server.shutdown()
+    assert len(posts) == {"removed": 2, "kept": 1}[fate]
