@@ -136,7 +136,7 @@ class AirflowApi:
                 if exc.status == 404:
                     return False
                 raise
-            if any((r.get("conf") or {}) == conf
+            if any(_started_with(r.get("conf"), conf)
                    for r in self.call("GET", runs).get("dag_runs", [])):
                 return True
         raise AirflowApiError(f"Airflow kept backfill {backfill_id} of {dag_id} without its "
@@ -156,22 +156,28 @@ class AirflowApi:
 
     def _running_backfills(self, dag_id: str, conf: dict[str, Any]) -> tuple[int | None, int]:
         """(the running backfill of ``dag_id`` started with ``conf``, how many others of
-        it are running): the same checkpoint lineage (unique per backfill) when ``conf``
-        names one, else the same conf."""
-        lineage = (conf.get("checkpoint") or {}).get("lineage")
+        it are running)."""
         out = self.call("GET", f"/api/v2/backfills?dag_id={dag_id}&limit=100")
         mine, others = None, 0
         for b in out.get("backfills", []):
             if b.get("completed_at") is not None:
                 continue
-            theirs = b.get("dag_run_conf") or {}
-            same = ((theirs.get("checkpoint") or {}).get("lineage") == lineage
-                    if lineage else theirs == conf)
-            if same:
+            if _started_with(b.get("dag_run_conf"), conf):
                 mine = int(b["id"])
             else:
                 others += 1
         return mine, others
+
+
+def _started_with(theirs: dict[str, Any] | None, conf: dict[str, Any]) -> bool:
+    """Whether a backfill or run whose conf is ``theirs`` was started with ``conf``: the
+    same checkpoint lineage (unique per backfill) when ``conf`` names one, else the same
+    conf."""
+    theirs = theirs or {}
+    lineage = (conf.get("checkpoint") or {}).get("lineage")
+    if lineage:
+        return (theirs.get("checkpoint") or {}).get("lineage") == lineage
+    return theirs == conf
 
 
 def _detail(r: requests.Response) -> str:

@@ -591,7 +591,10 @@ def _fake_airflow(answers: list[tuple[int, dict]], backfills: list[dict],
                 self._send(200, {"backfills": backfills})
             elif path.startswith("/api/v2/backfills/"):
                 found = [b for b in backfills if str(b["id"]) == path.rsplit("/", 1)[1]]
-                self._send(200, found[0]) if found else self._send(404, {"detail": "gone"})
+                if found:
+                    self._send(200, found[0])
+                else:
+                    self._send(404, {"detail": "gone"})
             elif path.endswith("/dagRuns"):
                 self._send(200, {"dag_runs": [
                     {"conf": b["dag_run_conf"]} for b in backfills
