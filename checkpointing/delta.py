@@ -85,6 +85,18 @@ def open_table(location: str, endpoint_url: str | None = None, version: int | No
                       storage_options=storage_options(location, endpoint_url))
 
 
+def _same_partitioning(dt: Any, spec: TableSpec, app: str) -> None:
+    """Refuse an output partitioned otherwise than its existing table: delta-rs would commit
+    the files under the table's partition columns, and readers would see those columns
+    null."""
+    have = list(dt.metadata().partition_columns)
+    if have != list(spec.partition_by):
+        raise TableCommitError(
+            f"table {app!r} is partitioned by {have or 'nothing'}, its output by "
+            f"{list(spec.partition_by) or 'nothing'}: write the output as the table is "
+            "partitioned, or move the table aside to recreate it")
+
+
 class DeltaCommitter:
     """Commits staged files of one epoch to a Delta table, exactly once per epoch."""
 
@@ -107,6 +119,7 @@ class DeltaCommitter:
         last: Exception | None = None
         for _ in range(_ATTEMPTS):
             dt = self._open(path, spec, schema, opts)
+            _same_partitioning(dt, spec, app)
             done = dt.transaction_version(app)
             if done is not None and done >= epoch_id:
                 return TableCommit(self._version_of(dt, app, epoch_id), False)

@@ -315,3 +315,22 @@ def test_a_file_a_foreign_vacuum_deleted_is_never_committed(env, tmp_path):
     with pytest.raises(TableCommitError, match="keeps 1 file"):
         commit_tables("p", "bf", 99, first, endpoint)  # epoch 1's content, committed again
     assert rows_deltalake(spec.location, endpoint) == [("d1", "a", 1), ("d2", "b", 2)]
+
+
+def test_an_output_partitioned_otherwise_than_its_table_is_refused(env, tmp_path):
+    """Delta would commit an unpartitioned output's files under the table's partition
+    columns, whose values readers would then see null: refused in one line, the table as
+    it was."""
+    from checkpointing.tables import TableCommitError
+
+    c, wh, endpoint = env
+    by_day = TableSpec(f"{wh}/by_day", "replace_partitions", ("day",))
+    _epoch(c, tmp_path, by_day, [("a", 1, "d1"), ("b", 1, "d2")], "r1")
+    refused = r"partitioned by \['day'\], its output by nothing"
+    with pytest.raises(TableCommitError, match=refused):
+        _epoch(c, tmp_path, TableSpec(by_day.location, "overwrite"), [("c", 3, "d3")], "r2")
+    # The epoch is decided; its publish step, run again, refuses again.
+    assert c.latest_completed() == 2
+    with pytest.raises(TableCommitError, match=refused):
+        commit_tables("p", "r2", 2, c.completed_handles(2)["gold"].outputs, endpoint)
+    assert rows_deltalake(by_day.location, endpoint) == [("d1", "a", 1), ("d2", "b", 1)]
