@@ -119,7 +119,6 @@ class DeltaCommitter:
         last: Exception | None = None
         for _ in range(_ATTEMPTS):
             dt = self._open(path, spec, schema, opts)
-            _same_partitioning(dt, spec, app)
             done = dt.transaction_version(app)
             if done is not None and done >= epoch_id:
                 return TableCommit(self._version_of(dt, app, epoch_id), False)
@@ -131,6 +130,8 @@ class DeltaCommitter:
                     continue
                 log.info("table %s: epoch %d merged as version %d", app, epoch_id, version)
                 return TableCommit(version, True)
+            # Only here: a merge writes through delta-rs, which partitions as the table is.
+            _same_partitioning(dt, spec, app)
             actions = self._actions(dt, spec, app, epoch_id, files, meta)
             props = CommitProperties(
                 custom_metadata={"ckpt.app_id": app, "ckpt.epoch_id": str(epoch_id)},
