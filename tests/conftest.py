@@ -8,13 +8,13 @@ import pytest
 from checkpointing.storage import LocalStorage
 from checkpointing.storage.s3 import S3Storage
 from tests.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server
+from tests.spark_cds import spark_env
 
 # Every Spark JVM the tests start (local sessions, Connect servers, spark-submit drivers and
-# executors) reads the suite's spark-defaults.conf; the standalone daemons take the same
-# JVM options from SPARK_DAEMON_JAVA_OPTS. Why: tests/spark_conf/spark-defaults.conf.
-_SPARK_CONF_DIR = os.path.join(os.path.dirname(__file__), "spark_conf")
-os.environ.setdefault("SPARK_CONF_DIR", _SPARK_CONF_DIR)
-os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# executors, the standalone daemons) takes the suite's JVM options, and the class-data
+# sharing archive `make test` builds, from the environment. Why: tests/spark_cds.py.
+for _k, _v in spark_env().items():
+    os.environ.setdefault(_k, _v)
 
 
 def pytest_configure(config):
