@@ -113,8 +113,20 @@ class Standalone:
 
     def get(self, path: str, user: str | None = "admin", headers: dict | None = None,
             **kw: Any) -> requests.Response:
-        return requests.get(f"{self.url}{path}", headers={**self._headers(user), **(headers or {})},
-                            timeout=30, **kw)
+        """A read, asked again (twice at most) when the API server took more than 30 s to
+        answer: with three test modules on two cores its workers wait for CPU, and a
+        read is safe to repeat (a user's browser asks again too)."""
+        def ask() -> requests.Response:
+            return requests.get(f"{self.url}{path}",
+                                headers={**self._headers(user), **(headers or {})},
+                                timeout=30, **kw)
+
+        for _ in range(2):
+            try:
+                return ask()
+            except requests.exceptions.ReadTimeout:
+                pass
+        return ask()
 
     def put(self, path: str, user: str | None = "admin") -> requests.Response:
         return requests.put(f"{self.url}{path}", headers=self._headers(user), timeout=60)
