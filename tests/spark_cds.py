@@ -92,14 +92,13 @@ def build() -> Path:
         old.unlink()
     sys.path.insert(0, str(ROOT))
     from spark_jobs.runtime.connect_server import ConnectServer
-    from spark_jobs.runtime.processes import free_port
 
     partial = archive.with_suffix(".partial")
     env = {"SPARK_CONF_DIR": str(CONF_DIR),
            "SPARK_SUBMIT_OPTS": f"{JVM_OPTS} -XX:ArchiveClassesAtExit={partial}"}
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     with tempfile.TemporaryDirectory(prefix="ckpt-cds-") as tmp:
-        server = ConnectServer(port=free_port(), driver_memory="1g",
+        server = ConnectServer(port=0, driver_memory="1g",  # a free port, race-proof
                                log_path=Path(tmp) / "server.log",
                                warehouse=Path(tmp) / "warehouse", extra_env=env)
         server.start()
