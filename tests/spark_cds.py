@@ -18,10 +18,10 @@ package test's fresh virtual environment), the JVM starts as it would without it
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -41,6 +41,9 @@ JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 #: cache evicts, and the epochs' repeated queries compile again: with 5,000 entries the
 #: process-fault matrix's server took 386 CPU-s against 441.
 CODEGEN_CACHE = "spark.sql.codegen.cache.maxEntries=5000"
+#: A mismatched archive is not an error: the JVM then loads its classes as usual, and with
+#: these log tags off no test sees a warning on stderr.
+QUIET = "-Xlog:cds=off,cds+dynamic=off"
 
 
 def _spark_jars() -> Path:
@@ -49,12 +52,15 @@ def _spark_jars() -> Path:
     return Path(os.environ.get("SPARK_HOME") or Path(pyspark.__file__).parent) / "jars"
 
 
+@functools.cache
 def archive_path() -> Path:
-    """Where the archive of this Spark and this JVM is: a new pyspark or JDK builds anew."""
+    """Where the archive of this Spark and this JVM is: a new pyspark or JDK (or jars
+    reinstalled: the JVM compares their sizes and times) builds anew. Once per process."""
     java = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
     jars = _spark_jars()
     key = hashlib.sha256((java + str(jars) + "".join(
-        f"{p.name}:{p.stat().st_size}" for p in sorted(jars.glob("*.jar")))).encode())
+        f"{p.name}:{p.stat().st_size}:{p.stat().st_mtime_ns}"
+        for p in sorted(jars.glob("*.jar")))).encode())
     return CDS_DIR / f"spark-{key.hexdigest()[:16]}.jsa"
 
 
@@ -68,9 +74,7 @@ def spark_env() -> dict[str, str]:
     except (OSError, ImportError):  # no JVM or no pyspark here (the unit tier needs neither)
         archive = None
     if archive is not None and archive.exists():
-        # A mismatch is not an error: the JVM then loads its classes as usual (the log
-        # tags off, so that no test sees a warning on stderr).
-        opts += f" -XX:SharedArchiveFile={archive} -Xlog:cds=off,cds+dynamic=off"
+        opts += f" -XX:SharedArchiveFile={archive} {QUIET}"
     return {"SPARK_CONF_DIR": str(CONF_DIR),
             # spark-submit's JVMs (the launcher adds SPARK_SUBMIT_OPTS to the driver's
             # options); their executors get the same through SparkConf's system properties
@@ -90,7 +94,6 @@ def build() -> Path:
     CONF_DIR.mkdir(parents=True, exist_ok=True)
     for old in CDS_DIR.glob("spark-*.jsa"):
         old.unlink()
-    sys.path.insert(0, str(ROOT))
     from spark_jobs.runtime.connect_server import ConnectServer
 
     partial = archive.with_suffix(".partial")

@@ -8,23 +8,19 @@ from __future__ import annotations
 import os
 import subprocess
 
-import pytest
-
 from spark_jobs.runtime.connect_server import spark_home
-from tests.spark_cds import CONF_DIR, archive_path, spark_env
+from tests.spark_cds import CONF_DIR, QUIET, build, spark_env
 
 
 def test_spark_submit_maps_the_suites_archive():
-    archive = archive_path()
-    if not archive.exists():
-        pytest.skip("the archive is built by `make test` (python -m tests.spark_cds)")
+    archive = build()  # `make test` built it already; a module run alone builds it here
     env = {**os.environ, **spark_env()}
     assert env["SPARK_CONF_DIR"] == str(CONF_DIR) and not any(CONF_DIR.iterdir())
     opts = env["SPARK_SUBMIT_OPTS"]
     assert f"-XX:SharedArchiveFile={archive}" in opts
     # -Xshare:on: a JVM that cannot map the archive refuses to start; the log tags on, so
     # that the reason is in the failure.
-    env["SPARK_SUBMIT_OPTS"] = opts.replace("-Xlog:cds=off,cds+dynamic=off", "") + \
+    env["SPARK_SUBMIT_OPTS"] = opts.replace(QUIET, "") + \
         " -Xshare:on"
     out = subprocess.run([str(spark_home() / "bin" / "spark-submit"), "--version"], env=env,
                          capture_output=True, text=True, timeout=120)
