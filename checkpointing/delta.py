@@ -40,6 +40,7 @@ from .tables import (
     partition_values,
     read_staged_rows,
     relative_path,
+    require_same_partitioning,
 )
 
 log = logging.getLogger("checkpointing.delta")
@@ -89,12 +90,7 @@ def _same_partitioning(dt: Any, spec: TableSpec, app: str) -> None:
     """Refuse an output partitioned otherwise than its existing table: delta-rs would commit
     the files under the table's partition columns, and readers would see those columns
     null."""
-    have = list(dt.metadata().partition_columns)
-    if have != list(spec.partition_by):
-        raise TableCommitError(
-            f"table {app!r} is partitioned by {have or 'nothing'}, its output by "
-            f"{list(spec.partition_by) or 'nothing'}: write the output as the table is "
-            "partitioned, or move the table aside to recreate it")
+    require_same_partitioning(list(dt.metadata().partition_columns), spec, app)
 
 
 class DeltaCommitter:

@@ -38,6 +38,7 @@ from .tables import (
     TableVacuum,
     diff_with_table,
     read_staged_rows,
+    require_same_partitioning,
 )
 
 log = logging.getLogger("checkpointing.iceberg")
@@ -77,6 +78,20 @@ def open_table(spec: TableSpec, endpoint_url: str | None = None) -> Any:
     return load_catalog(spec, endpoint_url).load_table(spec.name)
 
 
+def _same_partitioning(table: Any, spec: TableSpec, app: str) -> None:
+    """Refuse an output partitioned otherwise than its existing table: a staged file
+    holding several values of the table's partition column cannot be added to it, and the
+    files a ``replace_partitions`` output replaces are found by the output's partition
+    columns. Non-identity partitions (a table made elsewhere) are named by their
+    transform."""
+    schema = table.schema()
+    have = []
+    for field in table.spec().fields:
+        col = schema.find_column_name(field.source_id)
+        have.append(col if str(field.transform) == "identity" else f"{field.transform}({col})")
+    require_same_partitioning(have, spec, app)
+
+
 class IcebergCommitter:
     """Commits staged files of one epoch to an Iceberg table, exactly once per epoch."""
 
@@ -98,6 +113,8 @@ class IcebergCommitter:
             done = committed_snapshot(table, app, epoch_id)
             if done is not None:
                 return TableCommit(done, False)
+            if spec.mode != "merge":  # a merge writes through pyiceberg, as the table is
+                _same_partitioning(table, spec, app)
             try:
                 snapshot = self._commit(table, spec, app, epoch_id, files, meta)
             except (CommitFailedException, ValidationException) as exc:

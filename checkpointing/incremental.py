@@ -267,23 +267,27 @@ class SnapshotWriter:
             # (1.8) The output lists the table's whole content after this epoch: what it
             # staged plus what it keeps of the previous epoch's, so that committing it
             # anywhere (a backfill's promotion onto a table main moved on) is a diff.
-            refs = refs + self._kept_table_files(prev, spec, refs, replaced)
+            refs = refs + self._kept_table_files(output, prev, spec, refs, replaced)
             meta["table_files"] = "all"
         out = OutputRef(tuple(refs), rows, meta)
         self._outputs[output] = out
         return out
 
-    def _kept_table_files(self, prev: OutputRef | None, spec: Any, staged: list[FileRef],
-                          replaced: Any) -> list[FileRef]:
+    def _kept_table_files(self, output: str, prev: OutputRef | None, spec: Any,
+                          staged: list[FileRef], replaced: Any) -> list[FileRef]:
         """The previous epoch's files of a table output that stay in the table: none for
         ``overwrite``; for ``replace_partitions``, those of the partitions this epoch
-        neither wrote nor names in ``replaced``. Kept by reference."""
-        from .tables import TableSpec, partition_key
+        neither wrote nor names in ``replaced``. Kept by reference; refused when the
+        previous epoch partitioned the table otherwise (its files have no such partition)."""
+        from .tables import TableSpec, partition_key, require_same_partitioning
 
         if (spec.mode != "replace_partitions" or prev is None
-                or prev.meta.get("table_files") != "all"
-                or TableSpec.from_json(prev.meta["table"]).location != spec.location):
+                or prev.meta.get("table_files") != "all"):
             return []
+        before = TableSpec.from_json(prev.meta["table"])
+        if before.location != spec.location:
+            return []
+        require_same_partitioning(list(before.partition_by), spec, output)
         gone = {partition_key(spec, f) for f in staged}
         gone |= {tuple(str(v) for v in p) if isinstance(p, tuple) else (str(p),)
                  for p in replaced}

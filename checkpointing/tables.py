@@ -126,6 +126,15 @@ def table_schema_json(arrow_schema: Any, spec: TableSpec) -> str:
     return Schema.from_arrow(arrow_schema).to_json()
 
 
+def require_same_partitioning(have: list[str], spec: TableSpec, app: str) -> None:
+    """Refuse an output whose partition columns are not its existing table's ``have``."""
+    if have != list(spec.partition_by):
+        raise TableCommitError(
+            f"table {app!r} is partitioned by {have or 'nothing'}, its output by "
+            f"{list(spec.partition_by) or 'nothing'}: write the output as the table is "
+            "partitioned, or move the table aside to recreate it")
+
+
 def relative_path(spec: TableSpec, ref: FileRef) -> str:
     """A staged file's path inside the table (the ``add`` action's path)."""
     root = unquote(spec.location.replace("s3a://", "s3://")) + "/"

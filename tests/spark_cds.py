@@ -41,6 +41,14 @@ JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 #: cache evicts, and the epochs' repeated queries compile again: with 5,000 entries the
 #: process-fault matrix's server took 386 CPU-s against 441.
 CODEGEN_CACHE = "spark.sql.codegen.cache.maxEntries=5000"
+#: Spark's interpreted evaluation instead of generated code (whole-stage code generation off,
+#: and the expression factories' ``NO_CODEGEN`` mode, which Spark's own suites run too): the
+#: suite's queries are many and their data tiny, so compiling each shape costs more than
+#: running it. Alone, the process-fault matrix took 224 machine CPU-s against 360 (its
+#: Connect server compiled the most), the local-Spark jobs module 340 against 401. The
+#: benchmarks, `make bench-check` among them, and production keep Spark's default.
+INTERPRETED = ("-Dspark.sql.codegen.wholeStage=false "
+               "-Dspark.sql.codegen.factoryMode=NO_CODEGEN")
 #: A mismatched archive is not an error: the JVM then loads its classes as usual, and with
 #: these log tags off no test sees a warning on stderr.
 QUIET = "-Xlog:cds=off,cds+dynamic=off"
@@ -79,7 +87,7 @@ def spark_env() -> dict[str, str]:
             # spark-submit's JVMs (the launcher adds SPARK_SUBMIT_OPTS to the driver's
             # options); their executors get the same through SparkConf's system properties
             "SPARK_SUBMIT_OPTS": f"{opts} -Dspark.executor.defaultJavaOptions='{opts}' "
-                                 f"-D{CODEGEN_CACHE}",
+                                 f"-D{CODEGEN_CACHE} {INTERPRETED}",
             # the standalone master and worker
             "SPARK_DAEMON_JAVA_OPTS": opts}
 
@@ -98,7 +106,9 @@ def build() -> Path:
 
     partial = archive.with_suffix(".partial")
     env = {"SPARK_CONF_DIR": str(CONF_DIR),
-           "SPARK_SUBMIT_OPTS": f"{JVM_OPTS} -XX:ArchiveClassesAtExit={partial}"}
+           # the suite's mode: the interpreted evaluators' classes go into the archive
+           "SPARK_SUBMIT_OPTS": f"{JVM_OPTS} {INTERPRETED} "
+                                f"-XX:ArchiveClassesAtExit={partial}"}
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     with tempfile.TemporaryDirectory(prefix="ckpt-cds-") as tmp:
         server = ConnectServer(port=0, driver_memory="1g",  # a free port, race-proof

@@ -6,6 +6,7 @@ it after the suite), `make test` does not."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +28,16 @@ KEYS = {"recovery_speedup_d30", "recovery_speedup_d90", "recovery_speedup_d180",
         "epochs_page_requests_365", "details", "quick", "days", "scale", "repeats",
         "seconds",
         "machine"}
+
+
+@pytest.fixture(autouse=True)
+def _spark_generates_code(monkeypatch):
+    """The benchmark scripts run as users run them, Spark generating code for its queries:
+    the rest of the suite evaluates them interpreted (tests/spark_cds.py)."""
+    from tests.spark_cds import INTERPRETED
+
+    opts = os.environ.get("SPARK_SUBMIT_OPTS", "")
+    monkeypatch.setenv("SPARK_SUBMIT_OPTS", opts.replace(INTERPRETED, ""))
 
 
 def test_quick_bench_writes_the_documented_keys(tmp_path):

@@ -130,6 +130,35 @@ def test_replace_partitions_and_time_travel_by_epoch(env, tmp_path):
     assert [f.name for f in t.spec().fields] == ["day"]  # identity partition on day
 
 
+def test_an_output_partitioned_otherwise_than_its_table_is_refused(env, tmp_path):
+    """An unpartitioned output of a table partitioned by day (its file holds two days,
+    which Iceberg cannot file under one partition), and a partitioned output of an
+    unpartitioned table, are refused in one line; each table stays as it was."""
+    from checkpointing.tables import TableCommitError
+
+    c, wh, endpoint = env
+    by_day = _spec(wh, "replace_partitions", ("day",))
+    _epoch(c, tmp_path, by_day, [("a", 1, "d1"), ("b", 1, "d2")], "r1")
+    refused = r"partitioned by \['day'\], its output by nothing"
+    with pytest.raises(TableCommitError, match=refused):
+        _epoch(c, tmp_path, TableSpec(by_day.location, "overwrite", format="iceberg",
+                                      name=by_day.name, catalog="ckpt"),
+               [("c", 3, "d3"), ("d", 4, "d4")], "r2")
+    assert rows_pyiceberg(by_day, endpoint) == [("d1", "a", 1), ("d2", "b", 1)]
+    # The refused epoch stays decided and unpublished (its publish step refuses again at
+    # the next begin): the other table gets a pipeline of its own. Its partitioned output
+    # is refused when the task stages it (the previous epoch's files have no partition).
+    c = Coordinator(c.storage, "q")
+    whole = _spec(wh, "overwrite")
+    _epoch(c, tmp_path, whole, [("a", 1, "d1")], "r3")
+    staged_otherwise = r"'t' is partitioned by nothing, its output by \['day'\]"
+    with pytest.raises(TableCommitError, match=staged_otherwise):
+        _epoch(c, tmp_path, TableSpec(whole.location, "replace_partitions", ("day",),
+                                      format="iceberg", name=whole.name, catalog="ckpt"),
+               [("b", 2, "d2")], "r4")
+    assert rows_pyiceberg(whole, endpoint) == [("d1", "a", 1)]
+
+
 def test_a_commit_step_killed_after_the_table_commit_commits_nothing_twice(env, tmp_path):
     c, wh, endpoint = env
     spec = _spec(wh, "append")
