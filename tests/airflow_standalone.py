@@ -93,6 +93,12 @@ class Standalone:
         except subprocess.TimeoutExpired:
             os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait(10)
+        # What of its group outlived it (two idle LocalExecutor workers did once, orphaned
+        # for the rest of the suite) goes too.
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
         self.log.close()
 
     def tail(self, n: int = 4000) -> str:
