@@ -197,9 +197,23 @@ class Compose:
 
     # -- what bench/drills.py reads of a cluster ------------------------------------------
     def kill(self, container: str, sig: int = 9) -> None:
-        """A container's death: SIGKILL to its processes (`podman kill`)."""
-        subprocess.run([self.engine, "kill", "-s", str(sig), container], check=True,
-                       capture_output=True)
+        """A container's death: SIGKILL to its processes (`podman kill`). An engine that
+        signals no paused container has it unpaused first."""
+        r = subprocess.run([self.engine, "kill", "-s", str(sig), container],
+                           capture_output=True, text=True)
+        if r.returncode != 0 and "paused" in r.stderr.lower():
+            self.unpause(container)
+            r = subprocess.run([self.engine, "kill", "-s", str(sig), container],
+                               capture_output=True, text=True)
+        if r.returncode != 0:
+            raise ComposeError(f"compose: kill {container}: {r.stderr.strip()[-300:]}")
+
+    def pause(self, container: str) -> None:
+        """Freeze every process of a container (its cgroup's freezer)."""
+        subprocess.run([self.engine, "pause", container], check=True, capture_output=True)
+
+    def unpause(self, container: str) -> None:
+        subprocess.run([self.engine, "unpause", container], check=True, capture_output=True)
 
     def start(self, container: str, timeout: float = 300) -> None:
         """Start a stopped or killed container and wait until it is healthy again."""
