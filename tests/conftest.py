@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 import os
 import uuid
 
@@ -19,6 +20,10 @@ for _k, _v in spark_env().items():
 
 def pytest_configure(config):
     """``CKPT_TEST_CPU_LOG=<file>``: each test's wall and CPU seconds (tests/cpu_log.py)."""
+    # py4j logs "Closing down clientserver connection" at INFO from a finalizer at
+    # interpreter exit, after pytest closed the stream its handler writes to: a "Logging
+    # error" traceback at the end of every run with a local Spark session.
+    logging.getLogger("py4j").setLevel(logging.WARNING)
     # Under xdist the controller sees every test's report too: only the process that ran
     # the test measures it.
     xdist_controller = bool(getattr(config.option, "numprocesses", None)) and \
