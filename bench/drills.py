@@ -20,6 +20,7 @@ import sys
 import tempfile
 import time
 import traceback
+from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
@@ -56,6 +57,17 @@ VICTIM_TASK = "ingest_flights"
 
 class DrillError(RuntimeError):
     pass
+
+
+@dataclass(frozen=True)
+class VictimKill:
+    """A worker killed while it ran the victim task of a run."""
+
+    run_id: str
+    logical: date
+    ti: dict  # the task instance as it was killed
+    worker: str
+    after: float  # seconds into the task
 
 
 class Airflow:
@@ -365,9 +377,28 @@ class Drills:
                                  f"{self.af.error_of(run_id, task, ti['try_number'])}")
 
     # -- the drills --------------------------------------------------------------
-    def kill_victim_mid_task(self, run_id: str, after: float) -> tuple[dict, str] | None:
-        """SIGKILL the worker running the victim task ``after`` seconds into it: (the task
-        instance as killed, the worker), or None when the task had ended first.
+    def kill_worker_mid_task(self, delays: tuple[float, ...] = (4, 2, 1),
+                             notes: list[str] | None = None) -> VictimKill:
+        """Trigger the next run and SIGKILL the worker running its victim task ``delays[0]``
+        seconds into it. A task that ends first leaves a clean epoch, and the next run's
+        task is killed sooner (the next delay); ``notes`` gets a line per such run."""
+        for after in delays:
+            run_id, logical = self.trigger_next()
+            killed = self._kill_if_running(run_id, after)
+            if killed is not None:
+                return VictimKill(run_id, logical, *killed, after)
+            state = self.finish(run_id, logical)
+            if notes is not None:
+                notes.append(f"{VICTIM_TASK} of {run_id} ended within {after} s; the run "
+                             f"ended {state}, the next run is killed sooner")
+            if state != "success":
+                raise DrillError(f"a run whose {VICTIM_TASK} was not killed ended {state}")
+        raise DrillError(f"{VICTIM_TASK} ended within {delays[-1]:g} s in {len(delays)} "
+                         "runs: no task to kill")
+
+    def _kill_if_running(self, run_id: str, after: float) -> tuple[dict, str] | None:
+        """(the victim task instance as killed, its worker) ``after`` seconds into the task,
+        or None when the task had ended first.
 
         The worker is frozen before its task's state is read, so the task cannot end between
         that read and the kill (a warm 9 s task once ended in that gap, and the drill then
@@ -385,28 +416,15 @@ class Drills:
 
     def worker_kill(self) -> FaultResult:
         """SIGKILL the Celery worker (its whole process group, as a container dies) running
-        a Spark task mid-job: the task is retried on the other worker and restores. A task
-        that ends before its worker is killed leaves a clean epoch; the next run is tried
-        sooner into the task (4, 2, 1 s)."""
+        a Spark task mid-job: the task is retried on the other worker and restores."""
         res = FaultResult("worker_kill")
-        for after in (4, 2, 1):
-            run_id, logical = self.trigger_next()
-            killed = self.kill_victim_mid_task(run_id, after)
-            if killed is not None:
-                break
-            state = self.finish(run_id, logical)
-            res.notes.append(f"{VICTIM_TASK} of {run_id} ended within {after} s; the run "
-                             f"ended {state}, the next run is killed sooner")
-            if state != "success":
-                raise DrillError(f"a run whose {VICTIM_TASK} was not killed ended {state}")
-        else:
-            raise DrillError(f"{VICTIM_TASK} ended within 1 s in three runs: no task to kill")
-        ti, victim = killed
+        k = self.kill_worker_mid_task(notes=res.notes)
+        run_id, logical, ti, victim = k.run_id, k.logical, k.ti, k.worker
         t_kill = time.monotonic()
         retry = self.af.wait_task(run_id, VICTIM_TASK, ("running", "success"),
                                   min_try=ti["try_number"] + 1, timeout=900)
         res.notes.append(f"SIGKILL {victim} running {VICTIM_TASK} try {ti['try_number']} "
-                         f"{after} s in; try {retry['try_number']} {retry['state']} "
+                         f"{k.after:g} s in; try {retry['try_number']} {retry['state']} "
                          f"{time.monotonic() - t_kill:.0f} s later")
         other = self.deploy.worker_of(retry, 30) if retry["state"] == "running" \
             else "finished before seen"
