@@ -143,7 +143,8 @@ class ParentSelector:
     def _verify(self, epoch_id: int):  # noqa: ANN202 (VerifyReport)
         """Verify a completed epoch's files against the newest verification record (5.16)
         of the epoch itself or of its parent: files unchanged since are checked by size and
-        etag, the others hashed; a clean verification is recorded for the next begin."""
+        stamp, the others by the store's checksum or hashed; a clean verification is
+        recorded for the next begin."""
         from .verify import read_record, verify_handles, write_record
 
         storage, layout = self.store.storage, self.store.layout
@@ -155,8 +156,9 @@ class ParentSelector:
         report = verify_handles(storage, epoch_id, self.completed_handles(epoch_id),
                                 known=record.files if record else None)
         log.info("pipeline %s: epoch %d verified for restore: %d file(s) hashed (%d bytes), "
-                 "%d unchanged since %s", self.store.pipeline_id, epoch_id,
-                 report.files_checked, report.bytes_checked, report.files_unchanged,
+                 "%d by the store's checksum, %d unchanged since %s", self.store.pipeline_id,
+                 epoch_id, report.files_checked, report.bytes_checked,
+                 report.files_checked_by_store, report.files_unchanged,
                  f"epoch {record.epoch_id}'s record" if record else "no record")
         if report.ok and (record is None or record.epoch_id != epoch_id):
             write_record(storage, layout, report, self.store.clock())

@@ -38,7 +38,13 @@ def s3a_conf(endpoint_url: str | None) -> dict[str, str]:
             # delete), and no _SUCCESS marker is put. On MinIO a tpch_daily epoch made
             # about 15 % fewer requests.
             "spark.hadoop.mapreduce.fileoutputcommitter.algorithm.version": "2",
-            "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false"}
+            "spark.hadoop.mapreduce.fileoutputcommitter.marksuccessfuljobs": "false",
+            # Spark creates each file under a fresh task directory, never over a directory
+            # nor below a file: S3A's checks for those (a LIST and HEADs per file and per
+            # mkdir) buy nothing. tpch_daily's daily epoch on MinIO made 11 % fewer
+            # requests (713 -> 637, medians) and took 3 % less time (4.33 -> 4.18 s),
+            # alternating with the checks on in one run.
+            "spark.hadoop.fs.s3a.performance.flags": "create,mkdir"}
     if endpoint_url:
         conf.update({"spark.hadoop.fs.s3a.endpoint": endpoint_url,
                      "spark.hadoop.fs.s3a.path.style.access": "true",

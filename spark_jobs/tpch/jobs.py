@@ -252,9 +252,11 @@ def ingest(run: JobRun) -> JobResult:
             now = now.unionByName(p)
         now = now.join(deleted.select("o_orderkey"), "o_orderkey", "left_anti") \
             .withColumn("bucket", _bucket_col(grouped))
-        # One file per bucket, its rows by day.
-        run.write_state(now.repartition(F.col("bucket")).sortWithinPartitions("day"),
-                        "orders", "bucket", options=BUCKET_OPTIONS)
+        # One file per bucket. Not sorted by day within it: a partitioned write sorts by
+        # its partition column, and Spark's optimizer drops a sort beneath that one (seen
+        # in the write's plan).
+        run.write_state(now.repartition(F.col("bucket")), "orders", "bucket",
+                        options=BUCKET_OPTIONS)
     if rebuilt or removed_days:  # else nothing is retracted: no write (on S3, requests)
         # One file, but the scan of the deleted orders' buckets stays parallel: coalesce(1)
         # would run it in one task (4.6 s against 2.9 s at scale factor 10, measured).

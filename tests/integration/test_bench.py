@@ -101,7 +101,8 @@ def test_structured_streaming_at_a_scale_equals_ours_and_says_where_time_goes(tm
 
 
 def test_tpch_bench_runs_at_a_small_scale_and_writes_its_documented_keys(tmp_path):
-    """`make bench-scale`'s script end to end at scale factor 0.01 (a history, four daily
+    """`make bench-scale`'s script end to end at scale factor 0.01 (two history epochs,
+    each with plain Spark after it, four daily
     epochs with two deletion days of 60 orders, the recovery, the task-process epoch, the
     10 % history): its results equal DuckDB's and every key it writes is in
     bench/README.md."""
@@ -109,6 +110,7 @@ def test_tpch_bench_runs_at_a_small_scale_and_writes_its_documented_keys(tmp_pat
     r = subprocess.run([sys.executable, str(ROOT / "bench/tpch_bench.py"), "--scale", "0.01",
                         "--days", "4", "--delete-every", "2", "--deletes", "60",
                         "--streaming-days", "0", "--driver-memory", "1g",
+                        "--initial-repeats", "2",
                         "--cache", str(tmp_path / "cache"), "--out", str(out),
                         "--history", str(hist)],
                        capture_output=True, text=True, timeout=1500, cwd=ROOT)
@@ -117,6 +119,8 @@ def test_tpch_bench_runs_at_a_small_scale_and_writes_its_documented_keys(tmp_pat
     assert res["tpch_results_equal_duckdb"] is True
     assert res["tpch_deletion_day_ratio"] > 0 and res["tpch_recovery_speedup"] > 0
     assert res["tpch_daily_epoch_growth"] > 0
+    assert len(res["tpch_initial_epoch_seconds_runs"]) == 2
+    assert len(res["tpch_initial_plain_spark_seconds_runs"]) == 2
     documented = (ROOT / "bench/README.md").read_text()
     keys = {k for k in res if k.startswith("tpch_") and not k.startswith("tpch_state_files")}
     assert keys and all(f"`{k}`" in documented for k in keys), keys - {

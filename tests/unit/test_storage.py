@@ -55,6 +55,17 @@ def test_stamps_change_with_the_bytes_and_read_none_of_them(storage):
     assert {size for size, _ in (stamps[k] for k in shared)} == {10}
     if isinstance(storage, S3Storage):
         assert requests.get("LIST", 0) == 1 and requests.get("HEAD", 0) == 2, requests
+    # A partitioned write's files, a folder each under one write's: listed too.
+    parts = [f"p/epochs/1/state/t/attempt-1/spark/orders/part={m:03d}/part-0.parquet"
+             for m in range(12)]
+    for key in parts:
+        storage.write(key, b"bucket")
+    storage.stats.reset()
+    listed = storage.stamps(parts)
+    requests = storage.stats.snapshot()
+    assert listed == {k: storage.stamp(k) for k in parts}
+    if isinstance(storage, S3Storage):
+        assert requests.get("LIST", 0) == 1 and "HEAD" not in requests, requests
     before = storage.stamp(shared[3])
     storage.write(shared[3], b"STATE-0003")  # same size, other bytes
     assert storage.stamp(shared[3]) != before and storage.stamps([shared[3]]) != {
