@@ -23,6 +23,8 @@ log = logging.getLogger("spark_jobs.runtime")
 
 #: the column a partitioned state write partitions by (a copy of the job's column)
 _PART = "part"
+#: the directory Spark writes a null partition value to
+_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 
 class RunState:
@@ -84,17 +86,29 @@ class RunState:
             self.snapshot_write_ms += (time.monotonic() - t0) * 1000
 
     def write_state(self, df: Any, name: str, partition_col: str | None = None,
-                    options: dict[str, str] | None = None) -> list[FileRef]:
+                    options: dict[str, str] | None = None,
+                    sort_by: tuple[str, ...] = ()) -> list[FileRef]:
         """Write ``df`` as state files ``name/...`` into an attempt-scoped location, then
         snapshot: files identical to the previous epoch's are referenced, not kept twice.
         ``options`` are Spark's Parquet writer options (row group size, bloom filters,
-        dictionary encoding per column: ``parquet.bloom.filter.enabled#<col>``)."""
+        dictionary encoding per column: ``parquet.bloom.filter.enabled#<col>``).
+        ``sort_by``: each file's rows in this order (row-group statistics then skip by
+        those columns). A sort of ``df`` itself does not survive a partitioned write:
+        Spark's writer sorts by the partition and drops a sort beneath it."""
+        from pyspark.sql import functions as F
+
         if partition_col:
             # partitionBy drops its column from the files, and state is read back by file,
             # not by directory: partition by a copy so the column stays in the data.
-            from pyspark.sql import functions as F
-
-            df = df.withColumn(_PART, F.col(partition_col).cast("string"))
+            part = F.col(partition_col).cast("string")
+            if sort_by:
+                # Spark's writer maps a nullable string partition's "" to null and sorts
+                # again by that, replacing the sort below; a column that is never null (the
+                # directory a null gets anyway) keeps it.
+                part = F.coalesce(F.nullif(part, F.lit("")), F.lit(_NULL_PARTITION))
+            df = df.withColumn(_PART, part)
+        if sort_by:
+            df = df.sortWithinPartitions(*([_PART] if partition_col else []), *sort_by)
         parts = [_PART] if partition_col else []
         path, prefix = self._spark_write(
             f"state:{name}", df, lambda a: self._target(name, "state", a),

@@ -252,11 +252,9 @@ def ingest(run: JobRun) -> JobResult:
             now = now.unionByName(p)
         now = now.join(deleted.select("o_orderkey"), "o_orderkey", "left_anti") \
             .withColumn("bucket", _bucket_col(grouped))
-        # One file per bucket. Not sorted by day within it: a partitioned write sorts by
-        # its partition column, and Spark's optimizer drops a sort beneath that one (seen
-        # in the write's plan).
+        # One file per bucket, its rows by day.
         run.write_state(now.repartition(F.col("bucket")), "orders", "bucket",
-                        options=BUCKET_OPTIONS)
+                        options=BUCKET_OPTIONS, sort_by=("day",))
     if rebuilt or removed_days:  # else nothing is retracted: no write (on S3, requests)
         # One file, but the scan of the deleted orders' buckets stays parallel: coalesce(1)
         # would run it in one task (4.6 s against 2.9 s at scale factor 10, measured).
@@ -450,13 +448,12 @@ def top_customers(run: JobRun) -> JobResult:
                                             .alias("revenue"))
                   .where(F.col("revenue") != 0)
                   .withColumn("run", F.lit(name))
-                  .repartitionByRange(BASE_FILES, "o_custkey").sortWithinPartitions(
-                      "o_custkey"))
-        state = run.write_state(merged, "customers", "run")
+                  .repartitionByRange(BASE_FILES, "o_custkey"))
+        state = run.write_state(merged, "customers", "run", sort_by=("o_custkey",))
     else:
         run.carry_partitions("customers", set(runs))
-        state = run.write_state(delta.withColumn("run", F.lit(name)).coalesce(1)
-                                .sortWithinPartitions("o_custkey"), "customers", "run")
+        state = run.write_state(delta.withColumn("run", F.lit(name)).coalesce(1),
+                                "customers", "run", sort_by=("o_custkey",))
     compaction_ms = (time.monotonic() - t0) * 1000 if compact else None
     every = run.read_parquet(state + [f for f in run.files(run.previous, "customers/")
                                       if not compact], CUSTOMER_RUN)

@@ -115,6 +115,19 @@ def test_history_then_daily_epochs_equal_duckdb(tpch, spark, tmp_path, monkeypat
     key = next(meta.row_group(0).column(j) for j in range(meta.num_columns)
                if meta.row_group(0).column(j).path_in_schema == "o_orderkey")
     assert key.bloom_filter_offset and not any("DICTIONARY" in e for e in key.encodings)
+
+    # Each month bucket's rows by day, each run of customer revenue by customer: the
+    # partitioned writes keep the order asked of them (write_state's sort_by).
+    def column(ref, name):
+        return pq.read_table(pa.BufferReader(c.storage.read(c.storage.key_for_uri(
+            ref.uri))[0]), columns=[name]).column(name).to_pylist()
+
+    buckets = [f for f in ingests[1].files if f.name.startswith("orders/")]
+    assert all(column(f, "day") == sorted(column(f, "day")) for f in buckets)
+    assert any(len(set(column(f, "day"))) > 1 for f in buckets)
+    customer_runs = c.completed_handles(c.epoch_ids()[-1])["top_customers"].files
+    assert customer_runs and all(column(f, "o_custkey") == sorted(column(f, "o_custkey"))
+                                 for f in customer_runs)
     # A daily epoch rebuilt its own day only: the others were referenced, not rewritten.
     h = ingests[2]  # the epoch of the first day after the history
     assert h.metrics["days_touched"] == [[_until(0), _until(0)]]
