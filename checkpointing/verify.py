@@ -141,34 +141,68 @@ def verify_handles(storage: Storage, epoch_id: int, handles: dict[str, StateHand
             except IntegrityError as exc:
                 report.problems.append(f"task {task}: {exc}")
     stamps = storage.stamps([key for _, _, key in files.values()])
+    items = list(files.values())
     with tempfile.TemporaryDirectory(prefix="ckpt-verify-") as tmp:
-        for task, ref, key in files.values():
-            _verify_one(storage, task, ref, key, stamps[key], Path(tmp) / "f", report, known,
-                        store_checksums)
+        def one(i: int) -> _Outcome:
+            task, ref, key = items[i]
+            return _verify_one(storage, task, ref, key, stamps[key], Path(tmp) / f"f{i}",
+                               known, store_checksums)
+
+        # The checks that are a round trip each (a store's checksum: a HEAD; a download)
+        # run ``parallel_checks`` at a time, as the stamps above do.
+        workers = min(storage.parallel_checks, len(items))
+        if workers > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(workers) as pool:
+                outcomes = list(pool.map(one, range(len(items))))
+        else:
+            outcomes = [one(i) for i in range(len(items))]
+    for (_, ref, _), outcome in zip(items, outcomes, strict=True):
+        outcome.add_to(report, ref)
     return report
 
 
+@dataclass(frozen=True)
+class _Outcome:
+    """How one file verified (``how``: unchanged, by_store or hashed), or its problem."""
+
+    how: str = ""
+    seen: VerifiedFile | None = None
+    problem: str = ""
+
+    def add_to(self, report: VerifyReport, ref: FileRef) -> None:
+        if self.problem:
+            report.problems.append(self.problem)
+            return
+        if self.how == "unchanged":
+            report.files_unchanged += 1
+        elif self.how == "by_store":
+            report.files_checked_by_store += 1
+        else:
+            report.files_checked += 1
+            report.bytes_checked += ref.size
+        report.verified[ref.uri] = self.seen
+
+
 def _verify_one(storage: Storage, task: str, ref: FileRef, key: str,
-                stamp: tuple[int, str] | None, target: Path, report: VerifyReport,
-                known: dict[str, VerifiedFile], store_checksums: bool) -> None:
+                stamp: tuple[int, str] | None, target: Path,
+                known: dict[str, VerifiedFile], store_checksums: bool) -> _Outcome:
     try:
         if stamp is None:
             raise IntegrityError(f"state file {ref.name!r} is missing: {ref.uri}")
         size, now = stamp
         seen = VerifiedFile(ref.size, ref.sha256, now)
         if known.get(ref.uri) == seen and size == ref.size:
-            report.files_unchanged += 1
-        elif store_checksums and size == ref.size and \
+            return _Outcome("unchanged", seen)
+        if store_checksums and size == ref.size and \
                 storage.stored_sha256(key) == (ref.sha256, ref.size):
             # Rewritten bytes carry their own checksum or none: a match is these bytes.
-            report.files_checked_by_store += 1
-        else:
-            download_verified(storage, ref, target)
-            report.files_checked += 1
-            report.bytes_checked += ref.size
-        report.verified[ref.uri] = seen
+            return _Outcome("by_store", seen)
+        download_verified(storage, ref, target)
+        return _Outcome("hashed", seen)
     except (IntegrityError, CheckpointError) as exc:
-        report.problems.append(f"task {task}: {exc}")
+        return _Outcome(problem=f"task {task}: {exc}")
     finally:
         target.unlink(missing_ok=True)
 

@@ -312,6 +312,52 @@ def test_a_record_of_etags_is_hashed_once_then_stamped(storage, tmp_path, monkey
     assert hashed == [] and by_store == []
 
 
+def test_verification_checks_files_in_parallel_and_names_each_problem(storage, tmp_path,
+                                                                      monkeypatch):
+    """A begin's checks of the files an epoch added (a download, or a HEAD for the store's
+    checksum: a round trip each) run ``parallel_checks`` at a time, and every bad file is
+    named, in the handle's order, while the good ones still verify."""
+    import threading
+
+    import checkpointing.verify as verify
+    from checkpointing.verify import verify_handles
+
+    monkeypatch.setattr(storage, "parallel_checks", 4)
+    in_flight, peak, lock = [0], [0], threading.Lock()
+
+    def slowed(fn):
+        def call(*args):
+            with lock:
+                in_flight[0] += 1
+                peak[0] = max(peak[0], in_flight[0])
+            try:
+                time.sleep(0.05)  # a round trip's worth, so that overlapping calls show
+                return fn(*args)
+            finally:
+                with lock:
+                    in_flight[0] -= 1
+        return call
+
+    monkeypatch.setattr(verify, "download_verified", slowed(verify.download_verified))
+    monkeypatch.setattr(storage, "stored_sha256", slowed(storage.stored_sha256))
+    c = Coordinator(storage, "p")
+    b = c.begin_epoch(ONE, "r1")
+    parts = {f"day={i:02d}/part-0.parquet": bytes([i]) * 1000 for i in range(12)}
+    _, ack = _snapshot(c, b.epoch_id, parts, tmp_path)
+    c.complete(b.epoch_id)
+    files = {f.name: f for f in ack.state_handle.files}
+    bad = ["day=03/part-0.parquet", "day=09/part-0.parquet"]
+    for name in bad:  # the same size, other bytes
+        storage.write(storage.key_for_uri(files[name].uri), b"x" * 1000)
+
+    report = verify_handles(storage, b.epoch_id, c.completed_handles(b.epoch_id))
+    assert peak[0] > 1
+    assert len(report.problems) == 2, report.problems
+    assert all(n in p for n, p in zip(bad, report.problems, strict=True)), report.problems
+    assert report.files_checked + report.files_checked_by_store == 10
+    assert sorted(report.verified) == sorted(f.uri for n, f in files.items() if n not in bad)
+
+
 def test_verify_restore_off_keeps_the_latest_parent(storage, tmp_path):
     c = Coordinator(storage, "p", config=CheckpointConfig(verify_restore=False))
     b = c.begin_epoch(ONE, "r1")
