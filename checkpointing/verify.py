@@ -148,16 +148,8 @@ def verify_handles(storage: Storage, epoch_id: int, handles: dict[str, StateHand
             return _verify_one(storage, task, ref, key, stamps[key], Path(tmp) / f"f{i}",
                                known, store_checksums)
 
-        # The checks that are a round trip each (a store's checksum: a HEAD; a download)
-        # run ``parallel_checks`` at a time, as the stamps above do.
-        workers = min(storage.parallel_checks, len(items))
-        if workers > 1:
-            from concurrent.futures import ThreadPoolExecutor
-
-            with ThreadPoolExecutor(workers) as pool:
-                outcomes = list(pool.map(one, range(len(items))))
-        else:
-            outcomes = [one(i) for i in range(len(items))]
+        # A store's checksum (a HEAD) or a download: a round trip each, as the stamps are.
+        outcomes = storage.map_checks(one, list(range(len(items))))
     for (_, ref, _), outcome in zip(items, outcomes, strict=True):
         outcome.add_to(report, ref)
     return report

@@ -5,8 +5,12 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -147,12 +151,18 @@ class Storage(ABC):
             except NotFound:
                 return None
 
-        if self.parallel_checks <= 1 or len(keys) <= 1:
-            return {k: one(k) for k in keys}
+        return dict(zip(keys, self.map_checks(one, keys), strict=True))
+
+    def map_checks(self, fn: Callable[[T], R], items: list[T]) -> list[R]:
+        """``fn`` of each item, in order, ``parallel_checks`` at a time: for checks that
+        are a round trip each to this store (a HEAD, a download)."""
+        workers = min(self.parallel_checks, len(items))
+        if workers <= 1:
+            return [fn(i) for i in items]
         from concurrent.futures import ThreadPoolExecutor
 
-        with ThreadPoolExecutor(min(self.parallel_checks, len(keys))) as pool:
-            return dict(zip(keys, pool.map(one, keys), strict=True))
+        with ThreadPoolExecutor(workers) as pool:
+            return list(pool.map(fn, items))
 
     def exists(self, key: str) -> bool:
         from ..errors import NotFound
