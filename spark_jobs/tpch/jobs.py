@@ -345,14 +345,10 @@ def _contributions(run: JobRun, order_keys: list[str], lineitem_keys: list[str])
 
     orders = (_read(run, order_keys).select("o_orderkey", "o_custkey", "o_orderdate")
               .dropDuplicates(["o_orderkey"]))
-    # Shuffled by order key before the dedup: that one exchange serves the dedup and the
-    # join with the orders. A dedup on its own keys shuffles by both, then the join shuffles
-    # the line items again (at scale factor 1, 6 M rows: the history's contributions took
-    # 16.2 s against 17.7 s, medians of three, alternating in one run).
     lines = (_read(run, lineitem_keys).select(
         "l_orderkey", "l_linenumber", "l_suppkey", "l_quantity", "l_extendedprice",
         "l_discount", "l_tax", "l_returnflag", "l_linestatus", "l_shipdate")
-        .repartition("l_orderkey").dropDuplicates(["l_orderkey", "l_linenumber"]))
+        .dropDuplicates(["l_orderkey", "l_linenumber"]))
     customer = _read(run, ["dim/customer.parquet"]).select("c_custkey", "c_nationkey")
     supplier = _read(run, ["dim/supplier.parquet"]).select("s_suppkey", "s_nationkey")
     disc_price = F.col("l_extendedprice") * (F.lit(1) - F.col("l_discount"))

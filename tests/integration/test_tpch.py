@@ -276,24 +276,6 @@ def test_a_state_of_another_layout_is_refused_and_kept(tpch, spark, tmp_path, mo
         assert published(c, o).equals(frame), o
 
 
-def test_line_items_are_shuffled_once_for_their_dedup_and_the_join(tpch, spark):
-    """The contributions' plan: the line items' one exchange is by order key, which the
-    dedup on (order key, line number), the join and the per-order aggregation all reuse."""
-    import re
-    from types import SimpleNamespace
-
-    data, _, _ = tpch
-    keys = [o.key for o in data.list("raw/") if o.key.endswith(".parquet")]
-    df = jobs._contributions(SimpleNamespace(spark=spark, data=data),
-                             [k for k in keys if k.startswith("raw/orders/")],
-                             [k for k in keys if k.startswith("raw/lineitem/")])
-    plan = df._explain_string(extended=False)
-    exchanges = re.findall(r"Exchange hashpartitioning\(([^)]*)\)", plan)
-    by_line_key = [e for e in exchanges if "l_" in e]
-    assert len(by_line_key) == 1 and re.match(r"l_orderkey#\d+L?, \d+$", by_line_key[0]), plan
-    assert not any("o_custkey" in e for e in exchanges), plan  # no exchange for the aggregate
-
-
 def test_missing_or_failing_generator_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("TPCHGEN_CLI", str(tmp_path / "no-such-tpchgen"))
     with pytest.raises(LandingError, match=r"^tpchgen-cli not found .*pip install "
