@@ -97,6 +97,9 @@ class FaultResult:
         self.outcomes[outcome] += 1
         self.rows_lost += lost
         self.rows_duplicated += dup
+        # One line per finished run: a long matrix shows where it is, and a caller can tell
+        # a slow machine (runs keep finishing) from a hang (none does).
+        print(f"  {self.fault}: {outcome} (lost {lost}, duplicated {dup})", flush=True)
 
 
 # ---------------------------------------------------------------------------- fixtures
@@ -530,7 +533,9 @@ class Context:
     def __init__(self, spark, tmp: Path, seeds: int):
         self.spark, self.tmp, self.seeds = spark, tmp, seeds
         self.snapshot = tmp / "base-snapshot"
+        t0 = time.perf_counter()
         shutil.copytree(make_base(spark, tmp / "ws"), self.snapshot)
+        print(f"  base: epoch 1 completed in {time.perf_counter() - t0:.0f} s", flush=True)
         self._s3: tuple[Any, str] | None = None
         self.clean_child_seconds = 30.0
 
