@@ -86,6 +86,8 @@ PUSHED_IN_VALUES = 10
 #: Past this many keys (a bulk deletion) the buckets are read whole through one ``IN``,
 #: rather than the filter growing without bound.
 MAX_PUSHED_KEYS = 1000
+#: The line items' one-character flags, the Q1 groups.
+LINE_FLAGS = ("l_returnflag", "l_linestatus")
 MEASURES = ("sum_qty", "sum_base_price", "sum_disc_price", "sum_charge", "sum_disc",
             "count_order")
 DELETED = "o_orderkey long, day string"
@@ -345,10 +347,9 @@ def _contributions(run: JobRun, order_keys: list[str], lineitem_keys: list[str])
 
     orders = (_read(run, order_keys).select("o_orderkey", "o_custkey", "o_orderdate")
               .dropDuplicates(["o_orderkey"]))
-    lines = (_read(run, lineitem_keys).select(
+    lines = _dedup_lines(_read(run, lineitem_keys).select(
         "l_orderkey", "l_linenumber", "l_suppkey", "l_quantity", "l_extendedprice",
-        "l_discount", "l_tax", "l_returnflag", "l_linestatus", "l_shipdate")
-        .dropDuplicates(["l_orderkey", "l_linenumber"]))
+        "l_discount", "l_tax", "l_returnflag", "l_linestatus", "l_shipdate"))
     customer = _read(run, ["dim/customer.parquet"]).select("c_custkey", "c_nationkey")
     supplier = _read(run, ["dim/supplier.parquet"]).select("s_suppkey", "s_nationkey")
     disc_price = F.col("l_extendedprice") * (F.lit(1) - F.col("l_discount"))
@@ -376,6 +377,37 @@ def _contributions(run: JobRun, order_keys: list[str], lineitem_keys: list[str])
     return agg.withColumn("day", F.col("o_orderdate").cast("string")).select(
         *[F.coalesce(F.col(c), F.lit(0)).cast(types[c]).alias(c)
           if c in MEASURES else F.col(c).cast(types[c]).alias(c) for c in cols])
+
+
+def _dedup_lines(lines: Any) -> Any:
+    """``lines`` with one row per (order key, line number), shuffled once, by order key:
+    the dedup, the join with the orders and the per-order sums all reuse that exchange.
+
+    The flags travel through the dedup as their code points: Spark's hash aggregation
+    keeps fixed-width values only, and a string kept by the dedup's ``first()`` makes it a
+    sort of every line item. Both together: the history's contributions at SF 1 in 13.6 s
+    against 16.9 s (medians of five, alternating in one run; each alone saved 1.6-1.7 s)."""
+    from pyspark.sql import functions as F
+
+    coded = lines.select(*[_flag_code(c) if c in LINE_FLAGS else F.col(c)
+                           for c in lines.columns])
+    return (coded.repartition("l_orderkey").dropDuplicates(["l_orderkey", "l_linenumber"])
+            .select(*[F.chr(F.col(c)).alias(c) if c in LINE_FLAGS else F.col(c)
+                      for c in lines.columns]))
+
+
+def _flag_code(name: str) -> Any:
+    """The code point of a one-character ASCII flag (TPC-H's CHAR(1)); any other value
+    fails the task with a line naming it, rather than reaching the sums altered."""
+    from pyspark.sql import functions as F
+
+    c = F.col(name)
+    one_ascii = (F.length(c) == 1) & (F.ascii(c) < 128)
+    return (F.when(c.isNull() | one_ascii, F.ascii(c))
+            .otherwise(F.raise_error(F.concat(
+                F.lit(f"line item {name} '"), c,
+                F.lit("' is not one ASCII character (TPC-H's CHAR(1))"))))
+            .alias(name))
 
 
 def _changes(run: JobRun) -> tuple[Any, Any, list[str]]:

@@ -276,6 +276,47 @@ def test_a_state_of_another_layout_is_refused_and_kept(tpch, spark, tmp_path, mo
         assert published(c, o).equals(frame), o
 
 
+def _contributions_of(spark, data):
+    from types import SimpleNamespace
+
+    keys = [o.key for o in data.list("raw/") if o.key.endswith(".parquet")]
+    return jobs._contributions(SimpleNamespace(spark=spark, data=data),
+                               [k for k in keys if k.startswith("raw/orders/")],
+                               [k for k in keys if k.startswith("raw/lineitem/")])
+
+
+def test_line_items_are_shuffled_once_and_deduplicated_by_hash(tpch, spark):
+    """The contributions' plan: the line items' one exchange is by order key, which the
+    dedup on (order key, line number), the join and the per-order aggregation all reuse,
+    and the dedup is a hash aggregation (its flags as code points), not a sort."""
+    import re
+
+    data, _, _ = tpch
+    plan = _contributions_of(spark, data)._explain_string(extended=False)
+    exchanges = re.findall(r"Exchange hashpartitioning\(([^)]*)\)", plan)
+    by_line_key = [e for e in exchanges if "l_" in e]
+    assert len(by_line_key) == 1 and re.match(r"l_orderkey#\d+L?, \d+$", by_line_key[0]), plan
+    assert not any("o_custkey" in e for e in exchanges), plan  # no exchange for the aggregate
+    dedup = [ln for ln in plan.splitlines() if "Aggregate" in ln and "l_linenumber" in ln
+             and "first(" in ln]
+    assert dedup and all("HashAggregate" in ln for ln in dedup), plan
+
+
+def test_a_line_item_flag_of_more_than_one_character_fails_with_its_value(tpch, spark,
+                                                                           tmp_path):
+    data = _own_data(tpch[0], tmp_path)
+    key = next(o.key for o in data.list("raw/lineitem/") if o.key.endswith(".parquet"))
+    table = pq.read_table(data.root / key)
+    flags = table.column("l_returnflag").to_pylist()
+    table = table.set_column(table.schema.get_field_index("l_returnflag"), "l_returnflag",
+                             pa.array(["RX"] + flags[1:], table.schema.field(
+                                 "l_returnflag").type))
+    pq.write_table(table, data.root / key)
+    with pytest.raises(Exception, match=r"line item l_returnflag 'RX' is not one ASCII "
+                                         r"character \(TPC-H's CHAR\(1\)\)"):
+        _contributions_of(spark, data).count()
+
+
 def test_missing_or_failing_generator_is_one_line(tmp_path, monkeypatch):
     monkeypatch.setenv("TPCHGEN_CLI", str(tmp_path / "no-such-tpchgen"))
     with pytest.raises(LandingError, match=r"^tpchgen-cli not found .*pip install "
