@@ -333,7 +333,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="full history's end (default: --days + 3 days before 1998-08-02)")
     ap.add_argument("--driver-memory", default="8g")
     ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
-    ap.add_argument("--work", type=Path, default=None)
+    ap.add_argument("--work", type=Path, default=None,
+                    help="an empty or new directory, kept after the run (default: a "
+                         "temporary one, removed)")
     ap.add_argument("--skip-small-history", action="store_true")
     ap.add_argument("--initial-repeats", type=int, default=3,
                     help="history epochs, each followed by plain Spark (medians compared)")
@@ -346,6 +348,10 @@ def main(argv: list[str] | None = None) -> int:
                          "bench/results/tpch_sf<S>_s3.json)")
     ap.add_argument("--history", type=Path, default=RESULTS / "history.jsonl")
     a = ap.parse_args(argv)
+    if a.work is not None and a.work.is_dir() and any(a.work.iterdir()):
+        # An earlier run's epochs there would be resumed, not run: its history epoch would
+        # be timed at 0 s and its state would carry into this run's days.
+        ap.error(f"--work {a.work} is not empty: name an empty or new directory")
     if a.out is None:  # a MinIO run's keys are the local run's: kept apart from them
         a.out = RESULTS / (f"tpch_sf{a.scale:g}_s3.json" if a.s3 else "latest.json")
 

@@ -121,7 +121,23 @@ def test_tpch_bench_runs_at_a_small_scale_and_writes_its_documented_keys(tmp_pat
     assert res["tpch_daily_epoch_growth"] > 0
     assert len(res["tpch_initial_epoch_seconds_runs"]) == 2
     assert len(res["tpch_initial_plain_spark_seconds_runs"]) == 2
+    assert all(s > 0 for s in res["tpch_initial_epoch_seconds_runs"]), res
     documented = (ROOT / "bench/README.md").read_text()
     keys = {k for k in res if k.startswith("tpch_") and not k.startswith("tpch_state_files")}
     assert keys and all(f"`{k}`" in documented for k in keys), keys - {
         k for k in keys if f"`{k}`" in documented}
+
+
+def test_tpch_bench_refuses_a_work_directory_holding_an_earlier_run(tmp_path):
+    """An earlier run's completed history epoch in ``--work`` would be resumed, and timed
+    at 0 s: the bench names the directory and stops before it lands or starts anything."""
+    work = tmp_path / "work"
+    (work / "ckpt-full").mkdir(parents=True)
+    r = subprocess.run([sys.executable, str(ROOT / "bench/tpch_bench.py"), "--scale", "0.01",
+                        "--work", str(work), "--out", str(tmp_path / "out.json"),
+                        "--history", str(tmp_path / "history.jsonl")],
+                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"--work {work} is not empty" in r.stderr.strip().splitlines()[-1], r.stderr
+    assert sorted(p.name for p in work.iterdir()) == ["ckpt-full"]
+    assert not (tmp_path / "out.json").exists()
