@@ -367,6 +367,8 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.perf_counter()
         yield
         phases[name] = round(time.perf_counter() - t0, 1)
+        # On stderr as each phase ends: a run stopped by a timeout shows how far it got.
+        print(f"bench: {name} {phases[name]} s", file=sys.stderr, flush=True)
 
     # Structured Streaming's dedupe state at scale 100 needs more than the default 1 GB heap
     # (it ran out of it); --quick stays at the default.

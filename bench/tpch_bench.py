@@ -361,8 +361,15 @@ def main(argv: list[str] | None = None) -> int:
     work = a.work or Path(tempfile.mkdtemp(prefix="tpch-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
+
+    def progress(step: str) -> None:
+        # On stderr as each step ends: a run stopped by a timeout shows how far it got.
+        print(f"tpch bench: {step} at {time.perf_counter() - t0:.0f} s", file=sys.stderr,
+              flush=True)
+
     generated = generate(a.scale, a.cache)
     generate_s = time.perf_counter() - t0
+    progress("data generated")
     s3 = start_s3(work) if a.s3 else None
     root = s3["root"] if s3 else work.as_uri()
     server = ConnectServer(port=free_port(), driver_memory=a.driver_memory,
@@ -378,21 +385,27 @@ def main(argv: list[str] | None = None) -> int:
         if not a.skip_small_history:
             small = pipeline(root, "small", a.scale, small_until, a.days, a.delete_every,
                              a.deletes, spark, a.cache)
+            progress("small history")
         if a.s3:  # the same epochs on local storage, through the same server
             local = pipeline(work.as_uri(), "local", a.scale, full_until, a.days,
                              a.delete_every, a.deletes, spark, a.cache)
         full = pipeline(root, "full", a.scale, full_until, a.days, a.delete_every, a.deletes,
                         spark, a.cache)
+        progress("full history")
         initial = initial_pairs(full, root, a, full_until, spark, work)
+        progress("history epochs and plain Spark")
         for _ in range(a.days):
             for p in (full, local, small):
                 if p is not None:
                     run_day(p, spark)
+        progress("daily epochs")
         c, data_uri = full["coordinator"], full["data_uri"]
         last = date.fromisoformat(full["daily"][-1]["day"]) + timedelta(days=1)
         equal = check_oracle(c, generated, full["landed"], last)
+        progress("results compared with DuckDB")
         rec = recovery(c, spark, data_uri, last, work)
         task = task_process_epoch(c, server.url, data_uri, last + timedelta(days=1))
+        progress("recovery and the task-process epoch")
         files = state_files(c, c.epoch_ids()[-1])
         streaming = None
         if a.streaming_days and not a.s3:
