@@ -76,7 +76,11 @@ class ConnectServer:
                 "spark.sql.warehouse.dir": str(self.warehouse or
                                                RUN_DIR / f"spark-warehouse-{self.port}"),
                 "spark.driver.extraJavaOptions":
-                    f"-Dlog4j.configurationFile={LOG4J_CONF} -Dlog4j2.level=WARN"}
+                    f"-Dlog4j.configurationFile={LOG4J_CONF} -Dlog4j2.level=WARN"
+                    # A JVM crash report beside the server's log, not in whatever directory
+                    # the server was started from (a repository, a DAG folder).
+                    + (f" -XX:ErrorFile={self.log_path.parent}/hs_err_pid%p.log"
+                       if self.log_path else "")}
         if self.master.startswith("local"):
             conf.update(LOCAL_CONF)  # a laptop's; a cluster's settings stand
         jars = sorted(JARS_DIR.glob("*.jar"))
@@ -123,6 +127,7 @@ class ConnectServer:
                                "server (or something else) already listens there")
         log_path = self.log_path or RUN_DIR / f"spark-connect-{self.port}.log"
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log_path = log_path  # before command(): the crash report goes beside it
         with open(log_path, "w") as log:
             self.proc = subprocess.Popen(self.command(), env=self.env(), stdout=log,  # noqa: S603
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -1,4 +1,4 @@
-"""What a Spark Connect client logs after a retry took over a killed attempt's work."""
+"""What a Spark Connect client and server log: a retry's noise, a crash report."""
 
 from __future__ import annotations
 
@@ -27,3 +27,15 @@ def test_a_released_sessions_closing_noise_is_dropped_and_nothing_else():
     unrelated = record("[INVALID_HANDLE.SESSION_CLOSED] seen in another message")
     assert log.filter(closed) is False or log.filter(closed) == 0
     assert log.filter(other) and log.filter(unrelated)
+
+
+def test_a_servers_crash_report_goes_beside_its_log(tmp_path):
+    """A JVM that crashes writes hs_err_pid<N>.log to its working directory unless told
+    otherwise: the server's goes to its log's directory, not where it was started from."""
+    from spark_jobs.runtime.connect_server import ConnectServer
+
+    log = tmp_path / "logs" / "connect.log"
+    cmd = ConnectServer(port=15999, log_path=log).command()
+    [opts] = [c for c in cmd if c.startswith("spark.driver.extraJavaOptions=")]
+    assert f"-XX:ErrorFile={log.parent}/hs_err_pid%p.log" in opts.split()
+    assert "-Dlog4j2.level=WARN" in opts.split()  # the other options are kept
