@@ -432,7 +432,7 @@ class Drills:
         handle = self._handle(run_id, VICTIM_TASK)
         self.deploy.start(victim)  # the deployment gets its worker back
         self._wait_workers()
-        # a write of the killed try resumed on the Connect server (issue 27)
+        # a write of the killed try resumed on the Connect server (PROTOCOL 5.17)
         resumed = (handle.metrics.get("resumed") or {}).get("actions") if handle else None
         what = (f"killed:{victim}->retried_on:{other}:try{retry['try_number']}:"
                 f"restored_from={handle.restored_from if handle else None}:resumed={resumed}")

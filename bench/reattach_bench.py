@@ -1,5 +1,5 @@
 """How long a retry takes after its task was killed at about 80 % of a long Spark action,
-against the same job's clean run (issue 27, connect mode).
+against the same job's clean run (connect mode, PROTOCOL 5.17).
 
 The job is ``tests.connect_jobs:slow_squares`` (a write whose rows take a second each on
 the server), run as task attempts in fresh interpreters (``python -m spark_jobs.runtime``),
@@ -7,7 +7,7 @@ as Airflow runs them: one clean attempt; then, in a new epoch, attempt 1 SIGKILL
 of the rows are computed and attempt 2 timed from its start to its acknowledgement
 (``reattach_recovery_ratio`` = that / the clean run); then the control: the same kill with
 the killed attempt's operation record deleted first, so that the retry runs the action
-again, as before issue 27, while the killed operation still runs on the server
+again, as it did before write resumption, while the killed operation still runs on the server
 (``reattach_restart_control_ratio``, about 1.0 or more).
 
     python bench/reattach_bench.py [--rows 20]      # starts a Connect server of its own

@@ -1,5 +1,5 @@
 """What a source task's input discovery costs after 30 and after 360 days of history, with
-one correction of a file consumed long ago (issue 25): the runtime's ``new_input`` with the
+one correction of a file consumed long ago: the runtime's ``new_input`` with the
 index of seen files, as ``JobRun.new_input`` runs it, on local storage with every storage
 call counted.
 

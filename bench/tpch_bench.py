@@ -1,4 +1,4 @@
-"""tpch_daily at scale (issue 26): does an epoch's cost follow the day's change?
+"""tpch_daily at scale: does an epoch's cost follow the day's change?
 
 On one Spark Connect server (``--driver-memory``, local storage unless ``--s3``), at scale
 factor ``--scale``:

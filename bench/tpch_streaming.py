@@ -1,5 +1,5 @@
-"""tpch_daily's control in Spark Structured Streaming (issue 26,
-``tpch_vs_structured_streaming_daily_ratio``): the same landed Parquet files, the same three
+"""tpch_daily's control in Spark Structured Streaming
+(``tpch_vs_structured_streaming_daily_ratio``): the same landed Parquet files, the same three
 aggregates, each a streaming query with its own state store (RocksDB) and checkpoint,
 ``Trigger.AvailableNow``, one day's files arriving per run.
 

@@ -1,4 +1,4 @@
-"""tpch_daily on the deployment topology (issue 26, point 6): ``scripts/cluster.sh up``'s
+"""tpch_daily on the deployment topology: ``scripts/cluster.sh up``'s
 processes (PostgreSQL, Redis, MinIO, Spark standalone master + worker, the Connect server on
 that master, Airflow under CeleryExecutor with two workers), TPC-H landed into the
 deployment's MinIO at scale factor ``--scale``, runs triggered through the REST API: the

@@ -1,4 +1,4 @@
-"""A worker with only some extras installed (issue 28): without any Spark, a checkpointed
+"""A worker with only some extras installed: without any Spark, a checkpointed
 DAG still parses, and what needs Spark fails with one line naming the extra to install;
 the same for the table formats' libraries. A package is made absent by a finder that
 refuses to import it, in a fresh interpreter."""

@@ -238,11 +238,11 @@ def _state_rows(handle) -> list[tuple[int, int]]:
 
 def test_killed_task_resumes_its_running_spark_action_instead_of_running_it_again(
         spark_connect, tmp_path):
-    """Issue 27: attempt 1's slow write is SIGKILLed at about 80 % of its rows; attempt 2
-    reattaches to the server's still-running operation: every row was computed once (one
-    marker each), the state holds exactly the oracle's rows, the counts observed by that
-    one write reach attempt 2's handle, the handle says what it resumed, and the epoch its
-    acknowledgement completed publishes the oracle's rows."""
+    """Write resumption (PROTOCOL 5.17): attempt 1's slow write is SIGKILLed at about 80 %
+    of its rows; attempt 2 reattaches to the server's still-running operation: every row
+    was computed once (one marker each), the state holds exactly the oracle's rows, the
+    counts observed by that one write reach attempt 2's handle, the handle says what it
+    resumed, and the epoch its acknowledgement completed publishes the oracle's rows."""
     from checkpointing import read_manifest
     from tests.connect_jobs import SLOW_ROWS
 

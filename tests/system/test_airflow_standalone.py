@@ -353,7 +353,7 @@ def test_epochs_page_in_headless_chromium(af, tmp_path):
     assert all(e["max_attempt"] for e in expected if e["status"] == "completed"), expected
     assert seen["message_height"] in (0, -1), seen["message_height"]  # no empty band
     assert seen["task_rows"] == 6 and seen["chart_points"] == len(expected)
-    # The page's defects (issue 25): each task says which epoch it restored from (the
+    # The page's rows: each task says which epoch it restored from (the
     # oldest listed epoch restored from nothing, or from its parent); no row wraps; no
     # tick collides with the unit, none says "0.0", no failed epoch without a value is a
     # full-height bar; the disabled Start button looks disabled; a cancelled epoch names
@@ -535,7 +535,7 @@ def _latest_table(c: Coordinator, output: str):
 
 
 def test_a_run_with_checkpointing_disabled_publishes_the_same_tables_and_no_epoch(af):
-    """Issue 27's switch (run conf ``{"checkpoint": {"enabled": false}}``): the same DAG
+    """The checkpoint switch (run conf ``{"checkpoint": {"enabled": false}}``): the same DAG
     and jobs run days 6-7 from the latest completed epoch's state without the checkpoint
     protocol. No epoch document is written or changed, the route table's newest version
     equals the oracle; the checkpointed run of the same days then publishes the same

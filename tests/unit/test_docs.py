@@ -35,6 +35,21 @@ def test_docs_speak_of_the_project_not_of_its_making():
     assert not found, "history belongs in CHANGELOG.md:\n" + "\n".join(found)
 
 
+#: the code, its tests and scripts: their comments and docstrings (some of which the API
+#: reference renders) say why, not which piece of work brought them
+CODE = [p for d in ("checkpointing", "spark_jobs", "plugins", "dags", "bench", "scripts",
+                    "tests", "docker")
+        for p in sorted((ROOT / d).rglob("*")) if p.suffix in (".py", ".sh", ".md", ".toml")
+        and p.name != "test_docs.py"]
+
+
+def test_code_names_no_issue_numbers():
+    found = [f"{p.relative_to(ROOT)}:{n}: {m.group(0)!r}" for p in CODE
+             for n, line in enumerate(p.read_text().splitlines(), 1)
+             if (m := HISTORY[1].search(line))]
+    assert CODE and not found, "history belongs in CHANGELOG.md:\n" + "\n".join(found)
+
+
 #: pages docs/hooks.py generates into the site at build time (the strict build checks
 #: links to them)
 GENERATED = {"docs/results.md", "docs/cli.md", "docs/rest.md", "docs/bench.md",
