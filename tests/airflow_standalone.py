@@ -63,7 +63,10 @@ class Standalone:
         self._tokens: dict[str, str] = {}
 
     # ------------------------------------------------------------------ lifecycle
-    def start(self, timeout: float = 240) -> Standalone:
+    def start(self, timeout: float = 600) -> Standalone:
+        # A hang guard, not a speed check: alone on 2 cores the deployment answers in about a
+        # minute, but beside two other modules' deployments and JVMs on a busy host its API
+        # server was still importing after 240 s.
         self.log = open(self.home / "standalone.log", "w")  # noqa: SIM115
         self.proc = subprocess.Popen([AIRFLOW, *self.command], env=self.env, cwd=ROOT,
                                      stdout=self.log, stderr=subprocess.STDOUT,
