@@ -62,6 +62,11 @@ class ConnectServer:
     proc: subprocess.Popen | None = None
 
     @property
+    def log_file(self) -> Path:
+        """Where the server logs: ``log_path``, else a file of its port under RUN_DIR."""
+        return self.log_path or RUN_DIR / f"spark-connect-{self.port}.log"
+
+    @property
     def url(self) -> str:
         return f"sc://{self.host}:{self.port}"
 
@@ -79,8 +84,7 @@ class ConnectServer:
                     f"-Dlog4j.configurationFile={LOG4J_CONF} -Dlog4j2.level=WARN"
                     # A JVM crash report beside the server's log, not in whatever directory
                     # the server was started from (a repository, a DAG folder).
-                    + (f" -XX:ErrorFile={self.log_path.parent}/hs_err_pid%p.log"
-                       if self.log_path else "")}
+                    f" -XX:ErrorFile={self.log_file.parent}/hs_err_pid%p.log"}
         if self.master.startswith("local"):
             conf.update(LOCAL_CONF)  # a laptop's; a cluster's settings stand
         jars = sorted(JARS_DIR.glob("*.jar"))
@@ -125,9 +129,8 @@ class ConnectServer:
         if refuse_busy and listening(self.port, self.host):
             raise RuntimeError(f"port {self.port} is busy on {self.host}: a Spark Connect "
                                "server (or something else) already listens there")
-        log_path = self.log_path or RUN_DIR / f"spark-connect-{self.port}.log"
+        log_path = self.log_file
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        self.log_path = log_path  # before command(): the crash report goes beside it
         with open(log_path, "w") as log:
             self.proc = subprocess.Popen(self.command(), env=self.env(), stdout=log,  # noqa: S603
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
