@@ -328,7 +328,7 @@ def test_epochs_page_in_headless_chromium(af, tmp_path):
     shot = Path(os.environ.get("CKPT_UI_SHOTS", tmp_path)) / "epochs.png"
     expected = sa.get(f"{API}/epochs").json()["epochs"]
     r = subprocess.run(
-        ["node", "epochs.spec.mjs"], cwd=ui, capture_output=True, text=True, timeout=300,
+        ["node", "epochs.spec.mjs"], cwd=ui, capture_output=True, text=True, timeout=600,
         env={"PATH": "/usr/bin:/bin:/usr/local/bin", "AIRFLOW_URL": sa.url, "DAG_ID": DAG,
              "USERNAME": "admin", "PASSWORD": "admin-pw", "SCREENSHOT": str(shot),
              "SCREENSHOT_DARK": str(shot.with_name("epochs-dark.png")),

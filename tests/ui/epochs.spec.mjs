@@ -14,21 +14,27 @@ const browser = await chromium.launch({
 try {
   const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
   const page = await context.newPage();
+  // Liveness bounds, not speed targets: on a busy host the Airflow UI's scripts take tens
+  // of seconds to load, past Playwright's 30 s defaults.
+  page.setDefaultNavigationTimeout(120000);
+  page.setDefaultTimeout(90000);
   // Sign in through Airflow's own login form.
   await page.goto(`${AIRFLOW_URL}/auth/login`);
   await page.locator("input[name=username], input#username").first().fill(USERNAME);
   await page.locator("input[type=password]").first().fill(PASSWORD);
   await page.locator("button[type=submit]").first().click();
-  await page.waitForURL((url) => !url.pathname.startsWith("/auth/login"), { timeout: 30000 });
+  // Signed in once the browser has left the login page; its next page need not have loaded.
+  await page.waitForURL((url) => !url.pathname.startsWith("/auth/login"),
+    { waitUntil: "commit" });
 
   // The plugin's external view: the "Epochs" tab of the DAG page, an iframe of our page.
   await page.goto(`${AIRFLOW_URL}/dags/${DAG_ID}`);
   await page.locator(`a[href$="/dags/${DAG_ID}/plugin/epochs"]`).first().click();
   const frameEl = page.locator(`iframe[src*="/ckpt/ui/${DAG_ID}"]`);
-  await frameEl.waitFor({ timeout: 60000 });
+  await frameEl.waitFor();
   const frame = page.frameLocator(`iframe[src*="/ckpt/ui/${DAG_ID}"]`);
   const rows = frame.locator("#epochs tbody tr");
-  await rows.first().waitFor({ timeout: 60000 });
+  await rows.first().waitFor();
   const rowCount = await rows.count();
   // The "Tables published" column of each row, epoch id -> text.
   const tablesCells = await frame.locator("#epochs tbody tr").evaluateAll((trs) =>
@@ -43,7 +49,7 @@ try {
 
   // Open the oldest epoch: its per-task table.
   await frame.locator(`#epochs tbody tr[data-epoch-id="${EPOCH_ID}"]`).click();
-  await frame.locator("#tasks tbody tr").first().waitFor({ timeout: 30000 });
+  await frame.locator("#tasks tbody tr").first().waitFor();
   const taskRows = await frame.locator("#tasks tbody tr").count();
   const chartPoints = Number(await frame.locator("#chart-duration").getAttribute("data-points"));
   const timelineBars = Number(await frame.locator("#timeline").getAttribute("data-bars"));
@@ -91,20 +97,20 @@ try {
   await form.locator("input[name=last_day]").fill(PREVIEW_LAST);
   const disabledBefore = await submit.isDisabled();
   await frame.locator("#backfill-preview").click();
-  await out.filter({ hasText: /reads data day/ }).waitFor({ timeout: 30000 });
+  await out.filter({ hasText: /reads data day/ }).waitFor();
   const preview = (await out.textContent()).trim();
   const startEnabled = await submit.isEnabled();
   await form.locator("input[name=last_day]").fill(REWIND_LAST);
   const disabledOnEdit = await submit.isDisabled();
   await frame.locator("#backfill-preview").click();
-  await out.filter({ hasText: /conflict:/ }).waitFor({ timeout: 30000 });
+  await out.filter({ hasText: /conflict:/ }).waitFor();
   const rewindPreview = (await out.textContent()).trim();
   const startAfterRewind = await submit.isEnabled();
 
   // Take a savepoint of the selected epoch from the page.
   await frame.locator("#take-savepoint").click();
   const message = frame.locator("#message");
-  await message.filter({ hasText: /savepoint/ }).waitFor({ timeout: 30000 });
+  await message.filter({ hasText: /savepoint/ }).waitFor();
   const savepointMessage = (await message.textContent()).trim();
 
   await page.screenshot({ path: SCREENSHOT, fullPage: true });
@@ -113,14 +119,14 @@ try {
   // logical date the page proposes (the next data day).
   const triggerDate = await frame.locator("#trigger-date").inputValue();
   await frame.locator("#trigger-run").click();
-  await message.filter({ hasText: /triggered run|trigger failed/ }).waitFor({ timeout: 30000 });
+  await message.filter({ hasText: /triggered run|trigger failed/ }).waitFor();
   const triggerMessage = (await message.textContent()).trim();
 
   // Airflow in dark mode (its stored theme): the page follows.
   await page.evaluate(() => window.localStorage.setItem("theme", "dark"));
   await page.reload();
   const dark = page.frameLocator(`iframe[src*="/ckpt/ui/${DAG_ID}"]`);
-  await dark.locator("#epochs tbody tr").first().waitFor({ timeout: 60000 });
+  await dark.locator("#epochs tbody tr").first().waitFor();
   const theme = await dark.locator("html").getAttribute("data-theme");
   const background = await dark.locator("body").evaluate((b) => getComputedStyle(b).backgroundColor);
   if (SCREENSHOT_DARK) await page.screenshot({ path: SCREENSHOT_DARK, fullPage: true });

@@ -326,6 +326,42 @@ def test_watchdog_of_an_epoch_that_spent_the_budget_fails_without_a_retry(tmp_pa
     assert isinstance(event, TaskSkippedEvent)
 
 
+def test_watchdog_aborts_an_overdue_epoch_from_the_triggerer(tmp_path):
+    """Past its deadline the trigger aborts the epoch (reason timeout, the unacknowledged
+    tasks named) and records its alert itself, then ends the watchdog as the decision says,
+    without resuming on a worker: a worker slot may be minutes away on a busy deployment."""
+    import asyncio
+
+    from airflow.triggers.base import TaskSkippedEvent, TriggerEvent
+    from dag_checkpoints import CheckpointSettings
+    from dag_checkpoints.triggers import EpochDeadlineTrigger
+
+    from checkpointing import CheckpointConfig, Coordinator
+    from checkpointing.alerts import read_alert
+    from checkpointing.storage import LocalStorage
+    from tests.helpers import DIAMOND, ack_task
+
+    def first_event(tolerable: int, root: Path):
+        config = CheckpointConfig(timeout_seconds=1, tolerable_failed_epochs=tolerable)
+        settings = CheckpointSettings("p", storage=f"file://{root}", config=config)
+        c = Coordinator(LocalStorage(root), "p", config=config)
+        b = c.begin_epoch(DIAMOND, "r")
+        ack_task(c, b.epoch_id, "src_a", files={"state": b"a"}, tmp=root.parent)
+        trigger = EpochDeadlineTrigger(settings.to_kwargs(), b.epoch_id, b.deadline, 30.0)
+        event = asyncio.run(asyncio.wait_for(trigger.run().__anext__(), 10))
+        return c, b, event
+
+    c, b, event = first_event(1, tmp_path / "within")
+    assert isinstance(event, TaskSkippedEvent)
+    meta = c.metadata(b.epoch_id)
+    assert meta.status == "aborted" and meta.reason == "timeout"
+    assert set(meta.missing_tasks) == set(DIAMOND) - {"src_a"}
+    alert = read_alert(c.storage, c.layout, b.epoch_id)
+    assert alert is not None and alert.reason == "timeout"
+    _, _, event = first_event(0, tmp_path / "spent")
+    assert type(event) is TriggerEvent and "budget exhausted" in event.payload["fail"]
+
+
 def test_storage_that_does_not_answer_is_retried_a_refusal_is_final():
     """A task failing on storage that is down (a MinIO restart) spends a retry; one the
     protocol refused (fenced, decided, malformed) fails for good."""

@@ -25,7 +25,7 @@ from checkpointing.documents import parse_iso
 from checkpointing.errors import MalformedDocument
 
 from ..settings import CheckpointSettings
-from ..timeouts import watchdog_outcome
+from ..timeouts import expire_epoch, watchdog_outcome
 from .decision_read import MAX_POLL_SECONDS, read_decision
 from .task_states import FINISHED, NoStateChannel, run_task_states
 
@@ -49,8 +49,9 @@ class EpochDeadlineTrigger(BaseTrigger):
     so a run ends with its commit step instead of a storage poll
     later (PROTOCOL 6.11). A decided epoch ends the watchdog from here, without resuming
     on a worker (success, or skipped for an aborted epoch within the failure budget); an
-    aborted epoch that spent the budget resumes on a worker to fail there without a retry,
-    and so does a passed deadline, which aborts and alerts.
+    aborted epoch that spent the budget resumes on a worker to fail there without a retry.
+    A passed deadline is enforced here too: the trigger aborts the epoch (reason
+    ``timeout``) and alerts, then ends the watchdog the same way.
     Storage calls run in a worker thread of the event loop's default executor, one short
     read at a time, so a slow store never blocks the triggerer's loop.
     """
@@ -89,8 +90,11 @@ class EpochDeadlineTrigger(BaseTrigger):
                     return
                 next_read = now + self.poll_seconds
             if now >= deadline:
-                yield TriggerEvent({"epoch_id": self.epoch_id, "status": "overdue"})
-                return
+                event = await self._expire(coord, settings)
+                if event is not None:
+                    yield event
+                    return
+                next_read = 0.0  # not overdue by the coordinator's clock: read again
             if not commit_seen:
                 state = await self._commit_state()
                 if state in FINISHED:
@@ -106,6 +110,30 @@ class EpochDeadlineTrigger(BaseTrigger):
                 wait = min(wait, COMMITTING_POLL_SECONDS if committing
                            else AIRFLOW_POLL_SECONDS)
             await asyncio.sleep(max(0.05, wait))
+
+    async def _expire(self, coord: Coordinator,
+                      settings: CheckpointSettings) -> TriggerEvent | None:
+        """Abort (or complete) the overdue epoch here and end the watchdog as its decision
+        says, so the abort and its alert come at the deadline, not after a worker slot
+        frees for the watchdog to resume (tens of seconds on a busy deployment). If that
+        fails, the watchdog resumes on a worker, which expires the epoch itself. None when
+        the coordinator's clock says the deadline has not passed yet."""
+        try:
+            return await asyncio.to_thread(self._expire_here, coord, settings)
+        except Exception as exc:  # the triggerer must survive whatever storage says
+            self.log.warning("epoch %d not expired in the triggerer (%s): resuming the "
+                             "watchdog on a worker to do it", self.epoch_id, exc)
+            return TriggerEvent({"epoch_id": self.epoch_id, "status": "overdue"})
+
+    def _expire_here(self, coord: Coordinator,
+                     settings: CheckpointSettings) -> TriggerEvent | None:
+        meta = expire_epoch(settings, coord, coord.barrier(self.epoch_id))
+        if meta is None:
+            return None
+        decision = coord.decision(self.epoch_id)
+        if decision is None:  # decided, yet not readable: let the worker look again
+            return TriggerEvent({"epoch_id": self.epoch_id, "status": "overdue"})
+        return self._end_event(coord, decision)
 
     def _end_event(self, coord: Coordinator, decision: Decision) -> TriggerEvent:
         """End the watchdog from the triggerer, as :func:`watchdog_outcome` says."""
