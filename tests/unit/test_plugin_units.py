@@ -271,7 +271,7 @@ def test_watchdog_reads_the_decision_while_the_commit_step_runs(tmp_path):
                                    "d", "r", "checkpoint_commit")
     asked: list[str] = []
 
-    async def running() -> str:
+    async def running(wait: float) -> str:  # noqa: ARG001
         asked.append("running")
         return "running"
 
@@ -360,6 +360,53 @@ def test_watchdog_aborts_an_overdue_epoch_from_the_triggerer(tmp_path):
     assert alert is not None and alert.reason == "timeout"
     _, _, event = first_event(0, tmp_path / "spent")
     assert type(event) is TriggerEvent and "budget exhausted" in event.payload["fail"]
+
+
+def test_watchdog_enforces_the_deadline_while_airflow_does_not_answer(tmp_path, monkeypatch):
+    """The trigger's question to Airflow (the commit step's state) never answered, as when
+    a busy triggerer's channel to Airflow stalled for minutes: the epoch is still aborted
+    at its deadline, from storage, and the question is asked once, not again every turn."""
+    import asyncio
+    import time
+
+    from airflow.triggers.base import TaskSkippedEvent
+    from dag_checkpoints import CheckpointSettings
+    from dag_checkpoints.triggers import epoch_deadline
+
+    from checkpointing import CheckpointConfig, Coordinator
+    from checkpointing.documents import parse_iso
+    from checkpointing.storage import LocalStorage
+    from tests.helpers import DIAMOND
+
+    asked: list[str] = []
+
+    async def never_answers(dag_id, run_id, task_ids):  # noqa: ANN001, ARG001
+        asked.append(run_id)
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(epoch_deadline, "run_task_states", never_answers)
+    config = CheckpointConfig(timeout_seconds=2, tolerable_failed_epochs=1)
+    settings = CheckpointSettings("p", storage=f"file://{tmp_path}/ckpt", config=config)
+    c = Coordinator(LocalStorage(tmp_path / "ckpt"), "p", config=config)
+    b = c.begin_epoch(DIAMOND, "r")
+    trigger = epoch_deadline.EpochDeadlineTrigger(settings.to_kwargs(), b.epoch_id,
+                                                  b.deadline, 30.0, "d", "r",
+                                                  "checkpoint_commit")
+
+    async def first_event():
+        gen = trigger.run()
+        try:
+            return await asyncio.wait_for(gen.__anext__(), timeout=20)
+        finally:
+            await gen.aclose()
+
+    event = asyncio.run(first_event())
+    assert isinstance(event, TaskSkippedEvent)
+    meta = c.metadata(b.epoch_id)
+    assert meta.status == "aborted" and meta.reason == "timeout"
+    assert parse_iso(meta.decided_at) - parse_iso(b.deadline) < 5
+    assert asked == ["r"]
+    assert time.time() >= parse_iso(b.deadline)
 
 
 def test_storage_that_does_not_answer_is_retried_a_refusal_is_final():

@@ -38,6 +38,8 @@ COMMITTING_POLL_SECONDS = 0.2
 #: The commit step's states in which the decision is due or made: scheduled and queued
 #: also mean "resumed by its trigger", which fires on the decision.
 _COMMITTING = frozenset({"scheduled", "queued", "running"})
+#: What :meth:`EpochDeadlineTrigger._commit_state` says while Airflow has not answered.
+UNANSWERED = "unanswered"
 
 
 class EpochDeadlineTrigger(BaseTrigger):
@@ -64,6 +66,7 @@ class EpochDeadlineTrigger(BaseTrigger):
         self.poll_seconds = float(poll_seconds)
         self.dag_id, self.run_id, self.commit_task_id = dag_id, run_id, commit_task_id
         self._airflow_states = bool(dag_id and run_id and commit_task_id)
+        self._state_call: asyncio.Future | None = None  # a question Airflow has not answered
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{__name__}.EpochDeadlineTrigger",
@@ -73,6 +76,14 @@ class EpochDeadlineTrigger(BaseTrigger):
                  "commit_task_id": self.commit_task_id})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        try:
+            async for event in self._watch():
+                yield event
+        finally:
+            if self._state_call is not None:  # not waited for any more
+                self._state_call.cancel()
+
+    async def _watch(self) -> AsyncIterator[TriggerEvent]:
         settings = CheckpointSettings.from_kwargs(self.checkpoint)
         coord = await asyncio.to_thread(settings.coordinator)
         deadline = parse_iso(self.deadline)
@@ -96,7 +107,11 @@ class EpochDeadlineTrigger(BaseTrigger):
                     return
                 next_read = 0.0  # not overdue by the coordinator's clock: read again
             if not commit_seen:
-                state = await self._commit_state()
+                # Airflow's answer only ends the watch sooner: waiting for it never delays
+                # the next storage read or the deadline.
+                state = await self._commit_state(min(next_read, deadline) - time.time())
+                if state == UNANSWERED:
+                    continue
                 if state in FINISHED:
                     # Read the decision now; once only: a commit step that failed without
                     # deciding leaves the epoch to the ordinary polls and its deadline.
@@ -151,13 +166,23 @@ class EpochDeadlineTrigger(BaseTrigger):
         self.log.warning("%s", message)
         return TaskSkippedEvent()
 
-    async def _commit_state(self) -> str | None:
-        """Airflow's state of the run's commit step. Without a channel to Airflow's API the
-        trigger watches storage only (None)."""
+    async def _commit_state(self, wait: float) -> str | None:
+        """Airflow's state of the run's commit step, waiting at most ``wait`` seconds for it.
+        None without a channel to Airflow's API (the trigger then watches storage only);
+        ``UNANSWERED`` while Airflow has not answered: the question stays asked, not asked
+        again, and its answer is read in a later turn. A triggerer whose channel to Airflow
+        stalled (150 s was seen on a busy host) still aborts the epoch at its deadline."""
         if not self._airflow_states:
             return None
+        if self._state_call is None:
+            self._state_call = asyncio.ensure_future(
+                run_task_states(self.dag_id, self.run_id, [self.commit_task_id]))
+        done, _ = await asyncio.wait({self._state_call}, timeout=max(0.05, wait))
+        if not done:
+            return UNANSWERED
+        call, self._state_call = self._state_call, None
         try:
-            states = await run_task_states(self.dag_id, self.run_id, [self.commit_task_id])
+            states = call.result()
         except NoStateChannel as exc:
             self.log.info("cannot read Airflow's task states here (%s): watching storage only",
                           exc)
