@@ -143,12 +143,8 @@ class EpochDeadlineTrigger(BaseTrigger):
     def _expire_here(self, coord: Coordinator,
                      settings: CheckpointSettings) -> TriggerEvent | None:
         meta = expire_epoch(settings, coord, coord.barrier(self.epoch_id))
-        if meta is None:
-            return None
-        decision = coord.decision(self.epoch_id)
-        if decision is None:  # decided, yet not readable: let the worker look again
-            return TriggerEvent({"epoch_id": self.epoch_id, "status": "overdue"})
-        return self._end_event(coord, decision)
+        # The decision just written (or found) is the one to end with: not read again.
+        return None if meta is None else self._end_event(coord, Decision.of_metadata(meta))
 
     def _end_event(self, coord: Coordinator, decision: Decision) -> TriggerEvent:
         """End the watchdog from the triggerer, as :func:`watchdog_outcome` says."""
