@@ -362,6 +362,38 @@ def test_watchdog_aborts_an_overdue_epoch_from_the_triggerer(tmp_path):
     assert type(event) is TriggerEvent and "budget exhausted" in event.payload["fail"]
 
 
+def test_watchdog_resumed_on_a_worker_ends_an_overdue_epoch_as_the_trigger_would(tmp_path):
+    """When the trigger could not expire the epoch (its storage call raised) it resumes the
+    task on a worker with an "overdue" event: the worker aborts the epoch and ends the task
+    as the trigger would have, skipped within the failure budget, failed beyond it."""
+    import time
+
+    from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
+    from dag_checkpoints import CheckpointSettings
+    from dag_checkpoints.operators import EpochTimeoutOperator
+
+    from checkpointing import CheckpointConfig, Coordinator
+    from checkpointing.storage import LocalStorage
+    from tests.helpers import DIAMOND
+
+    for tolerable, raised in ((1, AirflowSkipException), (0, AirflowFailException)):
+        root = tmp_path / f"t{tolerable}"
+        config = CheckpointConfig(timeout_seconds=1, tolerable_failed_epochs=tolerable)
+        settings = CheckpointSettings("p", storage=f"file://{root}", config=config)
+        c = Coordinator(LocalStorage(root), "p", config=config)
+        b = c.begin_epoch(DIAMOND, "r")
+        op = EpochTimeoutOperator(task_id="checkpoint_timeout", settings=settings,
+                                  begin_task_id="checkpoint_begin")
+        event = {"epoch_id": b.epoch_id, "status": "overdue"}
+        assert op.execute_complete({}, event) == "pending"  # before its deadline
+        assert c.metadata(b.epoch_id) is None
+        time.sleep(1.2)
+        with pytest.raises(raised, match="timeout"):
+            op.execute_complete({}, event)
+        meta = c.metadata(b.epoch_id)
+        assert meta.status == "aborted" and meta.reason == "timeout"
+
+
 def test_watchdog_enforces_the_deadline_while_airflow_does_not_answer(tmp_path, monkeypatch):
     """The trigger's question to Airflow (the commit step's state) never answered, as when
     a busy triggerer's channel to Airflow stalled for minutes: the epoch is still aborted

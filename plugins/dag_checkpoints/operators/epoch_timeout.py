@@ -10,7 +10,6 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from checkpointing import Coordinator
 from checkpointing.decision import Decision
-from checkpointing.errors import FailureBudgetExhausted
 
 from ..runconf import checkpointing_enabled, foreground_test_run
 from ..settings import CheckpointSettings
@@ -85,17 +84,14 @@ class EpochTimeoutOperator(BaseOperator):
             raise AirflowFailException(str(event["fail"]))
         if event["status"] != "overdue":  # from a trigger of before 1.7
             return str(event["status"])
+        # The trigger could not expire the epoch itself (its storage call raised): the
+        # worker does, and ends the task as the trigger would have (watchdog_outcome).
         coord = self.settings.coordinator()
         barrier = coord.barrier(int(event["epoch_id"]))
         meta = expire_epoch(self.settings, coord, barrier, context)
-        if meta is None or meta.completed:
-            return "completed" if meta else "pending"
-        msg = (f"epoch {meta.epoch_id} {meta.reason}: {meta.detail}; tasks not acknowledged: "
-               f"{', '.join(meta.missing_tasks) or 'none'}")
-        try:
-            coord.check_failure_budget(barrier.lineage)
-        except FailureBudgetExhausted as exc:
-            raise AirflowFailException(f"{msg}; checkpoint failure budget exhausted: "
-                                       f"{exc}") from None
-        log.warning("%s: within the failure budget", msg)
-        return meta.status
+        if meta is None:  # its deadline has not passed on this worker's clock
+            return "pending"
+        if not meta.completed:
+            log.warning("epoch %d %s: tasks not acknowledged: %s", meta.epoch_id, meta.reason,
+                        ", ".join(meta.missing_tasks) or "none")
+        return self._decided(coord, Decision.of_metadata(meta))
