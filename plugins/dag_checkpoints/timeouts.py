@@ -10,7 +10,8 @@ enforce it, all through :func:`expire_epoch`:
   as the epoch is decided, or aborts it at its deadline with reason ``timeout``, naming the
   tasks that did not acknowledge, and alerts once, while the run's other tasks may still run;
 - a DAG-level Deadline Alert (:func:`deadline_alert`), the backstop for a run whose
-  watchdog is gone: :func:`deadline_missed` runs in the triggerer;
+  watchdog is gone or not started yet: :func:`deadline_missed` runs in the triggerer and
+  expires the epoch at its deadline;
 - every begin step, which expires every other overdue epoch of the pipeline.
 """
 
@@ -24,6 +25,7 @@ from typing import Any
 
 from checkpointing import Barrier, Coordinator, EpochMetadata
 from checkpointing.decision import Decision
+from checkpointing.documents import parse_iso
 from checkpointing.errors import FailureBudgetExhausted
 
 from .notifications import announce
@@ -84,17 +86,35 @@ def deadline_alert(settings: Any) -> Any | None:
 
 async def deadline_missed(context: dict[str, Any] | None = None, *,
                           checkpoint: dict[str, Any], **_: Any) -> None:
-    """Deadline Alert callback (triggerer). Returns nothing: Airflow stores a callback's
-    result in a text column, and a dict there killed the triggerer. Never waits: an epoch
-    not yet past its barrier's deadline is left to its watchdog (a run that waited in the
-    queue opened its epoch late, and its timeout counts from then)."""
+    """Deadline Alert callback (triggerer): expires the run's epoch at the epoch's own
+    deadline. Airflow fires it ``timeout_seconds`` after the run was queued; the epoch's
+    deadline counts from its barrier, written when the begin step ran, so it comes later
+    by as long as the run waited for that step (seconds, or minutes on a busy deployment).
+    The callback waits for it in the triggerer's event loop, holding no thread: returning
+    at once, as it did, left a run whose watchdog was gone, or not yet started, to the next
+    run's begin step. Returns nothing: Airflow stores a callback's result in a text column,
+    and a dict there killed the triggerer."""
     try:
-        await asyncio.to_thread(_expire_run, context or {}, checkpoint)
+        found = await asyncio.to_thread(_open_epoch, context or {}, checkpoint)
+        if found is None:
+            return
+        settings, coord, barrier = found
+        if parse_iso(barrier.deadline) > coord.clock():
+            log.info("deadline missed for run %s; its epoch %d opened later and is expired at "
+                     "its own deadline %s unless decided before", barrier.run_id,
+                     barrier.epoch_id, barrier.deadline)
+        while (wait := parse_iso(barrier.deadline) - coord.clock()) > 0:
+            await asyncio.sleep(wait + 0.05)
+        # Decided meanwhile (completed, or aborted by its watchdog): that decision is
+        # returned and nothing is alerted twice (the alert record is created once).
+        await asyncio.to_thread(expire_epoch, settings, coord, barrier, context or {})
     except Exception:  # the triggerer must survive whatever storage says
         log.exception("checkpoint deadline callback failed")
 
 
-def _expire_run(context: dict[str, Any], checkpoint: dict[str, Any]) -> None:
+def _open_epoch(context: dict[str, Any], checkpoint: dict[str, Any]
+                ) -> tuple[CheckpointSettings, Coordinator, Barrier] | None:
+    """(settings, coordinator, barrier) of the run's open epoch; None when it has none."""
     settings = CheckpointSettings.from_kwargs(checkpoint)
     run_id = (context.get("dag_run") or {}).get("dag_run_id")
     coord = settings.coordinator()
@@ -102,11 +122,8 @@ def _expire_run(context: dict[str, Any], checkpoint: dict[str, Any]) -> None:
     if barrier is None:
         log.info("deadline missed for run %s, which has no open epoch of %s (queued, or "
                  "already decided)", run_id, settings.pipeline_id)
-        return
-    meta = expire_epoch(settings, coord, barrier, context)
-    if meta is None:
-        log.info("deadline missed for run %s; its epoch %d opened later, its own deadline "
-                 "%s is enforced by its watchdog", run_id, barrier.epoch_id, barrier.deadline)
+        return None
+    return settings, coord, barrier
 
 
 def _lineage_of(context: dict[str, Any]) -> str:

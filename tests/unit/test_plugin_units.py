@@ -394,6 +394,55 @@ def test_watchdog_resumed_on_a_worker_ends_an_overdue_epoch_as_the_trigger_would
         assert meta.status == "aborted" and meta.reason == "timeout"
 
 
+def test_deadline_alert_expires_the_epoch_at_its_own_deadline(tmp_path):
+    """The DAG's Deadline Alert fires timeout_seconds after the run was queued, before the
+    epoch's own deadline (its barrier was written later): its callback waits for that
+    deadline, then aborts the epoch and alerts once; an epoch decided meanwhile is left as
+    it was, and nothing is alerted."""
+    import asyncio
+    import threading
+    import time
+
+    from dag_checkpoints import CheckpointSettings
+    from dag_checkpoints.timeouts import deadline_missed
+
+    from checkpointing import CheckpointConfig, Coordinator
+    from checkpointing.alerts import read_alert
+    from checkpointing.documents import parse_iso
+    from checkpointing.storage import LocalStorage
+    from tests.helpers import DIAMOND, ack_task
+
+    for complete in (False, True):
+        root = tmp_path / f"c{complete}"
+        config = CheckpointConfig(timeout_seconds=2, tolerable_failed_epochs=1)
+        settings = CheckpointSettings("p", storage=f"file://{root}", config=config)
+        c = Coordinator(LocalStorage(root), "p", config=config)
+        b = c.begin_epoch(DIAMOND, "r")
+        if complete:  # its tasks acknowledge and its commit step completes it meanwhile
+            def finish(c=c, b=b, root=root):
+                for t in DIAMOND:
+                    ack_task(c, b.epoch_id, t, files={"state": t.encode()}, tmp=root.parent)
+                c.complete(b.epoch_id)
+            threading.Timer(0.5, finish).start()
+        asyncio.run(asyncio.wait_for(deadline_missed(
+            {"dag_run": {"dag_run_id": "r"}}, checkpoint=settings.to_kwargs()), 20))
+        assert time.time() >= parse_iso(b.deadline)  # not before the epoch's own deadline
+        meta = c.metadata(b.epoch_id)
+        alert = read_alert(c.storage, c.layout, b.epoch_id)
+        if complete:
+            assert meta.status == "completed" and alert is None
+        else:
+            assert meta.status == "aborted" and meta.reason == "timeout"
+            assert alert is not None and alert.reason == "timeout"
+    # A run whose epoch is decided, or which never opened one, returns at once.
+    t0 = time.monotonic()
+    asyncio.run(deadline_missed({"dag_run": {"dag_run_id": "r"}},
+                                checkpoint=settings.to_kwargs()))
+    asyncio.run(deadline_missed({"dag_run": {"dag_run_id": "other"}},
+                                checkpoint=settings.to_kwargs()))
+    assert time.monotonic() - t0 < 5
+
+
 def test_watchdog_enforces_the_deadline_while_airflow_does_not_answer(tmp_path, monkeypatch):
     """The trigger's question to Airflow (the commit step's state) never answered, as when
     a busy triggerer's channel to Airflow stalled for minutes: the epoch is still aborted
