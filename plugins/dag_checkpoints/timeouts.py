@@ -91,8 +91,8 @@ async def deadline_missed(context: dict[str, Any] | None = None, *,
     deadline counts from its barrier, written when the begin step ran, so it comes later
     by as long as the run waited for that step (seconds, or minutes on a busy deployment).
     The callback waits for it in the triggerer's event loop, holding no thread: returning
-    at once, as it did, left a run whose watchdog was gone, or not yet started, to the next
-    run's begin step. Returns nothing: Airflow stores a callback's result in a text column,
+    at once would leave a run whose watchdog is gone, or not yet started, to the next run's
+    begin step. Returns nothing: Airflow stores a callback's result in a text column,
     and a dict there killed the triggerer."""
     try:
         found = await asyncio.to_thread(_open_epoch, context or {}, checkpoint)
