@@ -99,11 +99,12 @@ async def deadline_missed(context: dict[str, Any] | None = None, *,
         if found is None:
             return
         settings, coord, barrier = found
-        if parse_iso(barrier.deadline) > coord.clock():
+        deadline = parse_iso(barrier.deadline)
+        if deadline > coord.clock():
             log.info("deadline missed for run %s; its epoch %d opened later and is expired at "
                      "its own deadline %s unless decided before", barrier.run_id,
                      barrier.epoch_id, barrier.deadline)
-        while (wait := parse_iso(barrier.deadline) - coord.clock()) > 0:
+        while (wait := deadline - coord.clock()) > 0:
             await asyncio.sleep(wait + 0.05)
         # Decided meanwhile (completed, or aborted by its watchdog): that decision is
         # returned and nothing is alerted twice (the alert record is created once).

@@ -290,6 +290,21 @@ def test_watchdog_reads_the_decision_while_the_commit_step_runs(tmp_path):
     assert len(asked) >= 2  # it kept asking Airflow at the committing pace
 
 
+def _open_epoch(root: Path, **config: float) -> tuple:
+    """(settings, coordinator, barrier): pipeline ``p`` checkpointed under ``root`` with
+    ``CheckpointConfig(**config)``, and an open epoch of the diamond DAG for run ``r``."""
+    from dag_checkpoints import CheckpointSettings
+
+    from checkpointing import CheckpointConfig, Coordinator
+    from checkpointing.storage import LocalStorage
+    from tests.helpers import DIAMOND
+
+    settings = CheckpointSettings("p", storage=f"file://{root}",
+                                  config=CheckpointConfig(**config))
+    c = Coordinator(LocalStorage(root), "p", config=settings.config)
+    return settings, c, c.begin_epoch(DIAMOND, "r")
+
+
 def test_watchdog_of_an_epoch_that_spent_the_budget_fails_without_a_retry(tmp_path):
     """An aborted epoch with the failure budget spent: the watchdog's trigger resumes it on a
     worker, where it fails for good (a TaskFailedEvent from the trigger is retried by
@@ -299,19 +314,12 @@ def test_watchdog_of_an_epoch_that_spent_the_budget_fails_without_a_retry(tmp_pa
 
     from airflow.sdk.exceptions import AirflowFailException
     from airflow.triggers.base import TaskSkippedEvent, TriggerEvent
-    from dag_checkpoints import CheckpointSettings
     from dag_checkpoints.operators import EpochTimeoutOperator
     from dag_checkpoints.triggers import EpochDeadlineTrigger
 
-    from checkpointing import CheckpointConfig, Coordinator
-    from checkpointing.storage import LocalStorage
-    from tests.helpers import DIAMOND
 
     def first_event(tolerable: int, root: Path):
-        settings = CheckpointSettings("p", storage=f"file://{root}",
-                                      config=CheckpointConfig(tolerable_failed_epochs=tolerable))
-        c = Coordinator(LocalStorage(root), "p", config=settings.config)
-        b = c.begin_epoch(DIAMOND, "r")
+        settings, c, b = _open_epoch(root, tolerable_failed_epochs=tolerable)
         c.abort(b.epoch_id, "declined", "bad input", declined_by="a")
         trigger = EpochDeadlineTrigger(settings.to_kwargs(), b.epoch_id, b.deadline, 30.0)
         return settings, asyncio.run(asyncio.wait_for(trigger.run().__anext__(), 10))
@@ -333,19 +341,14 @@ def test_watchdog_aborts_an_overdue_epoch_from_the_triggerer(tmp_path):
     import asyncio
 
     from airflow.triggers.base import TaskSkippedEvent, TriggerEvent
-    from dag_checkpoints import CheckpointSettings
     from dag_checkpoints.triggers import EpochDeadlineTrigger
 
-    from checkpointing import CheckpointConfig, Coordinator
     from checkpointing.alerts import read_alert
-    from checkpointing.storage import LocalStorage
     from tests.helpers import DIAMOND, ack_task
 
     def first_event(tolerable: int, root: Path):
-        config = CheckpointConfig(timeout_seconds=1, tolerable_failed_epochs=tolerable)
-        settings = CheckpointSettings("p", storage=f"file://{root}", config=config)
-        c = Coordinator(LocalStorage(root), "p", config=config)
-        b = c.begin_epoch(DIAMOND, "r")
+        settings, c, b = _open_epoch(root, timeout_seconds=1,
+                                     tolerable_failed_epochs=tolerable)
         ack_task(c, b.epoch_id, "src_a", files={"state": b"a"}, tmp=root.parent)
         trigger = EpochDeadlineTrigger(settings.to_kwargs(), b.epoch_id, b.deadline, 30.0)
         event = asyncio.run(asyncio.wait_for(trigger.run().__anext__(), 10))
@@ -369,19 +372,12 @@ def test_watchdog_resumed_on_a_worker_ends_an_overdue_epoch_as_the_trigger_would
     import time
 
     from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
-    from dag_checkpoints import CheckpointSettings
     from dag_checkpoints.operators import EpochTimeoutOperator
 
-    from checkpointing import CheckpointConfig, Coordinator
-    from checkpointing.storage import LocalStorage
-    from tests.helpers import DIAMOND
 
     for tolerable, raised in ((1, AirflowSkipException), (0, AirflowFailException)):
-        root = tmp_path / f"t{tolerable}"
-        config = CheckpointConfig(timeout_seconds=1, tolerable_failed_epochs=tolerable)
-        settings = CheckpointSettings("p", storage=f"file://{root}", config=config)
-        c = Coordinator(LocalStorage(root), "p", config=config)
-        b = c.begin_epoch(DIAMOND, "r")
+        settings, c, b = _open_epoch(tmp_path / f"t{tolerable}", timeout_seconds=1,
+                                     tolerable_failed_epochs=tolerable)
         op = EpochTimeoutOperator(task_id="checkpoint_timeout", settings=settings,
                                   begin_task_id="checkpoint_begin")
         event = {"epoch_id": b.epoch_id, "status": "overdue"}
@@ -403,21 +399,15 @@ def test_deadline_alert_expires_the_epoch_at_its_own_deadline(tmp_path):
     import threading
     import time
 
-    from dag_checkpoints import CheckpointSettings
     from dag_checkpoints.timeouts import deadline_missed
 
-    from checkpointing import CheckpointConfig, Coordinator
     from checkpointing.alerts import read_alert
     from checkpointing.documents import parse_iso
-    from checkpointing.storage import LocalStorage
     from tests.helpers import DIAMOND, ack_task
 
     for complete in (False, True):
         root = tmp_path / f"c{complete}"
-        config = CheckpointConfig(timeout_seconds=2, tolerable_failed_epochs=1)
-        settings = CheckpointSettings("p", storage=f"file://{root}", config=config)
-        c = Coordinator(LocalStorage(root), "p", config=config)
-        b = c.begin_epoch(DIAMOND, "r")
+        settings, c, b = _open_epoch(root, timeout_seconds=2, tolerable_failed_epochs=1)
         if complete:  # its tasks acknowledge and its commit step completes it meanwhile
             def finish(c=c, b=b, root=root):
                 for t in DIAMOND:
@@ -451,13 +441,9 @@ def test_watchdog_enforces_the_deadline_while_airflow_does_not_answer(tmp_path, 
     import time
 
     from airflow.triggers.base import TaskSkippedEvent
-    from dag_checkpoints import CheckpointSettings
     from dag_checkpoints.triggers import epoch_deadline
 
-    from checkpointing import CheckpointConfig, Coordinator
     from checkpointing.documents import parse_iso
-    from checkpointing.storage import LocalStorage
-    from tests.helpers import DIAMOND
 
     asked: list[str] = []
 
@@ -466,10 +452,8 @@ def test_watchdog_enforces_the_deadline_while_airflow_does_not_answer(tmp_path, 
         await asyncio.Event().wait()
 
     monkeypatch.setattr(epoch_deadline, "run_task_states", never_answers)
-    config = CheckpointConfig(timeout_seconds=2, tolerable_failed_epochs=1)
-    settings = CheckpointSettings("p", storage=f"file://{tmp_path}/ckpt", config=config)
-    c = Coordinator(LocalStorage(tmp_path / "ckpt"), "p", config=config)
-    b = c.begin_epoch(DIAMOND, "r")
+    settings, c, b = _open_epoch(tmp_path / "ckpt", timeout_seconds=2,
+                                 tolerable_failed_epochs=1)
     trigger = epoch_deadline.EpochDeadlineTrigger(settings.to_kwargs(), b.epoch_id,
                                                   b.deadline, 30.0, "d", "r",
                                                   "checkpoint_commit")

@@ -13,7 +13,7 @@ from checkpointing.decision import Decision
 
 from ..runconf import checkpointing_enabled, foreground_test_run
 from ..settings import CheckpointSettings
-from ..timeouts import expire_epoch, log, watchdog_outcome
+from ..timeouts import expire_epoch, watchdog_outcome
 from ..triggers.decision_read import decision_poll_seconds
 from ..triggers.epoch_deadline import EpochDeadlineTrigger
 
@@ -91,7 +91,5 @@ class EpochTimeoutOperator(BaseOperator):
         meta = expire_epoch(self.settings, coord, barrier, context)
         if meta is None:  # its deadline has not passed on this worker's clock
             return "pending"
-        if not meta.completed:
-            log.warning("epoch %d %s: tasks not acknowledged: %s", meta.epoch_id, meta.reason,
-                        ", ".join(meta.missing_tasks) or "none")
+        # The abort's own log line and alert name the tasks that did not acknowledge.
         return self._decided(coord, Decision.of_metadata(meta))
