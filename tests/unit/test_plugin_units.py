@@ -317,7 +317,6 @@ def test_watchdog_of_an_epoch_that_spent_the_budget_fails_without_a_retry(tmp_pa
     from dag_checkpoints.operators import EpochTimeoutOperator
     from dag_checkpoints.triggers import EpochDeadlineTrigger
 
-
     def first_event(tolerable: int, root: Path):
         settings, c, b = _open_epoch(root, tolerable_failed_epochs=tolerable)
         c.abort(b.epoch_id, "declined", "bad input", declined_by="a")
@@ -373,7 +372,6 @@ def test_watchdog_resumed_on_a_worker_ends_an_overdue_epoch_as_the_trigger_would
 
     from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
     from dag_checkpoints.operators import EpochTimeoutOperator
-
 
     for tolerable, raised in ((1, AirflowSkipException), (0, AirflowFailException)):
         settings, c, b = _open_epoch(tmp_path / f"t{tolerable}", timeout_seconds=1,
