@@ -47,10 +47,32 @@ _S3_ERRORS = (ClientError, BotoCoreError, ValueError)
 _LOADER = create_loader()
 
 
+#: Attempts per S3 call, the first included, when neither the caller nor AWS
+#: (``AWS_MAX_ATTEMPTS``, the config file's ``max_attempts``) says otherwise. botocore's
+#: standard mode waits rand(0, 1) x 50 ms x 2^i before retry i of a connection error (at most
+#: 20 s), so its default 3 attempts, or the 6 used before, give up within a second or two:
+#: a MinIO restart or a DNS blip of seconds failed every call in flight, and each failure
+#: spent one of the task's Airflow retries (the container drill's MinIO restart took
+#: ``ingest_flights`` to its third and last try). 11 attempts wait at most 46 s in all,
+#: about half that typically, before the one-line error; a throttled call (1 s x 2^i) at
+#: most 131 s.
+DEFAULT_MAX_ATTEMPTS = 11
+
+
 def _session() -> boto3.session.Session:
     core = botocore.session.get_session()
     core.register_component("data_loader", _LOADER)
     return boto3.session.Session(botocore_session=core)
+
+
+def retry_config(max_attempts: int | None = None) -> dict[str, Any]:
+    """botocore's ``retries`` setting for a client of checkpoint storage: standard mode,
+    ``max_attempts`` attempts per call (the first included, as ``AWS_MAX_ATTEMPTS``
+    counts them) if given, else the AWS configuration's, else :data:`DEFAULT_MAX_ATTEMPTS`."""
+    if max_attempts is None:
+        configured = botocore.session.get_session().get_config_variable("max_attempts")
+        max_attempts = int(configured) if configured else DEFAULT_MAX_ATTEMPTS
+    return {"mode": "standard", "total_max_attempts": max_attempts}
 
 
 def _no_expect_continue(request: Any = None, **_: Any) -> None:
@@ -83,7 +105,7 @@ class S3Storage(Storage):
         *,
         endpoint_url: str | None = None,
         region_name: str | None = None,
-        max_attempts: int = 5,
+        max_attempts: int | None = None,
         connect_timeout: float = 5.0,
         read_timeout: float = 30.0,
         client: Any = None,
@@ -94,7 +116,7 @@ class S3Storage(Storage):
         self.endpoint_url = endpoint_url
         if client is None:
             config = Config(
-                retries={"mode": "standard", "max_attempts": max_attempts},
+                retries=retry_config(max_attempts),
                 connect_timeout=connect_timeout,
                 read_timeout=read_timeout,
                 s3={"addressing_style": "path"} if endpoint_url else None,

@@ -36,6 +36,7 @@ from checkpointing.errors import (
 from checkpointing.ids import ID_PATTERN
 from checkpointing.listing import list_epochs
 from checkpointing.publish import published_tables
+from checkpointing.redaction import redact
 from checkpointing.stats import epoch_or_history_stats
 
 from .airflow_api import AirflowApi, AirflowApiError
@@ -131,29 +132,16 @@ def _coordinator(dag_id: str):
         coord = settings.coordinator()
         owner = dag_id if key in _OWNED else coord.registry().owner
     except (ValueError, InvalidId) as exc:
-        raise HTTPException(400, _redact(str(exc), settings.storage)) from None
+        raise HTTPException(400, redact(str(exc), settings.storage)) from None
     except CheckpointError as exc:
         raise HTTPException(503, "checkpoint storage: "
-                                 + _redact(str(exc), settings.storage)) from None
+                                 + redact(str(exc), settings.storage)) from None
     if owner is not None and owner != dag_id:
         raise HTTPException(409, f"pipeline {coord.pipeline_id!r} of DAG {dag_id!r} is "
                                  f"checkpointed by DAG {owner!r} on the same storage")
     if owner == dag_id:
         _OWNED.add(key)
     return coord
-
-
-def _redact(text: str, *roots: str) -> str:
-    """No storage path in an answer: each storage root (a URI, or a local path with or
-    without ``file://``) becomes ``<storage>``, so a message still names the document
-    (``<storage>/p/epochs/...``) without where it lives."""
-    for root in roots:
-        root = root.rstrip("/")
-        if root:
-            text = text.replace(root, "<storage>")
-            if root.startswith("file://"):
-                text = text.replace(root[len("file://"):], "<storage>")
-    return text
 
 
 def _public_barrier(barrier: Any) -> dict[str, Any]:
@@ -173,7 +161,7 @@ def _public_barrier(barrier: Any) -> dict[str, Any]:
 def _storage_errors(exc: Exception, coord: Any = None) -> HTTPException:
     msg = str(exc)
     if coord is not None:
-        msg = _redact(msg, *coord.storage_locations)
+        msg = redact(msg, *coord.storage_locations)
     if isinstance(exc, (EpochNotFound, SavepointNotFound)):
         return HTTPException(404, msg)
     if isinstance(exc, MalformedDocument):

@@ -79,6 +79,13 @@ class CheckpointSettings:
                              "(set CKPT_DATA or CheckpointSettings.data)")
         return replace(self, storage=self.data).open_storage()
 
+    @property
+    def roots(self) -> tuple[str, ...]:
+        """Where checkpoint storage and the data live, as messages spell them (Spark's
+        ``s3a://`` too): what a task's failure line must not show."""
+        roots = [r for r in (self.storage, self.data) if r.strip()]
+        return (*roots, *(f"s3a{r[2:]}" for r in roots if r.startswith("s3://")))
+
     def coordinator(self, **kwargs: Any) -> Coordinator:
         """A coordinator whose aborts are announced (alert record, log, notifiers) by the
         process that decides them, whichever step that is (begin expiring an overdue
@@ -123,10 +130,10 @@ def _storage_from_connection(uri: str, conn_id: str, endpoint_url: str | None) -
     from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
     from botocore.config import Config
 
-    from checkpointing.storage.s3 import S3Storage
+    from checkpointing.storage.s3 import S3Storage, retry_config
 
     hook = AwsBaseHook(aws_conn_id=conn_id, client_type="s3", config=Config(
-        retries={"mode": "standard", "max_attempts": 5}, connect_timeout=5.0,
+        retries=retry_config(), connect_timeout=5.0,
         read_timeout=30.0, s3={"addressing_style": "path"}))
     parsed = urlparse(uri)
     client = hook.get_conn()

@@ -18,7 +18,9 @@ What keeps Airflow's clear and retry meaning what they meant with a begin step i
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -39,6 +41,7 @@ from checkpointing.errors import (
     StorageError,
 )
 from checkpointing.lineages import MAIN
+from checkpointing.redaction import redact
 from checkpointing.table_changes import event_version
 
 from .notifications import announce_stale
@@ -80,7 +83,7 @@ def open_run_epoch(settings: CheckpointSettings, plan: dict[str, TaskPlan], cont
     except PolicyViolation as exc:
         raise AirflowException(f"cannot open an epoch now: {exc}") from None
     except CheckpointError as exc:
-        raise task_failure(exc, "cannot open an epoch") from None
+        raise task_failure(exc, "cannot open an epoch", *coord.storage_locations) from None
     announce_stale(coord, settings.alerts, lineage, context)
     log.info("run %s works for epoch %d of %s, lineage %s (parent %s, savepoint %s)%s",
              run_id, barrier.epoch_id, settings.pipeline_id, lineage, barrier.parent_epoch_id,
@@ -124,13 +127,30 @@ def triggering_table_versions(plan: dict[str, TaskPlan], context: Any) -> dict[s
     return found
 
 
-def task_failure(exc: CheckpointError, what: str) -> AirflowException:
+def task_failure(exc: CheckpointError, what: str, *roots: str) -> AirflowException:
     """How a task fails on ``exc``: storage that did not answer (down, restarting,
-    throttling) is worth Airflow's retries; anything else the protocol refused is final."""
-    message = f"{what}: {exc}"
+    throttling) is worth Airflow's retries; anything else the protocol refused is final.
+    The line names the document, not where ``roots`` (the storage's) live: task logs are
+    read by everyone who may read the DAG."""
+    message = redact(f"{what}: {exc}", *roots)
     transient = isinstance(exc, StorageError) and not isinstance(exc, NotFound |
                                                                   PreconditionFailed)
     return AirflowException(message) if transient else AirflowFailException(message)
+
+
+def storage_failures(method: Callable[..., Any]) -> Callable[..., Any]:
+    """An operator method (of an operator with ``settings``) whose storage that did not
+    answer fails the try as :func:`task_failure` says: retried, in a line that names the
+    document but not where storage lives. Other errors pass unchanged."""
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except StorageError as exc:
+            if isinstance(exc, NotFound | PreconditionFailed):
+                raise
+            raise task_failure(exc, self.task_id, *self.settings.roots) from None
+    return wrapper
 
 
 def run_lineage(coord: Any, context: Any) -> tuple[str, bool, bool]:

@@ -19,6 +19,7 @@ from urllib.parse import urlparse
 
 from checkpointing.extras import require
 
+from .reattach import quiet_closed_session_noise
 from .spark_conf import SESSION_CONF, s3a_conf
 
 log = logging.getLogger("spark_jobs.runtime.connect")
@@ -84,6 +85,7 @@ def connect_session(url: str, app: str, *, s3: bool = False, endpoint_url: str |
     # What pyspark's own builder does for remote sessions: pyspark.sql.functions dispatch on
     # it, so this process's column functions build Connect expressions from now on.
     os.environ["SPARK_CONNECT_MODE_ENABLED"] = "1"
+    quiet_closed_session_noise()  # the end of each session, not an error
     spark = SparkSession.builder.remote(url).create()
     defaults = spark.client.get_retry_policies()
     spark.client.set_retry_policies([DefaultPolicy(max_retries=3, max_backoff=1000)])

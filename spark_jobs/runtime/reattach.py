@@ -115,10 +115,13 @@ def reattach(spark: Any, op: EngineOperation, df: Any) -> str | None:
 
 
 class _ClosedSessionNoise(logging.Filter):
-    """Drops pyspark's "ReleaseExecute failed ... INVALID_HANDLE.SESSION_CLOSED" warnings:
-    once a retry released the killed attempt's session, the client's background releases of
-    that session's operations all fail so, a dozen lines that read as errors of an attempt
-    that succeeded. Any other ReleaseExecute failure is kept."""
+    """Drops pyspark's "ReleaseExecute failed ... INVALID_HANDLE.SESSION_CLOSED" warnings.
+
+    The client releases each operation's buffered results in background threads; once the
+    session is released (by the task at its end, or by a retry releasing the killed
+    attempt's), the server has dropped them all, and those releases still pending fail so:
+    lines at error level in the log of a task that succeeded, in every task through Spark
+    Connect. Any other ReleaseExecute failure is kept."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         msg = record.getMessage()

@@ -66,9 +66,16 @@ def test_the_image_is_what_a_platform_team_expects(deployment):
 
 def test_daily_epochs_and_a_killed_worker_container(deployment):
     d = Drills(Containers(deployment))
-    for _ in range(2):
-        d.clean_epoch()
+    first = [d.clean_epoch() for _ in range(2)][0]
     assert d.coord.latest_completed() == 2
+
+    # The UI shows a task's log, fetched from the worker container that ran it, without
+    # pyspark's warnings about the session the task itself closed at its end.
+    events = d.af.log_events(first, VICTIM_TASK, 1)
+    lines = [str(e.get("event")) if isinstance(e, dict) else str(e) for e in events]
+    assert any(line.startswith("acknowledged epoch 1 as attempt 1") for line in lines), \
+        lines[-8:]
+    assert not [line for line in lines if "ReleaseExecute failed" in line]
 
     # A Celery worker's container killed while it runs a Spark task.
     # (A run whose task ended before the kill completes; the next is killed sooner.)

@@ -111,6 +111,10 @@ def test_services_agree_on_hosts_ports_buckets_and_credentials(compose):
                  "airflow-worker", "airflow-init"):
         assert _env(compose, name) == env, name
 
+    # Keys every component must share, not make its own: the API's tokens and the
+    # api-server's signed requests for task logs to the workers' log servers.
+    assert env.get("AIRFLOW__API_AUTH__JWT_SECRET") and env.get("AIRFLOW__API__SECRET_KEY")
+
     db = urlparse(env["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"])
     pg = _env(compose, "postgres")
     assert db.hostname in svcs and _default(svcs[db.hostname]["image"]).startswith("postgres")

@@ -488,6 +488,35 @@ def test_storage_that_does_not_answer_is_retried_a_refusal_is_final():
 
     down = task_failure(StorageError("cannot reach S3 endpoint"), "ingest")
     assert type(down) is AirflowException and str(down) == "ingest: cannot reach S3 endpoint"
+    # The line names the document, never where the storage or the data live.
+    from dag_checkpoints.settings import CheckpointSettings
+
+    roots = CheckpointSettings(pipeline_id="p", storage="s3://ckpt/pre/",
+                               data="s3://lake/raw").roots
+    where = task_failure(StorageError("cannot reach S3 endpoint http://minio:9000 for "
+                                      "s3://ckpt/pre/p/epochs/0000000004/_metadata; "
+                                      "s3a://lake/raw/day.csv"), "ingest", *roots)
+    assert str(where) == ("ingest: cannot reach S3 endpoint http://minio:9000 for "
+                          "<storage>/p/epochs/0000000004/_metadata; <storage>/day.csv")
+
+    # The epoch steps (begin, commit, watchdog) fail so on storage that does not answer.
+    from dag_checkpoints.task_epoch import storage_failures
+
+    class Step:
+        task_id = "checkpoint_commit"
+        settings = CheckpointSettings(pipeline_id="p", storage="s3://ckpt/pre/")
+
+        @storage_failures
+        def execute(self, exc: Exception) -> None:
+            raise exc
+
+    with pytest.raises(AirflowException) as down:
+        Step().execute(StorageError("cannot reach S3 endpoint x for "
+                                    "s3://ckpt/pre/p/epochs/0000000001/_metadata"))
+    assert str(down.value) == ("checkpoint_commit: cannot reach S3 endpoint x for "
+                               "<storage>/p/epochs/0000000001/_metadata")
+    with pytest.raises(NotFound):  # not a storage outage: unchanged
+        Step().execute(NotFound("not found: x"))
     for refused in (NotFound("x"), StaleAttempt("x"), EpochAlreadyDecided("x"),
                     MalformedDocument("x")):
         assert isinstance(task_failure(refused, "ingest"), AirflowFailException)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import socket
 import threading
+import time
 
 import pytest
 
@@ -148,6 +149,54 @@ def test_unreachable_endpoint_is_named(monkeypatch):
                   max_attempts=1, connect_timeout=1)
     with pytest.raises(StorageError, match=r"cannot reach S3 endpoint http://127.0.0.1:9"):
         s.read("x")
+
+
+@pytest.mark.timeout(120)
+def test_a_call_rides_out_an_outage_of_seconds_and_aws_max_attempts_is_honoured(monkeypatch):
+    """An endpoint that refuses connections for 2 s (a MinIO restart) and then answers: the
+    call succeeds within its retries (botocore backed a connection error off 50 ms x 2^i, so
+    its 6 attempts used to give up within 1.6 s and fail the task); ``AWS_MAX_ATTEMPTS``,
+    when set, is the number of attempts."""
+    import random
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    monkeypatch.delenv("AWS_MAX_ATTEMPTS", raising=False)
+    probe = socket.create_server(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()  # nothing listens there until the outage ends
+    listening = []
+
+    def back_after_outage() -> None:
+        time.sleep(2)
+        server = socket.create_server(("127.0.0.1", port))
+        listening.append(server)
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return  # closed by the test
+            with conn:
+                conn.recv(65536)
+                conn.sendall(b'HTTP/1.1 200 OK\r\nETag: "e1"\r\nContent-Length: 2\r\n'
+                             b"Connection: close\r\n\r\nhi")
+
+    random.seed(7)  # botocore's jitter: the same backoff every run
+    threading.Thread(target=back_after_outage, daemon=True).start()
+    s = S3Storage("bucket", "p", endpoint_url=f"http://127.0.0.1:{port}", connect_timeout=1)
+    t0 = time.monotonic()
+    try:
+        assert s.read("doc") == (b"hi", '"e1"')
+    finally:
+        for server in listening:
+            server.close()
+    assert time.monotonic() - t0 >= 2 and s.stats.total > 1
+
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    once = S3Storage("bucket", "p", endpoint_url="http://127.0.0.1:9", connect_timeout=1)
+    with pytest.raises(StorageError, match=r"cannot reach S3 endpoint http://127.0.0.1:9"):
+        once.read("x")
+    assert once.stats.total == 1
 
 
 @pytest.mark.timeout(120)  # without the fix this spins forever inside botocore

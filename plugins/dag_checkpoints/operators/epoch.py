@@ -26,11 +26,12 @@ from checkpointing.errors import (
     EpochNotFound,
     FailureBudgetExhausted,
 )
+from checkpointing.redaction import redact
 
 from ..notifications import announce
 from ..runconf import BEGIN_TASK_ID, checkpointing_enabled, foreground_test_run
 from ..settings import CheckpointSettings
-from ..task_epoch import epoch_begun_by_a_job, open_run_epoch, task_states
+from ..task_epoch import epoch_begun_by_a_job, open_run_epoch, storage_failures, task_states
 from ..triggers.decision_read import decision_poll_seconds
 from ..triggers.epoch_commit import EpochCommitTrigger
 from ..triggers.task_states import FINISHED
@@ -72,6 +73,7 @@ class BeginEpochOperator(AwaitsTableVersions, BaseOperator):
         return frozenset(super().get_serialized_fields()
                          | {"checkpoint_plan", "checkpoint_inputs", "checkpoint_settings"})
 
+    @storage_failures
     def execute(self, context: Any) -> int:
         if not checkpointing_enabled(context):
             return self._unchecked(context)
@@ -130,6 +132,7 @@ class CommitEpochOperator(BaseOperator):
         #: the checkpointed jobs it waits for (:func:`~dag_checkpoints.checkpoint_dag`)
         self.job_task_ids = sorted(job_task_ids)
 
+    @storage_failures
     def execute(self, context: Any) -> int | None:
         enabled = checkpointing_enabled(context)
         epoch = 0
@@ -144,6 +147,7 @@ class CommitEpochOperator(BaseOperator):
             self._wait(context, epoch)
         return self._finish(context, epoch, coord)
 
+    @storage_failures
     def execute_complete(self, context: Any, event: dict[str, Any]) -> int | None:
         """Resumed by the trigger: the epoch was decided, every job finished, or the last
         jobs run (then it waits here for their acknowledgement, a bounded while)."""
@@ -273,7 +277,7 @@ class CommitEpochOperator(BaseOperator):
         try:
             rep = run_retention(coord)
         except CheckpointError as exc:
-            self.log.warning("retention skipped: %s", exc)
+            self.log.warning("retention skipped: %s", redact(str(exc), *coord.storage_locations))
             return
         if rep.deleted_epochs:
             self.log.info("retention deleted epoch(s) %s (%d objects, %d shared files)",

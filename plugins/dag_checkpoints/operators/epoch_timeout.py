@@ -13,6 +13,7 @@ from checkpointing.decision import Decision
 
 from ..runconf import checkpointing_enabled, foreground_test_run
 from ..settings import CheckpointSettings
+from ..task_epoch import storage_failures
 from ..timeouts import expire_epoch, watchdog_outcome
 from ..triggers.decision_read import decision_poll_seconds
 from ..triggers.epoch_deadline import EpochDeadlineTrigger
@@ -40,6 +41,7 @@ class EpochTimeoutOperator(BaseOperator):
         self.settings, self.begin_task_id = settings, begin_task_id
         self.commit_task_id = commit_task_id
 
+    @storage_failures
     def execute(self, context: Any) -> str | None:
         if not checkpointing_enabled(context):
             raise AirflowSkipException("checkpointing disabled for this run: no epoch to "
@@ -77,6 +79,7 @@ class EpochTimeoutOperator(BaseOperator):
             raise AirflowSkipException(message)
         return decision.status
 
+    @storage_failures
     def execute_complete(self, context: Any, event: dict[str, Any]) -> str:
         if event.get("error"):
             raise AirflowFailException(f"epoch {event['epoch_id']}: {event['error']}")

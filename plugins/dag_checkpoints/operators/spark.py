@@ -207,7 +207,7 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
         try:
             lines = self.settings.coordinator().unchanged_table_inputs(epoch, self.task_id)
         except CheckpointError as exc:
-            raise task_failure(exc, self.task_id) from None
+            raise task_failure(exc, self.task_id, *self.settings.roots) from None
         if lines:
             self._decline(context, epoch, "expected a new table version after waiting "
                           f"{self.table_input_grace:.0f} s: {'; '.join(lines)}")
@@ -228,7 +228,7 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
             if start.existing is None:
                 coord.decline(epoch, self.task_id, attempt, reason)
         except CheckpointError as exc:
-            raise task_failure(exc, self.task_id) from None
+            raise task_failure(exc, self.task_id, *self.settings.roots) from None
         raise AirflowFailException(f"{self.task_id} declined epoch {epoch}: {reason}")
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
@@ -313,7 +313,7 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
         except DeclineEpoch as exc:
             raise AirflowFailException(f"{self.task_id} declined epoch {epoch}: {exc}") from None
         except CheckpointError as exc:
-            raise task_failure(exc, self.task_id) from None
+            raise task_failure(exc, self.task_id, *self.settings.roots) from None
         except ConnectUnsupported as exc:
             raise AirflowFailException(f"{self.task_id}: {exc}") from None
         finally:
