@@ -151,6 +151,21 @@ def test_unreachable_endpoint_is_named(monkeypatch):
         s.read("x")
 
 
+def _answer(server: socket.socket, reply: bytes, requests: list | None = None) -> None:
+    """Answer each connection to ``server`` with ``reply`` (after reading its request, kept
+    in ``requests``) until the test closes the server."""
+    while True:
+        try:
+            conn, _ = server.accept()
+        except OSError:
+            return  # closed by the test
+        with conn:
+            request = conn.recv(65536)
+            if requests is not None:
+                requests.append(request)
+            conn.sendall(reply)
+
+
 @pytest.mark.timeout(120)
 def test_a_call_rides_out_an_outage_of_seconds_and_aws_max_attempts_is_honoured(monkeypatch):
     """An endpoint that refuses connections for 2 s (a MinIO restart) and then answers: the
@@ -169,17 +184,9 @@ def test_a_call_rides_out_an_outage_of_seconds_and_aws_max_attempts_is_honoured(
 
     def back_after_outage() -> None:
         time.sleep(2)
-        server = socket.create_server(("127.0.0.1", port))
-        listening.append(server)
-        while True:
-            try:
-                conn, _ = server.accept()
-            except OSError:
-                return  # closed by the test
-            with conn:
-                conn.recv(65536)
-                conn.sendall(b'HTTP/1.1 200 OK\r\nETag: "e1"\r\nContent-Length: 2\r\n'
-                             b"Connection: close\r\n\r\nhi")
+        listening.append(socket.create_server(("127.0.0.1", port)))
+        _answer(listening[0], b'HTTP/1.1 200 OK\r\nETag: "e1"\r\nContent-Length: 2\r\n'
+                              b"Connection: close\r\n\r\nhi")
 
     random.seed(7)  # botocore's jitter: the same backoff every run
     threading.Thread(target=back_after_outage, daemon=True).start()
@@ -209,17 +216,8 @@ def test_a_connection_cut_after_100_continue_fails_the_write_instead_of_hanging(
     listener = socket.create_server(("127.0.0.1", 0))
     port, requests = listener.getsockname()[1], []
 
-    def serve() -> None:
-        while True:
-            try:
-                conn, _ = listener.accept()
-            except OSError:
-                return  # closed by the test
-            with conn:
-                requests.append(conn.recv(65536))
-                conn.sendall(b"HTTP/1.1 100 Continue\r\n")
-
-    threading.Thread(target=serve, daemon=True).start()
+    threading.Thread(target=_answer, args=(listener, b"HTTP/1.1 100 Continue\r\n", requests),
+                     daemon=True).start()
     s = S3Storage("bucket", "p", endpoint_url=f"http://127.0.0.1:{port}", max_attempts=2,
                   connect_timeout=2, read_timeout=2)
     try:
