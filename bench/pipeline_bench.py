@@ -50,6 +50,7 @@ from checkpointing.task_storage import TaskStorage  # noqa: E402
 from spark_jobs.flights.landing import land  # noqa: E402
 from spark_jobs.flights.pipeline import EDGES, JOBS, PLAN  # noqa: E402
 from spark_jobs.runtime import JobRun, run_task  # noqa: E402
+from spark_jobs.runtime.attempt_cache import attempt_caches  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 ROUTE, CARRIER = ["origin", "dest"], ["carrier"]
@@ -166,8 +167,8 @@ def run_unchecked(nc: _NoCoordinator, spark, data_uri: str, n: int, until: int,
         run = JobRun(nc, n, task, 1, spark, open_storage(data_uri), previous.get(task),
                      {u: handles[u] for u in ups}, writer, scratch,
                      TaskStorage(nc.storage, nc.layout, n, task, 1))
-        res = JOBS[task](run)
-        spark.catalog.clearCache()  # as run_task does at every task's end
+        with attempt_caches():  # as run_task unpersists what each task cached
+            res = JOBS[task](run)
         handles[task] = writer.handle(offsets=res.offsets, row_counts=res.row_counts)
     return handles, time.perf_counter() - t0
 

@@ -33,6 +33,7 @@ from checkpointing.errors import EpochAlreadyDecided
 from checkpointing.storage import Storage, open_storage
 from checkpointing.task_storage import TaskStorage
 
+from .attempt_cache import attempt_caches
 from .connect import is_connect, unsupported_feature
 from .errors import ConnectUnsupported, DeclineEpoch
 from .reattach import release_session
@@ -160,7 +161,12 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
     try:
         t1 = time.monotonic()
         try:
-            result = job(run)
+            # Jobs cache DataFrames for the length of one attempt. Spark matches cached
+            # data by plan, and a plan over the same file paths matches even when the
+            # files changed since: a session that outlives the attempt (embedded runs, a
+            # Connect server) would read another attempt's or epoch's rows.
+            with attempt_caches():
+                result = job(run)
         except DeclineEpoch as exc:
             coordinator.decline(epoch_id, task_id, attempt, str(exc))
             raise
@@ -208,15 +214,12 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
 
 
 def end_of_task(spark: Any, tag: str) -> None:
-    """Drop the attempt's tag and cached data from its session. Jobs cache DataFrames for
-    the length of one task; Spark matches cached data by plan, and a plan over the same
-    file paths matches even when the files changed since: a session that outlives the task
-    (embedded runs, the benchmarks) would read another attempt's or epoch's rows. Never
+    """Drop the attempt's tag from its session (its cached DataFrames are unpersisted by
+    :func:`~spark_jobs.runtime.attempt_cache.attempt_caches` around the job). Never
     raises: a session that is gone (a retry released a fenced attempt's) must not hide
     the error the attempt is ending with."""
     try:
         spark.removeTag(tag)
-        spark.catalog.clearCache()
     except Exception as exc:  # noqa: BLE001 - any Spark or gRPC error of a dead session
         log.info("end of task: session not cleaned (%s)", str(exc).strip().splitlines()[0]
                  if str(exc).strip() else type(exc).__name__)

@@ -33,6 +33,7 @@ from checkpointing.documents import now_iso
 from checkpointing.storage import open_storage
 from checkpointing.table_commit import commit_tables
 
+from .attempt_cache import attempt_caches
 from .job_run import Job, JobRun, end_of_task, job_tag
 
 log = logging.getLogger("spark_jobs.runtime.unchecked")
@@ -96,7 +97,8 @@ def run_unchecked_task(job: Job, coordinator: Coordinator, run_id: str, task_id:
     started = now_iso(time.time())
     t0 = time.monotonic()
     try:
-        result = job(run)
+        with attempt_caches():
+            result = job(run)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         end_of_task(spark, tag)

@@ -301,3 +301,35 @@ def test_an_operation_the_server_no_longer_holds_runs_again(spark_connect, tmp_p
     ack = c.read_ack(c.layout.attempt_object(1, "squares", 2, "ack"))
     assert "resumed" not in ack.state_handle.metrics
     assert _state_rows(ack.state_handle) == [(i, i * i) for i in range(SLOW_ROWS)]
+
+
+def test_a_task_unpersists_what_it_cached_and_leaves_other_sessions_caches(spark_connect,
+                                                                           tmp_path):
+    """Spark's cache manager is the server's: a task's end used to clear every cache on
+    it (``catalog.clearCache``), other tasks' included, in a lock order that deadlocked a
+    task filling a cached relation beside it. It now unpersists its own DataFrames only."""
+    from pyspark.storagelevel import StorageLevel
+
+    from spark_jobs.runtime import JobResult, run_task, spark_session
+
+    mine = spark_session("cache-task", remote=spark_connect.url)
+    other = spark_session("cache-other", remote=spark_connect.url)
+    try:
+        beside = other.range(50).selectExpr("id * 3 AS x").cache()
+        assert beside.count() == 50  # another task's cached data, filled
+        cached = []
+
+        def job(run):
+            df = run.spark.range(100).selectExpr("id * 7 AS y").persist()
+            cached.append(df)
+            return JobResult(row_counts={"rows": df.count()})
+
+        c = Coordinator(LocalStorage(tmp_path / "ckpt"), "caches")
+        c.begin_epoch(plan_from_edges({"t": []}, set()), "run-1")
+        ack = run_task(job, c, 1, "t", 1, mine, "")
+        assert ack.state_handle.row_counts == {"rows": 100}
+        assert cached[0].storageLevel == StorageLevel.NONE  # the task's own: unpersisted
+        assert beside.storageLevel != StorageLevel.NONE  # the other session's: kept
+    finally:
+        mine.stop()
+        other.stop()
