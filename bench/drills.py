@@ -115,15 +115,15 @@ class Airflow:
         r = self.call("GET", f"/api/v2/dags/{self.dag}/dagRuns/{run_id}/taskInstances")
         return {t["task_id"]: t for t in r.json()["task_instances"]}
 
-    def log_events(self, run_id: str, task_id: str, try_number: int) -> list:
+    def log_events(self, run_id: str, task_id: str, try_number: int) -> list | str:
         """A task try's log as the UI shows it (Airflow's log API, which fetches it from the
-        log server of the worker that ran the try): its events, or one string saying why
-        there are none."""
+        log server of the worker that ran the try): its events, or a line saying why there
+        are none."""
         r = self.call("GET", f"/api/v2/dags/{self.dag}/dagRuns/{run_id}/taskInstances/"
                       f"{task_id}/logs/{try_number}", params={"full_content": "true"},
                       headers={"Accept": "application/json"})
         if r.status_code != 200:
-            return [f"(log: HTTP {r.status_code})"]
+            return f"(log: HTTP {r.status_code})"
         content = r.json().get("content")
         return content if isinstance(content, list) else [content]
 
@@ -131,8 +131,8 @@ class Airflow:
         """The exception a task try's log reports (Airflow's log API), for a drill's notes:
         a failed run says why."""
         events = self.log_events(run_id, task_id, try_number)
-        if events and isinstance(events[0], str) and events[0].startswith("(log: HTTP"):
-            return events[0]
+        if isinstance(events, str):
+            return events
         for e in reversed(events):  # the task's own exception, as its runner logged it
             detail = e.get("error_detail") if isinstance(e, dict) else None
             if detail:

@@ -59,18 +59,21 @@ _LOADER = create_loader()
 DEFAULT_MAX_ATTEMPTS = 11
 
 
-def _session() -> boto3.session.Session:
+def _core_session() -> botocore.session.Session:
     core = botocore.session.get_session()
     core.register_component("data_loader", _LOADER)
-    return boto3.session.Session(botocore_session=core)
+    return core
 
 
-def retry_config(max_attempts: int | None = None) -> dict[str, Any]:
+def retry_config(max_attempts: int | None = None,
+                 core: botocore.session.Session | None = None) -> dict[str, Any]:
     """botocore's ``retries`` setting for a client of checkpoint storage: standard mode,
     ``max_attempts`` attempts per call (the first included, as ``AWS_MAX_ATTEMPTS``
-    counts them) if given, else the AWS configuration's, else :data:`DEFAULT_MAX_ATTEMPTS`."""
+    counts them) if given, else what the AWS configuration says (as the client's session
+    ``core`` reads it, a new session if none), else :data:`DEFAULT_MAX_ATTEMPTS`."""
     if max_attempts is None:
-        configured = botocore.session.get_session().get_config_variable("max_attempts")
+        core = core or botocore.session.get_session()
+        configured = core.get_config_variable("max_attempts")
         max_attempts = int(configured) if configured else DEFAULT_MAX_ATTEMPTS
     return {"mode": "standard", "total_max_attempts": max_attempts}
 
@@ -115,13 +118,14 @@ class S3Storage(Storage):
         self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
         self.endpoint_url = endpoint_url
         if client is None:
+            core = _core_session()
             config = Config(
-                retries=retry_config(max_attempts),
+                retries=retry_config(max_attempts, core),
                 connect_timeout=connect_timeout,
                 read_timeout=read_timeout,
                 s3={"addressing_style": "path"} if endpoint_url else None,
             )
-            client = _session().client(
+            client = boto3.session.Session(botocore_session=core).client(
                 "s3", endpoint_url=endpoint_url, region_name=region_name or "us-east-1",
                 config=config,
             )

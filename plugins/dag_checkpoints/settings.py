@@ -81,10 +81,9 @@ class CheckpointSettings:
 
     @property
     def roots(self) -> tuple[str, ...]:
-        """Where checkpoint storage and the data live, as messages spell them (Spark's
-        ``s3a://`` too): what a task's failure line must not show."""
-        roots = [r for r in (self.storage, self.data) if r.strip()]
-        return (*roots, *(f"s3a{r[2:]}" for r in roots if r.startswith("s3://")))
+        """Where checkpoint storage and the data live: what a task's failure line must not
+        show (:func:`checkpointing.redaction.redact`)."""
+        return tuple(r for r in (self.storage, self.data) if r.strip())
 
     def coordinator(self, **kwargs: Any) -> Coordinator:
         """A coordinator whose aborts are announced (alert record, log, notifiers) by the

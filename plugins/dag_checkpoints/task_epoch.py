@@ -83,7 +83,7 @@ def open_run_epoch(settings: CheckpointSettings, plan: dict[str, TaskPlan], cont
     except PolicyViolation as exc:
         raise AirflowException(f"cannot open an epoch now: {exc}") from None
     except CheckpointError as exc:
-        raise task_failure(exc, "cannot open an epoch", *coord.storage_locations) from None
+        raise task_failure(exc, "cannot open an epoch", *settings.roots) from None
     announce_stale(coord, settings.alerts, lineage, context)
     log.info("run %s works for epoch %d of %s, lineage %s (parent %s, savepoint %s)%s",
              run_id, barrier.epoch_id, settings.pipeline_id, lineage, barrier.parent_epoch_id,

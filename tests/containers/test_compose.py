@@ -72,6 +72,7 @@ def test_daily_epochs_and_a_killed_worker_container(deployment):
     # The UI shows a task's log, fetched from the worker container that ran it, without
     # pyspark's warnings about the session the task itself closed at its end.
     events = d.af.log_events(first, VICTIM_TASK, 1)
+    assert isinstance(events, list), events
     lines = [str(e.get("event")) if isinstance(e, dict) else str(e) for e in events]
     assert any(line.startswith("acknowledged epoch 1 as attempt 1") for line in lines), \
         lines[-8:]

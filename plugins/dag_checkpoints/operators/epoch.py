@@ -277,7 +277,7 @@ class CommitEpochOperator(BaseOperator):
         try:
             rep = run_retention(coord)
         except CheckpointError as exc:
-            self.log.warning("retention skipped: %s", redact(str(exc), *coord.storage_locations))
+            self.log.warning("retention skipped: %s", redact(str(exc), *self.settings.roots))
             return
         if rep.deleted_epochs:
             self.log.info("retention deleted epoch(s) %s (%d objects, %d shared files)",
