@@ -53,6 +53,10 @@ DRILL_ENV = {
 }
 #: The Spark task a drill breaks: the longest of an epoch (it reads the day's raw file).
 VICTIM_TASK = "ingest_flights"
+#: Seconds into the victim task at which each ``minio_restart`` stops MinIO (the first is
+#: the default single restart's): the outage falls on the restore, the Spark reads, the
+#: writes or the acknowledgement, and on the tasks after it.
+MINIO_STOP_AFTER = (4, 1, 7, 2, 10, 5, 13)
 
 
 class DrillError(RuntimeError):
@@ -286,8 +290,9 @@ class Drills:
     """Daily epochs of flights_daily on a running deployment (:class:`Processes` or
     :class:`Containers`), one data day after another."""
 
-    def __init__(self, deployment: Processes | Containers):
+    def __init__(self, deployment: Processes | Containers, minio_restarts: int = 1):
         self.deploy = deployment
+        self.minio_restarts = minio_restarts
         env = deployment.airflow_env()
         for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION"):
             os.environ[k] = env[k]
@@ -380,6 +385,10 @@ class Drills:
         res.add(f"{what}->{state}:{verdict}", lost, dup)
         res.notes.append(f"run {run_id}: tries>1 {tries or 'none'}")
         for task, ti in tis.items():
+            for k in range(1, ti["try_number"]):  # why an earlier try ended, if it failed
+                error = self.af.error_of(run_id, task, k)
+                if not error.startswith(("no exception", "(log:")):  # e.g. a cleared try
+                    res.notes.append(f"{task} try {k}: {error}")
             if ti["state"] in ("failed", "up_for_retry"):
                 res.notes.append(f"{task} try {ti['try_number']} {ti['state']}: "
                                  f"{self.af.error_of(run_id, task, ti['try_number'])}")
@@ -462,22 +471,26 @@ class Drills:
         return res
 
     def minio_restart(self) -> FaultResult:
-        """Restart MinIO mid-epoch: the epoch completes or aborts cleanly; the next run
-        recovers."""
+        """Restart MinIO mid-epoch, ``minio_restarts`` times (each later one at another
+        point of the epoch, MINIO_STOP_AFTER): each epoch completes or aborts cleanly; the
+        next run recovers."""
         res = FaultResult("minio_restart")
-        run_id, logical = self.trigger_next()
-        self.victim_running(run_id, after=4)
-        self.deploy.stop("minio")
-        time.sleep(10)
-        self.deploy.start("minio")
-        state = self.finish(run_id, logical)
-        epochs = self.epochs_of_run(run_id)
-        decided = [("completed" if m.completed else f"aborted:{m.status}")
-                   if (m := self.coord.metadata(e)) else "pending" for e in epochs]
-        nxt = self.clean_epoch()
-        # Either outcome is clean: completed, or aborted and the next run recovered.
-        self.record(res, run_id, state, f"minio_restarted->epochs:{'+'.join(decided)}"
-                    f"->next_run:{self.af.state(nxt)}", must_succeed=False)
+        for i in range(self.minio_restarts):
+            after = MINIO_STOP_AFTER[i % len(MINIO_STOP_AFTER)]
+            run_id, logical = self.trigger_next()
+            self.victim_running(run_id, after=after)
+            self.deploy.stop("minio")
+            time.sleep(10)
+            self.deploy.start("minio")
+            res.notes.append(f"MinIO stopped {after:g} s into {VICTIM_TASK}, started 10 s later")
+            state = self.finish(run_id, logical)
+            epochs = self.epochs_of_run(run_id)
+            decided = [("completed" if m.completed else f"aborted:{m.status}")
+                       if (m := self.coord.metadata(e)) else "pending" for e in epochs]
+            nxt = self.clean_epoch()
+            # Either outcome is clean: completed, or aborted and the next run recovered.
+            self.record(res, run_id, state, f"minio_restarted->epochs:{'+'.join(decided)}"
+                        f"->next_run:{self.af.state(nxt)}", must_succeed=False)
         return res
 
     def spark_worker_kill(self) -> FaultResult:
@@ -577,8 +590,8 @@ DRILLS = ("worker_kill", "scheduler_kill", "minio_restart", "spark_worker_kill",
           "backfill_from_savepoint")
 
 
-def run_drills(names: list[str], home: Path, containers: bool = False
-               ) -> tuple[list[FaultResult], list, float]:
+def run_drills(names: list[str], home: Path, containers: bool = False,
+               minio_restarts: int = 1) -> tuple[list[FaultResult], list, float]:
     """Bring the deployment up (as processes, or in containers), run a clean first epoch and
     the drills, bring it down; (results, what was left behind, seconds to bring it up)."""
     t0 = time.monotonic()
@@ -594,7 +607,7 @@ def run_drills(names: list[str], home: Path, containers: bool = False
     up_s = time.monotonic() - t0
     results = []
     try:
-        d = Drills(deployment)
+        d = Drills(deployment, minio_restarts)
         d.clean_epoch()
         for name in names:
             t = time.monotonic()
@@ -623,12 +636,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--containers", action="store_true",
                     help="against the compose deployment in containers (podman or docker; "
                     "images from scripts/container_images.sh), results in drills-containers.json")
+    ap.add_argument("--minio-restarts", type=int, default=1, metavar="N",
+                    help="restarts of MinIO in the minio_restart drill, each at another point "
+                    "of the epoch (default 1)")
     a = ap.parse_args(argv)
     home = a.home or Path(tempfile.mkdtemp(prefix="ckpt-drills-"))
     if a.containers and a.out == RESULTS:
         a.out = RESULTS.with_name("drills-containers.json")
     t0 = time.monotonic()
-    results, left, up_s = run_drills(list(a.only or DRILLS), home, a.containers)
+    results, left, up_s = run_drills(list(a.only or DRILLS), home, a.containers,
+                                     a.minio_restarts)
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps([r.to_json() for r in results], indent=2) + "\n")
     meta = {"drill_env": DRILL_ENV, "cluster_up_seconds": round(up_s, 1),

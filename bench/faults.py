@@ -90,7 +90,7 @@ class FaultResult:
     def to_json(self) -> dict[str, Any]:
         return {"fault": self.fault, "runs": self.runs, "outcomes": dict(self.outcomes),
                 "rows_lost": self.rows_lost, "rows_duplicated": self.rows_duplicated,
-                "seconds": round(self.seconds, 1), "notes": self.notes[:10]}
+                "seconds": round(self.seconds, 1), "notes": self.notes[:40]}
 
     def add(self, outcome: str, lost: int, dup: int) -> None:
         self.runs += 1

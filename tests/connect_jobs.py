@@ -50,3 +50,11 @@ def slow_squares(run: JobRun) -> JobResult:
     # leaves one marker a row, and the epoch publishes what that one write produced.
     run.write_output(run.read_parquet(state, "id long, square long"), "squares", rows=rows)
     return JobResult(row_counts={"rows": rows, "total": int(sums.get["total"])})
+
+
+def reads_a_missing_file(run: JobRun) -> JobResult:
+    """Reads a file its data root does not have: Spark's error names the file's full path."""
+    from spark_jobs.runtime import spark_uri
+
+    rows = run.spark.read.parquet(spark_uri(run.data.uri("raw/missing.parquet"))).count()
+    return JobResult(row_counts={"rows": rows})

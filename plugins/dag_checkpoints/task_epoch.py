@@ -138,6 +138,35 @@ def task_failure(exc: CheckpointError, what: str, *roots: str) -> AirflowExcepti
     return AirflowException(message) if transient else AirflowFailException(message)
 
 
+#: The longest failure line a job's error gives (its first line; Spark's carry a JVM stack).
+JOB_FAILURE_CHARS = 500
+
+
+def job_failure(exc: BaseException, what: str, *roots: str) -> AirflowException | None:
+    """How a task fails on an error its job raised that names where storage or data live
+    (Spark's messages carry each file's full path, ``s3a://bucket/...``): a retried failure,
+    as the error itself would be, whose line keeps the error's type and first line with
+    those places written ``<storage>``. None when it names neither: the error passes
+    unchanged, traceback and all. The operator logs the whole traceback, redacted, for
+    whoever debugs the job."""
+    if isinstance(exc, AirflowException):  # ours: already a line without the roots
+        return None
+    text = str(exc)
+    redacted = redact(text, *roots)
+    if redacted == text:
+        return None
+    first = next((part.strip() for part in redacted.splitlines() if part.strip()), "")
+    line = f"{type(exc).__name__}: {first}"
+    return AirflowException(f"{what}: {line[:JOB_FAILURE_CHARS]}")
+
+
+def redacted_traceback(exc: BaseException, *roots: str) -> str:
+    """``exc``'s traceback (Python's and, in its message, the JVM's) without the roots."""
+    import traceback
+
+    return redact("".join(traceback.format_exception(exc)), *roots)
+
+
 def storage_failures(method: Callable[..., Any]) -> Callable[..., Any]:
     """An operator method (of an operator with ``settings``) whose storage that did not
     answer fails the try as :func:`task_failure` says: retried, in a line that names the

@@ -333,3 +333,33 @@ def test_a_task_unpersists_what_it_cached_and_leaves_other_sessions_caches(spark
     finally:
         mine.stop()
         other.stop()
+
+
+def test_a_spark_error_fails_the_task_with_a_line_without_where_data_lives(
+        spark_connect, tmp_path, capsys):
+    """Spark's errors name each file's full path: the operator fails the try with the
+    error's type and first line with storage and data written <storage>, and logs the whole
+    traceback so redacted for whoever debugs the job."""
+    from airflow.sdk.exceptions import AirflowException
+    from dag_checkpoints import CheckpointSettings
+    from dag_checkpoints.operators.spark import CheckpointedSparkOperator
+
+    storage = one_task_epoch(tmp_path, "t")
+    (tmp_path / "data").mkdir()
+    op = CheckpointedSparkOperator(
+        task_id="t", job="tests.connect_jobs:reads_a_missing_file",
+        settings=CheckpointSettings(pipeline_id="connect_errors", storage=storage,
+                                    data=f"file://{tmp_path}/data", spark_mode="connect"))
+    capsys.readouterr()
+    with pytest.raises(AirflowException) as failed:
+        op._in_process(op.job_callable(), 1, 1, remote=spark_connect.url)
+    line = str(failed.value)
+    assert line.startswith("t: ") and "PATH_NOT_FOUND" in line, line
+    assert "<storage>/raw/missing.parquet" in line and str(tmp_path) not in line, line
+    # The operator's log (Airflow's structured logger writes it to the task's stream).
+    out = capsys.readouterr()
+    logged = (out.out + out.err)
+    logged = logged[logged.index("t: the job failed"):]
+    logged = logged[:logged.index("CheckpointedSparkOperator")]
+    assert "Traceback" in logged and "reads_a_missing_file" in logged, logged
+    assert "<storage>/raw/missing.parquet" in logged and str(tmp_path) not in logged, logged

@@ -124,6 +124,19 @@ def _hold_run(sa: Standalone, tmp: Path, dag: str, day: str) -> tuple[str, int]:
     return run, epoch
 
 
+def _leftovers(epoch_dir: Path, report: object) -> str:
+    """What a deleted epoch's directory still holds, with each entry's age: a failure says
+    which writer came back (or which delete was lost), not only that something did."""
+    now, rows = time.time(), []
+    for p in sorted(epoch_dir.rglob("*")):
+        try:
+            age = f"{now - p.stat().st_mtime:.1f}s old"
+        except OSError:  # deleted meanwhile
+            age = "gone since"
+        rows.append(f"{p.relative_to(epoch_dir)}{'/' if p.is_dir() else ''} ({age})")
+    return f"left in {epoch_dir.name}: {rows or 'empty directories only'}; {report}"
+
+
 def _log(sa: Standalone, dag: str, run: str, task: str) -> str:
     r = sa.get(f"/api/v2/dags/{dag}/dagRuns/{run}/taskInstances/{task}/logs/1",
                params={"full_content": "true"}, headers={"Accept": "application/json"})
@@ -218,7 +231,7 @@ def test_ack_after_abort_and_retention_is_refused_and_writes_nothing(af):
     report = run_retention(c)  # as a commit step of another run would
     assert epoch in report.deleted_epochs
     epoch_dir = tmp / "ckpt-a" / PIPELINE[A] / "epochs" / f"{epoch:010d}"
-    assert not epoch_dir.exists()
+    assert not epoch_dir.exists(), _leftovers(epoch_dir, report)
     _control(tmp, f"open-{epoch}")  # the held task goes on and acknowledges
     seen: set[str] = set()
     deadline = time.time() + 300

@@ -522,6 +522,42 @@ def test_storage_that_does_not_answer_is_retried_a_refusal_is_final():
         assert isinstance(task_failure(refused, "ingest"), AirflowFailException)
 
 
+def test_a_job_error_naming_storage_fails_with_a_line_without_it():
+    """Spark's errors carry each file's full path: the task's failure line (what the UI,
+    alerts and notifications show) keeps the error's type and first line with storage and
+    data written <storage>; an error naming neither, or one of ours, passes unchanged."""
+    from airflow.sdk.exceptions import AirflowException, AirflowFailException
+    from dag_checkpoints.settings import CheckpointSettings
+    from dag_checkpoints.task_epoch import job_failure, redacted_traceback
+
+    roots = CheckpointSettings(pipeline_id="p", storage="s3://ckpt/pre/",
+                               data="s3://lake/raw").roots
+
+    class SparkConnectGrpcException(Exception):
+        pass
+
+    spark = SparkConnectGrpcException(
+        "\n[FAILED_READ_FILE.NO_HINT] Encountered error while reading file "
+        "s3a://lake/raw/weather/2013-01-12.csv. SQLSTATE: KD001\n\nJVM stacktrace:\n"
+        "org.apache.spark.SparkException\n\tat getFileStatus on "
+        "s3a://ckpt/pre/p/epochs/0000000004/state/x.parquet")
+    failure = job_failure(spark, "ingest_weather", *roots)
+    assert type(failure) is AirflowException
+    assert str(failure) == ("ingest_weather: SparkConnectGrpcException: [FAILED_READ_FILE."
+                            "NO_HINT] Encountered error while reading file <storage>/weather/"
+                            "2013-01-12.csv. SQLSTATE: KD001")
+    try:
+        raise spark
+    except SparkConnectGrpcException as exc:
+        trace = redacted_traceback(exc, *roots)
+    assert "JVM stacktrace" in trace and "test_plugin_units.py" in trace
+    assert "s3a://" not in trace and "lake/raw" not in trace and "ckpt/pre" not in trace
+    long = ValueError("x" * 2000 + " s3://lake/raw/a")
+    assert str(job_failure(long, "t", *roots)) == "t: ValueError: " + "x" * 488
+    assert job_failure(ValueError("a bug in the job"), "t", *roots) is None
+    assert job_failure(AirflowFailException("t: s3://lake/raw/a"), "t", *roots) is None
+
+
 def test_commit_trigger_fires_on_the_last_acknowledgement_or_when_jobs_end(tmp_path,
                                                                           monkeypatch):
     """The commit step waits beside the jobs: its trigger fires with the epoch's decision,

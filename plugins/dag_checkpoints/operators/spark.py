@@ -43,7 +43,14 @@ from ..expected_inputs import (
 )
 from ..runconf import BEGIN_TASK_ID, checkpoint_conf, checkpointing_enabled, data_interval
 from ..settings import CheckpointSettings
-from ..task_epoch import EPOCH_XCOM_KEY, task_epoch, task_failure, task_states
+from ..task_epoch import (
+    EPOCH_XCOM_KEY,
+    job_failure,
+    redacted_traceback,
+    task_epoch,
+    task_failure,
+    task_states,
+)
 from .table_version_wait import AwaitsTableVersions
 
 #: Fault injection for tests and drills: "<task_id>:<attempt>" fails that attempt after its
@@ -316,6 +323,10 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
             raise task_failure(exc, self.task_id, *self.settings.roots) from None
         except ConnectUnsupported as exc:
             raise AirflowFailException(f"{self.task_id}: {exc}") from None
+        except Exception as exc:
+            if (failure := self._job_failure(exc)) is None:
+                raise
+            raise failure from None
         finally:
             self._running = None
             if remote:
@@ -360,12 +371,27 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
                            fault_spec(context)),
                 s.coordinator(), context["dag_run"].run_id, self.task_id, spark, s.data,
                 upstream, data_interval(context), endpoint_url=s.endpoint_url)
+        except Exception as exc:
+            if (failure := self._job_failure(exc)) is None:
+                raise
+            raise failure from None
         finally:
             if remote:
                 spark.stop()
         ti.xcom_push(key=UNCHECKED_HANDLE_KEY, value=handle.to_json())
         self.log.info("ran with checkpointing disabled: %s", handle.row_counts)
         return dict(handle.row_counts)
+
+    def _job_failure(self, exc: Exception) -> AirflowException | None:
+        """What to raise instead of an error the job raised, if its message says where
+        storage or data live (Spark's do): a line without those places, the whole traceback
+        logged redacted (see :func:`job_failure`); None: the error itself."""
+        failure = job_failure(exc, self.task_id, *self.settings.roots)
+        if failure is None:
+            return None
+        self.log.error("%s: the job failed:\n%s", self.task_id,
+                       redacted_traceback(exc, *self.settings.roots))
+        return failure
 
     def _submit(self, context: Any, epoch: int, attempt: int) -> None:
         """spark-submit to the Spark connection's master; the driver runs the runtime's
