@@ -55,8 +55,8 @@ DRILL_ENV = {
 VICTIM_TASK = "ingest_flights"
 #: Seconds into the victim task at which each ``minio_restart`` stops MinIO (the first is
 #: the default single restart's): the outage falls on the restore, the Spark reads, the
-#: writes or the acknowledgement, and on the tasks after it.
-MINIO_STOP_AFTER = (4, 1, 7, 2, 10, 5, 13)
+#: writes or the acknowledgement, and on the tasks after it (a warm task takes 6-12 s).
+MINIO_STOP_AFTER = (4, 1, 7, 2, 5, 9)
 
 
 class DrillError(RuntimeError):
@@ -478,7 +478,12 @@ class Drills:
         for i in range(self.minio_restarts):
             after = MINIO_STOP_AFTER[i % len(MINIO_STOP_AFTER)]
             run_id, logical = self.trigger_next()
-            self.victim_running(run_id, after=after)
+            try:
+                self.victim_running(run_id, after=after)
+            except DrillError as exc:  # the task was quicker: this restart is not made
+                res.notes.append(f"no restart {after:g} s in: {exc}")
+                self.finish(run_id, logical)
+                continue
             self.deploy.stop("minio")
             time.sleep(10)
             self.deploy.start("minio")
