@@ -1,18 +1,27 @@
-"""Where storage lives, kept out of what users read: REST answers and task failures."""
+"""Where storage lives, kept out of what users read: REST answers, task failures and logs."""
 
 from __future__ import annotations
 
 
+def spellings(root: str) -> tuple[str, ...]:
+    """The ways a message may write a storage root (a URI, or a local path with or without
+    ``file://``; an ``s3://`` root also as Spark spells it, ``s3a://``), longest first."""
+    root = root.rstrip("/")
+    if not root:
+        return ()
+    found = [root]
+    if root.startswith("file://"):
+        found.append(root[len("file://"):])
+    if root.startswith("s3://"):
+        found.append(f"s3a://{root[len('s3://'):]}")
+    return tuple(found)
+
+
 def redact(text: str, *roots: str) -> str:
-    """``text`` with each storage root (a URI, or a local path with or without ``file://``;
-    an ``s3://`` root also as Spark spells it, ``s3a://``) written ``<storage>``: a message
-    still names the document (``<storage>/p/epochs/...``) without saying where it lives."""
+    """``text`` with each storage root, in each of its :func:`spellings`, written
+    ``<storage>``: a message still names the document (``<storage>/p/epochs/...``) without
+    saying where it lives."""
     for root in roots:
-        root = root.rstrip("/")
-        if root:
-            text = text.replace(root, "<storage>")
-            if root.startswith("file://"):
-                text = text.replace(root[len("file://"):], "<storage>")
-            if root.startswith("s3://"):
-                text = text.replace(f"s3a://{root[len('s3://'):]}", "<storage>")
+        for spelling in spellings(root):
+            text = text.replace(spelling, "<storage>")
     return text

@@ -41,7 +41,7 @@ from checkpointing.errors import (
     StorageError,
 )
 from checkpointing.lineages import MAIN
-from checkpointing.redaction import redact
+from checkpointing.redaction import redact, spellings
 from checkpointing.table_changes import event_version
 
 from .notifications import announce_stale
@@ -167,12 +167,27 @@ def redacted_traceback(exc: BaseException, *roots: str) -> str:
     return redact("".join(traceback.format_exception(exc)), *roots)
 
 
+def mask_roots(*roots: str) -> None:
+    """Hide where storage and data live, in each spelling of each root, from everything
+    this task logs from now on: Airflow's secrets masker, in the task's process and its
+    supervisor, writes them ``***``. Our own lines say ``<storage>`` already; this is for
+    the lines we do not write (Spark's, spark-submit's command and output, pyspark's gRPC
+    errors), which carry each file's full path."""
+    from airflow.sdk.log import mask_secret
+
+    for root in roots:
+        for spelling in spellings(root):
+            mask_secret(spelling)
+
+
 def storage_failures(method: Callable[..., Any]) -> Callable[..., Any]:
-    """An operator method (of an operator with ``settings``) whose storage that did not
-    answer fails the try as :func:`task_failure` says: retried, in a line that names the
-    document but not where storage lives. Other errors pass unchanged."""
+    """An operator method (of an operator with ``settings``) that logs without the roots
+    (:func:`mask_roots`) and whose storage that did not answer fails the try as
+    :func:`task_failure` says: retried, in a line that names the document but not where
+    storage lives. Other errors pass unchanged."""
     @functools.wraps(method)
     def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        mask_roots(*self.settings.roots)
         try:
             return method(self, *args, **kwargs)
         except StorageError as exc:

@@ -90,3 +90,36 @@ def test_dag_in_submit_mode_runs_every_job_on_the_cluster(cluster, tmp_path):
     apps = Counter(a["name"] for a in cluster.state()["completedapps"]) - before
     assert set(apps) >= {f"flights_daily.{j}" for j in PLAN}, apps
     oracle.assert_gold_matches_oracle(c, data, ["carrier"], "gold_carrier_stats")
+
+
+def test_a_failed_submit_fails_the_task_with_a_line_without_where_data_lives(
+        cluster, tmp_path, monkeypatch, capsys):
+    """The provider's error for a failed spark-submit is its whole command (--storage and
+    --data) and the output's last lines: the task fails with one line naming neither, and
+    the message is logged with both written <storage>."""
+    import json
+
+    from airflow.sdk.exceptions import AirflowException
+    from dag_checkpoints.operators.spark import CheckpointedSparkOperator
+    from dag_checkpoints.settings import CheckpointSettings
+
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_CLUSTER", json.dumps(
+        {"conn_type": "spark", "host": cluster.master_url}))
+    settings = CheckpointSettings(
+        pipeline_id="flights_daily", storage=f"file://{tmp_path}/ckpt",
+        data=f"file://{tmp_path}/data", spark_mode="submit", spark_conn_id="spark_cluster",
+        spark_conf=(("spark.executor.memory", "1g"),))
+    epoch = settings.coordinator().begin_epoch(PLAN, "manual__stray").epoch_id
+    # A task the epoch's plan does not have: its driver's acknowledgement is refused.
+    op = CheckpointedSparkOperator(task_id="stray", settings=settings,
+                                   job="spark_jobs.flights.ingest_flights:ingest_flights")
+    with pytest.raises(AirflowException) as failed:
+        op._submit({}, epoch, 1)
+    line = str(failed.value)
+    assert line.startswith("stray: spark-submit failed (exit code ") and \
+        line.endswith("); its output is in the task log"), line
+    logged = capsys.readouterr()
+    logged = logged.out + logged.err
+    assert "stray: spark-submit failed: Cannot execute:" in logged
+    assert "--storage <storage> " in logged and "--data <storage> " in logged
+    assert f"{tmp_path}/ckpt" not in logged.split("spark-submit failed:")[1]

@@ -260,6 +260,10 @@ def test_two_dags_each_on_its_own_storage(af):
     assert not (tmp / "env-ckpt").exists() or not any((tmp / "env-ckpt").rglob("*"))
     assert not (tmp / "ckpt-a" / PIPELINE[B]).exists()
     assert not (tmp / "ckpt-b" / PIPELINE[A]).exists()
+    # The job printed the files it read: the task log has them, without where they live.
+    log = _log(sa, B, run, "total")
+    assert "total read" in log and f"{PIPELINE[B]}/epochs/" in log, log[-3000:]
+    assert f"{tmp}/ckpt-b" not in log and f"{tmp}/data" not in log, log[-3000:]
 
     r = sa.post(f"/ckpt/api/dags/{B}/savepoints", {"name": "sp1", "epoch_id": epoch_b})
     assert r.status_code == 201, r.text

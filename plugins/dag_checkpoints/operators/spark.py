@@ -33,6 +33,7 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from checkpointing.errors import CheckpointError
+from checkpointing.redaction import redact
 
 from ..expected_inputs import (
     data_day,
@@ -46,6 +47,7 @@ from ..settings import CheckpointSettings
 from ..task_epoch import (
     EPOCH_XCOM_KEY,
     job_failure,
+    mask_roots,
     redacted_traceback,
     task_epoch,
     task_failure,
@@ -150,6 +152,7 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
         if self.settings is None:
             raise AirflowFailException(f"{self.task_id}: no checkpoint settings; build the DAG "
                                        "with dag_checkpoints.checkpoint_dag(dag, settings)")
+        mask_roots(*self.settings.roots)
         if not checkpointing_enabled(context):
             return self._unchecked(context)
         if self.epoch_plan is None:
@@ -425,7 +428,13 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
             m = _EXIT_CODE.search(str(exc))
             if m and int(m.group(1)) == EXIT_DECLINED:
                 raise AirflowFailException(f"{self.task_id} declined epoch {epoch}") from None
-            raise
+            # The hook's message is the whole command (--storage, --data) and the output's
+            # last lines (Spark's, with each file's path): logged redacted, not the line.
+            self.log.error("%s: spark-submit failed: %s", self.task_id,
+                           redact(str(exc), *s.roots))
+            code = f"exit code {m.group(1)}" if m else "no exit code"
+            raise AirflowException(f"{self.task_id}: spark-submit failed ({code}); its "
+                                   "output is in the task log") from None
 
 
 def spark_connect_url(conn_id: str) -> str:
