@@ -5,7 +5,8 @@ from __future__ import annotations
 
 def spellings(root: str) -> tuple[str, ...]:
     """The ways a message may write a storage root (a URI, or a local path with or without
-    ``file://``; an ``s3://`` root also as Spark spells it, ``s3a://``), longest first."""
+    ``file://``; an ``s3://`` root also as Spark spells it, ``s3a://``), the root as given
+    first: replaced in this order, a ``file://`` URI is not left as ``file://<storage>``."""
     root = root.rstrip("/")
     if not root:
         return ()

@@ -558,6 +558,25 @@ def test_a_job_error_naming_storage_fails_with_a_line_without_it():
     assert job_failure(AirflowFailException("t: s3://lake/raw/a"), "t", *roots) is None
 
 
+def test_every_spelling_of_a_root_is_redacted_in_our_lines_and_masked_in_others():
+    """Our lines write a root <storage> in each spelling (a file:// URI and its bare path,
+    an s3:// root and Spark's s3a://); every other line a task logs goes through Airflow's
+    secrets masker, which mask_roots gives the same spellings."""
+    from airflow.sdk.log import redact as masked
+    from dag_checkpoints.task_epoch import mask_roots
+
+    from checkpointing.redaction import redact
+
+    local, s3 = "file:///srv/ckpt-spellings/", "s3://lake-spellings/raw"
+    text = ("at file:///srv/ckpt-spellings/p/_metadata, /srv/ckpt-spellings/p/x.json, "
+            "s3a://lake-spellings/raw/a.csv and s3://lake-spellings/raw/b.csv")
+    assert redact(text, local, s3) == ("at <storage>/p/_metadata, <storage>/p/x.json, "
+                                       "<storage>/a.csv and <storage>/b.csv")
+    assert masked(text) == text  # nothing masked before the task says what
+    mask_roots(local, s3)
+    assert masked(text) == "at ***/p/_metadata, ***/p/x.json, ***/a.csv and ***/b.csv"
+
+
 def test_commit_trigger_fires_on_the_last_acknowledgement_or_when_jobs_end(tmp_path,
                                                                           monkeypatch):
     """The commit step waits beside the jobs: its trigger fires with the epoch's decision,
