@@ -5,40 +5,95 @@ under it: Spark JVMs, Airflow components, subprocesses) to the file.
 The machine has 2 cores and `make test` runs three workers, so a module's wall time says
 how long it waited as much as how much it cost; its CPU seconds say what cutting it would
 give the others. A process under the worker that outlives a test (the session's Spark
-Connect server) is charged to the test that made it work. Not used by `make test`."""
+Connect server) is charged to the test that made it work. Not used by `make test`.
+
+A process tree cannot simply be summed at a test's start and end: `airflow standalone`
+and the Celery topology put their components in sessions of their own, and when the
+parent is stopped first its components are re-parented to init, which reaps them, so their
+CPU left the tree uncounted (a test that stopped a standalone logged -184 CPU-s). The
+log therefore follows every process it once saw under the worker, wherever it is
+re-parented, by a sample every :data:`SAMPLE_SECONDS`; a process that lives and dies
+between two samples is counted through its parent's reaped-children times, when the parent
+is followed and waits for it."""
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 _TICK = os.sysconf("SC_CLK_TCK")
+#: How often the followed processes are read; what a process spends after its last sample
+#: and before it is reaped by a process not followed (init) is lost.
+SAMPLE_SECONDS = 5.0
 
 
-def tree_cpu_seconds(root: int) -> float:
-    """CPU seconds of ``root`` and its live descendants, with what their waited-for children
-    used (a child that ended unwaited-for is lost: rare here)."""
-    children: dict[int, list[int]] = {}
-    stats: dict[int, list[str]] = {}
-    for d in Path("/proc").iterdir():
-        if not d.name.isdigit():
-            continue
-        try:
-            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        stats[int(d.name)] = fields
-        children.setdefault(int(fields[1]), []).append(int(d.name))
-    total, todo = 0.0, [root]
-    while todo:
-        pid = todo.pop()
-        f = stats.get(pid)
-        if f:  # utime stime cutime cstime
-            total += sum(int(x) for x in f[11:15]) / _TICK
-        todo += children.get(pid, [])
-    return total
+@dataclass
+class _Proc:
+    ppid: int
+    own: float  # utime + stime
+    reaped: float  # cutime + cstime: what the children it waited for used
+    alive: bool = True
+
+
+def _read(pid: int) -> tuple[str, _Proc] | None:
+    """(start time, figures) of ``pid``, or None when it is gone. The start time tells a
+    reused pid from the process once followed."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return fields[19], _Proc(int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK,
+                             (int(fields[13]) + int(fields[14])) / _TICK)
+
+
+class ProcessTree:
+    """The CPU of ``root`` and of every process that was ever seen below it or below a
+    process it followed."""
+
+    def __init__(self, root: int):
+        self.root = root
+        self._procs: dict[tuple[int, str], _Proc] = {}
+        self._lock = threading.Lock()
+
+    def sample(self) -> None:
+        parents: dict[int, list[int]] = {}
+        for d in Path("/proc").iterdir():
+            if d.name.isdigit():
+                got = _read(int(d.name))
+                if got is not None:
+                    parents.setdefault(got[1].ppid, []).append(int(d.name))
+        with self._lock:
+            followed = {pid for (pid, _), p in self._procs.items() if p.alive} | {self.root}
+            seen: set[tuple[int, str]] = set()
+            todo = list(followed)
+            while todo:
+                pid = todo.pop()
+                got = _read(pid)
+                if got is None:
+                    continue
+                key = (pid, got[0])
+                if key in seen:
+                    continue
+                seen.add(key)
+                self._procs[key] = got[1]
+                todo += parents.get(pid, [])
+            for key, p in self._procs.items():
+                if key not in seen:
+                    p.alive = False
+
+    def cpu_seconds(self) -> float:
+        """Every followed process's own CPU as last sampled and what it reaped, less each
+        ended process whose parent was followed: that parent waited for it, so its CPU is in
+        the parent's reaped figure (or in the grandparent's, if the parent ended too)."""
+        self.sample()
+        with self._lock:
+            followed = {pid for pid, _ in self._procs}
+            return sum(p.own + p.reaped for p in self._procs.values()
+                       if p.alive or p.ppid not in followed)
 
 
 class CpuLog:
@@ -46,10 +101,17 @@ class CpuLog:
 
     def __init__(self, path: str):
         self.path = Path(path)
+        self.tree = ProcessTree(os.getpid())
         self._start: tuple[float, float] | None = None
+        threading.Thread(target=self._sampler, name="cpu-log", daemon=True).start()
+
+    def _sampler(self) -> None:
+        while True:
+            time.sleep(SAMPLE_SECONDS)
+            self.tree.sample()
 
     def pytest_runtest_logstart(self, nodeid: str, location: tuple) -> None:  # noqa: ARG002
-        self._start = (time.monotonic(), tree_cpu_seconds(os.getpid()))
+        self._start = (time.monotonic(), self.tree.cpu_seconds())
 
     def pytest_runtest_logfinish(self, nodeid: str, location: tuple) -> None:  # noqa: ARG002
         if self._start is None:
@@ -57,6 +119,6 @@ class CpuLog:
         wall0, cpu0 = self._start
         line = {"test": nodeid, "worker": os.environ.get("PYTEST_XDIST_WORKER", "main"),
                 "wall": round(time.monotonic() - wall0, 1),
-                "cpu": round(tree_cpu_seconds(os.getpid()) - cpu0, 1)}
+                "cpu": round(self.tree.cpu_seconds() - cpu0, 1)}
         with self.path.open("a") as f:
             f.write(json.dumps(line) + "\n")

@@ -1,0 +1,59 @@
+"""The suite's CPU log (tests/cpu_log.py) counts what a test's processes really used: a
+process re-parented away from the test's tree (as `airflow standalone`'s components are
+when the standalone stops first) and a short-lived child its followed parent waited for,
+each once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+from tests.cpu_log import ProcessTree
+
+#: A busy loop of about ``s`` CPU seconds.
+BURN = "import time\nt = time.process_time()\nwhile time.process_time() - t < {s}: pass\n"
+
+
+def _follow(tree: ProcessTree, until) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + 60
+    while not until() and time.monotonic() < deadline:
+        tree.sample()
+        time.sleep(0.1)
+
+
+def test_an_orphaned_grandchild_is_counted_after_its_parent_has_gone():
+    tree = ProcessTree(os.getpid())
+    before = tree.cpu_seconds()
+    # The child starts a burner in a session of its own, prints its pid, and exits a
+    # moment later without waiting: the burner is re-parented out of this process's tree
+    # while it runs.
+    child = subprocess.Popen(
+        [sys.executable, "-c",
+         "import subprocess, sys, time\n"
+         f"p = subprocess.Popen([sys.executable, '-c', {BURN.format(s=1.5)!r}], "
+         "start_new_session=True)\nprint(p.pid, flush=True)\ntime.sleep(0.5)"],
+        stdout=subprocess.PIPE, text=True)
+    _follow(tree, lambda: child.poll() is not None)
+    burner = int(child.stdout.read())
+    _follow(tree, lambda: not os.path.exists(f"/proc/{burner}"))
+    used = tree.cpu_seconds() - before
+    # the burner's 1.5 s, less what it used after the last sample that saw it (a sample is
+    # a read of /proc, slower on a busy machine), and the child's start; the log summed at
+    # the start and the end alone counted 0.05-0.13 s here
+    assert 1.0 <= used <= 3.0, used
+
+
+def test_a_child_its_followed_parent_waited_for_is_counted_once():
+    tree = ProcessTree(os.getpid())
+    before = tree.cpu_seconds()
+    parent = subprocess.Popen(
+        [sys.executable, "-c",
+         f"import subprocess, sys, time\nsubprocess.run([sys.executable, '-c', "
+         f"{BURN.format(s=1.0)!r}], check=True)\ntime.sleep(1)"])
+    _follow(tree, lambda: parent.poll() is not None)
+    used = tree.cpu_seconds() - before
+    # the burner's 1.0 s and two interpreters' starts, not the burner twice (its sampled
+    # figure and again in its parent's reaped children)
+    assert 1.0 <= used < 1.9, used
