@@ -266,14 +266,10 @@ def post_abort(body: AbortRequest, user: GetUserDep, request: Request, dag_id: s
 def _fail_run(api: AirflowApi, dag_id: str, run_id: str) -> str:
     """Mark the run failed (Airflow kills its running tasks and skips the rest); the run's
     state afterwards, or why Airflow refused."""
-    from urllib.parse import quote
-
     try:
-        out = api.call("PATCH", f"/api/v2/dags/{quote(dag_id)}/dagRuns/{quote(run_id, safe='')}",
-                       {"state": "failed"})
+        return api.set_run_state(dag_id, run_id, "failed")
     except AirflowApiError as exc:
         return f"not changed: {exc}"
-    return str(out.get("state"))
 
 
 @app.get("/api/dags/{dag_id}/savepoints", dependencies=READ, summary="Savepoints")

@@ -815,6 +815,8 @@ def _fake_airflow(answers: list[tuple[int, dict]], backfills: list[dict],
             posts.append(_json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
             self._send(*answers.pop(0))
 
+        do_PATCH = do_POST  # noqa: N815 - a run's state change, answered the same way
+
         def do_GET(self):  # noqa: N802
             path = urlsplit(self.path).path
             if path == "/api/v2/backfills":
@@ -862,6 +864,31 @@ def test_a_backfill_refused_with_a_database_error_is_found_or_asked_again(commit
     assert got == (7 if committed else 8)
     assert len(posts) == (1 if committed else 2)
     assert all(p["dag_run_conf"] == conf for p in posts)
+
+
+@pytest.mark.parametrize("refusals", [1, 3])
+def test_a_run_state_change_refused_with_a_database_error_is_sent_again(refusals,
+                                                                       monkeypatch):
+    """The abort route fails the epoch's run through Airflow's API: a change that Airflow
+    refused with 500 "Database error" (its audit log's insert met SQLite's lock, nothing
+    changed) is sent again, twice at most; the third refusal is the answer."""
+    from dag_checkpoints import airflow_api
+    from dag_checkpoints.airflow_api import AirflowApi, AirflowApiError
+
+    monkeypatch.setattr(airflow_api, "RUN_STATE_PAUSES", (0.0, 0.0))
+    error = (500, {"detail": {"reason": "Database error", "message": "Serious error"}})
+    server, sent = _fake_airflow([error] * refusals + [(200, {"state": "failed"})], [])
+    try:
+        api = AirflowApi(f"http://127.0.0.1:{server.server_port}")
+        if refusals < 3:
+            assert api.set_run_state("d", "manual__2024-01-02T00:00:00+00:00",
+                                     "failed") == "failed"
+        else:
+            with pytest.raises(AirflowApiError, match="Database error"):
+                api.set_run_state("d", "manual__2024-01-02T00:00:00+00:00", "failed")
+    finally:
+        server.shutdown()
+    assert sent == [{"state": "failed"}] * min(refusals + 1, 3)
 
 
 @pytest.mark.parametrize("running", ["none", "mine", "another"])
