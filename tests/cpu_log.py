@@ -60,27 +60,29 @@ class ProcessTree:
         self._lock = threading.Lock()
 
     def sample(self) -> None:
-        parents: dict[int, list[int]] = {}
+        """One read of every process's figures; the followed ones, and every process below
+        one of them, are kept."""
+        procs: dict[int, tuple[str, _Proc]] = {}
+        children: dict[int, list[int]] = {}
         for d in Path("/proc").iterdir():
             if d.name.isdigit():
                 got = _read(int(d.name))
                 if got is not None:
-                    parents.setdefault(got[1].ppid, []).append(int(d.name))
+                    procs[int(d.name)] = got
+                    children.setdefault(got[1].ppid, []).append(int(d.name))
         with self._lock:
-            followed = {pid for (pid, _), p in self._procs.items() if p.alive} | {self.root}
+            todo = [pid for (pid, _), p in self._procs.items() if p.alive] + [self.root]
             seen: set[tuple[int, str]] = set()
-            todo = list(followed)
             while todo:
                 pid = todo.pop()
-                got = _read(pid)
-                if got is None:
+                if pid not in procs:
                     continue
-                key = (pid, got[0])
-                if key in seen:
+                start, figures = procs[pid]
+                if (pid, start) in seen:
                     continue
-                seen.add(key)
-                self._procs[key] = got[1]
-                todo += parents.get(pid, [])
+                seen.add((pid, start))
+                self._procs[(pid, start)] = figures
+                todo += children.get(pid, [])
             for key, p in self._procs.items():
                 if key not in seen:
                     p.alive = False

@@ -23,6 +23,12 @@ class AirflowApiError(RuntimeError):
         super().__init__(message)
         self.status = status
 
+    @property
+    def database_error(self) -> bool:
+        """Airflow's 500 "Database error": on SQLite, a write that waited past the busy
+        timeout while another component held the lock."""
+        return self.status == 500 and "Database error" in str(self)
+
 
 #: Pauses (s) while looking for a backfill Airflow committed but has not shown yet.
 VISIBLE_AFTER = (0.0, 0.5, 1.0, 2.0, 4.0)
@@ -101,7 +107,7 @@ class AirflowApi:
             try:
                 return str(self.call("PATCH", path, {"state": state}).get("state"))
             except AirflowApiError as exc:
-                if pause is None or exc.status != 500 or "Database error" not in str(exc):
+                if pause is None or not exc.database_error:
                     raise
                 time.sleep(pause)
         raise AssertionError("unreachable")  # the last pass returns or raises
@@ -129,7 +135,7 @@ class AirflowApi:
                     mine, others = self._await_running_backfill(dag_id, conf)
                     if mine is None and (others or pause is None):
                         raise
-                elif exc.status == 500 and "Database error" in str(exc) and pause:
+                elif exc.database_error and pause:
                     time.sleep(pause)
                     mine, _ = self._running_backfills(dag_id, conf)
                 else:
