@@ -37,3 +37,14 @@ def fresh_database(name: str) -> str:
         cur.execute(f'CREATE DATABASE "{name}"')
     conn.close()
     return base.rsplit("/", 1)[0] + f"/{name}"
+
+
+def airflow_database(name: str) -> dict[str, str]:
+    """The settings of an Airflow whose metadata database is a fresh PostgreSQL database
+    ``name`` (LocalExecutor), as users deploy it. A deployment whose test drives it with
+    concurrent writes needs it: on SQLite one writer holds the file's lock, and under
+    `make test`'s load a REST write waited past the 30 s busy timeout behind the scheduler
+    and was refused ("Database error"), leaving a held run that the module's next tests
+    queued behind."""
+    return {"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": fresh_database(name),
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor"}

@@ -1,4 +1,4 @@
-"""Failure paths under a real `airflow standalone` (LocalExecutor, SQLite, tasks on the test
+"""Failure paths under a real `airflow standalone` (LocalExecutor, PostgreSQL, tasks on the test
 process's Spark Connect server): every one ends its DAG run within seconds of the epoch's
 decision, and nothing is written into a decided epoch.
 
@@ -27,6 +27,7 @@ from checkpointing import Coordinator, LocalStorage, run_retention
 from checkpointing.history import read_failure
 from tests.airflow_env import ROOT
 from tests.airflow_standalone import Standalone, connect_env
+from tests.pg import airflow_database
 
 pytestmark = pytest.mark.slow
 A, B = "ckpt_fp_a", "ckpt_fp_b"
@@ -48,7 +49,7 @@ def af(tmp_path_factory, spark_connect):
         # The environment's storage stays empty: each DAG names its own.
         CKPT_STORAGE=f"file://{tmp}/env-ckpt", CKPT_DATA=f"file://{tmp}/data",
         CKPT_FP_STORAGE_A=f"file://{tmp}/ckpt-a", CKPT_FP_STORAGE_B=f"file://{tmp}/ckpt-b",
-        **connect_env(spark_connect),
+        **airflow_database("ckpt_airflow_failure_paths"), **connect_env(spark_connect),
     )
     (tmp / "data/control").mkdir(parents=True)
     try:
