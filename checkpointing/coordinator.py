@@ -720,6 +720,23 @@ class Coordinator:
         """
         return self._abort(epoch_id, reason, detail, declined_by)[0]
 
+    def abort_run(self, run_id: str, detail: str) -> list[EpochMetadata]:
+        """Abort, as ``cancelled``, every pending epoch that the DAG run ``run_id`` opened, in
+        any lineage: the run ended (an operator marked it failed or successful, Airflow's
+        ``dagrun_timeout``) and its tasks will not acknowledge. Flink cancels a job's
+        pending checkpoints the same way when the job is cancelled. Without this the epoch
+        would hold its lineage's slot until its timeout, refusing the next run's begin.
+        The decisions this call made, in id order (an epoch decided meanwhile is left)."""
+        run_id = str(run_id)
+        decided = []
+        for entry in sorted(self.registry().open, key=lambda o: o.epoch_id):
+            if entry.run_id != run_id:
+                continue
+            meta, ours = self._abort(entry.epoch_id, AbortReason.CANCELLED, detail, None)
+            if ours:
+                decided.append(meta)
+        return decided
+
     def complete_or_abort(self, epoch_id: int, reason: AbortReason | str,
                           detail: str | Callable[[list[str]], str], *,
                           declined_by: Callable[[list[str]], str | None] | None = None,

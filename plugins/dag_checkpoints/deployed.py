@@ -39,15 +39,19 @@ def deployed_begin(dag_id: str) -> DeployedBegin | None:
         task = dag.task_dict.get(BEGIN_TASK_ID)
         if task is None:
             return None
-        raw_settings = getattr(task, "checkpoint_settings", None)
+        settings = carried_settings(task)
         plan = getattr(task, "checkpoint_plan", None)
         inputs = json.loads(getattr(task, "checkpoint_inputs", None) or "{}")
         start, end = getattr(dag, "start_date", None), getattr(dag, "end_date", None)
-    settings = None
-    if isinstance(raw_settings, str):
-        settings = CheckpointSettings.from_kwargs(json.loads(raw_settings))
     return DeployedBegin(settings, plan if isinstance(plan, str) else None, inputs,
                          start.date() if start else None, end.date() if end else None)
+
+
+def carried_settings(begin_task: Any) -> CheckpointSettings | None:
+    """The checkpoint settings a (serialized) begin step carries; None when it carries
+    none (a DAG serialized before they were carried)."""
+    raw = getattr(begin_task, "checkpoint_settings", None)
+    return CheckpointSettings.from_kwargs(json.loads(raw)) if isinstance(raw, str) else None
 
 
 def deployed_settings(dag_id: str) -> CheckpointSettings | None:

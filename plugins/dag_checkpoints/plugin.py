@@ -1,12 +1,12 @@
-"""The Airflow plugin: the REST API and the Epochs page (an external view embedded in each
-DAG's page). Correctness lives in the operators; nothing here is needed for a run to be
-checkpointed."""
+"""The Airflow plugin: the REST API, the Epochs page (an external view embedded in each
+DAG's page) and the DAG-run listener that cancels an ended run's pending epoch.
+Correctness lives in the operators; nothing here is needed for a run to be checkpointed."""
 
 from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
-from . import airflow_fixes
+from . import airflow_fixes, run_listener
 from .api import app
 
 # The api-server loads this plugin: Airflow defects that break clearing a checkpointed
@@ -18,6 +18,9 @@ URL_PREFIX = "/ckpt"
 
 class DagCheckpointsPlugin(AirflowPlugin):
     name = "dag_checkpoints"
+    # A run that ended with its epoch pending (marked failed by an operator, its
+    # dagrun_timeout) has the epoch cancelled at once, not at its timeout.
+    listeners = [run_listener]
     fastapi_apps = [{"app": app, "url_prefix": URL_PREFIX, "name": "DAG checkpoints"}]
     external_views = [{
         "name": "Epochs",

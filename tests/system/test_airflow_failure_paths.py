@@ -7,6 +7,8 @@ decision, and nothing is written into a decided epoch.
   ``tolerable_failed_epochs=0``);
 - a running task marked failed by an operator, and an epoch declined by its task: the run
   ends failed soon after the commit step's abort;
+- a running DAG run marked failed by an operator: its epoch is cancelled within seconds
+  (not at its timeout) and the next run begins;
 - a task that acknowledges after its epoch was aborted *and deleted by retention* fails
   with "epoch N was aborted (...)" and writes nothing under the deleted epoch;
 - two DAGs with their own pipeline ids and storage roots, served by one api-server: each
@@ -179,6 +181,27 @@ def test_task_marked_failed_ends_the_run(af):
                 A, run)
     assert rec.reason == "declined" and rec.declined_by == "count", rec
     assert _ended_at(sa, A, run) - _ts(rec.decided_at) <= END_WITHIN_S
+
+
+def test_run_marked_failed_has_its_epoch_cancelled_and_the_next_run_begins(af):
+    """An operator marks a running DAG run failed in Airflow (its UI and REST API do the
+    same): the commit step and the watchdog are skipped, yet the epoch does not wait for its
+    900 s timeout holding the lineage's slot. The plugin's DAG-run listener cancels it, and
+    the next run begins and completes (a cancellation spends no failure budget)."""
+    sa, tmp = af
+    run, epoch = _hold_run(sa, tmp, A, "2024-01-08")
+    marked = time.time()
+    r = sa.write("PATCH", f"/api/v2/dags/{A}/dagRuns/{run}", {"state": "failed"})
+    assert r.status_code == 200 and r.json()["state"] == "failed", r.text
+    c = _coord(tmp, A)
+    rec = _wait(lambda: read_failure(c.storage, c.layout, epoch), END_WITHIN_S,
+                "the ended run's epoch cancelled", sa, A, run)
+    assert rec.reason == "cancelled" and "DAG run ended failed" in rec.detail, rec
+    assert _ts(rec.decided_at) - marked <= END_WITHIN_S
+    nxt = sa.trigger(A, "2024-01-09T00:00:00Z")
+    assert sa.wait_run(A, nxt, timeout=300) == "success", sa.diagnose(A, nxt)
+    assert c.latest_completed() == _epoch_of(sa, tmp, A, nxt)
+    assert c.registry().lineage("main").consecutive_failed == 0
 
 
 def test_task_stopped_by_airflow_interrupts_its_spark_work(af):

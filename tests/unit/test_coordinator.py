@@ -272,6 +272,31 @@ def test_timeout_aborts_once_and_names_missing_tasks(storage, tmp_path):
     assert decided[0].missing_tasks == ("join", "sink", "src_b")
 
 
+def test_an_ended_run_has_its_pending_epochs_cancelled_and_frees_its_slot(storage, tmp_path):
+    """A DAG run marked failed by an operator: the epochs it opened (any lineage) are
+    aborted as cancelled at once, not at their timeout; other runs' epochs and decided ones
+    are left; the failure budget is not spent, and the lineage's slot is free again."""
+    alerts = []
+    c = Coordinator(storage, "p", CheckpointConfig(tolerable_failed_epochs=0),
+                    on_abort=lambda m, b: alerts.append(m))
+    done = run_epoch(c, run_id="r1", tmp=tmp_path)
+    b = c.begin_epoch(DIAMOND, "r1")  # the run cleared and begun again
+    ack_task(c, b.epoch_id, "src_a", tmp=tmp_path)
+    side = c.begin_epoch(DIAMOND, "r1", lineage="backfill")
+    other = c.begin_epoch(DIAMOND, "r2", lineage="other")
+    with pytest.raises(TooManyConcurrentEpochs):
+        c.begin_epoch(DIAMOND, "r3")
+    decided = c.abort_run("r1", "its DAG run was marked failed")
+    assert [m.epoch_id for m in decided] == [b.epoch_id, side.epoch_id]
+    assert {(m.status, m.reason) for m in decided} == {("aborted", "cancelled")}
+    assert decided[0].missing_tasks == ("join", "sink", "src_b")
+    assert "marked failed" in decided[0].detail and len(alerts) == 2
+    assert c.status(done.epoch_id) == "completed" and c.status(other.epoch_id) == "pending"
+    assert c.abort_run("r1", "again") == [] and len(alerts) == 2
+    assert c.registry().lineage("main").consecutive_failed == 0
+    assert c.begin_epoch(DIAMOND, "r3").parent_epoch_id == done.epoch_id
+
+
 def test_overdue_but_fully_acked_epoch_is_completed(storage, tmp_path):
     clock = FakeClock()
     c = Coordinator(storage, "p", CheckpointConfig(timeout_seconds=10), clock=clock)
