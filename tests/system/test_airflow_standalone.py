@@ -28,7 +28,7 @@ from spark_jobs.flights.landing import land
 from tests import oracle
 from tests.airflow_env import ROOT
 from tests.airflow_standalone import Standalone, connect_env
-from tests.pg import fresh_database
+from tests.pg import airflow_database
 from tests.statsd_sink import StatsdSink
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]  # shares 2 cores with the fault matrix
@@ -46,8 +46,7 @@ def af(tmp_path_factory, spark_connect):
     statsd = StatsdSink()  # Airflow's own StatsD metrics, with InfluxDB-style tags
     # PostgreSQL: Airflow supports backfills on SQLite only without concurrent writers (a
     # backfill created while the scheduler writes may be answered 503 and half made).
-    db_env = {"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": fresh_database("ckpt_airflow_standalone"),
-              "AIRFLOW__CORE__EXECUTOR": "LocalExecutor"}
+    db_env = airflow_database("ckpt_airflow_standalone")
     sa = Standalone(tmp / "airflow", CKPT_STORAGE=f"file://{tmp}/ckpt",
                     CKPT_DATA=f"file://{tmp}/data", FLIGHTS_RETRIES="1",
                     FLIGHTS_RETRY_DELAY_SECONDS="1", AIRFLOW__CORE__DAGS_FOLDER=str(tmp / "dags"),

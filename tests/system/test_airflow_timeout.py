@@ -22,7 +22,7 @@ from checkpointing.documents import parse_iso
 from checkpointing.history import read_failure
 from spark_jobs.flights.landing import land
 from tests.airflow_standalone import Standalone, connect_env
-from tests.pg import fresh_database
+from tests.pg import airflow_database
 from tests.sinks import SmtpSink, WebhookSink
 
 pytestmark = pytest.mark.slow
@@ -38,8 +38,7 @@ def af(request, tmp_path_factory, spark_connect):
     land(LocalStorage(tmp / "data"), [date(2013, 1, 1), date(2013, 1, 2)], seed=3)
     db_env: dict[str, str] = {}
     if request.param == "postgres":
-        db_env = {"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": fresh_database("ckpt_airflow_timeout"),
-                  "AIRFLOW__CORE__EXECUTOR": "LocalExecutor"}
+        db_env = airflow_database("ckpt_airflow_timeout")
     hook, smtp = WebhookSink(), SmtpSink()
     sa = Standalone(
         tmp / "airflow",
