@@ -40,6 +40,16 @@ def gated_count(run: JobRun) -> JobResult:
     return JobResult(row_counts={"counts": state.count()})
 
 
+def outlasting_count(run: JobRun) -> JobResult:
+    """Writes its state, then outlasts its DAG run's ``dagrun_timeout`` (at most
+    GATE_SECONDS): the scheduler fails the run, with this task still running."""
+    state = run.spark.range(10).selectExpr(f"CAST({run.epoch_id} AS BIGINT) AS epoch",
+                                           "id AS n")
+    run.write_state(state, "counts")
+    time.sleep(GATE_SECONDS)
+    return JobResult(row_counts={"counts": 10})
+
+
 def total(run: JobRun) -> JobResult:
     """Reads its upstream's staged output of this epoch (aligned barrier)."""
     refs = run.files(run.upstream["count"], "", outputs="counts")

@@ -9,6 +9,8 @@ decision, and nothing is written into a decided epoch.
   ends failed soon after the commit step's abort;
 - a running DAG run marked failed by an operator: its epoch is cancelled within seconds
   (not at its timeout) and the next run begins;
+- a DAG run failed by the scheduler at its ``dagrun_timeout``: its epoch is cancelled
+  within seconds of the run's end, by the listener in the scheduler's process;
 - a task that acknowledges after its epoch was aborted *and deleted by retention* fails
   with "epoch N was aborted (...)" and writes nothing under the deleted epoch;
 - two DAGs with their own pipeline ids and storage roots, served by one api-server: each
@@ -32,8 +34,8 @@ from tests.airflow_standalone import Standalone, connect_env
 from tests.pg import airflow_database
 
 pytestmark = pytest.mark.slow
-A, B = "ckpt_fp_a", "ckpt_fp_b"
-PIPELINE = {A: "failure_paths_a", B: "failure_paths_b"}
+A, B, C = "ckpt_fp_a", "ckpt_fp_b", "ckpt_fp_c"
+PIPELINE = {A: "failure_paths_a", B: "failure_paths_b", C: "failure_paths_c"}
 #: the issue's bound: a run whose epoch was decided ends within this many seconds
 END_WITHIN_S = 30
 
@@ -43,14 +45,15 @@ def af(tmp_path_factory, spark_connect):
     tmp = tmp_path_factory.mktemp("failure-paths")
     dags = tmp / "dags"
     dags.mkdir()
-    (dags / "two_pipelines.py").write_text(
-        (ROOT / "tests/dags_failure_paths/two_pipelines.py").read_text())
+    (dags / "pipelines.py").write_text(
+        (ROOT / "tests/dags_failure_paths/pipelines.py").read_text())
     sa = Standalone(
         tmp / "airflow", ready_dag=B,
         AIRFLOW__CORE__DAGS_FOLDER=str(dags),
         # The environment's storage stays empty: each DAG names its own.
         CKPT_STORAGE=f"file://{tmp}/env-ckpt", CKPT_DATA=f"file://{tmp}/data",
         CKPT_FP_STORAGE_A=f"file://{tmp}/ckpt-a", CKPT_FP_STORAGE_B=f"file://{tmp}/ckpt-b",
+        CKPT_FP_STORAGE_C=f"file://{tmp}/ckpt-c",
         **airflow_database("ckpt_airflow_failure_paths"), **connect_env(spark_connect),
     )
     (tmp / "data/control").mkdir(parents=True)
@@ -201,6 +204,25 @@ def test_run_marked_failed_has_its_epoch_cancelled_and_the_next_run_begins(af):
     nxt = sa.trigger(A, "2024-01-09T00:00:00Z")
     assert sa.wait_run(A, nxt, timeout=300) == "success", sa.diagnose(A, nxt)
     assert c.latest_completed() == _epoch_of(sa, tmp, A, nxt)
+    assert c.registry().lineage("main").consecutive_failed == 0
+
+
+def test_run_past_its_dagrun_timeout_has_its_epoch_cancelled(af):
+    """The scheduler fails a run at its DAG's ``dagrun_timeout`` and skips its unfinished
+    tasks, the commit step and the watchdog among them: the listener, called in the
+    scheduler's process this time, cancels the epoch within seconds of the run's end."""
+    sa, tmp = af
+    run = sa.trigger(C, "2024-01-02T00:00:00Z")
+    epoch = _epoch_of(sa, tmp, C, run)
+    assert sa.wait_run(C, run, timeout=300) == "failed", sa.diagnose(C, run)
+    tries = sa.task_tries(C, run)
+    assert tries["checkpoint_commit"][0] == "skipped", tries
+    c = _coord(tmp, C)
+    rec = _wait(lambda: read_failure(c.storage, c.layout, epoch), END_WITHIN_S,
+                "the timed-out run's epoch cancelled", sa, C, run)
+    assert rec.reason == "cancelled", rec
+    assert "DAG run ended failed" in rec.detail and "timed_out" in rec.detail, rec
+    assert _ts(rec.decided_at) - _ended_at(sa, C, run) <= END_WITHIN_S
     assert c.registry().lineage("main").consecutive_failed == 0
 
 
