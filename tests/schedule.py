@@ -21,7 +21,7 @@ MODULE_SECONDS = {
     "test_faults.py": 380, "test_airflow_standalone.py": 360, "test_tpch.py": 295,
     "test_spark_cluster.py": 245, "test_airflow_dags.py": 245, "test_demo.py": 195,
     "test_user_pipeline.py": 185,
-    "test_airflow_failure_paths.py": 170, "test_spark_s3.py": 145, "test_airflow_cli.py": 80,
+    "test_airflow_failure_paths.py": 330, "test_spark_s3.py": 145, "test_airflow_cli.py": 80,
     "test_iceberg_tables.py": 75, "test_readme_commands.py": 60, "test_table_inputs.py": 60,
     "test_aircraft_dag.py": 100, "test_cli.py": 45, "test_tables.py": 45,
     "test_plugin_units.py": 35, "test_lease.py": 25, "test_coordinator.py": 17,
