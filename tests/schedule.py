@@ -19,7 +19,7 @@ MODULE_SECONDS = {
     "test_spark_jobs.py": 580, "test_topology.py": 525, "test_bench.py": 490,
     "test_faults_data.py": 480, "test_airflow_timeout.py": 395, "test_spark_connect.py": 385,
     "test_faults.py": 380, "test_airflow_standalone.py": 360, "test_tpch.py": 295,
-    "test_spark_cluster.py": 245, "test_airflow_dags.py": 245, "test_demo.py": 195,
+    "test_spark_cluster.py": 245, "test_airflow_dags.py": 210, "test_demo.py": 195,
     "test_user_pipeline.py": 185,
     "test_airflow_failure_paths.py": 330, "test_spark_s3.py": 145, "test_airflow_cli.py": 80,
     "test_iceberg_tables.py": 75, "test_readme_commands.py": 60, "test_table_inputs.py": 60,

@@ -29,9 +29,13 @@ def af(tmp_path, spark_connect):
     return env, tmp_path
 
 
-def test_dag_run_is_one_completed_epoch(af):
+def test_a_run_is_one_completed_epoch_and_a_retry_restores_without_double_counting(af):
+    """Two `airflow dags test` runs (each one costs an Airflow process and a DAG run, so the
+    second continues from the first): a run is one completed epoch over the days before its
+    logical date; in the next, a task that dies after its snapshot is retried, restores from
+    the last completed epoch and counts nothing twice."""
     env, tmp = af
-    land(LocalStorage(tmp / "data"), [date(2013, 1, 2)], dims=False)  # not this run's input
+    land(LocalStorage(tmp / "data"), [date(2013, 1, 2)], dims=False)  # not the first run's
     r = airflow(env, "dags", "test", "flights_daily", "2013-01-02")
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     c = Coordinator(LocalStorage(tmp / "ckpt"), "flights_daily")
@@ -50,22 +54,17 @@ def test_dag_run_is_one_completed_epoch(af):
         over = h.metrics["task_overhead_ms"]
         assert over["session_ms"] > 0 and over["process_age_ms"] > 0, over
 
-
-def test_retry_restores_and_never_double_counts(af):
-    env, tmp = af
-    ok = airflow(env, "dags", "test", "flights_daily", "2013-01-02")
-    assert ok.returncode == 0, (ok.stdout + ok.stderr)[-3000:]
-    land(LocalStorage(tmp / "data"), [date(2013, 1, 2)], dims=False)
     # route_stats' first try dies after its snapshot, before acknowledging.
     env2 = {**env, "CKPT_FAULT_INJECT": "route_stats:1"}
     r = airflow(env2, "dags", "test", "flights_daily", "2013-01-03")
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
-    c = Coordinator(LocalStorage(tmp / "ckpt"), "flights_daily")
     assert c.latest_completed() == 2
     handles = c.completed_handles(2)
     assert handles["route_stats"].attempt == 2
     assert handles["route_stats"].restored_from == {"epoch_id": 1}
     assert handles["ingest_flights"].attempt == 1
+    assert sorted(handles["ingest_flights"].offsets["files"]) == [  # the files consumed so far
+        "raw/flights/2013-01-01.csv", "raw/flights/2013-01-02.csv"]
     # No double counting: the published tables equal an independent pandas computation
     # over the files these two epochs consumed (days 1 and 2).
     data = LocalStorage(tmp / "data")
