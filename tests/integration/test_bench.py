@@ -96,6 +96,19 @@ def test_quick_bench_writes_the_documented_keys(tmp_path):
     assert "details" not in json.loads(line)
 
 
+def test_declarative_pipelines_peer_counts_each_flight_once(spark_connect):
+    """The benchmark's peer (bench/declarative_pipelines.py) on the session's Spark Connect
+    server: one day after the history, then a run SIGKILLed half-way and run again; its
+    materialized views equal the oracle both times (the quick run leaves the peer out)."""
+    r = run_script(["-m", "bench.declarative_pipelines", "--epochs", "1",
+                    "--remote", spark_connect.url])
+    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
+    res = json.loads(r.stdout[r.stdout.index("{"):])
+    assert res["results_equal"] is True
+    assert res["theirs_epoch_seconds"] > 0 and res["ours_epoch_seconds"] > 0
+    assert isinstance(res["vs_declarative_pipelines_epoch_ratio"], float)
+
+
 def test_structured_streaming_at_a_scale_equals_ours_and_says_where_time_goes(tmp_path):
     """The code behind vs_structured_streaming_epoch_ratio_scale{10,100} (not run by
     --quick), on data landed at scale 2: results equal, the time split is reported."""

@@ -148,21 +148,6 @@ def test_versions_refused_across_major_and_warned_across_minor(caplog):
     check_versions("4.3.0", "4.3.1", "sc://h:1")
 
 
-def test_declarative_pipelines_peer_counts_each_flight_once(spark_connect):
-    """The benchmark's peer (bench/declarative_pipelines.py) on this server: one day after
-    the history, then a run SIGKILLed half-way and run again; its materialized views equal
-    the oracle both times (timings are the benchmark's business, not this test's)."""
-    import json
-
-    r = run(["bench.declarative_pipelines", "--epochs", "1", "--remote", spark_connect.url],
-            timeout=900)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
-    res = json.loads(r.stdout[r.stdout.index("{"):])
-    assert res["results_equal"] is True
-    assert res["theirs_epoch_seconds"] > 0 and res["ours_epoch_seconds"] > 0
-    assert isinstance(res["vs_declarative_pipelines_epoch_ratio"], float)
-
-
 def test_the_readme_server_commands_start_report_and_stop(tmp_path):
     """`python -m spark_jobs.runtime.connect_server start|status|stop`, as the README shows
     them: start returns once the server listens, status says so, stop ends it."""
