@@ -14,6 +14,12 @@ SCHEMA = T.StructType([T.StructField("epoch", T.LongType()), T.StructField("n", 
 GATE_SECONDS = 240
 
 
+def _epoch_rows(run: JobRun):  # noqa: ANN202 - a Spark DataFrame
+    """This epoch's ten rows of SCHEMA."""
+    return run.spark.range(10).selectExpr(f"CAST({run.epoch_id} AS BIGINT) AS epoch",
+                                          "id AS n")
+
+
 def _flag(run: JobRun, name: str) -> bool:
     return run.data is not None and run.data.exists(f"control/{name}")
 
@@ -27,9 +33,7 @@ def gated_count(run: JobRun) -> JobResult:
     if _flag(run, "hold-spark"):
         return spark_gated_count(run)
     old = run.read_parquet(run.files(run.previous, "counts/"), SCHEMA)
-    new = run.spark.range(10).selectExpr(f"CAST({run.epoch_id} AS BIGINT) AS epoch",
-                                         "id AS n")
-    state = old.unionByName(new)
+    state = old.unionByName(_epoch_rows(run))
     run.write_state(state, "counts")
     run.write_output(state.groupBy().count().withColumnRenamed("count", "rows"), "counts")
     if _flag(run, "hold") and not _flag(run, f"open-{run.epoch_id}"):
@@ -43,9 +47,7 @@ def gated_count(run: JobRun) -> JobResult:
 def outlasting_count(run: JobRun) -> JobResult:
     """Writes its state, then outlasts its DAG run's ``dagrun_timeout`` (at most
     GATE_SECONDS): the scheduler fails the run, with this task still running."""
-    state = run.spark.range(10).selectExpr(f"CAST({run.epoch_id} AS BIGINT) AS epoch",
-                                           "id AS n")
-    run.write_state(state, "counts")
+    run.write_state(_epoch_rows(run), "counts")
     time.sleep(GATE_SECONDS)
     return JobResult(row_counts={"counts": 10})
 
@@ -80,7 +82,7 @@ def spark_gated_count(run: JobRun) -> JobResult:
             time.sleep(0.5)
         yield from batches
 
-    state = run.spark.range(10).selectExpr(f"CAST({epoch} AS BIGINT) AS epoch", "id AS n")
+    state = _epoch_rows(run)
     held = state.repartition(1).mapInPandas(hold, state.schema)
     run.write_state(held, "counts")
     run.write_output(held.groupBy().count().withColumnRenamed("count", "rows"), "counts")

@@ -96,12 +96,12 @@ def test_quick_bench_writes_the_documented_keys(tmp_path):
     assert "details" not in json.loads(line)
 
 
-def test_declarative_pipelines_peer_counts_each_flight_once(spark_connect):
-    """The benchmark's peer (bench/declarative_pipelines.py) on the session's Spark Connect
-    server: one day after the history, then a run SIGKILLed half-way and run again; its
-    materialized views equal the oracle both times (the quick run leaves the peer out)."""
-    r = run_script(["-m", "bench.declarative_pipelines", "--epochs", "1",
-                    "--remote", spark_connect.url])
+def test_declarative_pipelines_peer_counts_each_flight_once():
+    """The benchmark's peer (bench/declarative_pipelines.py) on the Spark Connect server it
+    starts, as `make bench` runs it: one day after the history, then a run SIGKILLed
+    half-way and run again; its materialized views equal the oracle both times (the quick
+    run leaves the peer out)."""
+    r = run_script(["-m", "bench.declarative_pipelines", "--epochs", "1"])
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     res = json.loads(r.stdout[r.stdout.index("{"):])
     assert res["results_equal"] is True
