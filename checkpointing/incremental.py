@@ -12,6 +12,7 @@ import functools
 import hashlib
 import os
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,17 +39,30 @@ def sha256_file(path: str | os.PathLike[str]) -> tuple[str, int]:
 
 def _persisting(method):
     """Count the time of a writer method that makes files durable into ``persist_ms``
-    (not nested: add_directory calls add_file)."""
+    (not nested: add_directory calls add_file), holding the writer's lock."""
 
     @functools.wraps(method)
     def timed(self, *args, **kwargs):
-        t0 = time.monotonic()
-        try:
-            return method(self, *args, **kwargs)
-        finally:
-            self.persist_ms += (time.monotonic() - t0) * 1000
+        with self._lock:
+            t0 = time.monotonic()
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                self.persist_ms += (time.monotonic() - t0) * 1000
 
     return timed
+
+
+def _locked(method):
+    """Hold the writer's lock: a job's writes running at once in threads of its own add to
+    one snapshot."""
+
+    @functools.wraps(method)
+    def locked(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return locked
 
 
 @dataclass
@@ -74,6 +88,8 @@ class SnapshotWriter:
     #: milliseconds spent making files durable (hashing, uploading, asking the store for
     #: checksums): the ``async_ms`` of the handle's timings, Flink's asynchronous part
     persist_ms: float = 0.0
+    _lock: Any = field(default_factory=threading.RLock, repr=False,
+                                   compare=False)
 
     def __post_init__(self) -> None:
         self._previous_by_digest = {(f.sha256, f.size): f
@@ -143,6 +159,7 @@ class SnapshotWriter:
         self._outputs[output] = out
         return out
 
+    @_locked
     def reference(self, ref: FileRef) -> FileRef:
         """Carry an unchanged file of an earlier epoch into this snapshot without copying."""
         _check_name(ref.name)
@@ -162,6 +179,7 @@ class SnapshotWriter:
             refs.append(self.add_file(prefix + rel, path))
         return refs
 
+    @_locked
     def publish_files(self, output: str, refs: list[FileRef], rows: int | None = None,
                       meta: dict[str, Any] | None = None) -> OutputRef:
         """Declare already-stored files (e.g. this snapshot's state files) as an output:
@@ -295,10 +313,12 @@ class SnapshotWriter:
         self.bytes_referenced += sum(f.size for f in kept)
         return kept
 
+    @_locked
     def files(self, prefix: str = "") -> list[FileRef]:
         """The snapshot's files so far whose logical name starts with ``prefix``."""
         return [self._files[n] for n in sorted(self._files) if n.startswith(prefix)]
 
+    @_locked
     def handle(self, **extra: Any) -> StateHandle:
         """The state handle for the acknowledgement. ``extra`` fills the other fields
         (offsets, row_counts, metrics, timings, restored_from, delivery)."""

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 #: DEFAULT_SECONDS.
 MODULE_SECONDS = {
     "test_spark_jobs.py": 580, "test_topology.py": 525, "test_bench.py": 490,
-    "test_faults_data.py": 480, "test_airflow_timeout.py": 395, "test_spark_connect.py": 235,
+    "test_faults_data.py": 480, "test_airflow_timeout.py": 395, "test_spark_connect.py": 265,
     "test_faults.py": 380, "test_airflow_standalone.py": 360, "test_tpch.py": 295,
     "test_spark_cluster.py": 245, "test_airflow_dags.py": 210, "test_demo.py": 195,
     "test_user_pipeline.py": 185,

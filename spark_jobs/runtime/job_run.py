@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -84,6 +85,10 @@ class JobRun(RunInputs, RunState, RunOutputs):
     #: the data root's prefixes :meth:`new_input` read (the handle's
     #: ``metrics.input_prefixes``: what lineage names as the task's file inputs)
     input_prefixes: list[str] = field(default_factory=list)
+    #: guards ``snapshot_write_ms`` while writes run at once (:meth:`concurrently`)
+    _write_lock: Any = field(default_factory=threading.Lock, repr=False, compare=False)
+    _writes_running: int = field(default=0, repr=False, compare=False)
+    _writes_since: float = field(default=0.0, repr=False, compare=False)
 
 
 

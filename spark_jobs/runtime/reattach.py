@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -50,27 +51,36 @@ def observations(df: Any) -> dict[str, Any]:
     return dict(getattr(plan, "observations", None) or {})
 
 
+#: The id the next ExecutePlan request built in this thread takes (:func:`operation_id`).
+_NEXT_ID = threading.local()
+_INSTALL = threading.Lock()
+
+
 @contextlib.contextmanager
 def operation_id(spark: Any, op_id: str) -> Iterator[None]:
-    """Start the next action on ``spark`` as operation ``op_id``. pyspark builds every
-    ExecutePlan request in ``_execute_plan_request_with_metadata(operation_id=None)`` and
-    offers no public way to choose the id: the first request built inside the block gets
-    it."""
+    """Start the next action on ``spark`` in this thread as operation ``op_id``. pyspark
+    builds every ExecutePlan request in ``_execute_plan_request_with_metadata(operation_id=
+    None)`` and offers no public way to choose the id: the first request this thread builds
+    inside the block gets it. The hook is per thread, so that a job's writes running at
+    once (:meth:`~spark_jobs.runtime.JobRun.concurrently`) each take their own id."""
     client = spark.client
-    build = client._execute_plan_request_with_metadata
-    used: list[bool] = []
+    with _INSTALL:
+        if "_execute_plan_request_with_metadata" not in vars(client):
+            build = client._execute_plan_request_with_metadata
 
-    def with_id(operation_id: str | None = None) -> Any:
-        if used or operation_id is not None:
-            return build(operation_id)
-        used.append(True)
-        return build(op_id)
+            def with_id(operation_id: str | None = None) -> Any:
+                pending = getattr(_NEXT_ID, "value", None)
+                if pending is None or operation_id is not None:
+                    return build(operation_id)
+                _NEXT_ID.value = None
+                return build(pending)
 
-    client._execute_plan_request_with_metadata = with_id
+            client._execute_plan_request_with_metadata = with_id
+    _NEXT_ID.value = op_id
     try:
         yield
     finally:
-        del client._execute_plan_request_with_metadata  # the class's method again
+        _NEXT_ID.value = None
 
 
 def reattach(spark: Any, op: EngineOperation, df: Any) -> str | None:

@@ -10,7 +10,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from checkpointing.state_handle import FileRef, StateHandle
 
@@ -19,6 +19,7 @@ from .reattach import new_operation, operation_id, reattach
 from .session import spark_uri
 
 log = logging.getLogger("spark_jobs.runtime")
+T = TypeVar("T")
 
 
 #: the column a partitioned state write partitions by (a copy of the job's column)
@@ -79,11 +80,50 @@ class RunState:
 
     @contextlib.contextmanager
     def _snapshot_write(self):
-        t0 = time.monotonic()
+        """Time a Spark write into ``snapshot_write_ms``: wall time while at least one
+        write runs, so that writes running at once are counted once."""
+        with self._write_lock:
+            self._writes_running += 1
+            if self._writes_running == 1:
+                self._writes_since = time.monotonic()
         try:
             yield
         finally:
-            self.snapshot_write_ms += (time.monotonic() - t0) * 1000
+            with self._write_lock:
+                self._writes_running -= 1
+                if self._writes_running == 0:
+                    self.snapshot_write_ms += (time.monotonic() - self._writes_since) * 1000
+
+    def concurrently(self, *actions: Callable[[], T]) -> list[T]:
+        """Run independent ``actions`` (each a write of state or an output, each its own
+        Spark job) at once, and return their results in order; the first failure is raised
+        once all have ended. On two cores a small write leaves most of them idle while
+        Spark plans it, lists files and commits; another write fills them. Each action
+        runs in a thread of its own carrying this attempt's Spark job tags (an interrupt of
+        the attempt reaches it) and its record of cached DataFrames."""
+        import contextvars
+        from concurrent.futures import ThreadPoolExecutor
+
+        if len(actions) < 2:
+            return [a() for a in actions]
+        tags = set(self.spark.getTags())
+
+        def tagged(action: Callable[[], T]) -> T:
+            for t in tags:
+                self.spark.addTag(t)
+            try:
+                return action()
+            finally:
+                for t in tags:
+                    self.spark.removeTag(t)
+
+        with ThreadPoolExecutor(len(actions), thread_name_prefix=f"{self.task_id}-write") as ex:
+            futures = [ex.submit(contextvars.copy_context().run, tagged, a) for a in actions]
+            errors = [f.exception() for f in futures]
+        first = next((e for e in errors if e is not None), None)
+        if first is not None:
+            raise first
+        return [f.result() for f in futures]
 
     def write_state(self, df: Any, name: str, partition_col: str | None = None,
                     options: dict[str, str] | None = None,

@@ -250,6 +250,7 @@ def ingest(run: JobRun) -> JobResult:
             [key for key, day in new_removed if day in removed_days]))
 
     run.carry_partitions("orders", prev_buckets - buckets)
+    writes = []
     if parts:
         now = parts[0]
         for p in parts[1:]:
@@ -257,13 +258,17 @@ def ingest(run: JobRun) -> JobResult:
         now = now.join(deleted.select("o_orderkey"), "o_orderkey", "left_anti") \
             .withColumn("bucket", _bucket_col(grouped))
         # One file per bucket, its rows by day.
-        run.write_state(now.repartition(F.col("bucket")), "orders", "bucket",
-                        options=BUCKET_OPTIONS, sort_by=("day",))
+        writes.append(lambda: run.write_state(now.repartition(F.col("bucket")), "orders",
+                                              "bucket", options=BUCKET_OPTIONS,
+                                              sort_by=("day",)))
     if rebuilt or removed_days:  # else nothing is retracted: no write (on S3, requests)
-        # One file, but the scan of the deleted orders' buckets stays parallel: coalesce(1)
-        # would run it in one task (4.6 s against 2.9 s at scale factor 10, measured).
-        with _key_sets_not_inlined(run.spark):
-            run.write_state(retracted.repartition(1), "retracted")
+        def write_retracted() -> None:
+            # One file, but the scan of the deleted orders' buckets stays parallel:
+            # coalesce(1) would run it in one task (4.6 s against 2.9 s at scale factor
+            # 10, measured).
+            with _key_sets_not_inlined(run.spark):
+                run.write_state(retracted.repartition(1), "retracted")
+        writes.append(write_retracted)
     # The deleted keys, a batch per epoch that deleted any: earlier batches are carried,
     # and merged into one when there would be more than MAX_DELETE_BATCHES (a year of daily
     # deletions stays a few files, not 365).
@@ -273,8 +278,15 @@ def ingest(run: JobRun) -> JobResult:
         run.carry_partitions("deleted", batches)
     if new_removed:
         keys = deleted if merge else removed_df
-        run.write_state(keys.withColumn("batch", F.lit(f"e{run.epoch_id:010d}")).coalesce(1),
-                        "deleted", "batch")
+        writes.append(lambda: run.write_state(
+            keys.withColumn("batch", F.lit(f"e{run.epoch_id:010d}")).coalesce(1),
+            "deleted", "batch"))
+    # At once: a deletion day's lookup (about 57 month buckets at scale factor 10) runs
+    # beside the day's own bucket. Measured on one SF 10 state, one more day's epoch with a
+    # deletion file of 100 history orders, aborted (so each try starts from the same
+    # parent), alternating: the ingest took 4.03 s against 4.50 s one write after the
+    # other (medians of four), a normal day's ingest 2.40 s against 2.34 s.
+    run.concurrently(*writes)
     return JobResult(offsets=found.offsets,
                      row_counts={"files_new": len(found.new),
                                  "files_replaced": len(found.replaced),

@@ -348,3 +348,125 @@ def test_a_spark_error_fails_the_task_with_a_line_without_where_data_lives(
     logged = logged[:logged.index("CheckpointedSparkOperator")]
     assert "Traceback" in logged and "reads_a_missing_file" in logged, logged
     assert "<storage>/raw/missing.parquet" in logged and str(tmp_path) not in logged, logged
+
+
+def _two_writes_at_once(spark, marks: Path, rows: int, on_start=None):
+    """A job writing two slow states (one Spark task each, a Python UDF sleeping a second a
+    row and leaving a marker named for its write) at once through ``JobRun.concurrently``;
+    each write caches its frame first."""
+    from pyspark.sql import functions as F
+
+    from spark_jobs.runtime import JobResult
+
+    @F.udf("long")
+    def slow(x: int, factor: int) -> int:
+        import time as _time
+        import uuid as _uuid
+
+        _time.sleep(1.0)
+        open(os.path.join(str(marks), f"{factor}-{x}-{_uuid.uuid4().hex}"), "w").close()
+        return x * factor
+
+    cached: list = []
+
+    def job(run):
+        def write(name: str, factor: int):
+            def action():
+                df = spark.range(0, rows, 1, 1).select(
+                    F.col("id"), slow("id", F.lit(factor)).alias("v")).cache()
+                cached.append(df)
+                return run.write_state(df, name)
+            return action
+
+        if on_start is not None:
+            on_start(run)
+        a, b = run.concurrently(write("a", 2), write("b", 3))
+        return JobResult(row_counts={"a": len(a), "b": len(b)})
+
+    return job, cached
+
+
+def test_writes_run_at_once_are_each_an_operation_of_the_attempt(spark_connect, tmp_path):
+    """``JobRun.concurrently``: two state writes overlap (each one Spark task of four
+    one-second rows: each write's first row is computed before the other's last), each runs
+    under an operation record of its own (PROTOCOL 5.17), both reach the snapshot (rows
+    equal what each wrote), the Spark write time counts the overlap once (at most the
+    task's wall time), and what each cached is
+    unpersisted at the end of the task."""
+    from pyspark.storagelevel import StorageLevel
+
+    from spark_jobs.runtime import run_task, spark_session
+
+    spark = spark_session("two-writes", remote=spark_connect.url)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    c = Coordinator(LocalStorage(tmp_path / "ckpt"), "two_writes")
+    c.begin_epoch(plan_from_edges({"t": []}, set()), "run-1")
+    recorded = []
+    record = c.record_operation
+    c.record_operation = lambda epoch, op: (recorded.append(op), record(epoch, op))[1]
+    try:
+        job, cached = _two_writes_at_once(spark, marks, 4)
+        t0 = time.monotonic()
+        ack = run_task(job, c, 1, "t", 1, spark, "")
+        wall = time.monotonic() - t0
+        assert [df.storageLevel for df in cached] == [StorageLevel.NONE] * 2
+    finally:
+        spark.stop()
+    h = ack.state_handle
+    assert h.row_counts == {"a": 1, "b": 1}
+    assert sorted(op.action for op in recorded) == ["state:a", "state:b"]
+    assert len({op.operation_id for op in recorded}) == 2
+    rows = {n: sorted(zip(*[pq_col(f.uri, c) for c in ("id", "v")], strict=True))
+            for n in ("a", "b") for f in h.files if f.name.startswith(f"{n}/")}
+    assert rows == {"a": [(i, 2 * i) for i in range(4)], "b": [(i, 3 * i) for i in range(4)]}
+    stamps = {f: [p.stat().st_mtime for p in marks.glob(f"{f}-*")] for f in (2, 3)}
+    assert [len(stamps[2]), len(stamps[3])] == [4, 4]
+    assert min(stamps[2]) < max(stamps[3]) and min(stamps[3]) < max(stamps[2]), stamps
+    assert h.timings["sync_ms"] <= wall * 1000, (h.timings, wall)
+
+
+def pq_col(uri: str, name: str) -> list:
+    import pyarrow.parquet as pq
+
+    return pq.read_table(uri.removeprefix("file://")).column(name).to_pylist()
+
+
+def test_an_interrupt_of_the_attempt_stops_every_write_it_runs_at_once(spark_connect,
+                                                                       tmp_path):
+    """What Airflow's kill of a try does (``interrupt_attempt`` by the attempt's tag, from
+    another thread) reaches both writes a job runs at once: the two operations it
+    interrupts are the two the attempt recorded, the task fails, and most rows were never
+    computed."""
+    import threading
+
+    from spark_jobs.runtime import run_task, spark_session
+    from spark_jobs.runtime.job_run import interrupt_attempt, job_tag
+
+    spark = spark_session("two-writes-stopped", remote=spark_connect.url)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    c = Coordinator(LocalStorage(tmp_path / "ckpt"), "two_writes")
+    c.begin_epoch(plan_from_edges({"t": []}, set()), "run-1")
+    recorded, interrupted = [], []
+    record = c.record_operation
+    c.record_operation = lambda epoch, op: (recorded.append(op), record(epoch, op))[1]
+
+    def stop_when_both_run():
+        deadline = time.monotonic() + 120
+        while len(recorded) < 2 or len(os.listdir(marks)) < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        interrupted.extend(interrupt_attempt(spark, job_tag("two_writes", 1, "t", 1)))
+
+    stopper = threading.Thread(target=stop_when_both_run)
+    job, _ = _two_writes_at_once(spark, marks, 30, on_start=lambda run: stopper.start())
+    try:
+        with pytest.raises(Exception, match="(?i)cancel|interrupt"):
+            run_task(job, c, 1, "t", 1, spark, "")
+        stopper.join(timeout=60)
+    finally:
+        spark.stop()
+    assert sorted(interrupted) == sorted(op.operation_id for op in recorded)
+    assert len(interrupted) == 2
+    assert len(os.listdir(marks)) < 30
