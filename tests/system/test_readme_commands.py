@@ -173,6 +173,9 @@ BLOCKS: dict[tuple[str, str], str] = {
     ("docs/JOBS.md", "from deltalake import DeltaTable"): "run: test_jobs_md_reading_recipe_runs",
     ("docs/JOBS.md", "from checkpointing import TableInput"): "a DAG file fragment: parsed "
     "here; dags/airport_ontime.py declares its input the same way (test_airflow_standalone.py)",
+    ("docs/JOBS.md", "run.concurrently(lambda: run.write_state("): "a job fragment: parsed "
+    "here; spark_jobs/tpch/jobs.py's ingest runs the same call in test_tpch.py, and "
+    "test_spark_connect.py runs two writes at once through it",
     ("docs/JOBS.md", "changes = run.table_changes(\"flights\")"): "a job fragment: parsed "
     "here; spark_jobs/flights/airport_ontime.py runs it in test_airflow_standalone.py",
     ("docs/JOBS.md", "from airflow.sdk import dag, task"): "a DAG file: "
