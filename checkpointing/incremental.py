@@ -88,8 +88,7 @@ class SnapshotWriter:
     #: milliseconds spent making files durable (hashing, uploading, asking the store for
     #: checksums): the ``async_ms`` of the handle's timings, Flink's asynchronous part
     persist_ms: float = 0.0
-    _lock: Any = field(default_factory=threading.RLock, repr=False,
-                                   compare=False)
+    _lock: Any = field(default_factory=threading.RLock, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._previous_by_digest = {(f.sha256, f.size): f

@@ -282,10 +282,9 @@ def ingest(run: JobRun) -> JobResult:
             keys.withColumn("batch", F.lit(f"e{run.epoch_id:010d}")).coalesce(1),
             "deleted", "batch"))
     # At once: a deletion day's lookup (about 57 month buckets at scale factor 10) runs
-    # beside the day's own bucket. Measured on one SF 10 state, one more day's epoch with a
-    # deletion file of 100 history orders, aborted (so each try starts from the same
-    # parent), alternating: the ingest took 4.03 s against 4.50 s one write after the
-    # other (medians of four), a normal day's ingest 2.40 s against 2.34 s.
+    # beside the day's own bucket. At SF 10 (bench/tpch_deletion_day.py --rounds 7, medians
+    # of six) a deletion day's ingest took 4.77 s against 5.35 s one write after the
+    # other, a normal day's 2.86 s against 2.95 s.
     run.concurrently(*writes)
     return JobResult(offsets=found.offsets,
                      row_counts={"files_new": len(found.new),

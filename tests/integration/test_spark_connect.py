@@ -204,14 +204,14 @@ def _slow_task(tmp_path: Path, remote: str, attempt: int, marks: Path
                             text=True, env={**os.environ, "CKPT_TEST_MARKS": str(marks)})
 
 
-def _parquet_rows(uris: list[str]) -> list[tuple[int, int]]:
-    """The (id, square) rows of parquet files, read with pyarrow (not Spark)."""
+def _parquet_rows(uris: list[str], value: str = "square") -> list[tuple[int, int]]:
+    """The (id, ``value``) rows of parquet files, read with pyarrow (not Spark)."""
     import pyarrow.parquet as pq
 
     rows = []
     for uri in uris:
         t = pq.read_table(uri.removeprefix("file://"))
-        rows += list(zip(t.column("id").to_pylist(), t.column("square").to_pylist(),
+        rows += list(zip(t.column("id").to_pylist(), t.column(value).to_pylist(),
                          strict=True))
     return sorted(rows)
 
@@ -417,19 +417,13 @@ def test_writes_run_at_once_are_each_an_operation_of_the_attempt(spark_connect, 
     assert h.row_counts == {"a": 1, "b": 1}
     assert sorted(op.action for op in recorded) == ["state:a", "state:b"]
     assert len({op.operation_id for op in recorded}) == 2
-    rows = {n: sorted(zip(*[pq_col(f.uri, c) for c in ("id", "v")], strict=True))
-            for n in ("a", "b") for f in h.files if f.name.startswith(f"{n}/")}
+    rows = {n: _parquet_rows([f.uri for f in h.files if f.name.startswith(f"{n}/")
+                              and f.name.endswith(".parquet")], "v") for n in ("a", "b")}
     assert rows == {"a": [(i, 2 * i) for i in range(4)], "b": [(i, 3 * i) for i in range(4)]}
     stamps = {f: [p.stat().st_mtime for p in marks.glob(f"{f}-*")] for f in (2, 3)}
     assert [len(stamps[2]), len(stamps[3])] == [4, 4]
     assert min(stamps[2]) < max(stamps[3]) and min(stamps[3]) < max(stamps[2]), stamps
     assert h.timings["sync_ms"] <= wall * 1000, (h.timings, wall)
-
-
-def pq_col(uri: str, name: str) -> list:
-    import pyarrow.parquet as pq
-
-    return pq.read_table(uri.removeprefix("file://")).column(name).to_pylist()
 
 
 def test_an_interrupt_of_the_attempt_stops_every_write_it_runs_at_once(spark_connect,
