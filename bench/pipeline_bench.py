@@ -11,9 +11,11 @@ that ratios compare like with like in the same run.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -326,6 +328,8 @@ def record(out: Path, history: Path, bench: str, summary: dict[str, Any],
     merged = json.loads(out.read_text()) if out.exists() else {}
     merged.update(summary)
     merged.setdefault("details", {})[bench] = details
+    # Which run each key comes from: the results page names it beside the figure.
+    merged.setdefault("runs", {})[bench] = {"keys": sorted(summary), **machine()}
     out.write_text(json.dumps(merged, indent=2) + "\n")
     with open(history, "a") as fh:
         fh.write(json.dumps({"bench": bench, **summary, "machine": machine()}) + "\n")
@@ -333,11 +337,23 @@ def record(out: Path, history: Path, bench: str, summary: dict[str, Any],
 
 
 def machine() -> dict[str, Any]:
+    """Where and how a result was measured: the commit, the machine, the time and the
+    command line."""
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
     return {"commit": commit, "python": platform.python_version(),
             "platform": platform.platform(), "cpus": os.cpu_count(),
-            "at": datetime.now().astimezone().isoformat(timespec="seconds")}
+            "at": datetime.now().astimezone().isoformat(timespec="seconds"),
+            "command": command()}
+
+
+def command() -> str:
+    """The command line that ran this process, as typed from the repository's root (the
+    script's path relative to it): a figure's reader can run it again."""
+    script = Path(sys.argv[0])
+    with contextlib.suppress(ValueError):
+        script = script.resolve().relative_to(ROOT)
+    return shlex.join(["python", str(script), *sys.argv[1:]])
 
 
 def main(argv: list[str] | None = None) -> int:
