@@ -1,17 +1,58 @@
 """The results page (``results.md``) and its charts, rendered from bench/results/*.json by
 docs/hooks.py at every build: a figure here is always the latest measured one, and
-regenerating changes no hand-written text. Each chart names the machine and the command
-that measured it."""
+regenerating changes no hand-written text. It opens with the targets: every key of
+bench/README.md's tables that has a bound, against its latest figure. Each figure and chart
+names the machine and the command that measured it."""
 
 from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
+KEYS = ROOT / "bench" / "README.md"
+#: A target cell of bench/README.md's key tables that a figure can be checked against:
+#: ``<= 1.2``, ``>= 50 at D=180``, ``<= 8,192 at SF 10`` (what follows is shown as written).
+_BOUND = re.compile(r"(<=|>=)\s*([0-9][0-9,]*(?:\.[0-9]+)?)")
+
+
+class Target(NamedTuple):
+    """One key's target from bench/README.md. (A named tuple: MkDocs' hook loads this file
+    as a module of no package, where a dataclass cannot resolve its annotations.)"""
+
+    key: str
+    op: str  # "<=" or ">="
+    bound: float
+    text: str  # the target cell as written
+    s3: bool  # a row of the ``--s3`` table: checked against bench/results/tpch_sf*_s3.json
+
+    def met(self, value: Any) -> bool | None:
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return None
+        return value <= self.bound if self.op == "<=" else value >= self.bound
+
+
+def targets(readme: Path = KEYS) -> list[Target]:
+    """The keys of bench/README.md's tables whose target is a bound: a row whose first
+    cell is one key (a pattern such as ``recovery_speedup_d{30,90}`` is not a key)."""
+    out, s3 = [], False
+    for line in readme.read_text().splitlines():
+        if not line.startswith("|"):
+            continue
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if cells[0].startswith("key"):  # a table's header: its keys are of this run kind
+            s3 = "--s3" in cells[0]
+            continue
+        key = re.fullmatch(r"`([a-z0-9_]+)`", cells[0])
+        bound = _BOUND.match(cells[-1]) if len(cells) >= 3 else None
+        if key and bound:
+            out.append(Target(key[1], bound[1], float(bound[2].replace(",", "")), cells[-1],
+                              s3))
+    return out
 
 
 def _svg(fig: Any) -> bytes:
@@ -23,10 +64,56 @@ def _svg(fig: Any) -> bytes:
     return buf.getvalue()
 
 
-def _machine(result: dict[str, Any]) -> str:
-    m = result.get("machine") or {}
-    at = str(m.get("at", ""))[:10]
-    return f"{m.get('cpus', '?')} cores, Python {m.get('python', '?')}, measured {at}"
+def _machine(m: dict[str, Any]) -> str:
+    """Where and how: cores, Python, the day, the command line (recorded since results
+    carry it)."""
+    at = str(m.get("at", ""))[:16].replace("T", " ")
+    how = f"`{m['command']}`" if m.get("command") else "command not recorded"
+    return f"{m.get('cpus', '?')} cores, Python {m.get('python', '?')}, measured {at}; {how}"
+
+
+def _history() -> list[dict[str, Any]]:
+    path = RESULTS / "history.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def run_of(result: dict[str, Any], key: str, history: list[dict[str, Any]]) -> dict[str, Any]:
+    """The machine (and command) of the run that measured ``result[key]``: the run a bench
+    recorded the key under (``runs``), else the last history entry with that value, else
+    the result's own."""
+    for run in (result.get("runs") or {}).values():
+        if key in run.get("keys", ()):
+            return run
+    for entry in reversed(history):
+        if key in entry and entry[key] == result.get(key) and entry.get("machine"):
+            return entry["machine"]
+    return result.get("machine") or {}
+
+
+def targets_table(results: list[tuple[bool, dict[str, Any]]], history: list[dict[str, Any]],
+                  readme: Path = KEYS) -> list[str]:
+    """A row per bench/README.md target with a figure in ``results`` (pairs of: from an
+    ``--s3`` run?, its results): the figure, the target, whether it is met, and the run
+    that measured it (numbered, listed under the table)."""
+    runs: list[str] = []
+    rows = ["| key | measured | target | met | run |", "|---|---|---|---|---|"]
+    for t in targets(readme):
+        for s3, result in results:
+            if s3 != t.s3 or result.get(t.key) is None:
+                continue
+            label = _machine(run_of(result, t.key, history))
+            if label not in runs:
+                runs.append(label)
+            met = {True: "yes", False: "**no**", None: "-"}[t.met(result[t.key])]
+            scale = (f" (SF {result['tpch_scale_factor']:g}{', MinIO' if s3 else ''})"
+                     if "tpch_scale_factor" in result and t.key.startswith("tpch_") else "")
+            rows.append(f"| `{t.key}`{scale} | {result[t.key]} | {t.text} | {met} | "
+                        f"{runs.index(label) + 1} |")
+    if len(rows) == 2:
+        return []
+    return rows + [""] + [f"{i}. {r}" for i, r in enumerate(runs, 1)]
 
 
 def _recovery(rec: dict[str, Any]) -> tuple[bytes, bytes, bytes]:
@@ -97,19 +184,29 @@ def render() -> tuple[str, dict[str, bytes]]:
            "figure of each benchmark, with the machine and the command that measured it. "
            "What each figure means and how it is measured: [Performance](performance.md) "
            "and the [benchmark keys](bench.md).", ""]
+    s3 = [(True, json.loads(p.read_text())) for p in sorted(RESULTS.glob("tpch_sf*_s3.json"))]
+    history = _history()
+    table = targets_table([(False, latest), *s3], history)
+    if table:
+        out += ["## Targets", "",
+                "Each key of the [benchmark keys](bench.md) that has a bound, against its "
+                "latest figure and the run that measured it (the machine and the command).",
+                "", *table, ""]
     rec = latest.get("details", {}).get("recovery")
     if rec:
         charts["recovery.svg"], charts["epoch.svg"], charts["bytes.svg"] = _recovery(rec)
         out += ["## Recovery, epoch time and bytes against history", "",
-                f"`make bench` ({_machine(latest)}; {latest.get('repeats')} repeats, "
-                "medians).", "", "![recovery](charts/recovery.svg)", "",
+                f"`make bench` ({_machine(latest.get('machine') or {})}; "
+                f"{latest.get('repeats')} repeats, medians).", "",
+                "![recovery](charts/recovery.svg)", "",
                 "![epoch time](charts/epoch.svg)", "", "![bytes](charts/bytes.svg)", ""]
     sf10 = latest.get("details", {}).get("tpch_sf10")
     if sf10:
         charts["tpch_daily.svg"] = _tpch(dict(sf10["daily_split_median"]),
                                          "Where a TPC-H SF 10 daily epoch's time goes")
+        run = _machine(run_of(latest, "tpch_daily_epoch_seconds", history))
         out += ["## TPC-H at scale factor 10", "",
-                f"`make bench-scale` ({_machine(latest)}): the daily epoch's median split; "
+                f"`make bench-scale` ({run}): the daily epoch's median split; "
                 f"the initial epoch took {latest.get('tpch_initial_epoch_seconds')} s "
                 f"({latest.get('tpch_initial_epoch_overhead_ratio')} x plain Spark); "
                 f"results equal DuckDB's: {latest.get('tpch_results_equal_duckdb')}.", "",

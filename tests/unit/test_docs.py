@@ -107,6 +107,7 @@ def test_the_site_builds_strictly_with_the_pages_generated_from_the_code(tmp_pat
         assert f"charts/{chart}.svg" in results and \
             (site / "charts" / f"{chart}.svg").read_text().lstrip().startswith("<?xml")
     assert "make bench" in results and "cores" in results  # the command and the machine
+    assert "tpch_deletion_day_ratio" in results  # the targets table, from bench/README.md
     home = (site / "index.html").read_text()
     assert 'href="tutorial/"' in home  # the README's docs/ links, as the site's pages
 
