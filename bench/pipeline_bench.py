@@ -328,11 +328,12 @@ def record(out: Path, history: Path, bench: str, summary: dict[str, Any],
     merged = json.loads(out.read_text()) if out.exists() else {}
     merged.update(summary)
     merged.setdefault("details", {})[bench] = details
+    where = machine()
     # Which run each key comes from: the results page names it beside the figure.
-    merged.setdefault("runs", {})[bench] = {"keys": sorted(summary), **machine()}
+    merged.setdefault("runs", {})[bench] = {"keys": sorted(summary), **where}
     out.write_text(json.dumps(merged, indent=2) + "\n")
     with open(history, "a") as fh:
-        fh.write(json.dumps({"bench": bench, **summary, "machine": machine()}) + "\n")
+        fh.write(json.dumps({"bench": bench, **summary, "machine": where}) + "\n")
     print(json.dumps(summary, indent=2))
 
 

@@ -89,7 +89,6 @@ def test_the_project_s_key_tables_bound_the_scale_targets():
 
 
 def test_a_bench_records_its_command_and_which_keys_its_run_measured(tmp_path, monkeypatch):
-    sys.path.insert(0, str(ROOT))
     from bench.pipeline_bench import record
 
     out, history = tmp_path / "latest.json", tmp_path / "history.jsonl"
