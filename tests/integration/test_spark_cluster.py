@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -73,8 +74,10 @@ def test_dag_in_submit_mode_runs_every_job_on_the_cluster(cluster, tmp_path):
 
     data = LocalStorage(tmp_path / "data")
     land(data, [date(2013, 1, 1)], malformed_rate=0.01, seed=5)
+    temp = tmp_path / "worker-tmp"  # the Airflow worker's temporary directory
+    temp.mkdir()
     env = airflow_env(
-        tmp_path / "airflow", CKPT_STORAGE=f"file://{tmp_path}/ckpt",
+        tmp_path / "airflow", TMPDIR=str(temp), CKPT_STORAGE=f"file://{tmp_path}/ckpt",
         CKPT_DATA=f"file://{tmp_path}/data", CKPT_SPARK_MODE="submit",
         CKPT_SPARK_CONN_ID="spark_cluster", FLIGHTS_RETRIES="0",
         CKPT_SPARK_CONF="spark.sql.shuffle.partitions=4,spark.executor.memory=1g",
@@ -90,6 +93,8 @@ def test_dag_in_submit_mode_runs_every_job_on_the_cluster(cluster, tmp_path):
     apps = Counter(a["name"] for a in cluster.state()["completedapps"]) - before
     assert set(apps) >= {f"flights_daily.{j}" for j in PLAN}, apps
     oracle.assert_gold_matches_oracle(c, data, ["carrier"], "gold_carrier_stats")
+    # Each submission's jobs zip went with it: a worker keeps no directory per task.
+    assert not list(temp.glob("ckpt-submit-*")), sorted(temp.iterdir())
 
 
 def test_a_failed_submit_fails_the_task_with_a_line_without_where_data_lives(
@@ -105,6 +110,9 @@ def test_a_failed_submit_fails_the_task_with_a_line_without_where_data_lives(
 
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_CLUSTER", json.dumps(
         {"conn_type": "spark", "host": cluster.master_url}))
+    temp = tmp_path / "worker-tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
     settings = CheckpointSettings(
         pipeline_id="flights_daily", storage=f"file://{tmp_path}/ckpt",
         data=f"file://{tmp_path}/data", spark_mode="submit", spark_conn_id="spark_cluster",
@@ -123,3 +131,4 @@ def test_a_failed_submit_fails_the_task_with_a_line_without_where_data_lives(
     assert "stray: spark-submit failed: Cannot execute:" in logged
     assert "--storage <storage> " in logged and "--data <storage> " in logged
     assert f"{tmp_path}/ckpt" not in logged.split("spark-submit failed:")[1]
+    assert not list(temp.glob("ckpt-submit-*"))  # a failed submission leaves none either

@@ -399,16 +399,26 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
     def _submit(self, context: Any, epoch: int, attempt: int) -> None:
         """spark-submit to the Spark connection's master; the driver runs the runtime's
         entry point, whose exit code 3 means it declined the epoch."""
+        from spark_jobs.runtime import build_jobs_zip
+
+        check_master_reachable(spark_master(self.settings.spark_conn_id))
+        # The jobs' zip lives as long as the submission: spark-submit (client mode) has
+        # copied it to the cluster by the time it returns, and a worker that ran a daily
+        # DAG's tasks for a year would otherwise keep a directory per task.
+        with tempfile.TemporaryDirectory(prefix="ckpt-submit-") as tmp:
+            self._submit_zip(build_jobs_zip(Path(tmp) / "jobs.zip", (self.job,)), epoch,
+                             attempt)
+
+    def _submit_zip(self, zip_path: Path, epoch: int, attempt: int) -> None:
+        """One spark-submit of the runtime's entry point with ``zip_path`` as its
+        ``--py-files``."""
         import pyspark
         from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
 
         import spark_jobs.runtime.submit as generic
-        from spark_jobs.runtime import EXIT_DECLINED, build_jobs_zip
+        from spark_jobs.runtime import EXIT_DECLINED
 
         s = self.settings
-        check_master_reachable(spark_master(s.spark_conn_id))
-        zip_path = build_jobs_zip(Path(tempfile.mkdtemp(prefix="ckpt-submit-")) / "jobs.zip",
-                                  (self.job,))
         args = ["--storage", s.storage, "--pipeline", s.pipeline_id, "--data", s.data,
                 "--epoch", str(epoch), "--task", self.task_id, "--attempt", str(attempt)]
         if self.application is None:
