@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .processes import free_port, listening, stop_group, tail
-from .spark_conf import JARS_DIR, LOCAL_CONF, LOG4J_CONF, s3a_conf
+from .spark_conf import JARS_DIR, LOCAL_CONF, LOG4J_CONF, SERVER_CONF, s3a_conf
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 _CLONE = Path(__file__).resolve().parents[2]
@@ -85,6 +85,7 @@ class ConnectServer:
                     # A JVM crash report beside the server's log, not in whatever directory
                     # the server was started from (a repository, a DAG folder).
                     f" -XX:ErrorFile={self.log_file.parent}/hs_err_pid%p.log"}
+        conf.update(SERVER_CONF)
         if self.master.startswith("local"):
             conf.update(LOCAL_CONF)  # a laptop's; a cluster's settings stand
         jars = sorted(JARS_DIR.glob("*.jar"))

@@ -39,3 +39,22 @@ def test_a_servers_crash_report_goes_beside_its_log(tmp_path):
     [opts] = [c for c in cmd if c.startswith("spark.driver.extraJavaOptions=")]
     assert f"-XX:ErrorFile={log.parent}/hs_err_pid%p.log" in opts.split()
     assert "-Dlog4j2.level=WARN" in opts.split()  # the other options are kept
+
+
+def test_a_server_keeps_the_classes_it_generates_for_the_days_to_come(tmp_path):
+    """A server runs the same queries every epoch: its cache of generated classes is sized
+    for a pipeline's epochs (Spark's default of 100 was about one tpch_daily epoch), and a
+    deployment's own setting still wins."""
+    from spark_jobs.runtime.connect_server import ConnectServer
+
+    key = "spark.sql.codegen.cache.maxEntries"
+
+    def value(server: ConnectServer) -> int:
+        cmd = server.command()
+        [setting] = [c for c in cmd if c.startswith(f"{key}=")]
+        assert cmd[cmd.index(setting) - 1] == "--conf"
+        return int(setting.split("=", 1)[1])
+
+    assert value(ConnectServer(port=15999, log_path=tmp_path / "c.log")) >= 1000
+    assert value(ConnectServer(port=15999, log_path=tmp_path / "c.log",
+                               conf={key: "300"})) == 300
