@@ -62,6 +62,13 @@ RESULTS = ROOT / "bench" / "results"
 FIRST_DAY = date(1992, 1, 1)
 
 
+def server_heap(scale: float) -> str:
+    """The Connect server's heap by the sizing rule of docs/guides/tpch.md: about 0.6 GB
+    per scale factor, at least 2 GB (6 GB at SF 10, whose server then peaked at 7.0 GB in
+    all; with 8 GB it peaked at 9.3 GB, over the 8 GB target)."""
+    return f"{max(2048, round(614.4 * scale))}m"
+
+
 def _interval(until: date) -> dict[str, str]:
     return {"start": (until - timedelta(days=1)).isoformat(), "end": until.isoformat()}
 
@@ -331,7 +338,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--deletes", type=int, default=100, help="orders deleted per deletion day")
     ap.add_argument("--history-until", default=None,
                     help="full history's end (default: --days + 3 days before 1998-08-02)")
-    ap.add_argument("--driver-memory", default="8g")
+    ap.add_argument("--driver-memory", default=None,
+                    help="the Connect server's heap (default: 0.6 GB per scale factor, at "
+                         "least 2 GB: the sizing rule)")
     ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     ap.add_argument("--work", type=Path, default=None,
                     help="an empty or new directory, kept after the run (default: a "
@@ -352,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
         # An earlier run's epochs there would be resumed, not run: its history epoch would
         # be timed at 0 s and its state would carry into this run's days.
         ap.error(f"--work {a.work} is not empty: name an empty or new directory")
+    a.driver_memory = a.driver_memory or server_heap(a.scale)
     if a.out is None:  # a MinIO run's keys are the local run's: kept apart from them
         a.out = RESULTS / (f"tpch_sf{a.scale:g}_s3.json" if a.s3 else "latest.json")
 
