@@ -43,7 +43,7 @@ def test_a_servers_crash_report_goes_beside_its_log(tmp_path):
 
 def test_a_server_keeps_the_classes_it_generates_for_the_days_to_come(tmp_path):
     """A server runs the same queries every epoch: its cache of generated classes is sized
-    for a pipeline's epochs (Spark's default of 100 was about one tpch_daily epoch), and a
+    for a pipeline's epochs (Spark's default of 100 is fewer than tpch_daily's shapes), and a
     deployment's own setting still wins."""
     from spark_jobs.runtime.connect_server import ConnectServer
 
