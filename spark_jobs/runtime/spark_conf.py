@@ -18,15 +18,10 @@ LOCAL_CONF = {"spark.sql.shuffle.partitions": "4", OUTPUT_FILES_CONF: "1"}
 
 #: A Connect server's own settings (static: set when it starts). It runs the same
 #: pipelines' queries epoch after epoch, and Spark keeps the classes it generates for a
-#: query's shape in a cache of 100 by default. ``tpch_daily``'s epochs have about 140
+#: query's shape in a cache of 100 by default: fewer than ``tpch_daily``'s about 140
 #: shapes, so every epoch generated, compiled and JIT-compiled 50 to 100 of them again
-#: (Spark's CodeGenerator metrics: about 60 in a normal day's epoch, 95 in a deletion
-#: day's, and none after the first epochs with 5,000); the JVM's C2 compiler threads
-#: took 1.2 CPU-s of a normal day's 2.5 s ingest at scale factor 10, 2.5 of a deletion
-#: day's 5.6. With 5,000, one more day's epoch on a kept SF 10 state took 7.5 and 5.8 s
-#: on a normal day and 9.3 and 8.6 s on a deletion day, against 7.6 and 8.6 s, and 11.4
-#: and 11.6 s with the default (four servers in turn, the default first; each ran a
-#: first round left out, then five days of each kind, alternating: medians).
+#: (Spark's CodeGenerator metrics; none after the first epochs with 5,000). The figures are in
+#: docs/performance.md, "Generated code kept".
 SERVER_CONF = {"spark.sql.codegen.cache.maxEntries": "5000"}
 
 #: The S3A jars (scripts/install_spark_s3.sh): the clone's .tools/jars, or where an image
