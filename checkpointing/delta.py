@@ -157,11 +157,10 @@ class DeltaCommitter:
         MERGE, copy-on-write: the files holding a changed key are rewritten), carrying the
         epoch's transaction, so the history names it MERGE and the change data feed, when
         on, records its row changes."""
+        read = int(dt.version())
         rows = read_staged_rows(spec, files, self.endpoint_url)
-        if rows is None or rows.num_rows == 0:  # nothing changed: the epoch is recorded
-            dt.create_write_transaction([], mode="append", schema=dt.schema(),
-                                        commit_properties=self._props(app, epoch_id))
-            return int(dt.version())
+        if rows is None or rows.num_rows == 0:  # nothing to merge: the epoch is recorded
+            return self._record_only(dt, app, epoch_id)
         cols = [c for c in rows.column_names if c != DELETE_COLUMN]
         on = " AND ".join(f"t.{_ident(k)} = s.{_ident(k)}" for k in spec.keys)
         values = {_ident(c): f"s.{_ident(c)}" for c in cols}
@@ -180,7 +179,21 @@ class DeltaCommitter:
                 raise
             raise TableCommitError(f"merge of epoch {epoch_id} into table {app!r} failed: "
                                    f"{type(exc).__name__}: {str(exc)[:200]}") from None
+        if int(dt.version()) == read:
+            # delta-rs commits nothing for a merge that changes no row (deletes of absent
+            # keys, unchanged upserts): the epoch still gets its version, so that its
+            # transaction is in the log and every epoch maps to one version (6.12).
+            return self._record_only(dt, app, epoch_id)
         return int(dt.version())
+
+    def _record_only(self, dt: Any, app: str, epoch_id: int) -> int:
+        """A commit carrying only the epoch's transaction: its version. delta-rs does not
+        move ``dt`` to the version a write transaction commits, and the commit is tried
+        once, so it is the version read plus one."""
+        read = int(dt.version())
+        dt.create_write_transaction([], mode="append", schema=dt.schema(),
+                                    commit_properties=self._props(app, epoch_id))
+        return read + 1
 
     @staticmethod
     def _props(app: str, epoch_id: int) -> Any:

@@ -5,6 +5,7 @@ epoch staged, independently of the table."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import threading
@@ -334,3 +335,44 @@ def test_an_output_partitioned_otherwise_than_its_table_is_refused(env, tmp_path
     with pytest.raises(TableCommitError, match=refused):
         commit_tables("p", "r2", 2, c.completed_handles(2)["gold"].outputs, endpoint)
     assert rows_deltalake(by_day.location, endpoint) == [("d1", "a", 1), ("d2", "b", 1)]
+
+
+def _txn_version(location: str, endpoint: str | None, app: str, epoch_id: int) -> int:
+    """The one version of the table's log whose transaction is ``epoch_id``'s (read from
+    each version's ``txn``, not from what this library reported)."""
+    latest = open_table(location, endpoint).version()
+    holding = [v for v in range(latest + 1)
+               if open_table(location, endpoint, v).transaction_version(app) == epoch_id
+               and (v == 0 or open_table(location, endpoint, v - 1)
+                    .transaction_version(app) != epoch_id)]
+    assert len(holding) == 1, holding
+    return holding[0]
+
+
+@pytest.mark.parametrize("mode", ["append", "overwrite", "replace_partitions"])
+def test_an_epoch_with_nothing_to_write_is_recorded_at_the_version_holding_it(
+        env, tmp_path, mode, capsys):
+    """Every completed epoch is one version carrying its transaction, also when it writes
+    no row (an append of nothing, an overwrite with what is there, no partition replaced);
+    the version reported (manifest, ``ckpt show --json``) is the one the log holds it in."""
+    from checkpointing.cli import run as ckpt
+
+    c, wh, endpoint = env
+    spec = TableSpec(f"{wh}/{mode}", mode, ("day",) if mode == "replace_partitions" else ())
+    rows = [("a", 1, "d1"), ("b", 2, "d1")]
+    _epoch(c, tmp_path, spec, rows, "r1")
+    for run in ("r2", "r3"):  # an overwrite's nothing new is what the table holds
+        _epoch(c, tmp_path, spec, rows if mode == "overwrite" else [], run)
+    app = app_id("p", "main", "t")
+    manifest = read_manifest(c.storage, c.layout)
+    for epoch in (1, 2, 3):
+        version = _txn_version(spec.location, endpoint, app, epoch)
+        assert published_tables(manifest, epoch) == {"t": version}, epoch
+        argv = ["--storage", c.storage.uri(""), "--pipeline", "p", "show", str(epoch),
+                "--json"]
+        if endpoint:
+            argv[:0] = ["--endpoint-url", endpoint]
+        assert ckpt(argv) == 0
+        assert json.loads(capsys.readouterr().out)["tables"] == {"t": version}, epoch
+    assert sorted(rows_deltalake(spec.location, endpoint)) == sorted(
+        (d, k, v) for k, v, d in rows)

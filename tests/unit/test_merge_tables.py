@@ -22,7 +22,7 @@ from checkpointing.storage import open_storage
 from checkpointing.table_changes import changes, pin
 from checkpointing.table_commit import commit_tables
 from checkpointing.table_inputs import TableInput, TableVersion
-from checkpointing.tables import DELETE_COLUMN, TableSpec
+from checkpointing.tables import DELETE_COLUMN, TableSpec, app_id
 from tests.helpers import race
 from tests.tables_readers import die_after_table_commit, rows_duckdb
 
@@ -156,3 +156,23 @@ def test_an_iceberg_merge_upserts_and_deletes_by_key(tmp_path, monkeypatch):
     outputs = c.completed_handles(4)["gold"].outputs
     assert commit_tables("p", "main", 4, outputs)["t"].meta["table_version"] == snap
     assert open_iceberg(spec).current_snapshot().snapshot_id == snap
+
+
+def test_a_merge_that_changes_no_key_is_recorded_at_the_version_holding_it(env, tmp_path):
+    """An epoch that stages no row, and one whose rows change nothing (the delete of a key
+    the table never had, an upsert of the value it holds): each is one version carrying
+    its transaction (delta-rs commits nothing for such a merge), and that is the version
+    the manifest reports."""
+    c, wh, endpoint = env
+    spec = TableSpec(f"{wh}/silver", "merge", keys=("key",))
+    app = app_id("p", "main", "t")
+    for n, (upserts, deletes) in enumerate([({"a": 1}, []), ({}, []), ({}, ["zz"]),
+                                            ({"a": 1}, []), ({"b": 2}, [])], 1):
+        merge_epoch(c, tmp_path, spec, upserts, deletes, f"r{n}")
+        reported = read_manifest(c.storage, c.layout).outputs["t"].meta["table_version"]
+        dt = open_table(spec.location, endpoint)
+        assert dt.version() == reported, n  # one version per epoch, the newest this one
+        assert dt.transaction_version(app) == n
+        assert open_table(spec.location, endpoint, reported - 1).transaction_version(app) \
+            == (n - 1 if n > 1 else None), n
+    assert content(spec.location, endpoint) == {"a": 1, "b": 2}
