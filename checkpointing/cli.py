@@ -260,7 +260,8 @@ def _cmd_retention(args: argparse.Namespace, coord: Coordinator, out: TextIO) ->
     rep = run_retention(coord, dry_run=args.dry_run)
     verb = "would delete" if args.dry_run else "deleted"
     print(f"{verb} epochs {rep.deleted_epochs or 'none'} ({rep.deleted_objects} objects, "
-          f"{rep.deleted_shared} shared files); kept {rep.kept_epochs}; failure history "
+          f"{rep.deleted_shared} shared files, {rep.deleted_staged} staged table files no "
+          f"table references); kept {rep.kept_epochs}; failure history "
           f"pruned {rep.pruned_history or 'none'}", file=out)
     return 0
 

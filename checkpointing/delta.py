@@ -506,9 +506,12 @@ def vacuum(output: str, spec: TableSpec, pipeline_id: str, protected: set[int],
     # not: count the candidates that still exist.
     store = open_storage(spec.location, endpoint_url=endpoint)
     present = [p for p in dt.vacuum(dry_run=True, **args) if store.exists(unquote(p))]
+    unreferenced = [p for p in dt.vacuum(dry_run=True, **{**args, "retention_hours": 0})
+                    if store.exists(unquote(p))]
     if present and not dry_run:
         dt.vacuum(dry_run=False, **args)
-    return TableVacuum(output, tuple(keep), len(present), dry_run)
+    return TableVacuum(output, tuple(keep), len(present), dry_run,
+                       len(set(unreferenced) - set(present)), min_retention_hours)
 
 
 #: Delta Lake's implementation, found by :mod:`checkpointing.format_registry`

@@ -18,6 +18,7 @@ import logging
 from typing import Any
 from urllib.parse import unquote, urlparse
 
+from .errors import NotFound
 from .extras import require
 from .formats import TableFormat, TableReader, traits
 from .state_handle import FileRef
@@ -122,7 +123,7 @@ class IcebergCommitter:
                 # elsewhere ends in its concurrency validation): look again.
                 last = exc
                 continue
-            except TableCommitError:
+            except (TableCommitError, NotFound):
                 raise
             except Exception as exc:  # noqa: BLE001 - pyiceberg raises plain errors for I/O
                 raise TableCommitError(f"commit of epoch {epoch_id} to table {app!r} failed: "
@@ -426,10 +427,10 @@ def vacuum(output: str, spec: TableSpec, pipeline_id: str, protected: set[int],
     referenced = {file_path(task.file.file_path) for snap in keep
                   for task in table.scan(snapshot_id=snap.snapshot_id).plan_files()}
     store = open_storage(spec.location, endpoint_url=endpoint)
-    doomed = [o.key for o in store.list("") if o.key.endswith(".parquet")
-              and not o.key.startswith("metadata/")
-              and file_path(store.uri(o.key)) not in referenced
-              and o.last_modified * 1000 < horizon_ms]
+    unreferenced = [o for o in store.list("") if o.key.endswith(".parquet")
+                    and not o.key.startswith("metadata/")
+                    and file_path(store.uri(o.key)) not in referenced]
+    doomed = [o.key for o in unreferenced if o.last_modified * 1000 < horizon_ms]
     if not dry_run:
         if expire:
             table.maintenance.expire_snapshots().by_ids(expire).commit()
@@ -438,7 +439,8 @@ def vacuum(output: str, spec: TableSpec, pipeline_id: str, protected: set[int],
     kept = tuple(sorted(s.snapshot_id for s in keep
                         if s.summary is not None and s.summary.get("ckpt.epoch_id", "").isdigit()
                         and int(s.summary["ckpt.epoch_id"]) in protected))
-    return TableVacuum(output, kept, len(doomed), dry_run)
+    return TableVacuum(output, kept, len(doomed), dry_run, len(unreferenced) - len(doomed),
+                       min_retention_hours)
 
 
 #: Apache Iceberg's implementation, found by :mod:`checkpointing.format_registry`

@@ -8,6 +8,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import staging
 from .attempts import scan_epoch_tasks
 from .documents import parse_iso
 from .errors import CheckpointError, EpochNotFound, MalformedDocument
@@ -15,6 +16,7 @@ from .history import prune_history, record_failure
 from .lineages import list_origins
 from .publish import read_manifest
 from .savepoints import list_savepoints
+from .tables import TableSpec
 
 log = logging.getLogger("checkpointing.retention")
 _CLOCK_SKEW_S = 60.0  # shared files younger than the oldest open epoch minus this are kept
@@ -28,6 +30,8 @@ class RetentionReport:
     deleted_shared: int = 0
     skipped: list[str] = field(default_factory=list)
     pruned_history: list[int] = field(default_factory=list)
+    #: files deleted epochs staged in table locations that no table references
+    deleted_staged: int = 0
 
 
 def run_retention(coordinator, dry_run: bool = False) -> RetentionReport:  # noqa: ANN001
@@ -45,7 +49,7 @@ def run_retention(coordinator, dry_run: bool = False) -> RetentionReport:  # noq
     referenced = _referenced_files(coordinator, keep, status)
     doomed = _doomed_epochs(coordinator, epochs, keep, status, referenced)
     report.kept_epochs = sorted(k for k in keep if k in status)
-    _delete_epochs(coordinator, doomed, status, report, dry_run)
+    _delete_epochs(coordinator, doomed, status, report, dry_run, referenced)
     report.pruned_history = prune_history(
         storage, layout, coordinator.config.failure_history,
         protect={e for e in epochs if e not in doomed}, dry_run=dry_run)
@@ -160,7 +164,8 @@ def _doomed_epochs(coordinator, epochs: list[int], keep: set[int],  # noqa: ANN0
 
 
 def _delete_epochs(coordinator, doomed: dict[int, list[Any]],  # noqa: ANN001
-                   status: dict[int, str], report: RetentionReport, dry_run: bool) -> None:
+                   status: dict[int, str], report: RetentionReport, dry_run: bool,
+                   referenced: set[str]) -> None:
     storage = coordinator.storage
     for e, objs in doomed.items():
         if status.get(e) == "orphan":
@@ -171,12 +176,43 @@ def _delete_epochs(coordinator, doomed: dict[int, list[Any]],  # noqa: ANN001
         # Documents last, _metadata very last: a crash mid-way leaves a decided epoch.
         objs.sort(key=lambda o: (o.key.endswith("_metadata"), "/tasks/" in o.key
                                  or o.key.endswith("barrier.json")))
+        # Staged table files first: the epoch's documents name the tables they are in.
+        report.deleted_staged += _delete_staged(coordinator, e, status.get(e), referenced,
+                                                dry_run)
         if not dry_run:
             _forget_run(coordinator, e)
             for o in objs:
                 storage.delete(o.key)
         report.deleted_objects += len(objs)
         report.deleted_epochs.append(e)
+
+
+def _delete_staged(coordinator, epoch_id: int, status: str | None,  # noqa: ANN001
+                   referenced: set[str], dry_run: bool) -> int:
+    """What the epoch's attempts staged in table locations and no table references
+    (:mod:`.staging`): the tables are those the manifest publishes and those the epoch's
+    own acknowledgements name; a completed epoch's committed files stay."""
+    storage, layout = coordinator.storage, coordinator.layout
+    handles = []
+    if status == "completed":
+        handles = list(coordinator.completed_handles(epoch_id).values())
+    elif status in ("aborted", "orphan", "pending"):
+        for ta in scan_epoch_tasks(storage, layout, epoch_id).values():
+            handles += [coordinator.read_ack(info.key).state_handle
+                        for info in ta.acks.values()]
+    specs, keep = [], set(referenced)
+    manifest = read_manifest(storage, layout)
+    outputs = [o for h in handles for o in h.outputs.values()]
+    for out in outputs + list(manifest.outputs.values() if manifest else ()):
+        if "table" in (out.meta or {}):
+            spec = TableSpec.from_json(out.meta["table"])
+            specs.append(spec)
+            if status == "completed" and out in outputs and spec.mode != "merge":
+                keep.update(f.uri for f in out.files)
+    if not specs:
+        return 0
+    return staging.of_deleted_epoch(specs, coordinator.pipeline_id, epoch_id, keep,
+                                    storage.endpoint_url, dry_run)
 
 
 def _undocumented_status(coordinator, epoch_id: int) -> str:  # noqa: ANN001

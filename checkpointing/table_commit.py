@@ -8,8 +8,10 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from . import staging
+from .errors import NotFound
 from .format_registry import implementation
-from .tables import TableCommitter, TableSpec, app_id
+from .tables import TableCommitError, TableCommitter, TableSpec, app_id
 
 
 def committer(spec: TableSpec, endpoint_url: str | None = None) -> TableCommitter:
@@ -31,8 +33,21 @@ def commit_tables(pipeline_id: str, lineage: str, epoch_id: int, outputs: dict[s
             continue
         spec = TableSpec.from_json(out.meta["table"])
         t0 = time.monotonic()
-        result = committer(spec, endpoint_url).commit(
-            spec, app_id(pipeline_id, lineage, name), epoch_id, out.files, out.meta)
+        app = app_id(pipeline_id, lineage, name)
+        try:
+            result = committer(spec, endpoint_url).commit(spec, app, epoch_id, out.files,
+                                                          out.meta)
+        except NotFound:
+            # A racing publish step committed the merge and removed the rows it staged:
+            # the committer finds the epoch's transaction now (or, if the rows are truly
+            # gone, says so).
+            try:
+                result = committer(spec, endpoint_url).commit(spec, app, epoch_id,
+                                                              out.files, out.meta)
+            except NotFound as exc:
+                raise TableCommitError(f"table {app!r}: epoch {epoch_id} is not committed "
+                                       f"and a file it staged is gone ({exc})") from None
+        staging.after_commit(spec, out.files, pipeline_id, epoch_id, endpoint_url)
         if report is not None:
             from .listener import TableCommitted
 

@@ -242,12 +242,18 @@ class TableVacuum:
     kept_versions: tuple[int, ...]
     files_deleted: int
     dry_run: bool
+    #: files no kept version references, left because they are younger than the threshold
+    #: (an epoch in flight may still commit them)
+    recent_kept: int = 0
+    min_retention_hours: int | None = None
 
     def describe(self) -> str:
         verb = "would delete" if self.dry_run else "deleted"
         kept = ", ".join(f"v{v}" for v in self.kept_versions) or "none"
-        return (f"{self.output}: {verb} {self.files_deleted} file(s); versions kept for "
-                f"retained epochs and savepoints: {kept}")
+        recent = (f"; {self.recent_kept} unreferenced file(s) younger than "
+                  f"{self.min_retention_hours} h kept" if self.recent_kept else "")
+        return (f"{self.output}: {verb} {self.files_deleted} file(s){recent}; versions kept "
+                f"for retained epochs and savepoints: {kept}")
 
 
 @dataclass(frozen=True)

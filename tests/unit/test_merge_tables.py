@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 from collections import Counter
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -176,3 +177,66 @@ def test_a_merge_that_changes_no_key_is_recorded_at_the_version_holding_it(env, 
         assert open_table(spec.location, endpoint, reported - 1).transaction_version(app) \
             == (n - 1 if n > 1 else None), n
     assert content(spec.location, endpoint) == {"a": 1, "b": 2}
+
+
+def _staged_dirs(location: str) -> list[str]:
+    root = Path(location.removeprefix("file://"))
+    return sorted(p.name for p in root.iterdir() if p.name.startswith("ckpt-"))
+
+
+def _parquet_files(location: str) -> set[str]:
+    root = Path(location.removeprefix("file://"))
+    return {str(p.relative_to(root)) for p in root.rglob("*.parquet")
+            if not p.relative_to(root).parts[0].startswith(("_", "."))}
+
+
+def test_no_staged_file_outlives_its_epoch_unless_a_table_references_it(tmp_path):
+    """Ten epochs of a merge output and of an append output, one aborted, one whose first
+    attempt failed after staging: after retention the merge table holds no staged
+    directory (its commits rewrote the rows), the append table those of its committed
+    epochs only; VACUUM's dry run accounts for every file no version references."""
+    from checkpointing import run_retention
+    from checkpointing.table_retention import vacuum_tables
+
+    c = Coordinator(LocalStorage(tmp_path / "ckpt"), "p")
+    merge = TableSpec(f"file://{tmp_path}/wh/silver", "merge", keys=("key",))
+    facts = TableSpec(f"file://{tmp_path}/wh/facts", "append")
+    plan = {"gold": TaskPlan((), True)}
+    for n in range(1, 11):
+        b = c.begin_epoch(plan, f"r{n}")
+        attempts = (1, 2) if n == 7 else (1,)  # the first attempt fails after staging
+        for attempt in attempts:
+            c.register_attempt(b.epoch_id, "gold", attempt)
+            w = SnapshotWriter(c.storage, c.layout, b.epoch_id, "gold", attempt,
+                               previous=c.restore_handle(b.epoch_id, "gold"))
+            path = tmp_path / f"r{n}-a{attempt}" / "part-0.parquet"
+            path.parent.mkdir(parents=True)
+            pq.write_table(pa.table({"key": [f"k{n % 4}"], "value": [n],
+                                     DELETE_COLUMN: [False]}), path)
+            w.stage_table_output("m", merge, [path], rows=1)
+            w.stage_table_output("f", facts, [path], rows=1)
+        c.acknowledge(b.epoch_id, "gold", attempts[-1], w.handle())
+        if n == 5:
+            c.abort(b.epoch_id, "declined", "bad rows")
+        else:
+            assert c.complete(b.epoch_id).completed
+        run_retention(c)
+    assert _staged_dirs(merge.location) == []
+    committed = [n for n in range(1, 11) if n != 5]
+    assert _staged_dirs(facts.location) == [
+        f"ckpt-p-e{n:010d}-gold-a{2 if n == 7 else 1:04d}" for n in committed]
+    assert content(merge.location, None) == {"k1": 9, "k2": 10, "k3": 7, "k0": 8}
+    # VACUUM: the merge's rewritten files are unreferenced but recent (kept by default,
+    # counted); with no threshold, exactly those go, and every file left is the table's.
+    live = {a["path"] for a in pa.table(open_table(merge.location)
+                                         .get_add_actions(flatten=True)).to_pylist()}
+    unreferenced = _parquet_files(merge.location) - live
+    assert unreferenced
+    (m, f) = sorted(vacuum_tables(c, dry_run=True), key=lambda v: v.output)[::-1]
+    assert (m.output, m.files_deleted, m.recent_kept) == ("m", 0, len(unreferenced))
+    assert "younger than 168 h kept" in m.describe()
+    assert f.files_deleted == f.recent_kept == 0
+    [m] = [v for v in vacuum_tables(c, min_retention_hours=0, dry_run=True) if v.output == "m"]
+    assert m.files_deleted == len(unreferenced)
+    vacuum_tables(c, min_retention_hours=0)
+    assert _parquet_files(merge.location) == live

@@ -280,8 +280,9 @@ class CommitEpochOperator(BaseOperator):
             self.log.warning("retention skipped: %s", redact(str(exc), *self.settings.roots))
             return
         if rep.deleted_epochs:
-            self.log.info("retention deleted epoch(s) %s (%d objects, %d shared files)",
-                          rep.deleted_epochs, rep.deleted_objects, rep.deleted_shared)
+            self.log.info("retention deleted epoch(s) %s (%d objects, %d shared files, "
+                          "%d staged table files)", rep.deleted_epochs, rep.deleted_objects,
+                          rep.deleted_shared, rep.deleted_staged)
 
 
 def _failed_and_not_run(context: Any, missing: list[str]) -> tuple[list[str], list[str]]:
