@@ -8,7 +8,6 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import staging
 from .attempts import scan_epoch_tasks
 from .documents import parse_iso
 from .errors import CheckpointError, EpochNotFound, MalformedDocument
@@ -16,6 +15,7 @@ from .history import prune_history, record_failure
 from .lineages import list_origins
 from .publish import read_manifest
 from .savepoints import list_savepoints
+from .staging import of_deleted_epoch
 from .tables import TableSpec
 
 log = logging.getLogger("checkpointing.retention")
@@ -198,8 +198,11 @@ def _delete_staged(coordinator, epoch_id: int, status: str | None,  # noqa: ANN0
         handles = list(coordinator.completed_handles(epoch_id).values())
     elif status in ("aborted", "orphan", "pending"):
         for ta in scan_epoch_tasks(storage, layout, epoch_id).values():
-            handles += [coordinator.read_ack(info.key).state_handle
-                        for info in ta.acks.values()]
+            for info in ta.acks.values():
+                try:
+                    handles.append(coordinator.read_ack(info.key).state_handle)
+                except CheckpointError:  # a late writer's remnant: it names no table
+                    continue
     specs, keep = [], set(referenced)
     manifest = read_manifest(storage, layout)
     outputs = [o for h in handles for o in h.outputs.values()]
@@ -211,7 +214,7 @@ def _delete_staged(coordinator, epoch_id: int, status: str | None,  # noqa: ANN0
                 keep.update(f.uri for f in out.files)
     if not specs:
         return 0
-    return staging.of_deleted_epoch(specs, coordinator.pipeline_id, epoch_id, keep,
+    return of_deleted_epoch(specs, coordinator.pipeline_id, epoch_id, keep,
                                     storage.endpoint_url, dry_run)
 
 

@@ -8,9 +8,9 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from . import staging
 from .errors import NotFound
 from .format_registry import implementation
+from .staging import after_commit
 from .tables import TableCommitError, TableCommitter, TableSpec, app_id
 
 
@@ -47,7 +47,7 @@ def commit_tables(pipeline_id: str, lineage: str, epoch_id: int, outputs: dict[s
             except NotFound as exc:
                 raise TableCommitError(f"table {app!r}: epoch {epoch_id} is not committed "
                                        f"and a file it staged is gone ({exc})") from None
-        staging.after_commit(spec, out.files, pipeline_id, epoch_id, endpoint_url)
+        after_commit(spec, out.files, pipeline_id, epoch_id, endpoint_url)
         if report is not None:
             from .listener import TableCommitted
 

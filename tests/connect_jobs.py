@@ -58,3 +58,11 @@ def reads_a_missing_file(run: JobRun) -> JobResult:
 
     rows = run.spark.read.parquet(spark_uri(run.data.uri("raw/missing.parquet"))).count()
     return JobResult(row_counts={"rows": rows})
+
+
+def returns_a_table_version_metric(run: JobRun) -> JobResult:
+    """Puts a TableVersion (not JSON) in its metrics: the job's own mistake."""
+    from checkpointing.table_inputs import TableVersion
+
+    rows = run.spark.range(3).count()
+    return JobResult(row_counts={"rows": rows}, metrics={"source": {"end": TableVersion(4)}})

@@ -13,7 +13,7 @@ spark-submit (:func:`main` in an application file, or ``spark_jobs/runtime/submi
 from .connect import SparkConnectError, connect_session, is_connect
 from .driver import Pipeline, drive_epoch
 from .entry import EXIT_DECLINED, main
-from .errors import ConnectUnsupported, DeclineEpoch
+from .errors import ConnectUnsupported, DeclineEpoch, JobResultError
 from .file_source import NewInput, new_input
 from .job_run import Job, JobResult, JobRun, interrupt_attempt, job_tag, run_task
 from .package import build_jobs_zip
@@ -28,7 +28,8 @@ from checkpointing.tables import TableSpec  # isort: skip - re-exported for jobs
 from .table_source import TableChanges  # isort: skip
 
 __all__ = ["EXIT_DECLINED", "ConnectUnsupported", "DeclineEpoch", "SparkConnectError",
-           "connect_session", "is_connect", "Job", "JobReferenceError", "JobResult", "JobRun",
+           "connect_session", "is_connect", "Job", "JobReferenceError", "JobResult",
+           "JobResultError", "JobRun",
            "NewInput", "Pipeline", "TableChanges", "TableInput", "build_jobs_zip",
            "drive_epoch", "interrupt_attempt",
            "job_reference", "job_tag",

@@ -27,7 +27,7 @@ from checkpointing import Coordinator, open_storage
 from checkpointing.errors import CheckpointError
 
 from .connect import SparkConnectError
-from .errors import DeclineEpoch
+from .errors import DeclineEpoch, JobResultError
 from .job_run import run_task
 from .reference import JobReferenceError, job_reference, resolve_job
 from .session import spark_session
@@ -72,7 +72,7 @@ def main(job: Callable[..., Any] | str | None = None, argv: list[str] | None = N
     except DeclineEpoch as exc:
         print(f"{a.task or 'job'}: declined epoch {a.epoch}: {exc}", file=sys.stderr)
         return EXIT_DECLINED
-    except (CheckpointError, JobReferenceError, SparkConnectError) as exc:
+    except (CheckpointError, JobReferenceError, JobResultError, SparkConnectError) as exc:
         print(f"{a.task or 'job'}: error: {exc}", file=sys.stderr)
         return 2
     print(json.dumps({"task": task, "epoch": a.epoch, "attempt": ack.attempt,

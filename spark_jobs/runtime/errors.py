@@ -11,3 +11,9 @@ class DeclineEpoch(Exception):
 
 class ConnectUnsupported(SparkConnectError):
     """A job used a feature Spark Connect does not have (sparkContext, RDDs, the JVM)."""
+
+
+class JobResultError(TypeError):
+    """A job returned what cannot be its state handle's (not a ``JobResult``, or a value
+    JSON cannot hold in its offsets, row counts or metrics): the job's own mistake, named
+    in one line when it returns, before anything is acknowledged."""

@@ -36,7 +36,7 @@ from checkpointing.task_storage import TaskStorage
 
 from .attempt_cache import attempt_caches
 from .connect import is_connect, unsupported_feature
-from .errors import ConnectUnsupported, DeclineEpoch
+from .errors import ConnectUnsupported, DeclineEpoch, JobResultError
 from .reattach import release_session
 from .run_inputs import RunInputs
 from .run_outputs import RunOutputs
@@ -50,6 +50,53 @@ class JobResult:
     offsets: Any = None
     row_counts: dict[str, int] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)
+
+
+_JSON_SCALARS = (str, int, float, bool, type(None))
+
+
+def _not_json(value: Any, where: str) -> tuple[str, Any] | None:
+    """The first place inside ``value`` holding what a JSON document cannot (a
+    ``TableVersion``, a date, a NumPy number, a key that is not a string): (where, it)."""
+    if isinstance(value, _JSON_SCALARS):
+        return None
+    if isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            if (found := _not_json(item, f"{where}[{i}]")) is not None:
+                return found
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                return f"{where} key {key!r}", key
+            if (found := _not_json(item, f"{where}[{key!r}]")) is not None:
+                return found
+        return None
+    return where, value
+
+
+def check_result(result: Any, task_id: str) -> JobResult:
+    """``result`` if a state handle can hold it; else :class:`JobResultError` in one line
+    naming the key and its type (what would otherwise fail at the acknowledgement, deep
+    in JSON encoding)."""
+    if not isinstance(result, JobResult):
+        raise JobResultError(f"task {task_id}: the job returned {type(result).__name__}, "
+                             "not a JobResult")
+    for name in ("offsets", "row_counts", "metrics"):
+        found = _not_json(getattr(result, name), name)
+        if found is not None:
+            where, value = found
+            raise JobResultError(
+                f"task {task_id}: the job's result {where} is a {type(value).__name__}, "
+                "not a JSON value (str, int, float, bool, None, list, or dict with str "
+                "keys): convert it, e.g. str(v) or a dict of its fields")
+    bad = {k: v for k, v in result.row_counts.items() if not isinstance(v, int)
+           or isinstance(v, bool)}
+    if bad:
+        key = next(iter(bad))
+        raise JobResultError(f"task {task_id}: the job's result row_counts[{key!r}] is a "
+                             f"{type(bad[key]).__name__}, not an int")
+    return result
 
 
 @dataclass
@@ -171,7 +218,7 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
             # files changed since: a session that outlives the attempt (embedded runs, a
             # Connect server) would read another attempt's or epoch's rows.
             with attempt_caches():
-                result = job(run)
+                result = check_result(job(run), task_id)
         except DeclineEpoch as exc:
             coordinator.decline(epoch_id, task_id, attempt, str(exc))
             raise

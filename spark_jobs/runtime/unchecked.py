@@ -34,7 +34,7 @@ from checkpointing.storage import open_storage
 from checkpointing.table_commit import commit_tables
 
 from .attempt_cache import attempt_caches
-from .job_run import Job, JobRun, end_of_task, job_tag
+from .job_run import Job, JobRun, check_result, end_of_task, job_tag
 
 log = logging.getLogger("spark_jobs.runtime.unchecked")
 LINEAGE = "unchecked"
@@ -98,7 +98,7 @@ def run_unchecked_task(job: Job, coordinator: Coordinator, run_id: str, task_id:
     t0 = time.monotonic()
     try:
         with attempt_caches():
-            result = job(run)
+            result = check_result(job(run), task_id)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         end_of_task(spark, tag)

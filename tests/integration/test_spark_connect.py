@@ -350,6 +350,38 @@ def test_a_spark_error_fails_the_task_with_a_line_without_where_data_lives(
     assert "<storage>/raw/missing.parquet" in logged and str(tmp_path) not in logged, logged
 
 
+def test_a_result_a_state_handle_cannot_hold_fails_the_task_in_one_line_at_the_job(
+        spark_connect, tmp_path):
+    """A TableVersion in a job's metrics: the try fails, not retried (the same code fails
+    the same way), with one line naming the key and its type, before any acknowledgement;
+    the runtime's command line says the same line and exits 2, without a traceback."""
+    from airflow.sdk.exceptions import AirflowFailException
+    from dag_checkpoints import CheckpointSettings
+    from dag_checkpoints.operators.spark import CheckpointedSparkOperator
+
+    storage = one_task_epoch(tmp_path, "t")
+    op = CheckpointedSparkOperator(
+        task_id="t", job="tests.connect_jobs:returns_a_table_version_metric",
+        settings=CheckpointSettings(pipeline_id="connect_errors", storage=storage,
+                                    spark_mode="connect"))
+    with pytest.raises(AirflowFailException) as failed:
+        op._in_process(op.job_callable(), 1, 1, remote=spark_connect.url)
+    line = str(failed.value)
+    assert line == ("t: task t: the job's result metrics['source']['end'] is a TableVersion, "
+                    "not a JSON value (str, int, float, bool, None, list, or dict with str "
+                    "keys): convert it, e.g. str(v) or a dict of its fields"), line
+    c = Coordinator(LocalStorage(tmp_path / "ckpt"), "connect_errors")
+    assert c.status(1) == "pending" and c.acknowledged_handle(1, "t") is None
+    r = run(task_args(storage, "tests.connect_jobs:returns_a_table_version_metric", "t",
+                      spark_connect.url) + ["--attempt", "2"], timeout=300)
+    assert r.returncode == 2, r.stderr[-2000:]
+    assert r.stderr.strip().splitlines()[-1].endswith(
+        "metrics['source']['end'] is a TableVersion, not a JSON value (str, int, float, "
+        "bool, None, list, or dict with str keys): convert it, e.g. str(v) or a dict of its "
+        "fields"), r.stderr[-2000:]
+    assert "Traceback" not in r.stderr
+
+
 def _two_writes_at_once(spark, marks: Path, rows: int, on_start=None):
     """A job writing two slow states (one Spark task each, a Python UDF sleeping a second a
     row and leaving a marker named for its write) at once through ``JobRun.concurrently``;

@@ -296,6 +296,7 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
         from spark_jobs.runtime import (
             ConnectUnsupported,
             DeclineEpoch,
+            JobResultError,
             SparkConnectError,
             job_tag,
             run_task,
@@ -324,7 +325,8 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
             raise AirflowFailException(f"{self.task_id} declined epoch {epoch}: {exc}") from None
         except CheckpointError as exc:
             raise task_failure(exc, self.task_id, *self.settings.roots) from None
-        except ConnectUnsupported as exc:
+        except (ConnectUnsupported, JobResultError) as exc:
+            # the job's own mistake: the same code fails the same way on a retry
             raise AirflowFailException(f"{self.task_id}: {exc}") from None
         except Exception as exc:
             if (failure := self._job_failure(exc)) is None:
