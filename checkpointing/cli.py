@@ -19,7 +19,7 @@ from .epoch_metadata import AbortReason
 from .errors import CheckpointError
 from .history import history_ids
 from .ids import validate_epoch_id
-from .listing import list_epochs
+from .listing import list_epochs, listing_row
 from .publish import published_tables, read_manifest
 from .retention import run_retention
 from .savepoints import create_savepoint, delete_savepoint, list_savepoints
@@ -123,16 +123,17 @@ def run(argv: list[str]) -> int:
 
 def _cmd_epochs(args: argparse.Namespace, coord: Coordinator, out: TextIO) -> int:
     listing = list_epochs(coord, limit=args.limit)
-    rows = [{"epoch": st.epoch_id, "status": st.status, "run": st.run_id,
-             "lineage": st.lineage, "acked": f"{st.tasks_acked}/{st.tasks_total}",
-             "duration_s": "" if st.duration_ms is None else f"{st.duration_ms / 1000:.1f}",
-             "started": st.created_at, "reason": st.reason or "",
-             "failed_task": st.declined_by or "", "detail": st.detail or ""}
-            for st in listing.rows]
-    if args.json:
-        json.dump(rows, out, indent=2)
+    manifest = read_manifest(coord.storage, coord.layout)
+    if args.json:  # the REST API's rows (GET .../epochs): one set of names
+        json.dump([listing_row(st, manifest) for st in listing.rows], out, indent=2)
         out.write("\n")
     else:
+        rows = [{"epoch": st.epoch_id, "status": st.status, "run": st.run_id,
+                 "lineage": st.lineage, "acked": f"{st.tasks_acked}/{st.tasks_total}",
+                 "duration_s": "" if st.duration_ms is None else
+                 f"{st.duration_ms / 1000:.1f}", "started": st.created_at,
+                 "reason": st.reason or "", "failed_task": st.declined_by or ""}
+                for st in listing.rows]
         print(_table(rows, ["epoch", "status", "run", "lineage", "acked", "duration_s",
                             "started", "reason", "failed_task"]), file=out)
         if listing.total > len(rows):
@@ -142,7 +143,8 @@ def _cmd_epochs(args: argparse.Namespace, coord: Coordinator, out: TextIO) -> in
 
 def _cmd_show(args: argparse.Namespace, coord: Coordinator, out: TextIO) -> int:
     s = epoch_or_history_stats(coord, validate_epoch_id(args.epoch))
-    tables = published_tables(read_manifest(coord.storage, coord.layout), s.epoch_id)
+    tables = published_tables(read_manifest(coord.storage, coord.layout), s.epoch_id) \
+        or s.tables
     if args.json:
         json.dump({**s.to_json(), "tables": tables}, out, indent=2)
         out.write("\n")
@@ -153,12 +155,16 @@ def _cmd_show(args: argparse.Namespace, coord: Coordinator, out: TextIO) -> int:
               f"{'-' if s.duration_ms is None else f'{s.duration_ms / 1000:.2f}s'}  state "
               f"{_fmt_bytes(s.state_bytes)}  written {_fmt_bytes(s.bytes_written)}", file=out)
         if s.source == "history":
-            print("files deleted by retention; kept in the failure history", file=out)
+            print("files deleted by retention; kept in the epoch history", file=out)
         if s.reason:
             print(f"aborted: {s.reason}: {s.detail}", file=out)
         if tables:
             print("tables: " + ", ".join(f"{name} v{v}" for name, v in tables.items()),
                   file=out)
+        if s.table_pins:
+            print("table inputs pinned: " + ", ".join(
+                f"{name} v{pin.get('version')}" for name, pin in sorted(s.table_pins.items())),
+                file=out)
 
         rows = [{"task": t.task_id, "status": t.status, "attempt": t.acked_attempt or
                  t.attempts, "ack_after_s": "" if t.ack_delay_ms is None else
@@ -168,7 +174,25 @@ def _cmd_show(args: argparse.Namespace, coord: Coordinator, out: TextIO) -> int:
                 for t in s.tasks]
         print(_table(rows, ["task", "status", "attempt", "ack_after_s", "state", "written",
                             "async_ms"]), file=out)
+        for t in s.tasks:
+            for line in _task_details(t.task_id, t.metrics):
+                print(line, file=out)
     return 0
+
+
+def _task_details(task: str, metrics: dict[str, Any]) -> list[str]:
+    """What a task read of each table input, and its job's own metrics, a line each."""
+    lines = []
+    metrics = dict(metrics)
+    for name, read in sorted((metrics.pop("table_inputs", None) or {}).items()):
+        start = read.get("from_version")
+        lines.append(f"{task}: read {name} ({'start' if start is None else f'v{start}'}, "
+                     f"v{read.get('to_version')}]" + (" in full" if read.get("full") else "")
+                     + f", {read.get('files_added', 0)} file(s) added, "
+                     f"{read.get('files_removed', 0)} removed")
+    if metrics:
+        lines.append(f"{task}: metrics " + json.dumps(metrics, sort_keys=True))
+    return lines
 
 
 def _cmd_verify(args: argparse.Namespace, coord: Coordinator, out: TextIO) -> int:
@@ -214,14 +238,15 @@ def _cmd_savepoint(args: argparse.Namespace, coord: Coordinator, out: TextIO) ->
                               validate_epoch_id(args.epoch) if args.epoch else None)
         print(f"savepoint {sp.name!r} created from epoch {sp.epoch_id}", file=out)
     elif args.action == "list":
-        rows = [{"name": s.name, "epoch": s.epoch_id, "lineage": s.lineage,
-                 "created": s.created_at, "tasks": len(s.acks)}
+        rows = [{"name": s.name, "epoch_id": s.epoch_id, "lineage": s.lineage,
+                 "created_at": s.created_at, "tasks": len(s.acks)}
                 for s in list_savepoints(coord.storage, coord.layout)]
-        if args.json:
+        if args.json:  # the REST API's names (GET .../savepoints)
             json.dump(rows, out, indent=2)
             out.write("\n")
         else:
-            print(_table(rows, ["name", "epoch", "lineage", "created", "tasks"]), file=out)
+            print(_table(rows, ["name", "epoch_id", "lineage", "created_at", "tasks"]),
+                  file=out)
     else:
         delete_savepoint(coord.storage, coord.layout, args.name)
         print(f"savepoint {args.name!r} deleted", file=out)

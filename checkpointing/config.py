@@ -35,6 +35,10 @@ class CheckpointConfig:
     #: failed epochs whose record (reason, tasks, attempts, alert) retention keeps after
     #: deleting their files (Flink's web.checkpoints.history default: 10)
     failure_history: int = 10
+    #: completed epochs whose summary (figures, per-task metrics, table pins and reads,
+    #: table versions) retention keeps after deleting their files (Flink keeps a bounded
+    #: history of checkpoint statistics whatever it retains)
+    epoch_history: int = 100
     #: an epoch driven by one process (embedded runner, CLI) whose lease was not renewed
     #: this long is aborted as ``runner_lost`` by the next begin that needs its slot
     lease_seconds: float = 60.0
@@ -59,6 +63,8 @@ class CheckpointConfig:
             raise ValueError("lease_seconds must be > 0")
         if self.failure_history < 0:
             raise ValueError("failure_history must be >= 0")
+        if self.epoch_history < 0:
+            raise ValueError("epoch_history must be >= 0")
         if self.mode not in ("exactly_once", "at_least_once"):
             raise ValueError("mode must be 'exactly_once' or 'at_least_once'")
 

@@ -828,18 +828,19 @@ class Coordinator:
         return decided
 
     def expire_lost_runners(self, entries: list[OpenEpoch]) -> list[EpochMetadata]:
-        """Abort, as ``runner_lost``, every pending epoch among ``entries`` whose driver's
-        lease expired (PROTOCOL 6.1). Epochs without a lease are left alone."""
-        from .lease import lease_expired
+        """Abort, as ``runner_lost``, every pending epoch among ``entries`` whose driver is
+        known gone: its lease expired, or its holder was a process of this host that is
+        dead (PROTOCOL 6.1). Epochs without a lease are left alone."""
+        from .lease import runner_lost
 
         decided = []
         for entry in entries:
-            if self.metadata(entry.epoch_id) is not None or \
-                    not lease_expired(self, entry.epoch_id):
+            if self.metadata(entry.epoch_id) is not None:
                 continue
-            meta, ours = self._abort(entry.epoch_id, AbortReason.RUNNER_LOST,
-                                     f"its runner stopped renewing its lease for more than "
-                                     f"{self.config.lease_seconds:g}s", None)
+            why = runner_lost(self, entry.epoch_id)
+            if why is None:
+                continue
+            meta, ours = self._abort(entry.epoch_id, AbortReason.RUNNER_LOST, why, None)
             if ours:
                 decided.append(meta)
         return decided

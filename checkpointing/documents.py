@@ -12,7 +12,7 @@ from typing import Any
 from .errors import MalformedDocument, UnsupportedVersion
 
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 15
+PROTOCOL_MINOR = 16
 PROTOCOL_VERSION = f"{PROTOCOL_MAJOR}.{PROTOCOL_MINOR}"
 
 

@@ -130,13 +130,23 @@ def history_ids(storage: Storage, layout: Layout) -> list[int]:
 
 def prune_history(storage: Storage, layout: Layout, keep: int,
                   protect: set[int] | frozenset[int] = frozenset(),
-                  dry_run: bool = False) -> list[int]:
-    """Delete the history entries of all but the newest ``keep`` failed epochs (entries of
-    epochs in ``protect``, whose files still exist, are not counted nor deleted)."""
-    ids = [i for i in history_ids(storage, layout) if i not in protect]
-    doomed = ids[:-keep] if keep > 0 else ids
+                  dry_run: bool = False, keep_summaries: int = 0) -> list[int]:
+    """Delete the history entries of all but the newest ``keep`` failed epochs and the
+    newest ``keep_summaries`` completed ones (5.19); entries of epochs in ``protect``,
+    whose files still exist, are not counted nor deleted. One listing of the history."""
+    entries: dict[int, list[str]] = {}
+    for obj in storage.list(layout.history_prefix):
+        epoch_id = layout.parse_history_dir(obj.key.rsplit("/", 1)[0] + "/")
+        if epoch_id and epoch_id not in protect:
+            entries.setdefault(epoch_id, []).append(obj.key)
+    completed = sorted(i for i, keys in entries.items()
+                       if keys == [layout.kept_summary(i)])
+    failed = sorted(i for i in entries if i not in completed)
+    kept = set(failed[-keep:] if keep > 0 else ()) | \
+        set(completed[-keep_summaries:] if keep_summaries > 0 else ())
+    doomed = sorted(i for i in entries if i not in kept)
     if not dry_run:
         for epoch_id in doomed:
-            for obj in list(storage.list(layout.history_entry_prefix(epoch_id))):
-                storage.delete(obj.key)
+            for key in entries[epoch_id]:
+                storage.delete(key)
     return doomed

@@ -84,6 +84,10 @@ class Layout:
     def failure_record(self, epoch_id: int) -> str:
         return f"{self.history_entry_prefix(epoch_id)}failure.json"
 
+    def kept_summary(self, epoch_id: int) -> str:
+        """A completed epoch's summary, kept when retention deletes its files (1.16)."""
+        return f"{self.history_entry_prefix(epoch_id)}summary.json"
+
     def tasks_prefix(self, epoch_id: int) -> str:
         return f"{self.epoch_prefix(epoch_id)}tasks/"
 

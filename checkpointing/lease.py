@@ -204,6 +204,28 @@ def lease_expired(coordinator: Any, epoch_id: int) -> bool:
     return info.last_modified + ttl < now
 
 
+def runner_lost(coordinator: Any, epoch_id: int) -> str | None:
+    """Why the epoch's single driver is known to be gone, or None: its lease was not
+    renewed within its ttl, or its holder was a process of this host that no longer
+    exists (killed: its epoch need not wait a lease length). None for an epoch without a
+    lease (driven by Airflow's workers, whose liveness is Airflow's)."""
+    store, key = coordinator.storage, coordinator.layout.lease(epoch_id)
+    try:
+        data = store.read(key)[0]
+    except NotFound:
+        return None
+    try:
+        holder = str(decode(data, FORMAT, store.uri(key), CODEC.required).get("holder") or "")
+    except CheckpointError:
+        holder = ""
+    if holder and _gone(holder):
+        return f"its runner (process {holder.rpartition(':')[2]} of this host) is gone"
+    if lease_expired(coordinator, epoch_id):
+        return (f"its runner stopped renewing its lease for more than "
+                f"{coordinator.config.lease_seconds:g}s")
+    return None
+
+
 def lease_ttl(data: bytes, key: str) -> float:
     """The lease's length in seconds; MalformedDocument (naming ``key``) without one."""
     return CODEC.decode(data, key)

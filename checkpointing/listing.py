@@ -10,8 +10,10 @@ costs the listings and one registry read once the rows are cached.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from .history import history_ids
+from .publish import Manifest, published_tables
 from .stats import EpochStats, any_epoch_stats
 from .summary import CACHE, SummaryCache, read_summary, write_summary
 
@@ -69,3 +71,15 @@ def list_epochs(coordinator, limit: int = 50, lineage: str | None = None,  # noq
         return EpochListing([row(e) for e in ids[offset:offset + limit]], len(ids))
     matching = [st for st in (row(e) for e in ids) if st.lineage == lineage]
     return EpochListing(matching[offset:offset + limit], len(matching))
+
+
+def listing_row(st: EpochStats, manifest: Manifest | None) -> dict[str, Any]:
+    """One epoch of a listing as the CLI's ``--json`` and the REST API give it: the
+    epoch's statistics without the per-task rows, plus ``max_attempt`` (the highest
+    attempt of any task: a killed and retried epoch is not a clean one) and ``tables``
+    (the table version each table output got from the epoch, 6.12)."""
+    row = st.to_json()
+    row["max_attempt"] = max((t["attempts"] or 0 for t in row.pop("tasks")),
+                             default=0) or None
+    row["tables"] = published_tables(manifest, st.epoch_id) or dict(st.tables)
+    return row

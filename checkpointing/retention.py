@@ -13,9 +13,11 @@ from .documents import parse_iso
 from .errors import CheckpointError, EpochNotFound, MalformedDocument
 from .history import prune_history, record_failure
 from .lineages import list_origins
-from .publish import read_manifest
+from .publish import published_tables, read_manifest
 from .savepoints import list_savepoints
 from .staging import of_deleted_epoch
+from .stats import epoch_stats
+from .summary import keep_summary, read_summary
 from .tables import TableSpec
 
 log = logging.getLogger("checkpointing.retention")
@@ -52,7 +54,8 @@ def run_retention(coordinator, dry_run: bool = False) -> RetentionReport:  # noq
     _delete_epochs(coordinator, doomed, status, report, dry_run, referenced)
     report.pruned_history = prune_history(
         storage, layout, coordinator.config.failure_history,
-        protect={e for e in epochs if e not in doomed}, dry_run=dry_run)
+        protect={e for e in epochs if e not in doomed}, dry_run=dry_run,
+        keep_summaries=coordinator.config.epoch_history)
     # Shared files: unreferenced and older than every epoch in flight.
     cutoff = min([parse_iso(o.created_at) for o in reg.open] + [coordinator.clock()])
     cutoff -= _CLOCK_SKEW_S
@@ -173,6 +176,8 @@ def _delete_epochs(coordinator, doomed: dict[int, list[Any]],  # noqa: ANN001
                         "it was decided and deleted", coordinator.pipeline_id, len(objs), e)
         if not dry_run and status.get(e) == "aborted":
             _keep_failure_record(coordinator, e, objs)
+        if not dry_run and status.get(e) == "completed":
+            _keep_summary(coordinator, e)
         # Documents last, _metadata very last: a crash mid-way leaves a decided epoch.
         objs.sort(key=lambda o: (o.key.endswith("_metadata"), "/tasks/" in o.key
                                  or o.key.endswith("barrier.json")))
@@ -242,6 +247,18 @@ def _keep_failure_record(coordinator, epoch_id: int, objs: list) -> None:  # noq
     legacy = layout.legacy_alert(epoch_id)
     if any(o.key == legacy for o in objs) and not storage.exists(layout.alert(epoch_id)):
         storage.create(layout.alert(epoch_id), storage.read(legacy)[0])
+
+
+def _keep_summary(coordinator, epoch_id: int) -> None:  # noqa: ANN001
+    """Before a completed epoch's files go: its statistics, with its tasks' metrics, its
+    table pins and reads and the table versions it committed, in its history entry."""
+    storage, layout = coordinator.storage, coordinator.layout
+    stats = read_summary(storage, layout, epoch_id)
+    if stats is None or not stats.tasks or any(t.status == "acked" and not t.metrics
+                                              for t in stats.tasks):
+        stats = epoch_stats(coordinator, epoch_id, per_task=True)  # an older summary
+    stats.tables = published_tables(read_manifest(storage, layout), epoch_id)
+    keep_summary(storage, layout, stats)
 
 
 def _forget_run(coordinator, epoch_id: int) -> None:  # noqa: ANN001

@@ -6,9 +6,12 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from .attempts import scan_epoch_tasks
+from .codec import Codec
 from .documents import parse_iso
 from .errors import EpochNotFound, MalformedDocument
 from .history import FailureRecord, read_failure
+from .layout import Layout
+from .storage import Storage
 
 
 @dataclass
@@ -32,6 +35,9 @@ class TaskStats:
     row_counts: dict[str, int] = field(default_factory=dict)
     #: the epoch the acknowledged attempt restored its state from (None: empty state)
     restored_from: int | None = None
+    #: the acknowledged handle's metrics: the job's own, and the runtime's (among them
+    #: ``table_inputs``: per table input, the range of versions this task consumed)
+    metrics: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -55,9 +61,14 @@ class EpochStats:
     declined_by: str | None = None
     #: the run's logical date (the barrier's input range), when the run had one
     logical_date: str | None = None
-    #: where the row comes from: the epoch's own documents, or its failure record after
-    #: retention deleted its files ("history"), or neither readable ("damaged")
+    #: where the row comes from: the epoch's own documents, or its failure record or kept
+    #: summary after retention deleted its files ("history"), or neither ("damaged")
     source: str = "epoch"
+    #: per table input, the version the barrier pinned (PROTOCOL 6.14)
+    table_pins: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: per table output, the table version the epoch committed (kept summaries only: for
+    #: an epoch with files, the manifest's history says it)
+    tables: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -70,6 +81,23 @@ class EpochStats:
         return cls(**{k: v for k, v in d.items() if k in known},
                    tasks=[TaskStats(**{k: v for k, v in t.items() if k in task_fields})
                           for t in d.get("tasks") or ()])
+
+
+SUMMARY_FORMAT = "ckpt.epoch-summary"
+#: an epoch's summary (5.7), and the one retention keeps of a completed epoch (5.19)
+SUMMARY_CODEC = Codec(SUMMARY_FORMAT, "summary", ("stats",),
+                      lambda d, key: EpochStats.from_json(d["stats"]))
+
+
+def read_kept_summary(storage: Storage, layout: Layout, epoch_id: int) -> EpochStats | None:
+    """The summary retention kept of a completed epoch whose files it deleted (5.19), or
+    None; MalformedDocument (naming its key) for one that is not a summary."""
+    key = layout.kept_summary(epoch_id)
+    data = storage.read_optional(key)
+    if data is None:
+        return None
+    stats = SUMMARY_CODEC.decode(data, storage.uri(key))
+    return stats if stats.epoch_id == epoch_id else None
 
 
 def dag_order(plan: dict) -> list[str]:
@@ -107,6 +135,7 @@ def epoch_stats(coordinator, epoch_id: int, per_task: bool = True) -> EpochStats
         missing_tasks=list(meta.missing_tasks) if meta else [],
         declined_by=meta.declined_by if meta else None,
         logical_date=_logical_date(barrier.input_range, barrier.data_interval),
+        table_pins={k: dict(v) for k, v in barrier.table_versions.items()},
     )
     for task in dag_order(barrier.plan):
         ta = tasks.get(task)
@@ -130,6 +159,7 @@ def epoch_stats(coordinator, epoch_id: int, per_task: bool = True) -> EpochStats
                     ts.started_delay_ms = round((parse_iso(ts.started_at) - created) * 1000, 1)
                 ts.row_counts = dict(h.row_counts)
                 ts.restored_from = (h.restored_from or {}).get("epoch_id")
+                ts.metrics = dict(h.metrics)
                 stats.state_bytes += h.state_size
                 stats.bytes_written += h.bytes_written
         stats.tasks.append(ts)
@@ -178,6 +208,9 @@ def any_epoch_stats(coordinator, epoch_id: int,  # noqa: ANN001
     except (EpochNotFound, MalformedDocument) as exc:
         problem = str(exc)
     try:
+        kept = read_kept_summary(coordinator.storage, coordinator.layout, epoch_id)
+        if kept is not None:
+            return kept
         rec = read_failure(coordinator.storage, coordinator.layout, epoch_id)
     except MalformedDocument as exc:
         return damaged_stats(epoch_id, f"{problem}; {exc}")
@@ -186,11 +219,15 @@ def any_epoch_stats(coordinator, epoch_id: int,  # noqa: ANN001
 
 def epoch_or_history_stats(coordinator, epoch_id: int,  # noqa: ANN001
                            per_task: bool = True) -> EpochStats:
-    """One epoch's statistics, from its failure record once retention deleted it. Raises
-    for a malformed document (refused, not papered over) and for an unknown epoch."""
+    """One epoch's statistics, from its kept summary or failure record once retention
+    deleted it. Raises for a malformed document (refused, not papered over) and for an
+    unknown epoch."""
     try:
         return epoch_stats(coordinator, epoch_id, per_task)
     except EpochNotFound:
+        kept = read_kept_summary(coordinator.storage, coordinator.layout, epoch_id)
+        if kept is not None:
+            return kept
         rec = read_failure(coordinator.storage, coordinator.layout, epoch_id)
         if rec is None:
             raise

@@ -15,16 +15,15 @@ import logging
 import threading
 from collections import OrderedDict
 
-from .codec import Codec
 from .errors import CheckpointError, MalformedDocument, PreconditionFailed
 from .layout import Layout
-from .stats import EpochStats
+from .stats import SUMMARY_CODEC as CODEC
+from .stats import SUMMARY_FORMAT, EpochStats
 from .storage import Storage
 
 log = logging.getLogger(__name__)
-SUMMARY_FORMAT = "ckpt.epoch-summary"
-CODEC = Codec(SUMMARY_FORMAT, "summary", ("stats",),
-              lambda d, key: EpochStats.from_json(d["stats"]))
+__all__ = ["CODEC", "SUMMARY_FORMAT", "SummaryCache", "decode_summary", "read_summary",
+           "write_summary", "keep_summary"]
 
 
 def write_summary(storage: Storage, layout: Layout, stats: EpochStats) -> bool:
@@ -41,6 +40,20 @@ def write_summary(storage: Storage, layout: Layout, stats: EpochStats) -> bool:
         return False
     except CheckpointError as exc:
         log.warning("summary of epoch %d not written: %s", stats.epoch_id, exc)
+        return False
+
+
+def keep_summary(storage: Storage, layout: Layout, stats: EpochStats) -> bool:
+    """Keep a completed epoch's statistics in its history entry (5.19) before retention
+    deletes its files, create-once; False when one is kept already."""
+    if stats.status != "completed":
+        raise ValueError(f"epoch {stats.epoch_id} is {stats.status}: only a completed "
+                         "epoch's summary is kept (an aborted one has its failure record)")
+    doc = {**stats.to_json(), "source": "history"}
+    try:
+        storage.create(layout.kept_summary(stats.epoch_id), CODEC.encode({"stats": doc}))
+        return True
+    except PreconditionFailed:
         return False
 
 

@@ -34,8 +34,7 @@ from checkpointing.errors import (
     StorageError,
 )
 from checkpointing.ids import ID_PATTERN
-from checkpointing.listing import list_epochs
-from checkpointing.publish import published_tables
+from checkpointing.listing import list_epochs, listing_row
 from checkpointing.redaction import redact
 from checkpointing.stats import epoch_or_history_stats
 
@@ -198,16 +197,8 @@ def get_epochs(dag_id: str = DagId, limit: int = Query(50, ge=1, le=500),
         listing = list_epochs(coord, limit=limit, lineage=lineage, per_task=True,
                               offset=offset)
         manifest = coord.catalog.manifest()
-        rows = []
-        for st in listing.rows:
-            row = st.to_json()
-            # the highest attempt of any task (the page's Attempts column): a killed and
-            # retried epoch is not a clean one; the per-task rows are the detail route's
-            row["max_attempt"] = max((t["attempts"] or 0 for t in row.pop("tasks")),
-                                     default=0) or None
-            # "epoch 12: gold_route_stats v12": the table versions it published (6.12)
-            row["tables"] = published_tables(manifest, st.epoch_id)
-            rows.append(row)
+        # the per-task rows are the detail route's
+        rows = [listing_row(st, manifest) for st in listing.rows]
         return {"dag_id": dag_id, "latest_completed": coord.latest_completed(),
                 "epochs": rows, "total": listing.total, "offset": offset, "limit": limit}
     except CheckpointError as exc:
@@ -226,7 +217,7 @@ def get_epoch(dag_id: str = DagId, epoch_id: int = EpochId) -> dict[str, Any]:
         st["barrier"] = _public_barrier(coord.barrier(epoch_id)) \
             if stats.source == "epoch" else None
         # "epoch 12: gold_route_stats v12": the table versions it published (6.12)
-        st["tables"] = coord.catalog.published_tables(epoch_id)
+        st["tables"] = coord.catalog.published_tables(epoch_id) or stats.tables
         return st
     except CheckpointError as exc:
         raise _storage_errors(exc, coord) from None

@@ -34,12 +34,14 @@ from checkpointing import TaskPlan
 from checkpointing.barrier import plan_table_inputs
 from checkpointing.errors import (
     CheckpointError,
+    EpochDrivenElsewhere,
     NotFound,
     PolicyViolation,
     PreconditionFailed,
     PromotingBackfillRunning,
     StorageError,
 )
+from checkpointing.lease import RunnerLease
 from checkpointing.lineages import MAIN
 from checkpointing.redaction import redact, spellings
 from checkpointing.table_changes import event_version
@@ -85,11 +87,46 @@ def open_run_epoch(settings: CheckpointSettings, plan: dict[str, TaskPlan], cont
     except CheckpointError as exc:
         raise task_failure(exc, "cannot open an epoch", *settings.roots) from None
     announce_stale(coord, settings.alerts, lineage, context)
+    if runs_in_process():
+        hold_lease(coord, settings.storage, barrier.epoch_id)
     log.info("run %s works for epoch %d of %s, lineage %s (parent %s, savepoint %s)%s",
              run_id, barrier.epoch_id, settings.pipeline_id, lineage, barrier.parent_epoch_id,
              barrier.parent_savepoint,
              "" if publish else "; publishes nothing (not the backfill's last run)")
     return barrier.epoch_id
+
+
+#: the leases this process renews for the epochs it drives alone, by (storage, pipeline, id)
+_HELD: dict[tuple[str, str, int], RunnerLease] = {}
+
+
+def runs_in_process() -> bool:
+    """Whether Airflow runs this task inside the process that runs the whole DAG run
+    (``airflow dags test``, ``airflow tasks test``): no scheduler watches that process,
+    so if it is killed nothing else would ever end its epoch."""
+    try:
+        from airflow.sdk.execution_time import task_runner
+        from airflow.sdk.execution_time.supervisor import InProcessSupervisorComms
+    except ImportError:  # an Airflow without the in-process supervisor
+        return False
+    return isinstance(getattr(task_runner, "SUPERVISOR_COMMS", None), InProcessSupervisorComms)
+
+
+def hold_lease(coord: Any, storage: str, epoch_id: int) -> None:
+    """Hold the epoch's lease for as long as this process lives, as the embedded runner
+    does (PROTOCOL 6.1): when a killed ``dags test`` leaves the epoch pending, the next
+    begin finds its holder dead and aborts it as ``runner_lost`` instead of refusing every
+    run until the epoch's timeout. The renewal stops by itself once the epoch is decided."""
+    key = (storage, coord.pipeline_id, epoch_id)
+    if key in _HELD:
+        return
+    lease = RunnerLease(coord, epoch_id)
+    try:
+        lease.__enter__()
+    except EpochDrivenElsewhere as exc:  # another live process drives it: its lease counts
+        log.info("epoch %d: not leased by this process: %s", epoch_id, exc)
+        return
+    _HELD[key] = lease
 
 
 def epoch_begun_by_a_job(settings: CheckpointSettings, context: Any) -> int | None:

@@ -8,14 +8,19 @@ tasks in local mode and the cluster module in submit mode."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import time
 from datetime import date
 
 import pytest
 
 from checkpointing import Coordinator, LocalStorage, read_manifest
+from checkpointing.stats import epoch_or_history_stats
 from spark_jobs.flights.landing import land
 from tests import oracle
-from tests.airflow_env import airflow, airflow_env, migrate
+from tests.airflow_env import AIRFLOW, ROOT, airflow, airflow_env, migrate
 from tests.airflow_standalone import connect_env
 
 
@@ -72,3 +77,31 @@ def test_a_run_is_one_completed_epoch_and_a_retry_restores_without_double_counti
                                       until="2013-01-03")
     oracle.assert_gold_matches_oracle(c, data, ["carrier"], "gold_carrier_stats",
                                       until="2013-01-03")
+
+    # The whole `dags test` process SIGKILLed once route_stats wrote its state, before its
+    # acknowledgement: the next run (the next interval) is not refused for the pending
+    # epoch; it aborts it as runner_lost (its holder, a process of this host, is dead) and
+    # continues from epoch 2, with nobody running `ckpt abort`.
+    land(data, [date(2013, 1, 3)], dims=False)
+    hang = {**env, "CKPT_FAULT_INJECT": "route_stats:1:hang", "CKPT_FAULT_HANG_SECONDS": "600"}
+    killed = subprocess.Popen([AIRFLOW, "dags", "test", "flights_daily", "2013-01-04"],
+                              env=hang, cwd=ROOT, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+    state = tmp / "ckpt" / "flights_daily" / "epochs" / "0000000003" / "state" / "route_stats"
+    deadline = time.monotonic() + 600
+    while not (state.is_dir() and any(p.is_file() for p in state.rglob("*"))):
+        assert killed.poll() is None and time.monotonic() < deadline, killed.returncode
+        time.sleep(0.5)
+    os.killpg(killed.pid, signal.SIGKILL)
+    killed.wait(timeout=60)
+    assert c.status(3) == "pending"
+    r = airflow(env, "dags", "test", "flights_daily", "2013-01-05")
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    meta = epoch_or_history_stats(c, 3)  # retention deleted its files: its record stays
+    assert (meta.status, meta.reason) == ("aborted", "runner_lost"), meta
+    assert "of this host) is gone" in meta.detail, meta.detail
+    assert c.latest_completed() == 4 and c.barrier(4).parent_epoch_id == 2
+    oracle.assert_gold_matches_oracle(c, data, ["origin", "dest"], "gold_route_stats",
+                                      until="2013-01-05")
+    oracle.assert_gold_matches_oracle(c, data, ["carrier"], "gold_carrier_stats",
+                                      until="2013-01-05")

@@ -46,8 +46,13 @@ def test_epochs_table_and_json(populated):
     r = ckpt(env, "epochs", "--json")
     assert r.returncode == 0, r.stderr
     rows = json.loads(r.stdout)
-    assert [(x["epoch"], x["status"], x["acked"]) for x in rows] == [
-        (3, "pending", "0/4"), (2, "completed", "4/4"), (1, "completed", "4/4")]
+    assert [(x["epoch_id"], x["status"], x["tasks_acked"], x["tasks_total"]) for x in rows] \
+        == [(3, "pending", 0, 4), (2, "completed", 4, 4), (1, "completed", 4, 4)]
+    # One set of names: `show --json` has every field of a listed row (the REST API's
+    # rows are the same function's) but the listing's own max_attempt.
+    shown = json.loads(ckpt(env, "show", "2", "--json").stdout)
+    assert set(rows[1]) - {"max_attempt"} <= set(shown), set(rows[1]) - set(shown)
+    assert (shown["epoch_id"], shown["run_id"]) == (rows[1]["epoch_id"], rows[1]["run_id"])
     table = ckpt(env, "epochs").stdout
     assert table.splitlines()[0].split()[:3] == ["EPOCH", "STATUS", "RUN"]
     assert "scheduled__2013-01-03" in table
@@ -91,7 +96,7 @@ def test_savepoint_commands(populated):
     again = ckpt(env, "savepoint", "create", "pre-upgrade")
     assert again.returncode == 2 and "exists already" in again.stderr
     rows = json.loads(ckpt(env, "savepoint", "list", "--json").stdout)
-    assert [(r["name"], r["epoch"]) for r in rows] == [("pre-upgrade", 1)]
+    assert [(r["name"], r["epoch_id"]) for r in rows] == [("pre-upgrade", 1)]
     assert ckpt(env, "savepoint", "delete", "pre-upgrade").returncode == 0
     assert json.loads(ckpt(env, "savepoint", "list", "--json").stdout) == []
 

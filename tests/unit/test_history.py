@@ -66,10 +66,11 @@ def test_failed_epoch_stays_visible_after_retention(storage, tmp_path):
 
     r = ckpt(storage, "epochs", "--json")
     assert r.returncode == 0, r.stderr
-    rows = {x["epoch"]: x for x in json.loads(r.stdout)}
-    assert set(rows) == {failed, 3}  # epoch 1 retired; the failure kept
-    assert rows[failed]["status"] == "aborted" and rows[failed]["failed_task"] == "src_b"
-    assert rows[failed]["acked"] == "1/4"
+    rows = {x["epoch_id"]: x for x in json.loads(r.stdout)}
+    assert set(rows) == {1, failed, 3}  # epoch 1's files retired: its summary kept
+    assert (rows[1]["status"], rows[1]["source"]) == ("completed", "history")
+    assert rows[failed]["status"] == "aborted" and rows[failed]["declined_by"] == "src_b"
+    assert (rows[failed]["tasks_acked"], rows[failed]["tasks_total"]) == (1, 4)
     shown = json.loads(ckpt(storage, "show", str(failed), "--json").stdout)
     assert shown["source"] == "history" and shown["reason"] == "declined"
     assert {t["task_id"]: t["attempts"] for t in shown["tasks"]}["src_b"] == 2
@@ -112,7 +113,7 @@ def test_savepoint_epoch_is_kept_whole_and_listing_survives_damage(storage, tmp_
     assert c.metadata(e1).completed and verify_epoch(c, e1).ok
     r = ckpt(storage, "epochs", "--json")
     assert r.returncode == 0, r.stderr
-    assert [x["epoch"] for x in json.loads(r.stdout)] == [e3, e1]
+    assert [x["epoch_id"] for x in json.loads(r.stdout)] == [e3, e2, e1]  # e2: its summary
     list_epochs(c, per_task=True)  # as the page's listing: writes the summaries
 
     storage.delete(c.layout.barrier(e1))  # damage by hand
@@ -121,8 +122,8 @@ def test_savepoint_epoch_is_kept_whole_and_listing_survives_damage(storage, tmp_
     # lists e1; showing e1 reads its documents and names the damage.
     r = ckpt(storage, "epochs", "--json")
     assert r.returncode == 0, r.stderr
-    assert [(x["epoch"], x["status"]) for x in json.loads(r.stdout)] == [
-        (e3, "completed"), (e1, "completed")]
+    assert [(x["epoch_id"], x["status"]) for x in json.loads(r.stdout)] == [
+        (e3, "completed"), (e2, "completed"), (e1, "completed")]
     shown = ckpt(storage, "show", str(e1))
     assert shown.returncode == 2 and "barrier" in shown.stderr, shown.stderr
     # Without a summary (an epoch decided by a 1.4 writer) the row is computed from the
@@ -130,10 +131,10 @@ def test_savepoint_epoch_is_kept_whole_and_listing_survives_damage(storage, tmp_
     storage.delete(c.layout.epoch_summary(e1))
     r = ckpt(storage, "epochs", "--json")
     assert r.returncode == 0, r.stderr
-    assert [(x["epoch"], x["status"]) for x in json.loads(r.stdout)] == [
-        (e3, "completed"), (e1, "damaged")]
+    assert [(x["epoch_id"], x["status"]) for x in json.loads(r.stdout)] == [
+        (e3, "completed"), (e2, "completed"), (e1, "damaged")]
     listing = list_epochs(c2, cache=SummaryCache())
-    assert listing.total == 2 and "no barrier" in listing.rows[1].detail
+    assert listing.total == 3 and "no barrier" in listing.rows[2].detail
 
 
 def test_ckpt_abort_ends_a_stuck_epoch(storage, tmp_path):
@@ -153,3 +154,48 @@ def test_ckpt_abort_ends_a_stuck_epoch(storage, tmp_path):
         "epoch can be aborted"
     assert ckpt(storage, "abort", "1", "--reason", "x").returncode == 2  # completed: refused
     assert c.metadata(1).completed
+
+
+def test_an_old_epoch_shows_its_pins_reads_and_metrics_after_retention(storage, tmp_path):
+    """With retained_epochs=1 every completed epoch but the last loses its files; `ckpt
+    show` of it still gives the version each table input was pinned to, the range each
+    task consumed, the job's metrics and the table version it committed, from the summary
+    retention kept (5.19), and the listing names it with the REST API's fields."""
+    import pyarrow as pa
+    from deltalake import write_deltalake
+
+    from checkpointing.barrier import TaskPlan
+    from checkpointing.table_inputs import TableInput
+
+    upstream = tmp_path / "orders"
+    plan = {"gold": TaskPlan((), False, {"orders": TableInput(f"file://{upstream}")})}
+    c = Coordinator(storage, "p", CheckpointConfig(retained_epochs=1, epoch_history=2))
+    reads = {}
+    for n in range(1, 5):
+        write_deltalake(str(upstream), pa.table({"id": [n]}), mode="append")  # version n-1
+        b = c.begin_epoch(plan, f"r{n}")
+        assert b.table_versions["orders"]["version"] == n - 1
+        c.register_attempt(b.epoch_id, "gold", 1)
+        w = SnapshotWriter(storage, c.layout, b.epoch_id, "gold", 1)
+        reads[n] = {"from_version": None if n == 1 else n - 2, "to_version": n - 1,
+                    "full": n == 1, "files_added": 1, "files_removed": 0}
+        c.acknowledge(b.epoch_id, "gold", 1, w.handle(
+            metrics={"late_rows": 10 * n, "table_inputs": {"orders": reads[n]}}))
+        assert c.complete(b.epoch_id).completed
+        run_retention(c)
+    assert not list(storage.list(c.layout.epoch_prefix(2)))  # its files are gone
+    shown = json.loads(ckpt(storage, "show", "2", "--json").stdout)
+    assert shown["source"] == "history" and shown["status"] == "completed"
+    assert shown["table_pins"] == {"orders": {"version": 1}}
+    [task] = shown["tasks"]
+    assert task["metrics"]["late_rows"] == 20
+    assert task["metrics"]["table_inputs"] == {"orders": reads[2]}
+    text = ckpt(storage, "show", "2").stdout
+    assert "table inputs pinned: orders v1" in text, text
+    assert "gold: read orders (v0, v1], 1 file(s) added, 0 removed" in text, text
+    assert '"late_rows": 20' in text, text
+    # The history keeps the newest epoch_history summaries: epoch 1's is pruned.
+    listed = json.loads(ckpt(storage, "epochs", "--json").stdout)
+    assert [(r["epoch_id"], r["source"]) for r in listed] == [
+        (4, "epoch"), (3, "history"), (2, "history")]
+    assert ckpt(storage, "show", "1").returncode == 2

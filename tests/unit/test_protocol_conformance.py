@@ -52,6 +52,7 @@ def layout_keys() -> dict[str, str]:
         "shared": lay.shared(SHA), "savepoint": lay.savepoint("sp1"),
         "manifest": lay.manifest, "origin": lay.lineage_origin("backfill-1"),
         "promotion": lay.lineage_promotion("backfill-1"), "summary": lay.epoch_summary(7),
+        "kept_summary": lay.kept_summary(7),
         "verified": lay.verified(7), "stale": lay.stale_alert("main", 7),
         "run": lay.run_index_entry("main", "scheduled__2013-01-02T00:00:00+00:00", 7),
     }

@@ -316,6 +316,22 @@ async function load() {
   if (selected != null) await showEpoch(selected);
 }
 
+// What the epoch read: each table input's pinned version, and the range each task
+// consumed of it (its handle's metrics.table_inputs); then each task's own metrics.
+function reads(e) {
+  const parts = Object.entries(e.table_pins || {}).map(([n, p]) => `${n} pinned at v${p.version}`);
+  for (const t of e.tasks || []) {
+    const m = {...(t.metrics || {})};
+    for (const [n, r] of Object.entries(m.table_inputs || {})) {
+      parts.push(`${t.task_id} read ${n} (${r.from_version == null ? "start" : "v" + r.from_version}, v${r.to_version}]`);
+    }
+    delete m.table_inputs;
+    const own = Object.entries(m).filter(([, v]) => typeof v !== "object" || v === null);
+    if (own.length) parts.push(`${t.task_id}: ${own.map(([k, v]) => `${k}=${v}`).join(" ")}`);
+  }
+  return parts.join(" · ");
+}
+
 async function showEpoch(id) {
   selected = id;
   const e = await call(`${api}/epochs/${id}`);
@@ -334,6 +350,7 @@ async function showEpoch(id) {
     (e.parent_epoch_id == null ? " (from empty state)" : ` (incremental on epoch ${e.parent_epoch_id})`);
   document.getElementById("detail-reason").textContent = e.reason
     ? `${e.reason}: ${e.detail || ""}${e.alert ? " (alert sent)" : ""}` : "";
+  document.getElementById("detail-reads").textContent = reads(e);
   const body = document.querySelector("#tasks tbody");
   body.replaceChildren();
   for (const t of e.tasks) {
