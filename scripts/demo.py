@@ -225,6 +225,8 @@ def start_airflow(svc: Services, port: int, env: dict[str, str]) -> tuple[str, s
            "AIRFLOW__CORE__PARALLELISM": "4",
            "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "30",  # deploying guide: small machines
            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+           # the tutorial's drill (a task killed after its snapshot); off in a deployment
+           "AIRFLOW__DAG_CHECKPOINTS__DRILLS": "True",
            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": "admin:admin",
            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(pw_file),
            "AIRFLOW__API__PORT": str(port), "AIRFLOW__API__HOST": "127.0.0.1",

@@ -51,6 +51,8 @@ def airflow_env(home: Path, preload: bool = True, **extra: str) -> dict[str, str
         "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600",
         "SPARK_LOCAL_IP": "127.0.0.1",
         "PYTHONPATH": str(ROOT),
+        # the suite's drills inject faults; a deployment has them off
+        "AIRFLOW__DAG_CHECKPOINTS__DRILLS": "True",
         **(PRELOAD_ENV if preload else {}),
     })
     env.update(extra)

@@ -39,4 +39,13 @@ def get_provider_info() -> dict[str, Any]:
         # Connections are those of the Spark and Amazon providers: spark_connect (connect
         # mode), spark (submit mode), aws (S3 credentials).
         "connection-types": [],
+        "config": {"dag_checkpoints": {
+            "description": "DAG checkpoints: settings of the deployment (a DAG's own are its "
+                           "CheckpointSettings).",
+            "options": {"drills": {
+                "description": "Let a run's conf (checkpoint.fault_inject) or the worker's "
+                               "CKPT_FAULT_INJECT fail or hang a task after its snapshot, "
+                               "for drills. Off: such a run fails in one line.",
+                "version_added": "0.1.0", "type": "boolean", "example": "True",
+                "default": "False"}}}},
     }

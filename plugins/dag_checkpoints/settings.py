@@ -102,12 +102,14 @@ class CheckpointSettings:
         return replace(self, pipeline_id=pipeline_id)
 
     def to_kwargs(self) -> dict[str, Any]:
-        """JSON-safe form (no secrets: connection ids only), e.g. for callback kwargs."""
+        """JSON-safe form for what Airflow stores (the begin step's serialized settings,
+        triggers' kwargs): connection ids, never secrets. ``spark_conf`` stays out: it may
+        hold a credential (``spark.hadoop.fs.s3a.secret.key``), and only the tasks that
+        start Spark need it, which have the DAG's own settings."""
         return {"pipeline_id": self.pipeline_id, "storage": self.storage, "data": self.data,
                 "endpoint_url": self.endpoint_url, "aws_conn_id": self.aws_conn_id,
                 "config": self.config.to_json(), "spark_mode": self.spark_mode,
                 "spark_conn_id": self.spark_conn_id, "alerts": self.alerts.to_kwargs(),
-                "spark_conf": [list(kv) for kv in self.spark_conf],
                 "spark_connect_conn_id": self.spark_connect_conn_id,
                 "daily_inputs": list(self.daily_inputs)}
 

@@ -66,6 +66,22 @@ def test_settings_round_trip_without_secrets(monkeypatch):
     text = json.dumps(d)  # what a Deadline Alert stores in Airflow's database
     assert "secret" not in text.lower() and "password" not in text.lower()
 
+    # A credential in spark_conf: only the tasks that start Spark (the DAG's own settings)
+    # have it; what Airflow stores (serialized settings, trigger and callback kwargs, and
+    # the lineage events that show them) has ids only.
+    from dag_checkpoints.timeouts import deadline_alert
+
+    spark_secret = "s3a-k3y-0aa1"
+    with_conf = CheckpointSettings("flights_daily", storage="s3://b/p", spark_mode="connect",
+                                   spark_conf=(("spark.hadoop.fs.s3a.secret.key",
+                                                spark_secret),))
+    assert spark_secret not in json.dumps(with_conf.to_kwargs())
+    alert = deadline_alert(with_conf)
+    assert alert.callback.kwargs == {"pipeline_id": "flights_daily"}, alert.callback.kwargs
+    assert spark_secret not in json.dumps(alert.serialize_deadline_alert()
+                                          if hasattr(alert, "serialize_deadline_alert")
+                                          else alert.callback.kwargs, default=str)
+
 
 def test_bad_spark_mode_is_refused():
     import pytest
@@ -388,7 +404,7 @@ def test_watchdog_resumed_on_a_worker_ends_an_overdue_epoch_as_the_trigger_would
         assert meta.status == "aborted" and meta.reason == "timeout"
 
 
-def test_deadline_alert_expires_the_epoch_at_its_own_deadline(tmp_path):
+def test_deadline_alert_expires_the_epoch_at_its_own_deadline(tmp_path, monkeypatch):
     """The DAG's Deadline Alert fires timeout_seconds after the run was queued, before the
     epoch's own deadline (its barrier was written later): its callback waits for that
     deadline, then aborts the epoch and alerts once; an epoch decided meanwhile is left as
@@ -397,6 +413,7 @@ def test_deadline_alert_expires_the_epoch_at_its_own_deadline(tmp_path):
     import threading
     import time
 
+    from dag_checkpoints import timeouts
     from dag_checkpoints.timeouts import deadline_missed
 
     from checkpointing.alerts import read_alert
@@ -412,8 +429,12 @@ def test_deadline_alert_expires_the_epoch_at_its_own_deadline(tmp_path):
                     ack_task(c, b.epoch_id, t, files={"state": t.encode()}, tmp=root.parent)
                 c.complete(b.epoch_id)
             threading.Timer(0.5, finish).start()
+        # The callback gets ids: it finds the DAG's settings where it runs.
+        monkeypatch.setattr(timeouts, "settings_of",
+                            lambda dag_id, s=settings: s if dag_id == "d" else None)
         asyncio.run(asyncio.wait_for(deadline_missed(
-            {"dag_run": {"dag_run_id": "r"}}, checkpoint=settings.to_kwargs()), 20))
+            {"dag_run": {"dag_id": "d", "dag_run_id": "r"}},
+            pipeline_id=settings.pipeline_id), 20))
         assert time.time() >= parse_iso(b.deadline)  # not before the epoch's own deadline
         meta = c.metadata(b.epoch_id)
         alert = read_alert(c.storage, c.layout, b.epoch_id)
@@ -424,10 +445,16 @@ def test_deadline_alert_expires_the_epoch_at_its_own_deadline(tmp_path):
             assert alert is not None and alert.reason == "timeout"
     # A run whose epoch is decided, or which never opened one, returns at once.
     t0 = time.monotonic()
+    asyncio.run(deadline_missed({"dag_run": {"dag_id": "d", "dag_run_id": "r"}},
+                                pipeline_id=settings.pipeline_id))
+    asyncio.run(deadline_missed({"dag_run": {"dag_id": "d", "dag_run_id": "other"}},
+                                pipeline_id=settings.pipeline_id))
+    # A DAG serialized by an earlier release passes the settings themselves.
     asyncio.run(deadline_missed({"dag_run": {"dag_run_id": "r"}},
                                 checkpoint=settings.to_kwargs()))
-    asyncio.run(deadline_missed({"dag_run": {"dag_run_id": "other"}},
-                                checkpoint=settings.to_kwargs()))
+    # A DAG whose deployed settings name another pipeline (or none) expires nothing.
+    asyncio.run(deadline_missed({"dag_run": {"dag_id": "gone", "dag_run_id": "r"}},
+                                pipeline_id=settings.pipeline_id))
     assert time.monotonic() - t0 < 5
 
 
@@ -1017,3 +1044,30 @@ def test_a_run_that_ended_has_its_pending_epochs_cancelled_by_the_listener(tmp_p
     logged = caplog.text + "".join(capfd.readouterr())
     assert "the pending epochs of run manual__1 were not cancelled (MalformedDocument)" \
         in logged and str(tmp_path) not in logged, logged
+
+
+def test_fault_injection_is_a_drill_refused_unless_the_deployment_enables_drills(monkeypatch):
+    """Whoever may trigger a DAG with a conf could fail or hang its tasks: a run's
+    fault_inject (or a worker's CKPT_FAULT_INJECT) is refused in one line unless Airflow's
+    [dag_checkpoints] drills is on; with it, the drill runs as asked."""
+    from types import SimpleNamespace
+
+    import pytest
+    from airflow.sdk.exceptions import AirflowFailException
+    from dag_checkpoints.operators.spark import FAULT_ENV, fault_spec
+
+    monkeypatch.delenv(FAULT_ENV, raising=False)
+    drill = {"dag_run": SimpleNamespace(conf={"checkpoint": {"fault_inject": "stats:1"}})}
+    plain = {"dag_run": SimpleNamespace(conf={})}
+    monkeypatch.delenv("AIRFLOW__DAG_CHECKPOINTS__DRILLS", raising=False)
+    assert fault_spec(plain) == ""  # no drill asked: nothing to refuse
+    with pytest.raises(AirflowFailException) as refused:
+        fault_spec(drill)
+    assert str(refused.value) == (
+        "fault injection ('stats:1') is a drill, and drills are off in this deployment: "
+        "enable them with AIRFLOW__DAG_CHECKPOINTS__DRILLS=True on the workers")
+    monkeypatch.setenv(FAULT_ENV, "stats:2:hang")
+    with pytest.raises(AirflowFailException, match="drills are off"):
+        fault_spec(plain)
+    monkeypatch.setenv("AIRFLOW__DAG_CHECKPOINTS__DRILLS", "True")
+    assert fault_spec(drill) == "stats:1" and fault_spec(plain) == "stats:2:hang"

@@ -492,11 +492,26 @@ def check_master_reachable(master: str, timeout: float = 5.0) -> None:
                            f"{timeout:g}s); check the Spark connection and that the master runs")
 
 
+def drills_enabled() -> bool:
+    """Whether this deployment lets runs inject faults: Airflow's ``[dag_checkpoints]
+    drills`` (``AIRFLOW__DAG_CHECKPOINTS__DRILLS=True`` on the workers), off by default.
+    Whoever may trigger a DAG with a conf could otherwise fail or hang its tasks."""
+    from airflow.configuration import conf
+
+    return conf.getboolean("dag_checkpoints", "drills", fallback=False)
+
+
 def fault_spec(context: Any) -> str:
     """The drill a run asks for: ``conf["checkpoint"]["fault_inject"]``, else the
-    ``CKPT_FAULT_INJECT`` environment variable (in-process mode only)."""
+    ``CKPT_FAULT_INJECT`` environment variable (in-process mode only); refused in one
+    line unless the deployment enables drills (:func:`drills_enabled`)."""
     conf = checkpoint_conf(getattr(context.get("dag_run"), "conf", None))
-    return str(conf.get("fault_inject") or os.environ.get(FAULT_ENV, ""))
+    spec = str(conf.get("fault_inject") or os.environ.get(FAULT_ENV, ""))
+    if spec and not drills_enabled():
+        raise AirflowFailException(
+            f"fault injection ({spec!r}) is a drill, and drills are off in this deployment: "
+            "enable them with AIRFLOW__DAG_CHECKPOINTS__DRILLS=True on the workers")
+    return spec
 
 
 def with_fault(job: Any, task_id: str, attempt: int, spec: str = "") -> Any:
