@@ -100,19 +100,27 @@ def _cli_page() -> str:
 def _rest_page() -> str:
     os.environ.setdefault("AIRFLOW_HOME", str(ROOT / "site" / ".airflow"))
     from dag_checkpoints.api import app
+    from dag_checkpoints.plugin import URL_PREFIX
 
     schema = app.openapi()
     out = ["# REST API", "",
-           "The plugin's routes under Airflow's api-server, generated from its OpenAPI "
-           "schema (also served by the api-server as `/checkpoints/openapi.json`). Every "
-           "route requires Airflow's authentication and the DAG's permission: reading for "
-           "`GET`, editing for the others.", "",
+           f"The plugin's routes, mounted by Airflow's api-server under `{URL_PREFIX}`, "
+           f"generated from their OpenAPI schema (served as `{URL_PREFIX}/openapi.json`). "
+           "Every route requires Airflow's authentication and the DAG's permission: reading "
+           "for `GET`, editing for the others.", "",
            "| method | path | what it does |", "|---|---|---|"]
     for path, ops in schema["paths"].items():
         for method, op in ops.items():
-            what = (op.get("description") or op.get("summary") or "").strip().splitlines()
-            out.append(f"| `{method.upper()}` | `{path}` | {what[0] if what else ''} |")
+            out.append(f"| `{method.upper()}` | `{URL_PREFIX}{path}` | {_what(op)} |")
     return "\n".join(out) + "\n"
+
+
+def _what(op: dict[str, Any]) -> str:
+    """A route's description for a table cell: its docstring's first paragraph, whole
+    (its lines joined), else its summary; a ``|`` escaped."""
+    text = (op.get("description") or op.get("summary") or "").strip()
+    first = " ".join(text.split("\n\n", 1)[0].split())
+    return first.replace("|", "\\|")
 
 
 def on_files(files: Files, config: Any) -> Files:
@@ -152,3 +160,13 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str
         markdown = _rewrite_links(markdown, page.file.src_uri)
     return (markdown.replace("{{ protocol_version }}", PROTOCOL_VERSION)
             .replace("{{ package_version }}", package))
+
+
+#: a Sphinx cross-reference role before the code it names (``:func:`pkg.f` ``), which
+#: docstrings use and mkdocstrings leaves as text
+_ROLE = re.compile(r":(?:func|class|meth|mod|attr|data|exc|obj):(?=<code>|`)")
+
+
+def on_post_page(output: str, page: Any, config: Any) -> str:
+    """Pages as HTML: a docstring's Sphinx roles dropped, the code they name kept."""
+    return _ROLE.sub("", output)

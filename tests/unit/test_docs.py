@@ -98,8 +98,16 @@ def test_the_site_builds_strictly_with_the_pages_generated_from_the_code(tmp_pat
     assert all(f"ckpt {c}" in cli for c in COMMANDS), sorted(COMMANDS)
     assert "--jobs JOBS" in cli and "--job JOB" in cli  # the runtime's entry points
     rest = (site / "rest" / "index.html").read_text()
-    for route in ("/api/dags/{dag_id}/epochs", "/api/dags/{dag_id}/backfills"):
+    for route in ("/ckpt/api/dags/{dag_id}/epochs", "/ckpt/api/dags/{dag_id}/backfills"):
         assert route in rest
+    # each route's first paragraph whole, not its first line (which ended at a colon)
+    assert "failure history (<code>source</code>:" not in rest
+    assert "<code>/ckpt/openapi.json</code>" in rest and "/checkpoints/" not in rest
+    # Sphinx roles in docstrings (:func:`x`) render as code, never as raw markup.
+    raw = {str(p.relative_to(site)): m.group(0) for p in site.rglob("*.html")
+           for m in [re.search(r":(func|class|meth|mod|attr|data|exc|obj):", p.read_text())]
+           if m}
+    assert not raw, raw
     api = (site / "api" / "checkpointing" / "index.html").read_text()
     assert "Coordinator" in api and "task_storage" in api  # from the docstrings
     results = (site / "results" / "index.html").read_text()  # charts from bench/results
@@ -142,3 +150,37 @@ def test_every_environment_variable_is_in_the_reference():
             read |= set(re.findall(r"\bCKPT_[A-Z_]+[A-Z]\b", f.read_text()))
     documented = set(re.findall(r"\bCKPT_[A-Z_]+[A-Z]\b", (ROOT / "docs/reference.md").read_text()))
     assert read and not read - documented, f"not in docs/reference.md: {sorted(read - documented)}"
+
+
+def test_the_reference_names_every_setting_and_every_ckpt_option():
+    """docs/reference.md's tables hold every field of CheckpointConfig and
+    CheckpointSettings (alert settings as ``alerts.<field>``), and its `ckpt` block every
+    option of every command: a setting added to the code and not to the page fails."""
+    import argparse
+    from dataclasses import fields
+
+    from dag_checkpoints import AlertSettings, CheckpointSettings
+
+    from checkpointing import CheckpointConfig
+    from checkpointing.cli import _parser
+
+    text = (ROOT / "docs" / "reference.md").read_text()
+    rows = set(re.findall(r"^\| `([a-z_.]+)` \|", text, re.M))
+    wanted = {f.name for f in fields(CheckpointConfig)}
+    wanted |= {f.name for f in fields(CheckpointSettings)} - {"config", "alerts"}
+    wanted |= {f"alerts.{f.name}" for f in fields(AlertSettings)}
+    assert not wanted - rows, sorted(wanted - rows)
+
+    block = text[text.index("## The `ckpt` command"):]
+    block = block[:block.index("\n```\n", block.index("```") + 3)]
+
+    def options(parser: argparse.ArgumentParser) -> set[str]:
+        found = set()
+        for action in parser._actions:
+            found.update(o for o in action.option_strings if o.startswith("--"))
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    found |= options(sub)
+        return found - {"--help"}
+
+    assert {o for o in options(_parser()) if o not in block} == set()
