@@ -187,7 +187,7 @@ WRITE = [Depends(requires_access_dag("PUT")), Depends(_dag_exists)]
 def get_epochs(dag_id: str = DagId, limit: int = Query(50, ge=1, le=500),
                offset: int = Query(0, ge=0, le=10**10),
                lineage: str | None = Query(None, pattern=ID_PATTERN)) -> dict[str, Any]:
-    """Epochs with files and failed epochs kept in the failure history (``source``:
+    """Epochs with files and epochs kept in the history after retention (``source``:
     ``epoch``, ``history`` or ``damaged``), newest first, ``offset`` rows skipped;
     ``total`` counts every epoch that matches; ``tables``: the table version each table
     output got from the epoch. Decided epochs come from their summaries (PROTOCOL 5.7) and

@@ -101,7 +101,7 @@ def test_the_site_builds_strictly_with_the_pages_generated_from_the_code(tmp_pat
     for route in ("/ckpt/api/dags/{dag_id}/epochs", "/ckpt/api/dags/{dag_id}/backfills"):
         assert route in rest
     # each route's first paragraph whole, not its first line (which ended at a colon)
-    assert "failure history (<code>source</code>:" not in rest
+    assert "<code>damaged</code>), newest first" in rest
     assert "<code>/ckpt/openapi.json</code>" in rest and "/checkpoints/" not in rest
     # Sphinx roles in docstrings (:func:`x`) render as code, never as raw markup.
     raw = {str(p.relative_to(site)): m.group(0) for p in site.rglob("*.html")
