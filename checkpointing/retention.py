@@ -13,7 +13,7 @@ from .documents import parse_iso
 from .errors import CheckpointError, EpochNotFound, MalformedDocument
 from .history import prune_history, record_failure
 from .lineages import list_origins
-from .publish import published_tables, read_manifest
+from .publish import Manifest, published_tables, read_manifest
 from .savepoints import list_savepoints
 from .staging import of_deleted_epoch
 from .stats import epoch_stats
@@ -170,6 +170,7 @@ def _delete_epochs(coordinator, doomed: dict[int, list[Any]],  # noqa: ANN001
                    status: dict[int, str], report: RetentionReport, dry_run: bool,
                    referenced: set[str]) -> None:
     storage = coordinator.storage
+    manifest = read_manifest(storage, coordinator.layout) if doomed else None
     for e, objs in doomed.items():
         if status.get(e) == "orphan":
             log.warning("pipeline %s: deleting %d object(s) written into epoch %d after "
@@ -177,13 +178,13 @@ def _delete_epochs(coordinator, doomed: dict[int, list[Any]],  # noqa: ANN001
         if not dry_run and status.get(e) == "aborted":
             _keep_failure_record(coordinator, e, objs)
         if not dry_run and status.get(e) == "completed":
-            _keep_summary(coordinator, e)
+            _keep_summary(coordinator, e, manifest)
         # Documents last, _metadata very last: a crash mid-way leaves a decided epoch.
         objs.sort(key=lambda o: (o.key.endswith("_metadata"), "/tasks/" in o.key
                                  or o.key.endswith("barrier.json")))
         # Staged table files first: the epoch's documents name the tables they are in.
         report.deleted_staged += _delete_staged(coordinator, e, status.get(e), referenced,
-                                                dry_run)
+                                                manifest, dry_run)
         if not dry_run:
             _forget_run(coordinator, e)
             for o in objs:
@@ -193,7 +194,7 @@ def _delete_epochs(coordinator, doomed: dict[int, list[Any]],  # noqa: ANN001
 
 
 def _delete_staged(coordinator, epoch_id: int, status: str | None,  # noqa: ANN001
-                   referenced: set[str], dry_run: bool) -> int:
+                   referenced: set[str], manifest: Manifest | None, dry_run: bool) -> int:
     """What the epoch's attempts staged in table locations and no table references
     (:mod:`.staging`): the tables are those the manifest publishes and those the epoch's
     own acknowledgements name; a completed epoch's committed files stay."""
@@ -209,7 +210,6 @@ def _delete_staged(coordinator, epoch_id: int, status: str | None,  # noqa: ANN0
                 except CheckpointError:  # a late writer's remnant: it names no table
                     continue
     specs, keep = [], set(referenced)
-    manifest = read_manifest(storage, layout)
     outputs = [o for h in handles for o in h.outputs.values()]
     for out in outputs + list(manifest.outputs.values() if manifest else ()):
         if "table" in (out.meta or {}):
@@ -220,7 +220,7 @@ def _delete_staged(coordinator, epoch_id: int, status: str | None,  # noqa: ANN0
     if not specs:
         return 0
     return of_deleted_epoch(specs, coordinator.pipeline_id, epoch_id, keep,
-                                    storage.endpoint_url, dry_run)
+                            storage.endpoint_url, dry_run)
 
 
 def _undocumented_status(coordinator, epoch_id: int) -> str:  # noqa: ANN001
@@ -249,7 +249,8 @@ def _keep_failure_record(coordinator, epoch_id: int, objs: list) -> None:  # noq
         storage.create(layout.alert(epoch_id), storage.read(legacy)[0])
 
 
-def _keep_summary(coordinator, epoch_id: int) -> None:  # noqa: ANN001
+def _keep_summary(coordinator, epoch_id: int,  # noqa: ANN001
+                  manifest: Manifest | None) -> None:
     """Before a completed epoch's files go: its statistics, with its tasks' metrics, its
     table pins and reads and the table versions it committed, in its history entry."""
     storage, layout = coordinator.storage, coordinator.layout
@@ -257,7 +258,7 @@ def _keep_summary(coordinator, epoch_id: int) -> None:  # noqa: ANN001
     if stats is None or not stats.tasks or any(t.status == "acked" and not t.metrics
                                               for t in stats.tasks):
         stats = epoch_stats(coordinator, epoch_id, per_task=True)  # an older summary
-    stats.tables = published_tables(read_manifest(storage, layout), epoch_id)
+    stats.tables = published_tables(manifest, epoch_id)
     keep_summary(storage, layout, stats)
 
 

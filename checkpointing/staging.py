@@ -48,10 +48,16 @@ def remove_unreferenced(spec: TableSpec, prefixes: Iterable[str], keep: Iterable
     from .storage import open_storage
 
     kept = {_plain(u) for u in keep}
+    wanted = tuple(sorted(set(prefixes)))
+    if not wanted:
+        return 0
     store = open_storage(spec.location, endpoint_url=endpoint_url)
     gone = 0
-    for prefix in sorted(set(prefixes)):
-        for o in list(store.list(prefix)):
+    # The table's top-level directories first (one listing of names, not of the table's
+    # files: a local store would walk the whole table for a bare name prefix).
+    dirs = store.list_dirs("", start_after=wanted[0])
+    for directory in [d for d in dirs if d.startswith(wanted)]:
+        for o in list(store.list(directory)):
             if _plain(store.uri(o.key)) in kept:
                 continue
             if not dry_run:
