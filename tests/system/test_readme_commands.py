@@ -182,6 +182,26 @@ BLOCKS: dict[tuple[str, str], str] = {
     "docs/examples/energy_daily.py, which it quotes, runs in tests/system/test_user_pipeline.py",
     ("docs/JOBS.md", "export AIRFLOW_CONN_SPARK_CONNECT_DEFAULT="): "run: test_readme_blocks_run "
     "(Airflow reads the connection it defines)",
+    # docs/guides/troubleshooting.md: each message as the project prints it, and a fix
+    ("docs/guides/troubleshooting.md", "cannot open an epoch now:"): "not code: a message "
+    "(the begin's refusal; a killed dags test no longer leaves it: test_airflow_dags.py)",
+    ("docs/guides/troubleshooting.md", "port 15002 is busy"): "not code: a message "
+    "(test_spark_connect.py provokes it)",
+    ("docs/guides/troubleshooting.md", "no api-server: pass --api-url"): "not code: messages "
+    "of ckpt-airflow (test_airflow_cli.py)",
+    ("docs/guides/troubleshooting.md", "export AIRFLOW_API_URL=http://127.0.0.1:8080"):
+    "needs a running Airflow api-server and a user: the same command runs in "
+    "tests/system/test_airflow_cli.py",
+    ("docs/guides/troubleshooting.md", "route_stats declined epoch 7"): "not code: messages "
+    "of declined epochs (test_expected_input.py, test_airflow_failure_paths.py)",
+    ("docs/guides/troubleshooting.md", "table input 'orders': the table uses"): "not code: "
+    "messages of refused table inputs (test_table_inputs.py)",
+    ("docs/guides/troubleshooting.md", "summary: task summary: the job's result"): "not code: "
+    "a message (test_spark_connect.py provokes it)",
+    ("docs/guides/troubleshooting.md", "CHECKPOINT ALERT checkpoint epoch 12"): "not code: an "
+    "alert's log line (test_airflow_timeout.py)",
+    ("docs/guides/troubleshooting.md", "fault injection ('route_stats:1')"): "not code: a "
+    "message (test_plugin_units.py provokes it)",
 }
 
 
