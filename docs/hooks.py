@@ -35,7 +35,12 @@ MIRRORED = {"README.md": "index.md", "bench/README.md": "bench.md",
 RESULTS = ("bench/results/drills.json", "bench/results/drills_run.json",
            "bench/results/drills-containers.json",
            "bench/results/drills-containers_run.json",
-           "bench/results/faults.json", "bench/results/latest.json")
+           "bench/results/faults.json", "bench/results/latest.json",
+           "bench/results/drills-containers-minio.json",
+           "bench/results/drills-containers-minio_run.json")
+#: the example DAGs (docs/examples/, outside the site's pages), each published as a page
+#: showing its source: a link to ``examples/<name>.py`` leads there
+EXAMPLES = ("docs/examples/clickstream.py", "docs/examples/energy_daily.py")
 
 
 def _site_link(target: str, page_src: str) -> str | None:
@@ -50,6 +55,8 @@ def _site_link(target: str, page_src: str) -> str | None:
         new = MIRRORED[where]
     elif where in RESULTS:
         new = "results/" + Path(where).name
+    elif where in EXAMPLES:
+        new = "example-" + Path(where).stem + ".md"
     elif where.startswith("docs/"):
         new = where[len("docs/"):]
     else:
@@ -129,6 +136,11 @@ def on_files(files: Files, config: Any) -> Files:
         files.append(File.generated(config, page, content=text))
     files.append(File.generated(config, "cli.md", content=_cli_page()))
     files.append(File.generated(config, "rest.md", content=_rest_page()))
+    for example in EXAMPLES:
+        name = Path(example).name
+        files.append(File.generated(config, f"example-{Path(example).stem}.md", content=(
+            f"# {name}\n\nThe example DAG `{example}`, as the repository holds it:\n\n"
+            f"```python\n{(ROOT / example).read_text()}```\n")))
     import importlib.util
 
     # docs/charts.py, beside this file (MkDocs restores sys.path after loading hooks)

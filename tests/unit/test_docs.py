@@ -108,6 +108,19 @@ def test_the_site_builds_strictly_with_the_pages_generated_from_the_code(tmp_pat
            for m in [re.search(r":(func|class|meth|mod|attr|data|exc|obj):", p.read_text())]
            if m}
     assert not raw, raw
+    # Every relative link of every built page leads to a page or file of the site (the
+    # strict build passes links to files outside docs/, such as the examples).
+    broken = []
+    for page in site.rglob("*.html"):
+        for href in re.findall(r'href="([^"#?]+)[^"]*"', page.read_text()):
+            if "://" in href or href.startswith(("mailto:", "/", "data:")):
+                continue
+            target = (page.parent / href).resolve()
+            if not (target.is_file() or (target / "index.html").is_file()):
+                broken.append(f"{page.relative_to(site)} -> {href}")
+    assert not broken, broken[:20]
+    for example in ("clickstream", "energy_daily"):  # published as pages of their source
+        assert "checkpoint_dag" in (site / f"example-{example}" / "index.html").read_text()
     api = (site / "api" / "checkpointing" / "index.html").read_text()
     assert "Coordinator" in api and "task_storage" in api  # from the docstrings
     results = (site / "results" / "index.html").read_text()  # charts from bench/results
