@@ -366,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.spark == "connect":
             print("starting the Spark Connect server (about 10 s) ...", flush=True)
             env.update(start_spark_connect(svc, a.connect_port, env))
-        print("starting airflow standalone (about 20 s) ...", flush=True)
+        print("starting airflow standalone (20 s to a few minutes on 2 cores) ...", flush=True)
         url, password = start_airflow(svc, a.port, env)
         session = api(url, password)
         runs = trigger_days(session, url, days)
