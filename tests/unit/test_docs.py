@@ -14,7 +14,11 @@ PAGES = [ROOT / "README.md", ROOT / "bench" / "README.md",
 #: "session" is not used at all (a Spark one is a `SparkSession`, a Spark Connect one its
 #: client), so that no reader wonders which kind is meant.
 ISSUE = re.compile(r"\bissues? #?\d+\b", re.I)
-HISTORY = [re.compile(r"\bsessions?\b", re.I), ISSUE]
+#: run histories: a user page states a result, its method and the command, not the runs
+#: before it or what was tried (those go to CHANGELOG.md or bench/results/)
+RUNS = re.compile(r"\b(earlier (full )?run|on older code|tried and not kept|tried:|times "
+                  r"slower than|the run before)\b", re.I)
+HISTORY = [re.compile(r"\bsessions?\b", re.I), ISSUE, RUNS]
 #: a hex word of commit-id length with digits and letters (a longer digest is one word of
 #: 64 and does not match): examples use readable placeholders instead of random hex ids
 COMMIT = re.compile(r"\b(?=[0-9a-f]*\d)(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}\b")
