@@ -170,8 +170,40 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str
         package = "unreleased"
     if page.file.src_uri not in MIRRORED.values():
         markdown = _rewrite_links(markdown, page.file.src_uri)
+    if "{{ checkpoint_settings_fields }}" in markdown:
+        markdown = markdown.replace("{{ checkpoint_settings_fields }}", _settings_fields())
     return (markdown.replace("{{ protocol_version }}", PROTOCOL_VERSION)
             .replace("{{ package_version }}", package))
+
+
+def _settings_fields() -> str:
+    """CheckpointSettings' fields in the order the class declares them, each with its row
+    of the reference's table (environment variable, default, meaning): one source."""
+    from dataclasses import fields
+
+    from dag_checkpoints import AlertSettings, CheckpointSettings
+
+    rows = {}
+    for line in (ROOT / "docs" / "reference.md").read_text().splitlines():
+        m = re.match(r"^\| `([a-z_.]+)` \|(.*)\|$", line)
+        if m:
+            rows.setdefault(m.group(1), m.group(2))
+    names = []
+    for f in fields(CheckpointSettings):
+        if f.name == "alerts":
+            names += [f"alerts.{a.name}" for a in fields(AlertSettings)]
+        elif f.name == "config":
+            names.append("config")
+        else:
+            names.append(f.name)
+    out = ["| field | environment variable | default | meaning |", "|---|---|---|---|"]
+    for name in names:
+        if name == "config":
+            out.append("| `config` | | `CheckpointConfig()` | the policies: "
+                       "[CheckpointConfig](../reference.md#configuration-reference-checkpointconfig) |")
+        else:
+            out.append(f"| `{name}` |{rows[name]}|")
+    return "\n".join(out)
 
 
 #: a Sphinx cross-reference role before the code it names (``:func:`pkg.f` ``), which

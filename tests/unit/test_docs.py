@@ -127,6 +127,9 @@ def test_the_site_builds_strictly_with_the_pages_generated_from_the_code(tmp_pat
         assert "checkpoint_dag" in (site / f"example-{example}" / "index.html").read_text()
     api = (site / "api" / "checkpointing" / "index.html").read_text()
     assert "Coordinator" in api and "task_storage" in api  # from the docstrings
+    provider = (site / "api" / "provider" / "index.html").read_text()
+    for field in ("spark_connect_conn_id", "alerts.email_from", "daily_inputs"):
+        assert f"<code>{field}</code>" in provider, field  # CheckpointSettings' fields
     results = (site / "results" / "index.html").read_text()  # charts from bench/results
     for chart in ("recovery", "epoch", "bytes", "tpch_daily"):
         assert f"charts/{chart}.svg" in results and \
