@@ -186,8 +186,9 @@ def _settings_fields() -> str:
     rows = {}
     for line in (ROOT / "docs" / "reference.md").read_text().splitlines():
         m = re.match(r"^\| `([a-z_.]+)` \|(.*)\|$", line)
-        if m:
-            rows.setdefault(m.group(1), m.group(2))
+        if m:  # the reference's links are relative to docs/, this page's to docs/api/
+            rows.setdefault(m.group(1), re.sub(r"\]\((?!https?:|#|\.\./)", "](../",
+                                               m.group(2)))
     names = []
     for f in fields(CheckpointSettings):
         if f.name == "alerts":
@@ -199,8 +200,9 @@ def _settings_fields() -> str:
     out = ["| field | environment variable | default | meaning |", "|---|---|---|---|"]
     for name in names:
         if name == "config":
-            out.append("| `config` | | `CheckpointConfig()` | the policies: "
-                       "[CheckpointConfig](../reference.md#configuration-reference-checkpointconfig) |")
+            ref = "../reference.md#configuration-reference-checkpointconfig"
+            out.append(f"| `config` | | `CheckpointConfig()` | the policies: "
+                       f"[CheckpointConfig]({ref}) |")
         else:
             out.append(f"| `{name}` |{rows[name]}|")
     return "\n".join(out)
