@@ -29,7 +29,7 @@ test: install
 		--ignore=tests/containers -m "not bench"
 
 # The unit tier, tests/unit/: no JVM, no server (the coordinator, the protocol, state, the
-# provider's units): a minute or two; `make test` runs it with everything else.
+# provider's units): 75-80 s on 2 cores once .venv exists; `make test` runs it with the rest.
 test-fast: install
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 tests/unit
 

@@ -170,10 +170,34 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str
         package = "unreleased"
     if page.file.src_uri not in MIRRORED.values():
         markdown = _rewrite_links(markdown, page.file.src_uri)
+    if "{{ compatibility }}" in markdown:
+        markdown = markdown.replace("{{ compatibility }}", _compatibility())
     if "{{ checkpoint_settings_fields }}" in markdown:
         markdown = markdown.replace("{{ checkpoint_settings_fields }}", _settings_fields())
     return (markdown.replace("{{ protocol_version }}", PROTOCOL_VERSION)
             .replace("{{ package_version }}", package))
+
+
+#: what the compatibility page lists of constraints.txt, and what each is for
+TESTED = (("apache-airflow", "Airflow (scheduler, api-server, triggerer, workers)"),
+          ("pyspark", "Spark (local mode, spark-submit, the Connect server)"),
+          ("pyspark-client", "the Spark Connect client of a connect-mode worker"),
+          ("apache-airflow-providers-apache-spark", "the Spark and Spark Connect connections"),
+          ("apache-airflow-providers-amazon", "the AWS connection (S3)"),
+          ("apache-airflow-providers-openlineage", "lineage events"),
+          ("deltalake", "Delta tables: commits, table inputs (delta-rs)"),
+          ("pyiceberg", "Iceberg tables: commits, table inputs"),
+          ("boto3", "checkpoint storage on S3"),
+          ("great-expectations", "expectations on table outputs"),
+          ("duckdb", "reading tables in the tests and examples"))
+
+
+def _compatibility() -> str:
+    pins = dict(re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)$",
+                           (ROOT / "constraints.txt").read_text(), re.M))
+    out = ["| package | version tested | used for |", "|---|---|---|"]
+    out += [f"| `{name}` | {pins[name]} | {what} |" for name, what in TESTED]
+    return "\n".join(out)
 
 
 def _settings_fields() -> str:
