@@ -54,6 +54,9 @@ class CheckpointSettings:
     #: (YYYY-MM-DD) placeholder, e.g. ``raw/flights/{data_day}.csv``: a backfill's preview
     #: names the days whose input is missing
     daily_inputs: tuple[str, ...] = ()
+    #: the DAG these settings checkpoint, set by ``checkpoint_dag``: the ``dag_id`` tag of
+    #: the metrics its steps emit
+    dag_id: str | None = None
 
     def __post_init__(self) -> None:
         if self.storage != self.storage.strip():
@@ -92,7 +95,7 @@ class CheckpointSettings:
         if "listener" not in kwargs and metrics_enabled():
             from .metrics import AirflowMetrics
 
-            kwargs["listener"] = AirflowMetrics(self.pipeline_id)
+            kwargs["listener"] = AirflowMetrics(self.pipeline_id, self.dag_id)
         coord = Coordinator(self.open_storage(), self.pipeline_id, self.config, **kwargs)
         if "on_abort" not in kwargs:
             coord.on_abort = lambda meta, barrier: announce(coord, meta, barrier, self.alerts)
@@ -111,7 +114,7 @@ class CheckpointSettings:
                 "config": self.config.to_json(), "spark_mode": self.spark_mode,
                 "spark_conn_id": self.spark_conn_id, "alerts": self.alerts.to_kwargs(),
                 "spark_connect_conn_id": self.spark_connect_conn_id,
-                "daily_inputs": list(self.daily_inputs)}
+                "daily_inputs": list(self.daily_inputs), "dag_id": self.dag_id}
 
     @classmethod
     def from_kwargs(cls, d: dict[str, Any]) -> CheckpointSettings:
@@ -122,7 +125,7 @@ class CheckpointSettings:
                    AlertSettings.from_kwargs(d.get("alerts") or {}),
                    tuple(tuple(kv) for kv in d.get("spark_conf") or ()),
                    d.get("spark_connect_conn_id") or "spark_connect_default",
-                   tuple(d.get("daily_inputs") or ()))
+                   tuple(d.get("daily_inputs") or ()), d.get("dag_id"))
 
 
 def _storage_from_connection(uri: str, conn_id: str, endpoint_url: str | None) -> Storage:

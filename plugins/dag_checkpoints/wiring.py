@@ -16,7 +16,7 @@ jobs are done), so it is no level after them either::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from checkpointing import TaskPlan
@@ -97,6 +97,7 @@ def checkpoint_dag(dag: Any, settings: CheckpointSettings, *,
         the DAG no longer has (that state is dropped), as Flink's flag of the same name.
     """
     _claim_pipeline(dag.dag_id, settings)
+    settings = replace(settings, dag_id=dag.dag_id)  # the metrics' dag_id tag
     jobs = [t for t in dag.tasks if is_checkpointed(t)]
     if not jobs:
         raise ValueError(f"DAG {dag.dag_id!r} has no checkpointed task: use "
@@ -105,6 +106,8 @@ def checkpoint_dag(dag: Any, settings: CheckpointSettings, *,
     for t in jobs:
         if t.settings is None:
             t.settings = settings
+        elif t.settings.dag_id is None:
+            t.settings = replace(t.settings, dag_id=dag.dag_id)
         grace, timeout = getattr(t, "input_grace", 0), t.settings.config.timeout_seconds
         if (getattr(t, "expects", ()) or _expects_tables(t)) and grace >= timeout:
             raise ValueError(f"task {t.task_id!r}: input_grace ({grace:.0f} s) must be shorter "

@@ -234,6 +234,9 @@ def test_plan_is_derived_from_the_dag_through_plain_tasks():
     assert steps.commit.retries == 2 and steps.watchdog.retries == 2
     assert [x.name for x in steps.commit.outlets] == ["authoring_test.gold_b"]
     assert all(t.settings is not None for t in (a, b, c))
+    # Every step knows its DAG: the dag_id tag of the metrics it emits (METRICS.md).
+    steps_and_jobs = (a, b, c, steps.begin, steps.commit, steps.watchdog)
+    assert {t.settings.dag_id for t in steps_and_jobs} == {"authoring_test"}
 
 
 def test_a_pipeline_id_is_claimed_by_one_dag_per_storage():
