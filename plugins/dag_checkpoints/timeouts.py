@@ -20,7 +20,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -29,7 +28,6 @@ from checkpointing.decision import Decision
 from checkpointing.documents import parse_iso
 from checkpointing.errors import FailureBudgetExhausted
 
-from .deployed import deployed_settings
 from .notifications import announce
 from .runconf import checkpoint_conf
 from .settings import CheckpointSettings
@@ -77,24 +75,21 @@ def deadline_alert(settings: Any) -> Any | None:
         # A foreground test run has no triggerer to fire them anyway.
         log.warning("airflow dags test: the checkpoint-timeout Deadline Alert is left out")
         return None
-    # Ids only: Airflow stores the kwargs with the DAG and the deadline, and lineage shows
-    # them; the callback finds the DAG's settings where it runs (deployed_settings).
+    # The callback runs in the triggerer's runner, which has no database access (Airflow
+    # 3 blocks the ORM there), so it cannot look the DAG's settings up: they travel in its
+    # kwargs, which Airflow stores with the DAG. to_kwargs() carries connection ids and
+    # locations, never a secret (no spark_conf).
     return DeadlineAlert(
         reference=DeadlineReference.DAGRUN_QUEUED_AT,
         interval=timedelta(seconds=settings.config.timeout_seconds),
         callback=AsyncCallback(f"{__name__}.deadline_missed",
-                               kwargs={"pipeline_id": settings.pipeline_id}),
+                               kwargs={"checkpoint": settings.to_kwargs()}),
         name="checkpoint timeout",
     )
 
 
-#: how the callback finds a DAG's checkpoint settings (its serialized begin step)
-settings_of: Callable[[str], CheckpointSettings | None] = deployed_settings
-
-
 async def deadline_missed(context: dict[str, Any] | None = None, *,
-                          pipeline_id: str | None = None,
-                          checkpoint: dict[str, Any] | None = None, **_: Any) -> None:
+                          checkpoint: dict[str, Any], **_: Any) -> None:
     """Deadline Alert callback (triggerer): expires the run's epoch at the epoch's own
     deadline. Airflow fires it ``timeout_seconds`` after the run was queued; the epoch's
     deadline counts from its barrier, written when the begin step ran, so it comes later
@@ -102,10 +97,9 @@ async def deadline_missed(context: dict[str, Any] | None = None, *,
     The callback waits for it in the triggerer's event loop, holding no thread: returning
     at once would leave a run whose watchdog is gone, or not yet started, to the next run's
     begin step. Returns nothing: Airflow stores a callback's result in a text column,
-    and a dict there killed the triggerer. ``checkpoint``: the settings themselves, as
-    DAGs serialized by earlier releases passed them."""
+    and a dict there killed the triggerer."""
     try:
-        found = await asyncio.to_thread(_open_epoch, context or {}, pipeline_id, checkpoint)
+        found = await asyncio.to_thread(_open_epoch, context or {}, checkpoint)
         if found is None:
             return
         settings, coord, barrier = found
@@ -123,22 +117,11 @@ async def deadline_missed(context: dict[str, Any] | None = None, *,
         log.exception("checkpoint deadline callback failed")
 
 
-def _open_epoch(context: dict[str, Any], pipeline_id: str | None,
-                checkpoint: dict[str, Any] | None
+def _open_epoch(context: dict[str, Any], checkpoint: dict[str, Any]
                 ) -> tuple[CheckpointSettings, Coordinator, Barrier] | None:
     """(settings, coordinator, barrier) of the run's open epoch; None when it has none."""
-    run = context.get("dag_run") or {}
-    if checkpoint is not None:
-        settings: CheckpointSettings | None = CheckpointSettings.from_kwargs(checkpoint)
-    else:
-        settings = settings_of(str(run.get("dag_id") or ""))
-        if settings is None or settings.pipeline_id != pipeline_id:
-            log.warning("deadline missed for run %s of DAG %s, whose deployed checkpoint "
-                        "settings are %s: nothing expired", run.get("dag_run_id"),
-                        run.get("dag_id"), "gone" if settings is None else
-                        f"for pipeline {settings.pipeline_id!r}, not {pipeline_id!r}")
-            return None
-    run_id = run.get("dag_run_id")
+    settings = CheckpointSettings.from_kwargs(checkpoint)
+    run_id = (context.get("dag_run") or {}).get("dag_run_id")
     coord = settings.coordinator()
     barrier = coord.open_epoch_for_run(run_id, lineage=_lineage_of(context)) if run_id else None
     if barrier is None:

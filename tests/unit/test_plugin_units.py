@@ -68,7 +68,7 @@ def test_settings_round_trip_without_secrets(monkeypatch):
 
     # A credential in spark_conf: only the tasks that start Spark (the DAG's own settings)
     # have it; what Airflow stores (serialized settings, trigger and callback kwargs, and
-    # the lineage events that show them) has ids only.
+    # the lineage events that show them) does not.
     from dag_checkpoints.timeouts import deadline_alert
 
     spark_secret = "s3a-k3y-0aa1"
@@ -77,10 +77,8 @@ def test_settings_round_trip_without_secrets(monkeypatch):
                                                 spark_secret),))
     assert spark_secret not in json.dumps(with_conf.to_kwargs())
     alert = deadline_alert(with_conf)
-    assert alert.callback.kwargs == {"pipeline_id": "flights_daily"}, alert.callback.kwargs
-    assert spark_secret not in json.dumps(alert.serialize_deadline_alert()
-                                          if hasattr(alert, "serialize_deadline_alert")
-                                          else alert.callback.kwargs, default=str)
+    assert alert.callback.kwargs["checkpoint"]["pipeline_id"] == "flights_daily"
+    assert spark_secret not in json.dumps(alert.callback.kwargs, default=str)
 
 
 def test_bad_spark_mode_is_refused():
@@ -404,7 +402,7 @@ def test_watchdog_resumed_on_a_worker_ends_an_overdue_epoch_as_the_trigger_would
         assert meta.status == "aborted" and meta.reason == "timeout"
 
 
-def test_deadline_alert_expires_the_epoch_at_its_own_deadline(tmp_path, monkeypatch):
+def test_deadline_alert_expires_the_epoch_at_its_own_deadline(tmp_path):
     """The DAG's Deadline Alert fires timeout_seconds after the run was queued, before the
     epoch's own deadline (its barrier was written later): its callback waits for that
     deadline, then aborts the epoch and alerts once; an epoch decided meanwhile is left as
@@ -413,7 +411,6 @@ def test_deadline_alert_expires_the_epoch_at_its_own_deadline(tmp_path, monkeypa
     import threading
     import time
 
-    from dag_checkpoints import timeouts
     from dag_checkpoints.timeouts import deadline_missed
 
     from checkpointing.alerts import read_alert
@@ -429,12 +426,8 @@ def test_deadline_alert_expires_the_epoch_at_its_own_deadline(tmp_path, monkeypa
                     ack_task(c, b.epoch_id, t, files={"state": t.encode()}, tmp=root.parent)
                 c.complete(b.epoch_id)
             threading.Timer(0.5, finish).start()
-        # The callback gets ids: it finds the DAG's settings where it runs.
-        monkeypatch.setattr(timeouts, "settings_of",
-                            lambda dag_id, s=settings: s if dag_id == "d" else None)
         asyncio.run(asyncio.wait_for(deadline_missed(
-            {"dag_run": {"dag_id": "d", "dag_run_id": "r"}},
-            pipeline_id=settings.pipeline_id), 20))
+            {"dag_run": {"dag_run_id": "r"}}, checkpoint=settings.to_kwargs()), 20))
         assert time.time() >= parse_iso(b.deadline)  # not before the epoch's own deadline
         meta = c.metadata(b.epoch_id)
         alert = read_alert(c.storage, c.layout, b.epoch_id)
@@ -445,16 +438,10 @@ def test_deadline_alert_expires_the_epoch_at_its_own_deadline(tmp_path, monkeypa
             assert alert is not None and alert.reason == "timeout"
     # A run whose epoch is decided, or which never opened one, returns at once.
     t0 = time.monotonic()
-    asyncio.run(deadline_missed({"dag_run": {"dag_id": "d", "dag_run_id": "r"}},
-                                pipeline_id=settings.pipeline_id))
-    asyncio.run(deadline_missed({"dag_run": {"dag_id": "d", "dag_run_id": "other"}},
-                                pipeline_id=settings.pipeline_id))
-    # A DAG serialized by an earlier release passes the settings themselves.
     asyncio.run(deadline_missed({"dag_run": {"dag_run_id": "r"}},
                                 checkpoint=settings.to_kwargs()))
-    # A DAG whose deployed settings name another pipeline (or none) expires nothing.
-    asyncio.run(deadline_missed({"dag_run": {"dag_id": "gone", "dag_run_id": "r"}},
-                                pipeline_id=settings.pipeline_id))
+    asyncio.run(deadline_missed({"dag_run": {"dag_run_id": "other"}},
+                                checkpoint=settings.to_kwargs()))
     assert time.monotonic() - t0 < 5
 
 
