@@ -40,7 +40,7 @@ def epoch_row(coordinator, epoch_id: int, per_task: bool, has_files: bool,  # no
     st = read_summary(storage, layout, epoch_id) if has_files else None
     complete = st is not None or per_task  # a summary holds the per-task figures
     if st is None:
-        st = any_epoch_stats(coordinator, epoch_id, per_task)
+        st = any_epoch_stats(coordinator, epoch_id, per_task, has_files)
         if st.source == "epoch" and _decided(st) and per_task:
             write_summary(storage, layout, st)  # for every later reader (5.7)
     if _decided(st) and (complete or st.source == "history"):

@@ -200,11 +200,16 @@ def damaged_stats(epoch_id: int, problem: str) -> EpochStats:
 
 
 def any_epoch_stats(coordinator, epoch_id: int,  # noqa: ANN001
-                    per_task: bool = True) -> EpochStats:
-    """Statistics of any listed epoch: from its documents, else from its failure record,
-    else a ``damaged`` row naming the problem. Never raises for a missing document."""
+                    per_task: bool = True, has_files: bool = True) -> EpochStats:
+    """Statistics of any listed epoch: from its documents, else from its kept summary or
+    failure record, else a ``damaged`` row naming the problem. Never raises for a missing
+    document. ``has_files`` False (the epoch's directory is gone): its history only, never
+    documents this process cached before another deleted them (a barrier and a decision
+    without the acknowledgements would read as a completed epoch with none)."""
+    problem = f"epoch {epoch_id} was deleted by retention"
     try:
-        return epoch_stats(coordinator, epoch_id, per_task)
+        if has_files:
+            return epoch_stats(coordinator, epoch_id, per_task)
     except (EpochNotFound, MalformedDocument) as exc:
         problem = str(exc)
     try:

@@ -199,3 +199,21 @@ def test_an_old_epoch_shows_its_pins_reads_and_metrics_after_retention(storage, 
     assert [(r["epoch_id"], r["source"]) for r in listed] == [
         (4, "epoch"), (3, "history"), (2, "history")]
     assert ckpt(storage, "show", "1").returncode == 2
+
+
+def test_a_lister_that_read_an_epoch_before_retention_deleted_it_shows_its_history(
+        storage, tmp_path):
+    """A long-lived process (the demo, the api-server) read a completed epoch's barrier and
+    decision; retention in another process deletes its files and keeps its summary. The
+    listing then shows the kept summary (every task acknowledged), not the documents it
+    cached (which, without the acknowledgements, read as a completed epoch with none)."""
+    viewer = Coordinator(storage, "p", CheckpointConfig(retained_epochs=1))
+    committer = Coordinator(storage, "p", CheckpointConfig(retained_epochs=1))
+    run_epoch(committer, tmp=tmp_path, payload=b"one", run_id="r1")
+    first = list_epochs(viewer, limit=10, cache=SummaryCache()).rows
+    assert [(s.epoch_id, s.tasks_acked, s.source) for s in first] == [(1, 4, "epoch")]
+    run_epoch(committer, tmp=tmp_path, payload=b"two", run_id="r2")
+    assert run_retention(committer).deleted_epochs == [1]
+    rows = list_epochs(viewer, limit=10, cache=SummaryCache()).rows
+    assert [(s.epoch_id, s.tasks_acked, s.tasks_total, s.source) for s in rows] == [
+        (2, 4, 4, "epoch"), (1, 4, 4, "history")]
