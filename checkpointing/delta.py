@@ -505,13 +505,15 @@ def vacuum(output: str, spec: TableSpec, pipeline_id: str, protected: set[int],
     # delta-rs lists a removed file again while its tombstone is in the log, deleted or
     # not: count the candidates that still exist.
     store = open_storage(spec.location, endpoint_url=endpoint)
-    present = [p for p in dt.vacuum(dry_run=True, **args) if store.exists(unquote(p))]
-    unreferenced = [p for p in dt.vacuum(dry_run=True, **{**args, "retention_hours": 0})
-                    if store.exists(unquote(p))]
+    # Every unreferenced file (no threshold), each checked once; those past the threshold
+    # are what VACUUM deletes, the others it keeps for being recent.
+    unreferenced = {p for p in dt.vacuum(dry_run=True, **{**args, "retention_hours": 0})
+                    if store.exists(unquote(p))}
+    present = [p for p in dt.vacuum(dry_run=True, **args) if p in unreferenced]
     if present and not dry_run:
         dt.vacuum(dry_run=False, **args)
     return TableVacuum(output, tuple(keep), len(present), dry_run,
-                       len(set(unreferenced) - set(present)), min_retention_hours)
+                       len(unreferenced) - len(present), min_retention_hours)
 
 
 #: Delta Lake's implementation, found by :mod:`checkpointing.format_registry`

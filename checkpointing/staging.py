@@ -16,12 +16,7 @@ from collections.abc import Iterable
 from urllib.parse import unquote
 
 from .state_handle import FileRef
-from .tables import TableSpec, is_staged_by, relative_path
-
-
-def epoch_prefix(pipeline_id: str, epoch_id: int) -> str:
-    """The name every staged directory of the epoch's attempts starts with."""
-    return f"ckpt-{pipeline_id}-e{epoch_id:010d}-"
+from .tables import TableSpec, is_staged_by, relative_path, staged_epoch_prefix
 
 
 def _plain(uri: str) -> str:
@@ -54,9 +49,16 @@ def remove_unreferenced(spec: TableSpec, prefixes: Iterable[str], keep: Iterable
     store = open_storage(spec.location, endpoint_url=endpoint_url)
     gone = 0
     # The table's top-level directories first (one listing of names, not of the table's
-    # files: a local store would walk the whole table for a bare name prefix).
-    dirs = store.list_dirs("", start_after=wanted[0])
-    for directory in [d for d in dirs if d.startswith(wanted)]:
+    # files: a local store would walk the whole table for a bare name prefix), from the
+    # first prefix on and no further than the last: listings are sorted, and a commit
+    # step must not page through a partitioned table's every partition.
+    directories = []
+    for d in store.list_dirs("", start_after=wanted[0]):
+        if d.startswith(wanted):
+            directories.append(d)
+        elif d > wanted[-1]:
+            break
+    for directory in directories:
         for o in list(store.list(directory)):
             if _plain(store.uri(o.key)) in kept:
                 continue
@@ -84,6 +86,6 @@ def of_deleted_epoch(specs: Iterable[TableSpec], pipeline_id: str, epoch_id: int
     a completed epoch's own committed files) does not name; returns how many."""
     kept = list(keep)
     by_location = {s.location: s for s in specs}
-    return sum(remove_unreferenced(s, [epoch_prefix(pipeline_id, epoch_id)], kept,
+    return sum(remove_unreferenced(s, [staged_epoch_prefix(pipeline_id, epoch_id)], kept,
                                    endpoint_url, dry_run)
                for _, s in sorted(by_location.items()))

@@ -99,10 +99,15 @@ class TableSpec:
         return traits(self.format).partition_dir_prefix
 
 
+def staged_epoch_prefix(pipeline_id: str, epoch_id: int) -> str:
+    """The name every staged directory of an epoch's attempts starts with."""
+    return f"ckpt-{pipeline_id}-e{epoch_id:010d}-"
+
+
 def staged_dir(pipeline_id: str, epoch_id: int, task_id: str, attempt: int) -> str:
     """Where, inside a table's location, one attempt stages its files (PROTOCOL 6.12): a
     directory the table's log references only once the epoch's commit adds its files."""
-    return f"ckpt-{pipeline_id}-e{epoch_id:010d}-{task_id}-a{attempt:04d}"
+    return f"{staged_epoch_prefix(pipeline_id, epoch_id)}{task_id}-a{attempt:04d}"
 
 
 def table_schema_json(arrow_schema: Any, spec: TableSpec) -> str:
@@ -170,7 +175,7 @@ def partition_key(spec: TableSpec, ref: FileRef) -> tuple[str | None, ...]:
 
 def is_staged_by(spec: TableSpec, ref: FileRef, pipeline_id: str, epoch_id: int) -> bool:
     """Whether ``ref`` was staged by an attempt of epoch ``epoch_id`` (not carried)."""
-    return relative_path(spec, ref).startswith(f"ckpt-{pipeline_id}-e{epoch_id:010d}-")
+    return relative_path(spec, ref).startswith(staged_epoch_prefix(pipeline_id, epoch_id))
 
 
 def diff_with_table(spec: TableSpec, app: str, epoch_id: int, files: tuple[FileRef, ...],
