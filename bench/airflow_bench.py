@@ -53,7 +53,7 @@ sys.path.insert(0, str(ROOT))
 from bench.reattach_bench import measure as measure_reattach  # noqa: E402
 from bench.spark_actions import jobs_by_tag, per_task  # noqa: E402
 from checkpointing import Coordinator, LocalStorage  # noqa: E402
-from checkpointing.stats import epoch_stats  # noqa: E402
+from checkpointing.views.stats import epoch_stats  # noqa: E402
 from spark_jobs.flights.landing import land  # noqa: E402
 from spark_jobs.runtime.connect_server import ConnectServer  # noqa: E402
 from tests.airflow_standalone import Standalone, connect_env, free_port  # noqa: E402

@@ -26,7 +26,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from checkpointing import Coordinator, LocalStorage, StateHandle  # noqa: E402
-from checkpointing.barrier import TaskPlan  # noqa: E402
+from checkpointing.protocol.barrier import TaskPlan  # noqa: E402
 from checkpointing.storage.s3 import S3Storage  # noqa: E402
 from tests.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server  # noqa: E402
 
@@ -90,7 +90,7 @@ def lookup_cost(history: int) -> dict:
 def page_refresh_requests(c: Coordinator, cache) -> int:  # noqa: ANN001
     """Storage requests of one refresh of the Epochs page: what its three routes read
     (plugins/dag_checkpoints/api.py: epochs, savepoints, lineages), one page of 50 rows."""
-    from checkpointing.listing import list_epochs
+    from checkpointing.views.listing import list_epochs
 
     c.storage.stats.reset()
     list_epochs(c, limit=50, per_task=True, cache=cache)  # GET .../epochs
@@ -107,7 +107,7 @@ def page_refresh_cost(epochs: int = 365) -> dict:
     """A year of daily epochs of a six-task plan (each task acknowledged with a file), on
     local storage (requests are counted, not timed)."""
     from checkpointing import SnapshotWriter, plan_from_edges
-    from checkpointing.summary import SummaryCache
+    from checkpointing.views.summary import SummaryCache
 
     plan = plan_from_edges({"a": [], "b": [], "c": ["a", "b"], "d": ["a"], "e": ["a"],
                             "f": ["a", "c", "d", "e"]}, {"c", "d", "e"})

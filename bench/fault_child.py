@@ -30,9 +30,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from checkpointing import CheckpointConfig, Coordinator, SnapshotWriter, open_storage  # noqa: E402
-from checkpointing.epoch_store import EpochStore  # noqa: E402
+from checkpointing.coordination.epoch_store import EpochStore  # noqa: E402
+from checkpointing.coordination.lease import RunnerLease  # noqa: E402
 from checkpointing.errors import CheckpointError  # noqa: E402
-from checkpointing.lease import RunnerLease  # noqa: E402
 from spark_jobs import runtime  # noqa: E402
 from spark_jobs.flights.pipeline import EDGES, JOBS, PLAN  # noqa: E402
 

@@ -47,8 +47,8 @@ from checkpointing import (  # noqa: E402
     StateHandle,
     open_storage,
 )
-from checkpointing.layout import Layout  # noqa: E402
-from checkpointing.task_storage import TaskStorage  # noqa: E402
+from checkpointing.protocol.layout import Layout  # noqa: E402
+from checkpointing.state.task_storage import TaskStorage  # noqa: E402
 from spark_jobs.flights.landing import land  # noqa: E402
 from spark_jobs.flights.pipeline import EDGES, JOBS, PLAN  # noqa: E402
 from spark_jobs.runtime import JobRun, run_task  # noqa: E402
@@ -281,7 +281,7 @@ def ss_at_scale(spark, work: Path, scale: int, start: int, epochs: int) -> dict[
     """The Structured Streaming comparison on data landed at ``scale`` (rows per real row),
     with where our epochs' time goes (restore and run per task, and the rest: begin,
     snapshot hashing, acknowledgements, completion and publish)."""
-    from checkpointing.stats import epoch_stats
+    from checkpointing.views.stats import epoch_stats
 
     wdir = work / f"scale{scale}"
     data = LocalStorage(wdir / "data")

@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from checkpointing import CheckpointConfig, Coordinator, SnapshotWriter, read_manifest, verify_epoch
-from checkpointing.barrier import TaskPlan
-from checkpointing.documents import decode
 from checkpointing.errors import CheckpointError
-from checkpointing.layout import Layout
+from checkpointing.protocol.barrier import TaskPlan
+from checkpointing.protocol.documents import decode
+from checkpointing.protocol.layout import Layout
 from checkpointing.storage.s3 import S3Storage
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -34,10 +34,10 @@ os.environ.setdefault("MINIO_PROMETHEUS_AUTH_TYPE", "public")  # request counter
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-import checkpointing.epoch_finisher as finisher_module  # noqa: E402
+import checkpointing.coordination.epoch_finisher as finisher_module  # noqa: E402
 from checkpointing import Coordinator, SnapshotWriter, TableSpec  # noqa: E402
-from checkpointing.barrier import TaskPlan  # noqa: E402
-from checkpointing.publish import read_manifest  # noqa: E402
+from checkpointing.protocol.barrier import TaskPlan  # noqa: E402
+from checkpointing.records.two_phase_publish import read_manifest  # noqa: E402
 from checkpointing.storage.s3 import S3Storage  # noqa: E402
 from tests.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server  # noqa: E402
 
@@ -121,7 +121,7 @@ def _read_times(storage: S3Storage, c: Coordinator, spec: TableSpec, endpoint: s
     each), and that both give the same rows."""
     from deltalake import DeltaTable
 
-    from checkpointing.delta import storage_options, table_path
+    from checkpointing.tables.delta import storage_options, table_path
 
     def by_manifest() -> pa.Table:
         m = read_manifest(storage, c.layout)

@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from checkpointing import Coordinator, LocalStorage, TableInput, TableSpec  # noqa: E402
-from checkpointing.barrier import plan_from_edges  # noqa: E402
+from checkpointing.protocol.barrier import plan_from_edges  # noqa: E402
 from spark_jobs.runtime import JobResult, Pipeline, drive_epoch  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"

@@ -167,7 +167,7 @@ def epoch_split(c: Coordinator, epoch: int, handles: dict[str, Any]
     restore = sum(h.timings.get("restore_ms", 0) for h in handles.values())
     job = sum(h.timings.get("run_ms", 0) for h in handles.values())
     sync = sum(h.timings.get("sync_ms", 0) for h in handles.values())
-    from checkpointing.documents import parse_iso
+    from checkpointing.protocol.documents import parse_iso
 
     total = (parse_iso(meta.decided_at) - parse_iso(c.barrier(epoch).created_at)) * 1000
     return {"total_ms": round(total), "restore_ms": round(restore),

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from checkpointing import Coordinator, open_storage  # noqa: E402
-from checkpointing.epoch_metadata import AbortReason  # noqa: E402
+from checkpointing.protocol.epoch_metadata import AbortReason  # noqa: E402
 from spark_jobs.runtime import run_task  # noqa: E402
 from spark_jobs.runtime.job_run import JobRun  # noqa: E402
 from spark_jobs.tpch.landing import DEFAULT_CACHE, LAST_ORDER_DAY, generate, land  # noqa: E402

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.drills import DRILL_ENV, Airflow, DrillError, worker_of  # noqa: E402
 from checkpointing import Coordinator, open_storage  # noqa: E402
-from checkpointing.attempts import scan_task  # noqa: E402
+from checkpointing.protocol.attempts import scan_task  # noqa: E402
 from scripts.cluster import celery_workers, down, up  # noqa: E402
 from spark_jobs.tpch.landing import DEFAULT_CACHE, LAST_ORDER_DAY, generate, land  # noqa: E402
 

@@ -27,11 +27,11 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from checkpointing import Coordinator  # noqa: E402
-from checkpointing.barrier import TaskPlan  # noqa: E402
-from checkpointing.incremental import SnapshotWriter  # noqa: E402
+from checkpointing.protocol.barrier import TaskPlan  # noqa: E402
+from checkpointing.state.incremental import SnapshotWriter  # noqa: E402
+from checkpointing.state.verify import verify_handles  # noqa: E402
 from checkpointing.storage.base import Storage  # noqa: E402
 from checkpointing.storage.local import LocalStorage  # noqa: E402
-from checkpointing.verify import verify_handles  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 

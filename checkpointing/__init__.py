@@ -4,24 +4,34 @@ The library imports nothing from Airflow or Spark. The on-storage format is spec
 docs/PROTOCOL.md.
 """
 
-from .acknowledgement import Acknowledgement
-from .barrier import Barrier, TaskPlan, plan_from_edges
-from .config import CheckpointConfig
-from .coordinator import AlignmentError, AttemptStart, Coordinator, RestoreMappingError
-from .documents import PROTOCOL_VERSION
-from .epoch_metadata import EpochMetadata
-from .errors import *  # noqa: F403
-from .incremental import SnapshotWriter, restore_files
-from .operations import EngineOperation
-from .publish import Manifest, read_manifest
-from .retention import run_retention
-from .savepoints import create_savepoint, delete_savepoint, list_savepoints, read_savepoint
-from .state_handle import FileRef, OutputRef, StateHandle
-from .stats import epoch_stats
-from .storage import LocalStorage, Storage, open_storage
-from .table_inputs import TableInput, TableVersion
-from .tables import TableSpec
-from .verify import verify_epoch
+from checkpointing.config import CheckpointConfig
+from checkpointing.coordination.coordinator import (
+    AlignmentError,
+    AttemptStart,
+    Coordinator,
+    RestoreMappingError,
+)
+from checkpointing.coordination.retention import run_retention
+from checkpointing.errors import *  # noqa: F403
+from checkpointing.protocol.acknowledgement import Acknowledgement
+from checkpointing.protocol.barrier import Barrier, TaskPlan, plan_from_edges
+from checkpointing.protocol.documents import PROTOCOL_VERSION
+from checkpointing.protocol.epoch_metadata import EpochMetadata
+from checkpointing.protocol.operations import EngineOperation
+from checkpointing.protocol.state_handle import FileRef, OutputRef, StateHandle
+from checkpointing.protocol.table_inputs import TableInput, TableVersion
+from checkpointing.records.savepoints import (
+    create_savepoint,
+    delete_savepoint,
+    list_savepoints,
+    read_savepoint,
+)
+from checkpointing.records.two_phase_publish import Manifest, read_manifest
+from checkpointing.state.incremental import SnapshotWriter, restore_files
+from checkpointing.state.verify import verify_epoch
+from checkpointing.storage import LocalStorage, Storage, open_storage
+from checkpointing.tables.spec import TableSpec
+from checkpointing.views.stats import epoch_stats
 
 __all__ = [
     "Acknowledgement", "AlignmentError", "AttemptStart", "Barrier", "CheckpointConfig",

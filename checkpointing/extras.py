@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import importlib
 
-from .errors import CheckpointError
+from checkpointing.errors import CheckpointError
 
 #: extra -> what it is for
 EXTRAS = {

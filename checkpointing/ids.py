@@ -2,7 +2,7 @@
 
 import re
 
-from .errors import InvalidId
+from checkpointing.errors import InvalidId
 
 # Airflow task ids in task groups contain dots ("group.task"); slashes never pass,
 # and ".." is refused so that no id can climb out of its prefix.

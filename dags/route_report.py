@@ -24,7 +24,7 @@ def route_report():
     def busiest_routes(triggering_asset_events=None) -> dict:
         from deltalake import DeltaTable
 
-        from checkpointing.delta import storage_options, table_path
+        from checkpointing.tables.delta import storage_options, table_path
 
         event = triggering_asset_events[ROUTES][-1]
         table = event.extra["table"]  # {"format": "delta", "location", "version"}

@@ -76,7 +76,7 @@ def _rewrite_links(markdown: str, page_src: str) -> str:
 def _cli_page() -> str:
     from dag_checkpoints.cli import _parser as airflow_parser
 
-    from checkpointing.cli import _parser as ckpt_parser
+    from checkpointing.ckpt import _parser as ckpt_parser
 
     out = ["# Command-line reference", "",
            "Generated from the commands' argument parsers: what `--help` prints. `ckpt` "
@@ -160,7 +160,7 @@ def on_files(files: Files, config: Any) -> Files:
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
-    from checkpointing.documents import PROTOCOL_VERSION
+    from checkpointing.protocol.documents import PROTOCOL_VERSION
 
     try:
         from importlib.metadata import version

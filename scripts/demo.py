@@ -281,8 +281,8 @@ def trigger_days(session, url: str, days: list[date], dag: str = DAG) -> list[st
 def progress(coord, session, url: str, runs: list[str] | None, dag: str = DAG) -> str:
     """A table of the epochs (with the Delta table versions each published) and a bar of
     the runs finished (``runs`` None: every run of the DAG, for one scheduled on assets)."""
-    from checkpointing.listing import list_epochs
-    from checkpointing.publish import published_tables, read_manifest
+    from checkpointing.records.two_phase_publish import published_tables, read_manifest
+    from checkpointing.views.listing import list_epochs
 
     manifest = read_manifest(coord.storage, coord.layout)
     rows = []
@@ -307,7 +307,7 @@ def progress(coord, session, url: str, runs: list[str] | None, dag: str = DAG) -
 
 def read_them(coords: list) -> str:
     """How to read the published Delta tables from outside the project."""
-    from checkpointing.publish import read_manifest
+    from checkpointing.records.two_phase_publish import read_manifest
 
     lines = []
     for coord in coords:

@@ -62,7 +62,7 @@ def reads_a_missing_file(run: JobRun) -> JobResult:
 
 def returns_a_table_version_metric(run: JobRun) -> JobResult:
     """Puts a TableVersion (not JSON) in its metrics: the job's own mistake."""
-    from checkpointing.table_inputs import TableVersion
+    from checkpointing.protocol.table_inputs import TableVersion
 
     rows = run.spark.range(3).count()
     return JobResult(row_counts={"rows": rows}, metrics={"source": {"end": TableVersion(4)}})

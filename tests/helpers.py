@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from checkpointing import Coordinator, SnapshotWriter
-from checkpointing.barrier import TaskPlan
+from checkpointing.protocol.barrier import TaskPlan
 
 DIAMOND = {"src_a": TaskPlan(), "src_b": TaskPlan(),
            "join": TaskPlan(("src_a", "src_b")), "sink": TaskPlan(("join",), True)}
@@ -31,7 +31,7 @@ def ack_task(c: Coordinator, epoch: int, task: str, attempt: int = 1,
              files: dict[str, bytes] | None = None, outputs: dict[str, bytes] | None = None,
              tmp: Path | None = None, previous=None, complete: bool = False):
     """Register, snapshot the given file contents, and acknowledge; the acknowledgement's
-    result (:class:`checkpointing.acknowledgement.AckResult`)."""
+    result (:class:`checkpointing.protocol.acknowledgement.AckResult`)."""
     c.register_attempt(epoch, task, attempt)
     w = SnapshotWriter(c.storage, c.layout, epoch, task, attempt, previous=previous)
     for name, data in (files or {}).items():

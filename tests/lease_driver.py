@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 from checkpointing import CheckpointConfig, Coordinator, LocalStorage
+from checkpointing.coordination.lease import RunnerLease
 from checkpointing.errors import CheckpointError
-from checkpointing.lease import RunnerLease
 from tests.helpers import DIAMOND, ack_task
 
 

@@ -78,14 +78,14 @@ def published(c: Coordinator, output: str) -> pd.DataFrame:
     m = read_manifest(c.storage, c.layout)
     out = m.outputs[output]
     if out.meta.get("table", {}).get("format") == "iceberg":  # pyiceberg at the snapshot
-        from checkpointing.iceberg import open_table as open_iceberg
-        from checkpointing.tables import TableSpec
+        from checkpointing.tables.iceberg import open_table as open_iceberg
+        from checkpointing.tables.spec import TableSpec
 
         return open_iceberg(TableSpec.from_json(out.meta["table"]),
                             c.storage.endpoint_url).scan(
             snapshot_id=out.meta["table_version"]).to_pandas()
     if "table" in out.meta:  # a Delta table: read by delta-rs at the epoch's version
-        from checkpointing.delta import open_table
+        from checkpointing.tables.delta import open_table
 
         return open_table(out.meta["table"]["location"],
                           c.storage.endpoint_url,

@@ -11,7 +11,7 @@ def rows_deltalake(location: str, endpoint: str | None = None,
                    version: int | None = None) -> list[tuple]:
     from deltalake import DeltaTable
 
-    from checkpointing.delta import storage_options, table_path
+    from checkpointing.tables.delta import storage_options, table_path
 
     dt = DeltaTable(table_path(location), version=version,
                     storage_options=storage_options(location, endpoint))
@@ -56,7 +56,7 @@ SPARK_EXPECTED = [("d1", "a", 1), ("d2", "b", 5), ("d3", "c", 3)]
 def spark_table_epochs(c, spec, connect_url: str, endpoint: str) -> list[tuple]:
     """Run SPARK_EPOCHS through JobRun.write_table on the Spark Connect server, complete
     each epoch, and return the published table as Spark reads it (read_published)."""
-    from checkpointing.barrier import TaskPlan
+    from checkpointing.protocol.barrier import TaskPlan
     from spark_jobs.runtime import JobResult, read_published, run_task, spark_session
 
     spark = spark_session("tables", s3=True, endpoint_url=endpoint, remote=connect_url)
@@ -88,7 +88,7 @@ def die_after_table_commit(c, epoch_id: int, endpoint: str | None) -> None:
     child = f"""
 import os, sys
 sys.path.insert(0, {str(root)!r})
-import checkpointing.epoch_finisher as finisher
+import checkpointing.coordination.epoch_finisher as finisher
 from checkpointing import Coordinator, open_storage
 finisher.publish = lambda *a, **k: os._exit(9)   # dies between the table commit and the manifest
 storage = open_storage({c.storage.uri("").rstrip("/")!r}, endpoint_url={endpoint!r})
@@ -101,7 +101,7 @@ Coordinator(storage, "p").complete({epoch_id})
 
 #: A source task and a publishing task: the plan of the table tests' epochs.
 def _plan():
-    from checkpointing.barrier import TaskPlan
+    from checkpointing.protocol.barrier import TaskPlan
 
     return {"src": TaskPlan(), "gold": TaskPlan(("src",), True)}
 

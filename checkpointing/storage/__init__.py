@@ -5,9 +5,9 @@ from __future__ import annotations
 import os
 from urllib.parse import unquote, urlparse
 
-from ..errors import StorageError
-from .base import ObjectInfo, RequestStats, Storage
-from .local import LocalStorage
+from checkpointing.errors import StorageError
+from checkpointing.storage.base import ObjectInfo, RequestStats, Storage
+from checkpointing.storage.local import LocalStorage
 
 __all__ = ["ObjectInfo", "RequestStats", "Storage", "LocalStorage", "open_storage"]
 
@@ -32,7 +32,7 @@ def open_storage(uri: str, *, endpoint_url: str | None = None,
     if parsed.scheme in ("s3", "s3a"):
         if not parsed.netloc:
             raise StorageError(f"bad storage URI {uri!r}: expected s3://bucket/prefix")
-        from .s3 import S3Storage
+        from checkpointing.storage.s3 import S3Storage
 
         endpoint = (endpoint_url or os.environ.get("AWS_ENDPOINT_URL_S3")
                     or os.environ.get("AWS_ENDPOINT_URL"))

@@ -120,7 +120,7 @@ class Storage(ABC):
 
     def read_optional(self, key: str) -> bytes | None:
         """The object's bytes, or None when it does not exist (optional documents)."""
-        from ..errors import NotFound
+        from checkpointing.errors import NotFound
 
         try:
             return self.read(key)[0]
@@ -143,7 +143,7 @@ class Storage(ABC):
         """:meth:`stamp` of each key (None when it is missing), ``parallel_checks`` at a
         time: a restore's check of thousands of unchanged files is then bounded by the
         store's latency divided by that, not multiplied by the file count."""
-        from ..errors import NotFound
+        from checkpointing.errors import NotFound
 
         def one(key: str) -> tuple[int, str] | None:
             try:
@@ -165,7 +165,7 @@ class Storage(ABC):
             return list(pool.map(fn, items))
 
     def exists(self, key: str) -> bool:
-        from ..errors import NotFound
+        from checkpointing.errors import NotFound
 
         try:
             self.head(key)

@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import quote, unquote, urlparse
 
-from ..errors import NotFound, PreconditionFailed, StorageError
-from .base import ObjectInfo, Storage
+from checkpointing.errors import NotFound, PreconditionFailed, StorageError
+from checkpointing.storage.base import ObjectInfo, Storage
 
 _TMP_DIR = ".ckpt-tmp"
 _LOCK_DIR = ".ckpt-locks"

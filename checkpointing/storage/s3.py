@@ -30,8 +30,8 @@ from botocore.exceptions import (
 )
 from botocore.loaders import create_loader
 
-from ..errors import NotFound, PreconditionFailed, StorageError
-from .base import ObjectInfo, Storage
+from checkpointing.errors import NotFound, PreconditionFailed, StorageError
+from checkpointing.storage.base import ObjectInfo, Storage
 
 _CONFLICT_RETRIES = 5  # 409 ConditionalRequestConflict: a concurrent conditional write
 #: What a call to S3 raises. ValueError: a connection cut inside a header's value leaves

@@ -23,7 +23,6 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 from checkpointing import create_savepoint
-from checkpointing.epoch_metadata import AbortReason
 from checkpointing.errors import (
     CheckpointError,
     EpochNotFound,
@@ -34,9 +33,10 @@ from checkpointing.errors import (
     StorageError,
 )
 from checkpointing.ids import ID_PATTERN
-from checkpointing.listing import list_epochs, listing_row
+from checkpointing.protocol.epoch_metadata import AbortReason
 from checkpointing.redaction import redact
-from checkpointing.stats import epoch_or_history_stats
+from checkpointing.views.listing import list_epochs, listing_row
+from checkpointing.views.stats import epoch_or_history_stats
 
 from .airflow_api import AirflowApi, AirflowApiError
 from .backfill import (
@@ -146,7 +146,7 @@ def _coordinator(dag_id: str):
 def _public_barrier(barrier: Any) -> dict[str, Any]:
     """The barrier as an answer: a table input is named by its format and table (the last
     segment of its location, or its catalog identifier), never by where it lives."""
-    from checkpointing.table_inputs import TableInput
+    from checkpointing.protocol.table_inputs import TableInput
 
     doc = barrier.to_json()
     for task in doc["plan"].values():

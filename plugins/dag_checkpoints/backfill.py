@@ -26,11 +26,11 @@ from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from checkpointing import Barrier, Coordinator, Storage, TaskPlan
-from checkpointing.barrier import plan_from_json
 from checkpointing.errors import CheckpointError
 from checkpointing.ids import validate_epoch_id, validate_id
-from checkpointing.lineages import LineageOrigin, new_origin
-from checkpointing.publish import table_versions
+from checkpointing.protocol.barrier import plan_from_json
+from checkpointing.records.backfill_lineages import LineageOrigin, new_origin
+from checkpointing.records.two_phase_publish import table_versions
 
 from .airflow_api import AirflowApi, AirflowApiError
 from .expected_inputs import expected_keys

@@ -23,7 +23,7 @@ import attr
 from openlineage.client.event_v2 import InputDataset, OutputDataset
 from openlineage.client.facet_v2 import RunFacet, dataset_version_dataset
 
-from checkpointing.state_handle import StateHandle
+from checkpointing.protocol.state_handle import StateHandle
 
 #: where the ``checkpoint`` facet's JSON schema is published (shipped with the package:
 #: dag_checkpoints/facets/CheckpointRunFacet.json)

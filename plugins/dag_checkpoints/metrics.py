@@ -1,5 +1,5 @@
 """Flink's checkpoint statistics as Airflow metrics: the coordinator's events
-(:class:`checkpointing.listener.EpochListener`) emitted through Airflow's own metrics
+(:class:`checkpointing.protocol.listener.EpochListener`) emitted through Airflow's own metrics
 facility (``airflow.sdk.observability.stats``), so that StatsD, DogStatsD and OpenTelemetry
 all work as Airflow's ``[metrics]`` configuration selects, with no setting of ours; with
 metrics off (Airflow's default) nothing is sent.
@@ -14,8 +14,8 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from checkpointing.documents import parse_iso
-from checkpointing.listener import EpochListener
+from checkpointing.protocol.documents import parse_iso
+from checkpointing.protocol.listener import EpochListener
 
 PREFIX = "dag_checkpoints"
 #: per task, the handle's timing -> its metric

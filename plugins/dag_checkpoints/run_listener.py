@@ -23,7 +23,7 @@ from typing import Any
 
 from airflow.listeners import hookimpl
 
-from checkpointing.epoch_metadata import EpochMetadata
+from checkpointing.protocol.epoch_metadata import EpochMetadata
 
 from .deployed import carried_settings
 from .runconf import BEGIN_TASK_ID

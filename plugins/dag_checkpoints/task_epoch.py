@@ -31,7 +31,7 @@ from airflow.sdk.exceptions import (
 )
 
 from checkpointing import TaskPlan
-from checkpointing.barrier import plan_table_inputs
+from checkpointing.coordination.lease import RunnerLease
 from checkpointing.errors import (
     CheckpointError,
     EpochDrivenElsewhere,
@@ -41,10 +41,10 @@ from checkpointing.errors import (
     PromotingBackfillRunning,
     StorageError,
 )
-from checkpointing.lease import RunnerLease
-from checkpointing.lineages import MAIN
+from checkpointing.protocol.barrier import plan_table_inputs
+from checkpointing.records.backfill_lineages import MAIN
 from checkpointing.redaction import redact, spellings
-from checkpointing.table_changes import event_version
+from checkpointing.tables.changes import event_version
 
 from .notifications import announce_stale
 from .runconf import BEGIN_TASK_ID, checkpoint_conf, data_interval

@@ -24,9 +24,9 @@ from datetime import timedelta
 from typing import Any
 
 from checkpointing import Barrier, Coordinator, EpochMetadata
-from checkpointing.decision import Decision
-from checkpointing.documents import parse_iso
 from checkpointing.errors import FailureBudgetExhausted
+from checkpointing.protocol.decision import Decision
+from checkpointing.protocol.documents import parse_iso
 
 from .notifications import announce
 from .runconf import checkpoint_conf

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from checkpointing import TaskPlan
-from checkpointing.barrier import plan_table_inputs
+from checkpointing.protocol.barrier import plan_table_inputs
 
 from .assets import published_assets
 from .operators import BeginEpochOperator, CommitEpochOperator, EpochTimeoutOperator

@@ -23,8 +23,8 @@ from .run_state import partition_value
 from .session import spark_session, spark_uri
 from .spark_conf import s3a_conf
 
-from checkpointing.table_inputs import TableInput  # isort: skip - re-exported for jobs
-from checkpointing.tables import TableSpec  # isort: skip - re-exported for jobs
+from checkpointing.protocol.table_inputs import TableInput  # isort: skip - re-exported for jobs
+from checkpointing.tables.spec import TableSpec  # isort: skip - re-exported for jobs
 from .table_source import TableChanges  # isort: skip
 
 __all__ = ["EXIT_DECLINED", "ConnectUnsupported", "DeclineEpoch", "SparkConnectError",

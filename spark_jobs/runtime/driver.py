@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from checkpointing import Coordinator, EpochMetadata, TaskPlan
-from checkpointing.lease import RunnerLease
+from checkpointing.coordination.lease import RunnerLease
 
 from .job_run import Job, run_task
 

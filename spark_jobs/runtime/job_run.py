@@ -29,10 +29,10 @@ from checkpointing import (
     SnapshotWriter,
     StateHandle,
 )
-from checkpointing.documents import now_iso
 from checkpointing.errors import EpochAlreadyDecided
+from checkpointing.protocol.documents import now_iso
+from checkpointing.state.task_storage import TaskStorage
 from checkpointing.storage import Storage, open_storage
-from checkpointing.task_storage import TaskStorage
 
 from .attempt_cache import attempt_caches
 from .connect import is_connect, unsupported_feature

@@ -31,9 +31,9 @@ def _read_table(spark: Any, coordinator: Coordinator, meta: dict[str, Any]):
     """A table output at the version its epoch committed: the data files the table lists
     at that version (its format's reader: Delta's log, Iceberg's snapshot), read by Spark,
     as a table input's first read is (PROTOCOL 6.14)."""
-    from checkpointing.table_changes import committed_version
-    from checkpointing.table_inputs import TableInput
-    from checkpointing.tables import TableSpec
+    from checkpointing.protocol.table_inputs import TableInput
+    from checkpointing.tables.changes import committed_version
+    from checkpointing.tables.spec import TableSpec
 
     from .table_source import read_changes
 
@@ -54,7 +54,7 @@ def table_frame(spark: Any, uris: list[str], spec: Any, schema: str):
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    from checkpointing.formats import traits
+    from checkpointing.protocol.table_formats import traits
 
     if traits(spec.format).partition_columns_in_files:
         import base64

@@ -25,8 +25,8 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-from checkpointing.documents import now_iso
-from checkpointing.operations import EngineOperation
+from checkpointing.protocol.documents import now_iso
+from checkpointing.protocol.operations import EngineOperation
 
 log = logging.getLogger("spark_jobs.runtime.reattach")
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from checkpointing.state_handle import FileRef, StateHandle
-from checkpointing.table_inputs import TableInputError, TableVersion
-from checkpointing.tables import TableSpec
+from checkpointing.protocol.state_handle import FileRef, StateHandle
+from checkpointing.protocol.table_inputs import TableInputError, TableVersion
+from checkpointing.tables.spec import TableSpec
 
 from .errors import DeclineEpoch
 from .file_source import MAX_FILE_AGE_SECONDS, NewInput, SeenIndex, new_input

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from checkpointing.storage import LocalStorage, open_storage
-from checkpointing.tables import TableSpec
+from checkpointing.tables.spec import TableSpec
 
 from .session import spark_uri
 from .spark_conf import OUTPUT_FILES_CONF
@@ -61,8 +61,8 @@ class RunOutputs:
         from pyspark.sql import functions as F
         from pyspark.sql.pandas.types import to_arrow_schema
 
-        from checkpointing.formats import traits
-        from checkpointing.tables import DELETE_COLUMN
+        from checkpointing.protocol.table_formats import traits
+        from checkpointing.tables.spec import DELETE_COLUMN
 
         if spec.mode == "merge":
             # Staged as one set of change rows, unpartitioned: the commit's merge writes

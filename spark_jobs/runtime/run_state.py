@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from checkpointing.state_handle import FileRef, StateHandle
+from checkpointing.protocol.state_handle import FileRef, StateHandle
 
 from .connect import is_connect
 from .reattach import new_operation, operation_id, reattach

@@ -14,14 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from checkpointing.table_changes import changes
-from checkpointing.table_inputs import (
+from checkpointing.protocol.table_inputs import (
     ChangeSet,
     DataFile,
     TableInput,
     TableInputError,
     TableVersion,
 )
+from checkpointing.tables.changes import changes
 
 from .session import spark_uri
 

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from checkpointing import Coordinator, StateHandle
-from checkpointing.documents import now_iso
+from checkpointing.protocol.documents import now_iso
 from checkpointing.storage import open_storage
-from checkpointing.table_commit import commit_tables
+from checkpointing.tables.commit import commit_tables
 
 from .attempt_cache import attempt_caches
 from .job_run import Job, JobRun, check_result, end_of_task, job_tag

@@ -58,8 +58,8 @@ for kw in ({{}}, {{"remote": "sc://127.0.0.1:1"}}):
 
 def test_a_table_output_without_its_library_names_the_extra(tmp_path):
     r = _run({"deltalake", "pyiceberg"}, f"""
-from checkpointing.table_commit import committer
-from checkpointing.tables import TableSpec
+from checkpointing.tables.commit import committer
+from checkpointing.tables.spec import TableSpec
 for spec in (TableSpec("file://{tmp_path}/t"),
              TableSpec("file://{tmp_path}/i", format="iceberg", name="a.b")):
     try:

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from checkpointing import Coordinator
-from checkpointing.iceberg import open_table
-from checkpointing.publish import published_tables, read_manifest
-from checkpointing.table_commit import commit_tables
-from checkpointing.tables import TableSpec, app_id
+from checkpointing.records.two_phase_publish import published_tables, read_manifest
+from checkpointing.tables.commit import commit_tables
+from checkpointing.tables.iceberg import open_table
+from checkpointing.tables.spec import TableSpec, app_id
 from tests.helpers import race
 from tests.tables_readers import (
     SPARK_EXPECTED,
@@ -134,7 +134,7 @@ def test_an_output_partitioned_otherwise_than_its_table_is_refused(env, tmp_path
     """An unpartitioned output of a table partitioned by day (its file holds two days,
     which Iceberg cannot file under one partition), and a partitioned output of an
     unpartitioned table, are refused in one line; each table stays as it was."""
-    from checkpointing.tables import TableCommitError
+    from checkpointing.tables.spec import TableCommitError
 
     c, wh, endpoint = env
     by_day = _spec(wh, "replace_partitions", ("day",))
@@ -189,7 +189,7 @@ def test_racing_commit_steps_make_one_snapshot(env, tmp_path):
 
 
 def test_backfill_promotion_is_one_snapshot(env, tmp_path):
-    from checkpointing.lineages import new_origin, record_origin
+    from checkpointing.records.backfill_lineages import new_origin, record_origin
 
     c, wh, endpoint = env
     spec = _spec(wh, "replace_partitions", ("day",))
@@ -246,8 +246,8 @@ def test_vacuum_keeps_the_snapshots_retained_epochs_and_savepoints_published(env
     from dataclasses import replace
 
     from checkpointing import create_savepoint, delete_savepoint, open_storage
-    from checkpointing.retention import run_retention
-    from checkpointing.table_retention import vacuum_tables
+    from checkpointing.coordination.retention import run_retention
+    from checkpointing.tables.cleanup import vacuum_tables
 
     c, wh, endpoint = env
     c.config = replace(c.config, retained_epochs=1)

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from checkpointing import CheckpointConfig, Coordinator
+from checkpointing.coordination.lease import RunnerLease, lease_expired
 from checkpointing.errors import PreconditionFailed, StorageError
-from checkpointing.lease import RunnerLease, lease_expired
 from checkpointing.storage import open_storage
 from checkpointing.storage.s3 import S3Storage
 from tests.helpers import DIAMOND, FakeClock
@@ -72,7 +72,7 @@ def test_stored_sha256_is_the_stores_checksum_or_none(s3_server, s3_bucket, tmp_
     import hashlib
 
     from checkpointing import SnapshotWriter
-    from checkpointing.layout import Layout
+    from checkpointing.protocol.layout import Layout
     from checkpointing.storage.s3 import S3Storage
 
     st = S3Storage(s3_bucket, "root", endpoint_url=s3_server.endpoint)

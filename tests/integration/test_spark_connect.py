@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from checkpointing import Coordinator, LocalStorage, plan_from_edges
-from checkpointing.stats import epoch_stats
 from checkpointing.storage.s3 import S3Storage
+from checkpointing.views.stats import epoch_stats
 from spark_jobs.flights.landing import land
 from spark_jobs.runtime.connect import SparkConnectError, check_versions
 from tests.airflow_standalone import free_port
@@ -268,7 +268,7 @@ def test_an_operation_the_server_no_longer_holds_runs_again(spark_connect, tmp_p
     """The record of a killed attempt names an operation the server does not hold (its
     session was released): the next attempt runs the action again, and still acknowledges
     the oracle's rows."""
-    from checkpointing.operations import EngineOperation
+    from checkpointing.protocol.operations import EngineOperation
     from tests.connect_jobs import SLOW_ROWS
 
     c = Coordinator(LocalStorage(tmp_path / "ckpt"), "connect_errors")

@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from checkpointing import Coordinator, read_manifest
+from checkpointing.state.verify import verify_epoch
 from checkpointing.storage.s3 import S3Storage
-from checkpointing.verify import verify_epoch
 from spark_jobs.flights.landing import land
 from tests import oracle
 from tests.helpers import FLIGHTS
@@ -90,7 +90,7 @@ def test_epoch_end_to_end_on_s3a(s3_server, s3_bucket, monkeypatch):
     assert carried and all(old[f.name] == f.uri for f in carried)
     assert h2.metrics["partitions_rewritten"] == ["2013-01-03"]
     # One table version per completed epoch (version 0 created the table).
-    from checkpointing.delta import open_table
+    from checkpointing.tables.delta import open_table
 
     dt = open_table(table, s3_server.endpoint)
     assert {int(h["version"]): h.get("ckpt.epoch_id") for h in dt.history()} == {

@@ -14,12 +14,12 @@ import pandas as pd
 import pytest
 
 from checkpointing import Coordinator, LocalStorage
-from checkpointing.barrier import plan_from_edges
-from checkpointing.delta import open_table, storage_options, table_path
-from checkpointing.publish import read_manifest
-from checkpointing.table_changes import changes, pin
-from checkpointing.table_inputs import TableInput, TableVersion
-from checkpointing.tables import TableSpec
+from checkpointing.protocol.barrier import plan_from_edges
+from checkpointing.protocol.table_inputs import TableInput, TableVersion
+from checkpointing.records.two_phase_publish import read_manifest
+from checkpointing.tables.changes import changes, pin
+from checkpointing.tables.delta import open_table, storage_options, table_path
+from checkpointing.tables.spec import TableSpec
 from spark_jobs.runtime import DeclineEpoch, JobResult, Pipeline, drive_epoch
 
 SCHEMA = "key string, total long, n long"
@@ -199,7 +199,7 @@ def test_a_version_its_vacuum_removed_is_named_with_the_way_forward(tmp_path):
     write(loc, None, [("b", "d1", 2)], mode="overwrite")
     DeltaTable(table_path(loc)).vacuum(retention_hours=0, enforce_retention_duration=False,
                                        dry_run=False)
-    from checkpointing.table_inputs import TableInputError
+    from checkpointing.protocol.table_inputs import TableInputError
 
     with pytest.raises(TableInputError, match="VACUUM") as exc:
         changes(TableInput(loc), v0, pin(TableInput(loc)))
@@ -213,7 +213,7 @@ def test_a_version_its_vacuum_removed_is_named_with_the_way_forward(tmp_path):
 
 def test_the_barrier_pins_every_table_input_and_an_event_version_it_cannot_see_is_refused(
         tmp_path):
-    from checkpointing.table_inputs import TableInputError
+    from checkpointing.protocol.table_inputs import TableInputError
 
     loc = f"file://{tmp_path}/up-{uuid.uuid4().hex[:6]}"
     write(loc, None, [("a", "d1", 1)])

@@ -15,10 +15,10 @@ from urllib.parse import unquote
 import pytest
 
 from checkpointing import Coordinator
-from checkpointing.delta import open_table
-from checkpointing.publish import published_tables, read_manifest
-from checkpointing.table_commit import commit_tables
-from checkpointing.tables import TableSpec, app_id
+from checkpointing.records.two_phase_publish import published_tables, read_manifest
+from checkpointing.tables.commit import commit_tables
+from checkpointing.tables.delta import open_table
+from checkpointing.tables.spec import TableSpec, app_id
 from tests.helpers import race
 from tests.tables_readers import (
     SPARK_EXPECTED,
@@ -51,7 +51,7 @@ def _versions(location: str, endpoint: str | None) -> dict[int, str]:
     """Table version -> the epoch it holds (from each commit's metadata)."""
     from deltalake import DeltaTable
 
-    from checkpointing.delta import storage_options, table_path
+    from checkpointing.tables.delta import storage_options, table_path
 
     dt = DeltaTable(table_path(location), storage_options=storage_options(location, endpoint))
     return {int(h["version"]): h.get("ckpt.epoch_id") for h in dt.history()}
@@ -143,7 +143,7 @@ def test_racing_commit_steps_make_one_version(env, tmp_path):
     assert rows_deltalake(spec.location, endpoint) == [("d1", "a", 1), ("d1", "b", 2)]
     from deltalake import DeltaTable
 
-    from checkpointing.delta import storage_options, table_path
+    from checkpointing.tables.delta import storage_options, table_path
 
     dt = DeltaTable(table_path(spec.location),
                     storage_options=storage_options(spec.location, endpoint))
@@ -185,8 +185,8 @@ def test_vacuum_keeps_the_versions_retained_epochs_and_savepoints_published(env,
     from dataclasses import replace
 
     from checkpointing import create_savepoint, delete_savepoint
-    from checkpointing.retention import run_retention
-    from checkpointing.table_retention import vacuum_tables
+    from checkpointing.coordination.retention import run_retention
+    from checkpointing.tables.cleanup import vacuum_tables
 
     c, wh, endpoint = env
     c.config = replace(c.config, retained_epochs=1)
@@ -218,7 +218,7 @@ def test_vacuum_keeps_the_versions_retained_epochs_and_savepoints_published(env,
     vacuum_tables(c, min_retention_hours=0, dry_run=True)
     assert len(_data_files(spec.location, endpoint)) == 3  # a dry run deletes nothing
     # The same through the shell: ckpt tables vacuum.
-    argv = [sys.executable, "-m", "checkpointing.cli", "--storage",
+    argv = [sys.executable, "-m", "checkpointing.ckpt", "--storage",
             c.storage.uri("").rstrip("/"), "--pipeline", "p"]
     argv += ["--endpoint-url", endpoint] if endpoint else []
     r = subprocess.run(argv + ["tables", "vacuum", "--min-retention-hours", "0"],
@@ -243,7 +243,7 @@ def test_backfill_promotion_is_one_commit_readers_never_see_a_mix(env, tmp_path)
     publishes, and it is promoted: one table commit replaces what it recomputed (the
     difference between main's table and the backfill's), while a reader polling the table
     sees main's state or the corrected one, never a mix; main then continues from it."""
-    from checkpointing.lineages import new_origin, record_origin
+    from checkpointing.records.backfill_lineages import new_origin, record_origin
 
     c, wh, endpoint = env
     spec = TableSpec(f"{wh}/by_day", "replace_partitions", ("day",))
@@ -303,7 +303,7 @@ def test_a_file_a_foreign_vacuum_deleted_is_never_committed(env, tmp_path):
     an old epoch) is refused in one line when a cleanup ignoring the retained epochs
     deleted that file, instead of a table version naming a missing file."""
     from checkpointing import open_storage
-    from checkpointing.tables import TableCommitError
+    from checkpointing.tables.spec import TableCommitError
 
     c, wh, endpoint = env
     spec = TableSpec(f"{wh}/by_day", "replace_partitions", ("day",))
@@ -322,7 +322,7 @@ def test_an_output_partitioned_otherwise_than_its_table_is_refused(env, tmp_path
     """Delta would commit an unpartitioned output's files under the table's partition
     columns, whose values readers would then see null: refused in one line, the table as
     it was."""
-    from checkpointing.tables import TableCommitError
+    from checkpointing.tables.spec import TableCommitError
 
     c, wh, endpoint = env
     by_day = TableSpec(f"{wh}/by_day", "replace_partitions", ("day",))
@@ -355,7 +355,7 @@ def test_an_epoch_with_nothing_to_write_is_recorded_at_the_version_holding_it(
     """Every completed epoch is one version carrying its transaction, also when it writes
     no row (an append of nothing, an overwrite with what is there, no partition replaced);
     the version reported (manifest, ``ckpt show --json``) is the one the log holds it in."""
-    from checkpointing.cli import run as ckpt
+    from checkpointing.ckpt import run as ckpt
 
     c, wh, endpoint = env
     spec = TableSpec(f"{wh}/{mode}", mode, ("day",) if mode == "replace_partitions" else ())

@@ -16,7 +16,7 @@ import pytest
 import requests
 
 from checkpointing import Coordinator, LocalStorage, plan_from_edges
-from checkpointing.lineages import list_origins, read_origin
+from checkpointing.records.backfill_lineages import list_origins, read_origin
 from spark_jobs.flights.pipeline import EDGES, PUBLISHING
 from tests.airflow_env import airflow, migrate
 from tests.airflow_standalone import PASSWORDS, Standalone

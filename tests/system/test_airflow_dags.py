@@ -17,7 +17,7 @@ from datetime import date
 import pytest
 
 from checkpointing import Coordinator, LocalStorage, read_manifest
-from checkpointing.stats import epoch_or_history_stats
+from checkpointing.views.stats import epoch_or_history_stats
 from spark_jobs.flights.landing import land
 from tests import oracle
 from tests.airflow_env import AIRFLOW, ROOT, airflow, airflow_env, migrate

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from checkpointing import Coordinator, LocalStorage, run_retention
-from checkpointing.history import read_failure
+from checkpointing.protocol.history import read_failure
 from tests.airflow_env import ROOT
 from tests.airflow_standalone import Standalone, connect_env
 from tests.pg import airflow_database

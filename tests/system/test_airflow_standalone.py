@@ -21,8 +21,8 @@ import pandas as pd
 import pytest
 
 from checkpointing import Coordinator, LocalStorage, read_manifest
-from checkpointing.documents import parse_iso
-from checkpointing.lineages import read_origin, read_promotion
+from checkpointing.protocol.documents import parse_iso
+from checkpointing.records.backfill_lineages import read_origin, read_promotion
 from plugins.dag_checkpoints.backfill import frontier
 from spark_jobs.flights.landing import land
 from tests import oracle
@@ -224,7 +224,7 @@ def test_backfill_of_a_fixed_job_from_a_savepoint(af):
                                  "lineage": "main", "frontier": "2013-01-02"}
     assert preview["published_now"]["frontier"] == "2013-01-03"
     # It names the table versions its publishing commit would replace (epoch 3's).
-    from checkpointing.publish import published_tables
+    from checkpointing.records.two_phase_publish import published_tables
     assert preview["published_now"]["tables"] == published_tables(
         read_manifest(c.storage, c.layout), 3) != {}
     assert preview["published_after"] == {"frontier": "2013-01-04",
@@ -288,7 +288,7 @@ def test_backfill_of_a_fixed_job_from_a_savepoint(af):
     assert (promotion.promoted, promotion.superseded) == (True, 3)
     # Each Delta table got one version per published epoch, the backfill's promotion one
     # commit, its unpublished first epoch none.
-    from checkpointing.delta import open_table
+    from checkpointing.tables.delta import open_table
     for out in ("gold_carrier_stats", "gold_route_stats", "gold_flights_enriched"):
         committed = [int(h["ckpt.epoch_id"]) for h in open_table(
             m.outputs[out].meta["table"]["location"]).history() if h.get("ckpt.epoch_id")]
@@ -456,14 +456,14 @@ def test_abort_route_and_downstream_asset_dag(af):
     # It read the Delta table at the version its event named: the version that epoch's
     # manifest history entry records.
     m = read_manifest(c.storage, c.layout)
-    from checkpointing.publish import published_tables
+    from checkpointing.records.two_phase_publish import published_tables
     assert xcom["table_version"] == published_tables(m, xcom["event_epoch_id"])[
         "gold_route_stats"], (xcom, m.history)
 
 
 def ontime_oracle(location: str, version: int) -> list[tuple]:
     """airport_ontime's table, computed by pandas over the upstream table at ``version``."""
-    from checkpointing.delta import open_table
+    from checkpointing.tables.delta import open_table
     from spark_jobs.flights.airport_ontime import ON_TIME_MINUTES, WINDOW_DAYS
 
     f = open_table(location, None, version).to_pandas(
@@ -485,7 +485,7 @@ def test_a_downstream_dag_continues_the_pipeline_from_its_table(af):
     the backfill's promotion, one replacing commit); a run killed after its snapshot is
     retried, reads the same pinned version, and its table equals pandas over the upstream
     table at that version."""
-    from checkpointing.delta import open_table
+    from checkpointing.tables.delta import open_table
 
     sa, tmp = af
     down = Coordinator(LocalStorage(tmp / "ckpt"), "airport_ontime")
@@ -531,7 +531,7 @@ def _checkpoint_keys(c: Coordinator) -> dict[str, str]:
 
 def _latest_table(c: Coordinator, output: str):
     """A gold table at its newest version (not the manifest's), read by delta-rs."""
-    from checkpointing.delta import open_table
+    from checkpointing.tables.delta import open_table
 
     location = read_manifest(c.storage, c.layout).outputs[output].meta["table"]["location"]
     return open_table(location, None).to_pandas()

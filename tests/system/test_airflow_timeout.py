@@ -17,9 +17,9 @@ from datetime import date
 import pytest
 
 from checkpointing import Coordinator, LocalStorage
-from checkpointing.alerts import read_alert
-from checkpointing.documents import parse_iso
-from checkpointing.history import read_failure
+from checkpointing.protocol.documents import parse_iso
+from checkpointing.protocol.history import read_failure
+from checkpointing.records.alerts import read_alert
 from spark_jobs.flights.landing import land
 from tests.airflow_standalone import Standalone, connect_env
 from tests.pg import airflow_database

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from checkpointing import Coordinator, LocalStorage, TableVersion
-from checkpointing.history import read_failure
+from checkpointing.protocol.history import read_failure
 from tests.airflow_env import AIRFLOW, ROOT, airflow, airflow_env, migrate
 from tests.airflow_standalone import connect_env
 from tests.sinks import WebhookSink

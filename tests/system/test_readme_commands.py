@@ -77,8 +77,8 @@ def test_jobs_md_reading_recipe_runs(tmp_path):
     import pyarrow.parquet as pq
 
     from checkpointing import Coordinator, LocalStorage, SnapshotWriter
-    from checkpointing.barrier import TaskPlan
-    from checkpointing.tables import TableSpec
+    from checkpointing.protocol.barrier import TaskPlan
+    from checkpointing.tables.spec import TableSpec
 
     c = Coordinator(LocalStorage(tmp_path / "ckpt"), "p")
     loc = f"{tmp_path}/tables/energy_daily_usage"
@@ -235,7 +235,7 @@ def test_readme_blocks_run(tmp_path, monkeypatch):
     import os
 
     from checkpointing import Coordinator, LocalStorage
-    from checkpointing.tables import TableSpec
+    from checkpointing.tables.spec import TableSpec
     from tests.tables_readers import table_epoch
 
     # The coordinator's API: one epoch begun, acknowledged by a task, completed.

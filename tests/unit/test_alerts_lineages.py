@@ -7,9 +7,14 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from checkpointing import CheckpointConfig, Coordinator, read_manifest
-from checkpointing.alerts import EpochAlert, read_alert, record_alert
 from checkpointing.errors import CheckpointError, MalformedDocument
-from checkpointing.lineages import LineageExists, new_origin, read_origin, record_origin
+from checkpointing.records.alerts import EpochAlert, read_alert, record_alert
+from checkpointing.records.backfill_lineages import (
+    LineageExists,
+    new_origin,
+    read_origin,
+    record_origin,
+)
 from tests.helpers import DIAMOND, FakeClock, ack_task, run_epoch
 
 
@@ -104,7 +109,7 @@ def test_staleness_alerts_once_per_stale_period(storage, tmp_path):
     """PROTOCOL 5.18: a lineage whose last completed epoch is older than
     ``max_epoch_age_seconds`` gets one alert, whoever checks and however often; an abort
     within the same period adds none; a newer completed epoch starts a new period."""
-    from checkpointing.staleness import CODEC
+    from checkpointing.coordination.staleness import CODEC
 
     clock = FakeClock()
     day = 86400.0

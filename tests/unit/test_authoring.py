@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from checkpointing import CheckpointConfig, Coordinator, LocalStorage, TaskPlan
-from checkpointing.coordinator import RestoreMappingError
+from checkpointing.coordination.coordinator import RestoreMappingError
 from tests.airflow_env import airflow, airflow_env
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,22 +102,52 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+#: the core's rooms, lowest first: a module imports only from its own room or a lower one
+#: (the top-level modules errors, ids, config, extras, redaction and storage/ are the
+#: ground floor; ckpt, the command line, is the roof)
+LAYERS = ("storage", "protocol", "records", "views", "tables", "state", "coordination")
+
+
+def _room(module: str) -> int:
+    parts = module.split(".")
+    if parts[0] != "checkpointing" or len(parts) < 2:
+        return -1
+    if len(parts) == 2:
+        return {"ckpt": len(LAYERS), "storage": 0}.get(parts[1], -1)
+    return LAYERS.index(parts[1]) if parts[1] in LAYERS else -1
+
+
+def test_the_core_s_rooms_import_only_downwards():
+    """checkpointing/ is a stack of subpackages; an arrow that points up (a table format
+    reaching into the coordinator, the protocol into the read side) fails here."""
+    graph = _module_graph()
+    assert _room("checkpointing.tables.delta") > _room("checkpointing.protocol.barrier")
+    up = [f"{m} -> {d}" for m, deps in graph.items() for d in deps
+          if _room(m) >= 0 and _room(d) > _room(m)]
+    assert not up, up
+    flat = sorted(f.name for f in (ROOT / "checkpointing").glob("*.py"))
+    assert len(flat) <= 8, flat
+
+
 def test_no_import_cycles():
     graph = _module_graph()
-    assert "checkpointing.epoch_store" in graph["checkpointing.coordinator"]  # the graph is real
+    # the graph is real
+    assert "checkpointing.coordination.epoch_store" in \
+        graph["checkpointing.coordination.coordinator"]
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert _cycles(graph) == []
 
 
 #: the modules allowed to name a table format: its traits, its registry, its implementation
-FORMAT_MODULES = {"checkpointing/formats.py", "checkpointing/format_registry.py",
-                  "checkpointing/delta.py", "checkpointing/iceberg.py"}
+FORMAT_MODULES = {"checkpointing/protocol/table_formats.py",
+                  "checkpointing/tables/format_registry.py",
+                  "checkpointing/tables/delta.py", "checkpointing/tables/iceberg.py"}
 
 
 def test_only_the_format_modules_name_a_format():
     """One place per table format: elsewhere a difference between formats is a trait
-    (checkpointing.formats) or the format's implementation (checkpointing.format_registry),
-    never a comparison of its name."""
+    (checkpointing.protocol.table_formats) or the format's implementation
+    (checkpointing.tables.format_registry), never a comparison of its name."""
     found = []
     for root in ("checkpointing", "spark_jobs", "plugins", "dags"):
         for f in (ROOT / root).rglob("*.py"):
@@ -153,7 +183,8 @@ def _reach_throughs(source: str) -> list[str]:
                 node.attr == "layout" or node.attr in PRIVATE and _is_coordinator(node.value)):
             found.append(f"{node.lineno}: .{node.attr}")
         elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
-                ("checkpointing.layout", "checkpointing.epoch_store", "checkpointing.attempts")):
+                ("checkpointing.protocol.layout", "checkpointing.coordination.epoch_store",
+                 "checkpointing.protocol.attempts")):
             found.append(f"{node.lineno}: import {node.module}")
     return found
 

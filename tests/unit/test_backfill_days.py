@@ -10,7 +10,7 @@ from datetime import date
 import pytest
 
 from checkpointing import Coordinator, LocalStorage
-from checkpointing.savepoints import create_savepoint
+from checkpointing.records.savepoints import create_savepoint
 from plugins.dag_checkpoints.backfill import (
     BackfillRequestError,
     data_day_of,

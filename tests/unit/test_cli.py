@@ -13,7 +13,7 @@ from checkpointing import Coordinator
 from tests.helpers import run_epoch
 from tests.s3server import ACCESS_KEY, SECRET_KEY
 
-CKPT = [sys.executable, "-m", "checkpointing.cli"]
+CKPT = [sys.executable, "-m", "checkpointing.ckpt"]
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import multiprocessing as mp
 from collections import Counter
 
 from checkpointing import CheckpointConfig, Coordinator, StateHandle, open_storage
-from checkpointing.barrier import TaskPlan
+from checkpointing.protocol.barrier import TaskPlan
 from tests.helpers import DIAMOND, race
 
 N = 16

@@ -12,9 +12,6 @@ from checkpointing import (
     StateHandle,
     read_manifest,
 )
-from checkpointing.acknowledgement import AckStatus
-from checkpointing.attempts import scan_task
-from checkpointing.barrier import TaskPlan
 from checkpointing.errors import (
     EpochAlreadyDecided,
     EpochIncomplete,
@@ -28,7 +25,10 @@ from checkpointing.errors import (
     UnknownTask,
     UnsupportedVersion,
 )
-from checkpointing.operations import EngineOperation
+from checkpointing.protocol.acknowledgement import AckStatus
+from checkpointing.protocol.attempts import scan_task
+from checkpointing.protocol.barrier import TaskPlan
+from checkpointing.protocol.operations import EngineOperation
 from tests.helpers import DIAMOND, FakeClock, ack_task, race, run_epoch
 
 
@@ -196,7 +196,7 @@ def test_racing_stale_ack_is_never_effective(storage, tmp_path):
     b = c.begin_epoch(plan, "r")
     c.register_attempt(b.epoch_id, "t", 1)
     c.register_attempt(b.epoch_id, "t", 2)
-    from checkpointing.acknowledgement import Acknowledgement
+    from checkpointing.protocol.acknowledgement import Acknowledgement
     zombie = Acknowledgement("t", 1, "2013-01-01T00:00:00.000Z", StateHandle("t", b.epoch_id, 1))
     storage.create(c.layout.attempt_object(b.epoch_id, "t", 1, "ack"), zombie.to_bytes())
     assert c.try_complete(b.epoch_id) is None  # attempt 2 has not acked
@@ -379,7 +379,7 @@ def test_burned_id_is_never_reused_and_expires(storage, tmp_path):
     # Allocate an id, then "crash" before writing the barrier.
     from dataclasses import replace
 
-    from checkpointing.registry import OpenEpoch
+    from checkpointing.protocol.registry import OpenEpoch
 
     def burn(reg):
         e = OpenEpoch(reg.last_epoch_id + 1, "main", "2023-11-14T22:13:20.000Z",

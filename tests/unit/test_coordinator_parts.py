@@ -11,8 +11,11 @@ from dataclasses import replace
 import pytest
 
 from checkpointing import CheckpointConfig, Coordinator
-from checkpointing.documents import now_iso
-from checkpointing.epoch_store import EpochStore
+from checkpointing.coordination.epoch_store import EpochStore
+from checkpointing.coordination.failure_manager import FailureManager
+from checkpointing.coordination.parent_selector import ParentSelector
+from checkpointing.coordination.promotion import PromotionRule
+from checkpointing.coordination.request_decider import RequestDecider
 from checkpointing.errors import (
     FailureBudgetExhausted,
     MinPauseNotElapsed,
@@ -20,13 +23,10 @@ from checkpointing.errors import (
     PromotingBackfillRunning,
     TooManyConcurrentEpochs,
 )
-from checkpointing.failure_manager import FailureManager
-from checkpointing.layout import Layout
-from checkpointing.lineages import new_origin, record_origin
-from checkpointing.parent_selector import ParentSelector
-from checkpointing.promotion import PromotionRule
-from checkpointing.registry import LineageState, OpenEpoch, Registry
-from checkpointing.request_decider import RequestDecider
+from checkpointing.protocol.documents import now_iso
+from checkpointing.protocol.layout import Layout
+from checkpointing.protocol.registry import LineageState, OpenEpoch, Registry
+from checkpointing.records.backfill_lineages import new_origin, record_origin
 from tests.helpers import DIAMOND, FakeClock, run_epoch
 
 T0 = 1_700_000_000.0

@@ -18,6 +18,7 @@ from checkpointing import (
     StateHandle,
     run_retention,
 )
+from checkpointing.coordination.lease import RunnerLease
 from checkpointing.errors import (
     EpochAlreadyDecided,
     EpochNotFound,
@@ -25,8 +26,7 @@ from checkpointing.errors import (
     MalformedDocument,
     PipelineOwnedElsewhere,
 )
-from checkpointing.history import prune_history
-from checkpointing.lease import RunnerLease
+from checkpointing.protocol.history import prune_history
 from tests.helpers import DIAMOND, ack_task, run_epoch
 
 

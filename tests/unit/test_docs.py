@@ -91,7 +91,7 @@ def test_the_site_builds_strictly_with_the_pages_generated_from_the_code(tmp_pat
     import subprocess
     import sys
 
-    from checkpointing.cli import COMMANDS
+    from checkpointing.ckpt import COMMANDS
 
     site = tmp_path / "site"
     r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d",
@@ -182,7 +182,7 @@ def test_the_reference_names_every_setting_and_every_ckpt_option():
     from dag_checkpoints import AlertSettings, CheckpointSettings
 
     from checkpointing import CheckpointConfig
-    from checkpointing.cli import _parser
+    from checkpointing.ckpt import _parser
 
     text = (ROOT / "docs" / "reference.md").read_text()
     rows = set(re.findall(r"^\| `([a-z_.]+)` \|", text, re.M))

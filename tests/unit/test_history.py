@@ -18,13 +18,13 @@ from checkpointing import (
     run_retention,
     verify_epoch,
 )
-from checkpointing.alerts import EpochAlert, read_alert, record_alert
-from checkpointing.history import history_ids, read_failure
-from checkpointing.listing import list_epochs
-from checkpointing.summary import SummaryCache
+from checkpointing.protocol.history import history_ids, read_failure
+from checkpointing.records.alerts import EpochAlert, read_alert, record_alert
+from checkpointing.views.listing import list_epochs
+from checkpointing.views.summary import SummaryCache
 from tests.helpers import DIAMOND, ack_task, run_epoch
 
-CKPT = [sys.executable, "-m", "checkpointing.cli"]
+CKPT = [sys.executable, "-m", "checkpointing.ckpt"]
 
 
 def ckpt(storage, *args):
@@ -164,8 +164,8 @@ def test_an_old_epoch_shows_its_pins_reads_and_metrics_after_retention(storage, 
     import pyarrow as pa
     from deltalake import write_deltalake
 
-    from checkpointing.barrier import TaskPlan
-    from checkpointing.table_inputs import TableInput
+    from checkpointing.protocol.barrier import TaskPlan
+    from checkpointing.protocol.table_inputs import TableInput
 
     upstream = tmp_path / "orders"
     plan = {"gold": TaskPlan((), False, {"orders": TableInput(f"file://{upstream}")})}

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from checkpointing import CheckpointConfig, Coordinator, LocalStorage
+from checkpointing.coordination.lease import RunnerLease, lease_expired
 from checkpointing.errors import TooManyConcurrentEpochs
-from checkpointing.lease import RunnerLease, lease_expired
 from tests.helpers import DIAMOND, FakeClock
 
 ROOT = Path(__file__).resolve().parents[2]

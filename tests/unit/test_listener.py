@@ -1,4 +1,4 @@
-"""The coordinator's listener (checkpointing/listener.py), what Airflow metrics are emitted
+"""The coordinator's listener (checkpointing/protocol/listener.py), what Airflow metrics are emitted
 from: each event reported once, by the process whose write it is; a listener that fails
 never fails the protocol and is logged once."""
 
@@ -10,7 +10,7 @@ import pytest
 
 from checkpointing import Coordinator, LocalStorage, StateHandle
 from checkpointing.errors import EpochAlreadyDecided, StaleAttempt
-from checkpointing.listener import EpochListener
+from checkpointing.protocol.listener import EpochListener
 from tests.helpers import DIAMOND, ack_task, race
 
 
@@ -66,11 +66,11 @@ def test_a_failing_listener_never_fails_the_protocol(tmp_path, caplog):
         epoch_began = task_acknowledged = epoch_decided = _down  # type: ignore[assignment]
 
     c = Coordinator(LocalStorage(tmp_path / "ckpt"), "p", listener=Broken())
-    with caplog.at_level(logging.WARNING, logger="checkpointing.listener"):
+    with caplog.at_level(logging.WARNING, logger="checkpointing.protocol.listener"):
         b = c.begin_epoch(DIAMOND, "r1")
         for task in DIAMOND:
             ack_task(c, b.epoch_id, task, tmp=tmp_path)
         assert c.complete(b.epoch_id).completed
-    warnings = [r for r in caplog.records if r.name == "checkpointing.listener"]
+    warnings = [r for r in caplog.records if r.name == "checkpointing.protocol.listener"]
     assert len(warnings) == 1 and "the metrics backend is down" in warnings[0].getMessage()
 

@@ -16,14 +16,14 @@ import pyarrow.parquet as pq
 import pytest
 
 from checkpointing import Coordinator, LocalStorage, SnapshotWriter
-from checkpointing.barrier import TaskPlan
-from checkpointing.delta import open_table
-from checkpointing.publish import read_manifest
+from checkpointing.protocol.barrier import TaskPlan
+from checkpointing.protocol.table_inputs import TableInput, TableVersion
+from checkpointing.records.two_phase_publish import read_manifest
 from checkpointing.storage import open_storage
-from checkpointing.table_changes import changes, pin
-from checkpointing.table_commit import commit_tables
-from checkpointing.table_inputs import TableInput, TableVersion
-from checkpointing.tables import DELETE_COLUMN, TableSpec, app_id
+from checkpointing.tables.changes import changes, pin
+from checkpointing.tables.commit import commit_tables
+from checkpointing.tables.delta import open_table
+from checkpointing.tables.spec import DELETE_COLUMN, TableSpec, app_id
 from tests.helpers import race
 from tests.tables_readers import die_after_table_commit, rows_duckdb
 
@@ -134,7 +134,7 @@ def test_a_killed_or_raced_merge_commits_once(env, tmp_path):
 
 
 def test_an_iceberg_merge_upserts_and_deletes_by_key(tmp_path, monkeypatch):
-    from checkpointing.iceberg import open_table as open_iceberg
+    from checkpointing.tables.iceberg import open_table as open_iceberg
 
     monkeypatch.setenv("PYICEBERG_CATALOG__M__TYPE", "sql")
     monkeypatch.setenv("PYICEBERG_CATALOG__M__URI", f"sqlite:///{tmp_path}/cat.db")
@@ -196,7 +196,7 @@ def test_no_staged_file_outlives_its_epoch_unless_a_table_references_it(tmp_path
     directory (its commits rewrote the rows), the append table those of its committed
     epochs only; VACUUM's dry run accounts for every file no version references."""
     from checkpointing import run_retention
-    from checkpointing.table_retention import vacuum_tables
+    from checkpointing.tables.cleanup import vacuum_tables
 
     c = Coordinator(LocalStorage(tmp_path / "ckpt"), "p")
     merge = TableSpec(f"file://{tmp_path}/wh/silver", "merge", keys=("key",))

@@ -114,7 +114,7 @@ def test_an_unchecked_run_writes_only_its_scratch_and_clears_earlier_ones(tmp_pa
     """Runs with checkpointing disabled keep their files under <pipeline>/unchecked/<run>/;
     the next such run's begin deletes the earlier runs' and nothing else."""
     from checkpointing import Coordinator, LocalStorage
-    from checkpointing.unchecked import UncheckedLayout, run_key
+    from checkpointing.state.unchecked_runs import UncheckedLayout, run_key
 
     st = LocalStorage(tmp_path)
     old, new = UncheckedLayout("p", run=run_key("r1")), UncheckedLayout("p", run=run_key("r2"))
@@ -356,7 +356,7 @@ def test_watchdog_aborts_an_overdue_epoch_from_the_triggerer(tmp_path):
     from airflow.triggers.base import TaskSkippedEvent, TriggerEvent
     from dag_checkpoints.triggers import EpochDeadlineTrigger
 
-    from checkpointing.alerts import read_alert
+    from checkpointing.records.alerts import read_alert
     from tests.helpers import DIAMOND, ack_task
 
     def first_event(tolerable: int, root: Path):
@@ -413,8 +413,8 @@ def test_deadline_alert_expires_the_epoch_at_its_own_deadline(tmp_path):
 
     from dag_checkpoints.timeouts import deadline_missed
 
-    from checkpointing.alerts import read_alert
-    from checkpointing.documents import parse_iso
+    from checkpointing.protocol.documents import parse_iso
+    from checkpointing.records.alerts import read_alert
     from tests.helpers import DIAMOND, ack_task
 
     for complete in (False, True):
@@ -455,7 +455,7 @@ def test_watchdog_enforces_the_deadline_while_airflow_does_not_answer(tmp_path, 
     from airflow.triggers.base import TaskSkippedEvent
     from dag_checkpoints.triggers import epoch_deadline
 
-    from checkpointing.documents import parse_iso
+    from checkpointing.protocol.documents import parse_iso
 
     asked: list[str] = []
 
@@ -750,7 +750,7 @@ def test_an_epochs_answer_names_its_table_inputs_without_their_location(tmp_path
     from deltalake import write_deltalake
 
     from checkpointing import Coordinator, LocalStorage, TableInput
-    from checkpointing.barrier import plan_from_edges
+    from checkpointing.protocol.barrier import plan_from_edges
     from plugins.dag_checkpoints.api import _public_barrier
 
     location = f"file://{tmp_path}/lake/gold_flights_enriched"
@@ -989,7 +989,7 @@ def test_a_run_that_ended_has_its_pending_epochs_cancelled_by_the_listener(tmp_p
     )
 
     from checkpointing import Coordinator
-    from checkpointing.barrier import TaskPlan
+    from checkpointing.protocol.barrier import TaskPlan
     from checkpointing.storage import LocalStorage
 
     class Plain(BaseOperator):

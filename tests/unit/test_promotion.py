@@ -9,7 +9,7 @@ import pytest
 
 from checkpointing import CheckpointConfig, Coordinator
 from checkpointing.errors import PromotingBackfillRunning
-from checkpointing.lineages import new_origin, read_promotion, record_origin
+from checkpointing.records.backfill_lineages import new_origin, read_promotion, record_origin
 from tests.helpers import DIAMOND, FakeClock, run_epoch
 
 

@@ -26,13 +26,13 @@ from checkpointing import (
     read_manifest,
     run_retention,
 )
-from checkpointing.attempts import scan_task
-from checkpointing.barrier import TaskPlan
 from checkpointing.errors import (
     EpochAlreadyDecided,
     PolicyViolation,
     StaleAttempt,
 )
+from checkpointing.protocol.attempts import scan_task
+from checkpointing.protocol.barrier import TaskPlan
 from tests.helpers import FakeClock
 
 PLAN = {"a": TaskPlan(), "b": TaskPlan(("a",), True)}

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from checkpointing.documents import PROTOCOL_VERSION
-from checkpointing.layout import Layout
+from checkpointing.protocol.documents import PROTOCOL_VERSION
+from checkpointing.protocol.layout import Layout
 
 SPEC = Path(__file__).resolve().parents[2] / "docs" / "PROTOCOL.md"
 SHA = "ab" + "0" * 62
@@ -79,7 +79,7 @@ def test_the_epoch_summary_fields_are_the_specs():
     """5.7 lists the summary's fields: every field of the statistics the code writes."""
     from dataclasses import fields
 
-    from checkpointing.stats import EpochStats, TaskStats
+    from checkpointing.views.stats import EpochStats, TaskStats
 
     text = SPEC.read_text()
     section = text[text.index("### 5.7"):text.index("### 5.8")]
@@ -126,11 +126,16 @@ def written_documents(tmp_path: Path) -> dict[str, list[dict]]:
         create_savepoint,
         plan_from_edges,
     )
-    from checkpointing.alerts import EpochAlert, record_alert
-    from checkpointing.lease import RunnerLease
-    from checkpointing.lineages import Promotion, new_origin, record_origin, record_promotion
-    from checkpointing.listing import list_epochs
-    from checkpointing.operations import EngineOperation
+    from checkpointing.coordination.lease import RunnerLease
+    from checkpointing.protocol.operations import EngineOperation
+    from checkpointing.records.alerts import EpochAlert, record_alert
+    from checkpointing.records.backfill_lineages import (
+        Promotion,
+        new_origin,
+        record_origin,
+        record_promotion,
+    )
+    from checkpointing.views.listing import list_epochs
     from tests.helpers import ack_task
 
     root = tmp_path / "ckpt"
@@ -177,19 +182,19 @@ def written_documents(tmp_path: Path) -> dict[str, list[dict]]:
 def decoders(tmp_path: Path) -> dict[str, Callable[[bytes], object]]:
     """The library's reader of each document that readers parse (the others are listed)."""
     from checkpointing import LocalStorage
-    from checkpointing.acknowledgement import Acknowledgement
-    from checkpointing.alerts import EpochAlert
-    from checkpointing.barrier import Barrier
-    from checkpointing.epoch_metadata import EpochMetadata
-    from checkpointing.history import FailureRecord
-    from checkpointing.lease import lease_ttl
-    from checkpointing.lineages import LineageOrigin, Promotion
-    from checkpointing.operations import OPERATION
-    from checkpointing.publish import Manifest
-    from checkpointing.registry import Registry
-    from checkpointing.savepoints import read_savepoint
-    from checkpointing.staleness import CODEC as STALE
-    from checkpointing.summary import decode_summary
+    from checkpointing.coordination.lease import lease_ttl
+    from checkpointing.coordination.staleness import CODEC as STALE
+    from checkpointing.protocol.acknowledgement import Acknowledgement
+    from checkpointing.protocol.barrier import Barrier
+    from checkpointing.protocol.epoch_metadata import EpochMetadata
+    from checkpointing.protocol.history import FailureRecord
+    from checkpointing.protocol.operations import OPERATION
+    from checkpointing.protocol.registry import Registry
+    from checkpointing.records.alerts import EpochAlert
+    from checkpointing.records.backfill_lineages import LineageOrigin, Promotion
+    from checkpointing.records.savepoints import read_savepoint
+    from checkpointing.records.two_phase_publish import Manifest
+    from checkpointing.views.summary import decode_summary
 
     st = LocalStorage(tmp_path / "decode")
 
@@ -260,12 +265,12 @@ def test_one_codec_per_document_and_errors_name_the_document(tmp_path):
     import pkgutil
 
     import checkpointing
-    from checkpointing.codec import Codec
     from checkpointing.errors import MalformedDocument
+    from checkpointing.protocol.codec import Codec
 
     codecs: dict[str, list[Codec]] = {}
-    for mod in pkgutil.iter_modules(checkpointing.__path__):
-        m = importlib.import_module(f"checkpointing.{mod.name}")
+    for mod in pkgutil.walk_packages(checkpointing.__path__, "checkpointing."):
+        m = importlib.import_module(mod.name)
         for value in vars(m).values():
             if isinstance(value, Codec) and value not in codecs.get(value.format, []):
                 codecs.setdefault(value.format, []).append(value)

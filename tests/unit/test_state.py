@@ -18,8 +18,8 @@ from checkpointing import (
     run_retention,
     verify_epoch,
 )
-from checkpointing.barrier import TaskPlan
 from checkpointing.errors import IntegrityError, SavepointExists, SavepointNotFound
+from checkpointing.protocol.barrier import TaskPlan
 from tests.helpers import DIAMOND, ack_task, run_epoch
 
 ONE = {"t": TaskPlan(publishes=True)}
@@ -88,7 +88,7 @@ def test_outputs_invisible_until_epoch_completes_and_publish_is_idempotent(stora
     assert m.epoch_id == 2
     f = m.outputs["gold"].files[0]
     assert storage.read(storage.key_for_uri(f.uri))[0] == b"v2"
-    from checkpointing.publish import publish
+    from checkpointing.records.two_phase_publish import publish
     again = publish(storage, c.layout, 1, "main", {}, 0.0)  # an old epoch, late
     assert again.epoch_id == 2 and read_manifest(storage, c.layout).epoch_id == 2
 
@@ -205,7 +205,7 @@ def test_corrupt_latest_epoch_falls_back_to_an_older_one(storage, tmp_path):
 def _count_checks(storage, monkeypatch) -> tuple[list[str], list[str]]:
     """(names of the files a verification downloads and hashes, keys it matches by the
     store's own checksum), filled as begins verify."""
-    import checkpointing.verify as verify
+    import checkpointing.state.verify as verify
 
     hashed: list[str] = []
     real = verify.download_verified
@@ -232,8 +232,8 @@ def test_restore_verification_hashes_only_what_changed_since_its_record(storage,
     them either). On S3 the new file is not downloaded either: the SHA-256 S3 kept at its
     upload is compared (1.15). A recorded file rewritten with other bytes of the same size
     is still caught: its stamp changed, and its checksum (none, or the new bytes')."""
+    import checkpointing.state.verify as verify
     import checkpointing.storage.local as local
-    import checkpointing.verify as verify
 
     hashed, by_store = _count_checks(storage, monkeypatch)
     md5_read: list[object] = []
@@ -281,7 +281,7 @@ def test_a_record_of_etags_is_hashed_once_then_stamped(storage, tmp_path, monkey
     hashes only the new file."""
     import json
 
-    import checkpointing.verify as verify
+    import checkpointing.state.verify as verify
 
     hashed, by_store = _count_checks(storage, monkeypatch)
     c = Coordinator(storage, "p", config=CheckpointConfig(retained_epochs=10))
@@ -319,8 +319,8 @@ def test_verification_checks_files_in_parallel_and_names_each_problem(storage, t
     named, in the handle's order, while the good ones still verify."""
     import threading
 
-    import checkpointing.verify as verify
-    from checkpointing.verify import verify_handles
+    import checkpointing.state.verify as verify
+    from checkpointing.state.verify import verify_handles
 
     monkeypatch.setattr(storage, "parallel_checks", 4)
     in_flight, peak, lock = [0], [0], threading.Lock()
@@ -370,8 +370,8 @@ def test_verify_restore_off_keeps_the_latest_parent(storage, tmp_path):
 def test_publish_follows_the_lineage_rule(storage):
     """Forward-only within a lineage; an epoch of another lineage publishes whatever its id
     (a pending main epoch that completes after a backfill lineage published)."""
-    from checkpointing.publish import publish
-    from checkpointing.state_handle import OutputRef
+    from checkpointing.protocol.state_handle import OutputRef
+    from checkpointing.records.two_phase_publish import publish
 
     c = Coordinator(storage, "p")
     out = {"gold": OutputRef((), 0, {})}

@@ -5,10 +5,10 @@ instead of them by later listings, ignored when malformed, deleted with its epoc
 from __future__ import annotations
 
 from checkpointing import Coordinator
-from checkpointing.listing import list_epochs
-from checkpointing.retention import run_retention
-from checkpointing.stats import epoch_stats
-from checkpointing.summary import SummaryCache, read_summary
+from checkpointing.coordination.retention import run_retention
+from checkpointing.views.listing import list_epochs
+from checkpointing.views.stats import epoch_stats
+from checkpointing.views.summary import SummaryCache, read_summary
 from tests.helpers import DIAMOND, run_epoch
 
 

@@ -8,8 +8,8 @@ import pandas as pd
 from deltalake import write_deltalake
 
 from checkpointing import Coordinator, LocalStorage, TableInput, TaskPlan
-from checkpointing.table_changes import pin
-from checkpointing.table_inputs import TableVersion
+from checkpointing.protocol.table_inputs import TableVersion
+from checkpointing.tables.changes import pin
 from tests.helpers import run_epoch
 
 

@@ -17,9 +17,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from checkpointing import Barrier, Coordinator, EpochMetadata
-from checkpointing.alerts import EpochAlert
+from checkpointing.coordination.staleness import StaleAlert
 from checkpointing.errors import CheckpointError
-from checkpointing.staleness import StaleAlert
+from checkpointing.records.alerts import EpochAlert
 
 log = logging.getLogger("dag_checkpoints.notifications")
 

@@ -19,13 +19,13 @@ from airflow.sdk.exceptions import (
 )
 
 from checkpointing import TaskPlan, run_retention
-from checkpointing.barrier import plan_to_json
-from checkpointing.epoch_metadata import AbortReason
 from checkpointing.errors import (
     CheckpointError,
     EpochNotFound,
     FailureBudgetExhausted,
 )
+from checkpointing.protocol.barrier import plan_to_json
+from checkpointing.protocol.epoch_metadata import AbortReason
 from checkpointing.redaction import redact
 
 from ..notifications import announce

@@ -9,7 +9,7 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 
 from checkpointing import Coordinator
-from checkpointing.decision import Decision
+from checkpointing.protocol.decision import Decision
 
 from ..runconf import checkpointing_enabled, foreground_test_run
 from ..settings import CheckpointSettings

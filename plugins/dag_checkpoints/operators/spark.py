@@ -119,7 +119,7 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
                  table_inputs: dict[str, Any] | None = None, expects: Sequence[str] = (),
                  input_grace: timedelta | float = 0, **kwargs: Any):
         super().__init__(**kwargs)
-        from checkpointing.table_inputs import TableInput, validate_inputs
+        from checkpointing.protocol.table_inputs import TableInput, validate_inputs
         from spark_jobs.runtime import job_reference
 
         # A string: workers import it, nothing is pickled. A TaskFlow function keeps its

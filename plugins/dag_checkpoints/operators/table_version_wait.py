@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from checkpointing.errors import CheckpointError
-from checkpointing.table_changes import pin
+from checkpointing.tables.changes import pin
 
 from ..task_epoch import run_lineage
 from ..triggers.expected_input import MAX_POLL_SECONDS, TableVersionTrigger

@@ -7,8 +7,8 @@ import asyncio
 import logging
 
 from checkpointing import Coordinator
-from checkpointing.decision import Decision
 from checkpointing.errors import CheckpointError, MalformedDocument
+from checkpointing.protocol.decision import Decision
 
 #: The longest a trigger waits between two reads of the decision.
 MAX_POLL_SECONDS = 30.0

@@ -20,9 +20,9 @@ from airflow.triggers.base import (
 )
 
 from checkpointing import Coordinator
-from checkpointing.decision import Decision
-from checkpointing.documents import parse_iso
 from checkpointing.errors import MalformedDocument
+from checkpointing.protocol.decision import Decision
+from checkpointing.protocol.documents import parse_iso
 
 from ..settings import CheckpointSettings
 from ..timeouts import expire_epoch, watchdog_outcome

@@ -11,8 +11,8 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from checkpointing.errors import CheckpointError
-from checkpointing.table_changes import pin
-from checkpointing.table_expectations import AwaitedVersion
+from checkpointing.tables.changes import pin
+from checkpointing.tables.expectations import AwaitedVersion
 
 from ..expected_inputs import missing_keys
 from ..settings import CheckpointSettings
@@ -78,7 +78,7 @@ class ExpectedInputTrigger(_DeadlineTrigger):
 
 class TableVersionTrigger(_DeadlineTrigger):
     """Fires ``{"status": "landed"}`` once every awaited table input (serialized
-    :class:`~checkpointing.table_expectations.AwaitedVersion`) has a version newer than the
+    :class:`~checkpointing.tables.expectations.AwaitedVersion`) has a version newer than the
     one its parent epoch read, or ``{"status": "missing", "lines": [...]}`` when
     ``deadline`` (epoch seconds) passes first. Each look reads the tables' logs (their
     newest version), in a worker thread of the event loop."""

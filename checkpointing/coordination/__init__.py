@@ -1,0 +1,3 @@
+"""The checkpoint coordinator (Flink's CheckpointCoordinator) and the collaborators it
+delegates its rules to.
+"""

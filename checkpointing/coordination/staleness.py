@@ -1,0 +1,93 @@
+"""The staleness alert: a lineage whose last completed epoch is older than the configured
+``max_epoch_age_seconds`` (Flink's users alert on ``lastCheckpointAge``). One record per
+stale period, create-once at ``lineages/<lineage>/stale-after-<epoch>.json`` keyed by that
+last completed epoch (PROTOCOL 5.18, 1.13), so that however many processes notice (every
+abort, every begin), exactly one alerts; a newer completed epoch ends the period, and the
+next stale one has a key of its own."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from checkpointing.errors import PreconditionFailed
+from checkpointing.protocol.codec import Codec
+from checkpointing.protocol.documents import now_iso, writer_identity
+from checkpointing.protocol.layout import Layout
+from checkpointing.storage import Storage
+
+
+@dataclass(frozen=True)
+class StaleAlert:
+    """What a staleness alert says: which lineage, its last completed epoch and its age."""
+
+    pipeline_id: str
+    lineage: str
+    last_epoch_id: int
+    last_completed_at: str
+    age_seconds: float
+    max_age_seconds: float
+    detected_at: str
+
+    @property
+    def title(self) -> str:
+        return (f"no checkpoint epoch of {self.pipeline_id} completed for "
+                f"{_duration(self.age_seconds)}")
+
+    def message(self) -> str:
+        """One line: the title, the last completed epoch, the configured age."""
+        line = "" if self.lineage == "main" else f" (lineage {self.lineage})"
+        return (f"{self.title}{line}: the last completed epoch is {self.last_epoch_id}, "
+                f"decided at {self.last_completed_at}; alert age "
+                f"{_duration(self.max_age_seconds)}")
+
+    def to_json(self) -> dict[str, Any]:
+        return {"pipeline_id": self.pipeline_id, "lineage": self.lineage,
+                "last_epoch_id": self.last_epoch_id,
+                "last_completed_at": self.last_completed_at,
+                "age_seconds": round(self.age_seconds, 3),
+                "max_age_seconds": self.max_age_seconds, "detected_at": self.detected_at,
+                "message": self.message()}
+
+    def document(self) -> dict[str, Any]:
+        return {**self.to_json(), "writer": writer_identity()}
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 2 * 86400:
+        return f"{seconds / 86400:.1f} days"
+    if seconds >= 2 * 3600:
+        return f"{seconds / 3600:.1f} hours"
+    return f"{seconds / 60:.0f} minutes"
+
+
+def _build(d: dict[str, Any], key: str) -> StaleAlert:
+    return StaleAlert(str(d["pipeline_id"]), str(d["lineage"]), int(d["last_epoch_id"]),
+                      str(d["last_completed_at"]), float(d["age_seconds"]),
+                      float(d["max_age_seconds"]), str(d["detected_at"]))
+
+
+CODEC = Codec("ckpt.stale-alert", "staleness alert",
+              ("pipeline_id", "lineage", "last_epoch_id", "last_completed_at", "age_seconds",
+               "max_age_seconds", "detected_at"), _build)
+
+
+def stale(pipeline_id: str, lineage: str, last_epoch_id: int, last_completed_at: str,
+          decided_ts: float, now: float, max_age: float) -> StaleAlert | None:
+    """The alert due when the last completed epoch is older than ``max_age`` at ``now``;
+    None when it is not."""
+    if now - decided_ts <= max_age:
+        return None
+    return StaleAlert(pipeline_id, lineage, last_epoch_id, last_completed_at,
+                      now - decided_ts, max_age, now_iso(now))
+
+
+def record_stale_alert(storage: Storage, layout: Layout, alert: StaleAlert) -> bool:
+    """Write the stale period's record; True when this call wrote it (deliver the alert),
+    False when another process already had (stay quiet)."""
+    try:
+        storage.create(layout.stale_alert(alert.lineage, alert.last_epoch_id),
+                       CODEC.encode(alert.document()))
+    except PreconditionFailed:
+        return False
+    return True

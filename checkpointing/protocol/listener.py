@@ -1,0 +1,87 @@
+"""What the coordinator tells the world as epochs happen (Flink's ``CheckpointStatsTracker``
+callbacks): a collaborator the coordinator is given, so that metrics (the Airflow provider
+emits them through Airflow's own StatsD/OpenTelemetry facility) never live in the core.
+
+Every callback is made by the process whose write it reports (the acknowledging task, the
+process whose decision won), once per event. A listener must never fail or slow the
+protocol: :class:`SafeListener` wraps one, drops its exceptions and logs the first of them.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger("checkpointing.protocol.listener")
+
+
+@dataclass(frozen=True)
+class TableCommitted:
+    """One table output committed (or found committed) when its epoch published."""
+
+    output: str
+    version: int
+    committed: bool
+    seconds: float
+
+
+class EpochListener:
+    """The callbacks, all no-ops: subclass and override what you report."""
+
+    def epoch_began(self, barrier: Any) -> None:
+        """An epoch's barrier was written (its ``restore_fallback`` lists the completed
+        epochs skipped as parent because their files failed verification)."""
+
+    def task_acknowledged(self, barrier: Any, ack: Any) -> None:
+        """A task's acknowledgement was stored (not a duplicate): ``ack.state_handle``
+        holds its timings, sizes and where it restored from."""
+
+    def ack_refused(self, epoch_id: int, task_id: str, why: str) -> None:
+        """A late or stale acknowledgement was refused (the epoch decided, a newer
+        attempt exists)."""
+
+    def epoch_decided(self, meta: Any, barrier: Any, handles: dict[str, Any],
+                      last_completed_at: str | None) -> None:
+        """This process decided the epoch (completed or aborted). ``handles``: the
+        acknowledged tasks' state handles; ``last_completed_at``: when the lineage's
+        previous completed epoch was decided (None: never), for its age."""
+
+    def tables_committed(self, meta: Any, barrier: Any,
+                         tables: list[TableCommitted]) -> None:
+        """The completed epoch's table outputs were committed (phase two)."""
+
+
+class SafeListener(EpochListener):
+    """Calls ``inner``; an exception is dropped and logged once, never raised."""
+
+    def __init__(self, inner: EpochListener):
+        self.inner = inner
+        self._warned = False
+
+    def _call(self, name: str, *args: Any) -> None:
+        try:
+            getattr(self.inner, name)(*args)
+        except Exception as exc:  # noqa: BLE001 - reporting must never fail the protocol
+            if not self._warned:
+                self._warned = True
+                log.warning("epoch listener %s failed (%s: %s); further failures are not "
+                            "logged", type(self.inner).__name__, type(exc).__name__,
+                            str(exc).splitlines()[0][:200] if str(exc) else "")
+
+    def epoch_began(self, barrier: Any) -> None:
+        self._call("epoch_began", barrier)
+
+    def task_acknowledged(self, barrier: Any, ack: Any) -> None:
+        self._call("task_acknowledged", barrier, ack)
+
+    def ack_refused(self, epoch_id: int, task_id: str, why: str) -> None:
+        self._call("ack_refused", epoch_id, task_id, why)
+
+    def epoch_decided(self, meta: Any, barrier: Any, handles: dict[str, Any],
+                      last_completed_at: str | None) -> None:
+        self._call("epoch_decided", meta, barrier, handles, last_completed_at)
+
+    def tables_committed(self, meta: Any, barrier: Any,
+                         tables: list[TableCommitted]) -> None:
+        self._call("tables_committed", meta, barrier, tables)

@@ -1,0 +1,192 @@
+"""Upstream tables as incremental inputs (PROTOCOL 6.14): Flink's source offsets, for tables.
+
+A task declares an upstream Delta or Iceberg table (:class:`TableInput`) that another
+pipeline, or another team, writes. When an epoch begins, its barrier pins the version every
+table input of the plan is read up to (:func:`pin`): whatever is committed to the table
+afterwards, every task and every retry of the epoch reads the same change set. A task then
+reads the change between the version its parent epoch consumed (its handle's
+``table_offsets``) and the pinned one (:func:`changes`): the data files the version range
+added and those it removed, whose rows are retractions. Finding them reads the table's log
+of that range (Delta's commits, Iceberg's manifests), never the data of unchanged files.
+
+This module holds the declaration and the change set, common to both formats; each format's
+reader lives in the format's module (:mod:`.delta`, :mod:`.iceberg`), reached through
+:mod:`.table_changes`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from checkpointing.errors import CheckpointError
+from checkpointing.ids import validate_id
+from checkpointing.protocol.table_formats import traits
+
+
+class TableInputError(CheckpointError):
+    """A table input cannot be read as asked (a removed version, an unsupported table
+    feature, a version that went back): the epoch is declined with this one line."""
+
+
+#: what to do when the changes since the consumed version can no longer be read
+WAY_FORWARD = ("restore the task from a later savepoint, or start its state afresh from the "
+               "table's current content")
+
+
+class IncompatibleSchema(TableInputError):
+    """The upstream table's schema changed in a way the change set cannot carry (a column
+    dropped or retyped): rows of the two schemas cannot be subtracted from each other."""
+
+
+@dataclass(frozen=True)
+class TableInput:
+    """An upstream table a task reads incrementally.
+
+    :param location: the table's URI (Delta: required; Iceberg: informative, the catalog
+        locates the table).
+    :param format: ``"delta"`` or ``"iceberg"``.
+    :param name: Iceberg: the table's identifier in its catalog (``namespace.table``).
+    :param catalog: Iceberg: the catalog's name, configured by pyiceberg's own settings.
+    :param starting_version: the first epoch reads the changes from this version on
+        (Delta: a table version; Iceberg: a snapshot's sequence number) instead of the
+        table's whole content at the pinned version.
+    :param expect_new_version: every epoch of the main line expects a version newer than
+        the one its parent epoch read (PROTOCOL 6.14): an upstream that did not commit is
+        missing input, waited for and then declined, not an epoch with nothing new.
+    """
+
+    location: str | None = None
+    format: str = "delta"
+    name: str | None = None
+    catalog: str = "default"
+    starting_version: int | None = None
+    expect_new_version: bool = False
+
+    def __post_init__(self) -> None:
+        if traits(self.format).catalog_named:
+            if not self.name or "." not in self.name:
+                raise ValueError(f"a {self.format} table input needs name='namespace.table'")
+        elif not (self.location or "").strip():
+            raise ValueError(f"a {self.format} table input needs its location")
+        if self.location is not None and self.location != self.location.rstrip("/"):
+            raise ValueError(f"table location {self.location!r} must be a URI without a "
+                             "trailing '/'")
+        if self.starting_version is not None and self.starting_version < 0:
+            raise ValueError("starting_version must be >= 0")
+
+    @property
+    def label(self) -> str:
+        """How errors and logs name the table, without its storage path: the Iceberg
+        identifier, or the last segment of a Delta table's location."""
+        if self.name:
+            return self.name
+        return re.split(r"[/:]", self.location or "")[-1] or "table"
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"format": self.format}
+        for key in ("location", "name", "starting_version"):
+            if getattr(self, key) is not None:
+                d[key] = getattr(self, key)
+        if traits(self.format).catalog_named:
+            d["catalog"] = self.catalog
+        if self.expect_new_version:  # (1.14) absent when false, as a 1.13 writer left it
+            d["expect_new_version"] = True
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> TableInput:
+        return cls(d.get("location"), d.get("format", "delta"), d.get("name"),
+                   d.get("catalog", "default"), d.get("starting_version"),
+                   bool(d.get("expect_new_version", False)))
+
+
+@dataclass(frozen=True, order=True)
+class TableVersion:
+    """A version of a table, as the barrier pins it and a handle's offsets record it.
+    ``version`` orders versions (Delta: the table version; Iceberg: the snapshot's sequence
+    number); ``snapshot_id`` identifies an Iceberg snapshot (None for Delta, and for an
+    Iceberg table that has no snapshot yet)."""
+
+    version: int
+    snapshot_id: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"version": self.version}
+        if self.snapshot_id is not None:
+            d["snapshot_id"] = self.snapshot_id
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> TableVersion:
+        sid = d.get("snapshot_id")
+        return cls(int(d["version"]), int(sid) if sid is not None else None)
+
+
+#: the version of a table that has no data yet (Delta: before version 0; Iceberg: no
+#: snapshot): a change set from it holds the table's whole content
+EMPTY = TableVersion(-1)
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """A data file of a table: what Spark reads, and the partition values a Delta file
+    leaves out of its own columns."""
+
+    uri: str
+    size: int
+    partition_values: dict[str, str | None] = field(default_factory=dict)
+    records: int | None = None
+
+
+@dataclass(frozen=True)
+class ChangeSet:
+    """The change of a table input between two versions: ``added`` files (rows to add) and
+    ``removed`` files (rows to retract), read from the log of ``(start, end]``.
+
+    ``schema``: the table's Arrow schema at ``end`` (columns added since ``start`` read as
+    null from older files); ``partition_columns`` whose values come from the log, not from
+    the files (Delta), listed in ``log_partition_columns``."""
+
+    start: TableVersion | None
+    end: TableVersion
+    added: tuple[DataFile, ...]
+    removed: tuple[DataFile, ...]
+    schema: Any  # pyarrow.Schema
+    log_partition_columns: tuple[str, ...] = ()
+    #: log documents read to find the change (Delta commits, Iceberg manifests lists)
+    log_reads: int = 0
+
+    @property
+    def full(self) -> bool:
+        """Whether this is a first read: the whole table at ``end``."""
+        return self.start is None or self.start.version < 0
+
+    @property
+    def bytes_added(self) -> int:
+        return sum(f.size for f in self.added)
+
+    @property
+    def bytes_removed(self) -> int:
+        return sum(f.size for f in self.removed)
+
+
+def check_schema(label: str, old: Any, new: Any, version: int) -> None:
+    """Refuse a schema change between two versions that is not an added column: a column
+    of ``old`` missing from ``new`` or of another type (Arrow schemas)."""
+    for f in old:
+        if f.name not in new.names:
+            raise IncompatibleSchema(f"table input {label!r}: column {f.name!r} was dropped "
+                                     f"by version {version}; an incompatible schema change "
+                                     "cannot be read incrementally")
+        if not new.field(f.name).type.equals(f.type):
+            raise IncompatibleSchema(
+                f"table input {label!r}: column {f.name!r} changed type from {f.type} to "
+                f"{new.field(f.name).type} in version {version}; an incompatible schema "
+                "change cannot be read incrementally")
+
+
+def validate_inputs(inputs: dict[str, TableInput]) -> None:
+    for name in inputs:
+        validate_id(name, "table input name")

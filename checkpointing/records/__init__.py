@@ -1,0 +1,3 @@
+"""What is kept beside the epochs: savepoints, alerts, backfill lineages and the manifest
+of published outputs.
+"""

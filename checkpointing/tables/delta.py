@@ -1,0 +1,522 @@
+"""Delta Lake committer of table outputs (PROTOCOL 6.12), through delta-rs (``deltalake``):
+commits from Python without a JVM, whatever Spark mode the jobs run in.
+
+One commit per output and epoch: the epoch's staged files as ``add`` actions (plus
+``remove`` actions of the files it replaces), the transaction ``txn(appId, version=epoch)``
+and the commit's ``ckpt.app_id``/``ckpt.epoch_id`` metadata (how the version of an epoch is
+found again). The commit is tried with no automatic retry: a concurrent commit makes it
+fail, and the table is read again, so a racing publish step never commits the same epoch
+twice (delta-rs's own retry would re-apply the append on top of the winner's).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from checkpointing.extras import require
+from checkpointing.protocol.state_handle import FileRef
+from checkpointing.protocol.table_formats import TableFormat, TableReader, traits
+from checkpointing.protocol.table_inputs import (
+    EMPTY,
+    WAY_FORWARD,
+    ChangeSet,
+    DataFile,
+    TableInputError,
+    TableVersion,
+    check_schema,
+)
+from checkpointing.tables.spec import (
+    DELETE_COLUMN,
+    TableCommit,
+    TableCommitError,
+    TableSpec,
+    TableVacuum,
+    diff_with_table,
+    partition_key,
+    partition_values,
+    read_staged_rows,
+    relative_path,
+    require_same_partitioning,
+)
+
+log = logging.getLogger("checkpointing.tables.delta")
+_ATTEMPTS = 8
+#: Commits between two Delta log checkpoints of a table this library creates (Delta's
+#: default is 100): opening a table reads the newest checkpoint and the commits after it,
+#: so a commit's and a reader's requests stop growing after this many epochs.
+CHECKPOINT_INTERVAL = 10
+_HISTORY_SEARCH = 200  # commits searched for the version that holds an epoch's transaction
+
+
+def _ident(name: str) -> str:
+    """A column name quoted for delta-rs's SQL expressions (DataFusion lowercases bare
+    identifiers)."""
+    return '"' + name.replace('"', '""') + '"'
+
+
+def table_path(location: str) -> str:
+    """What deltalake opens: a plain path for ``file://``, the URI otherwise."""
+    return urlparse(location).path if location.startswith("file://") else location
+
+
+def storage_options(location: str, endpoint_url: str | None) -> dict[str, str]:
+    """delta-rs object-store options for ``location``: the S3-compatible endpoint and, so
+    that two committers never both write version N, conditional puts (``If-None-Match``),
+    which S3 and MinIO honour. Credentials come from the standard AWS environment."""
+    if urlparse(location).scheme not in ("s3", "s3a"):
+        return {}
+    opts = {"AWS_CONDITIONAL_PUT": "etag"}
+    if endpoint_url:
+        opts["AWS_ENDPOINT_URL"] = endpoint_url
+        opts["AWS_ALLOW_HTTP"] = "true" if endpoint_url.startswith("http://") else "false"
+        opts.setdefault("AWS_REGION", "us-east-1")
+    return opts
+
+
+def open_table(location: str, endpoint_url: str | None = None, version: int | None = None):
+    """The Delta table at ``location`` (at ``version``, else the newest), with the
+    object-store options this library commits with."""
+    from deltalake import DeltaTable
+
+    return DeltaTable(table_path(location), version=version,
+                      storage_options=storage_options(location, endpoint_url))
+
+
+def _same_partitioning(dt: Any, spec: TableSpec, app: str) -> None:
+    """Refuse an output partitioned otherwise than its existing table: delta-rs would commit
+    the files under the table's partition columns, and readers would see those columns
+    null."""
+    require_same_partitioning(list(dt.metadata().partition_columns), spec, app)
+
+
+class DeltaCommitter:
+    """Commits staged files of one epoch to a Delta table, exactly once per epoch."""
+
+    def __init__(self, endpoint_url: str | None = None):
+        self.endpoint_url = endpoint_url
+
+    def commit(self, spec: TableSpec, app: str, epoch_id: int, files: tuple[FileRef, ...],
+               meta: dict[str, Any]) -> TableCommit:
+        require("deltalake", "delta", "a Delta table output")
+        from deltalake import Schema
+        from deltalake.exceptions import CommitFailedError
+        from deltalake.transaction import CommitProperties, Transaction
+
+        opts = storage_options(spec.location, self.endpoint_url)
+        path = table_path(spec.location)
+        if "schema" not in meta:
+            raise TableCommitError(f"output of table {app!r} has no schema in its state "
+                                   "handle (stage it with stage_table_output)")
+        schema = Schema.from_json(meta["schema"])
+        last: Exception | None = None
+        for _ in range(_ATTEMPTS):
+            dt = self._open(path, spec, schema, opts)
+            done = dt.transaction_version(app)
+            if done is not None and done >= epoch_id:
+                return TableCommit(self._version_of(dt, app, epoch_id), False)
+            if spec.mode == "merge":
+                try:
+                    version = self._merge(dt, spec, app, epoch_id, files)
+                except CommitFailedError as exc:
+                    last = exc
+                    continue
+                log.info("table %s: epoch %d merged as version %d", app, epoch_id, version)
+                return TableCommit(version, True)
+            # Only here: a merge writes through delta-rs, which partitions as the table is.
+            _same_partitioning(dt, spec, app)
+            actions = self._actions(dt, spec, app, epoch_id, files, meta)
+            props = CommitProperties(
+                custom_metadata={"ckpt.app_id": app, "ckpt.epoch_id": str(epoch_id)},
+                max_commit_retries=0,
+                app_transactions=[Transaction(app, epoch_id, int(time.time() * 1000))])
+            try:
+                dt.create_write_transaction(actions, mode="append", schema=schema,
+                                            partition_by=list(spec.partition_by) or None,
+                                            commit_properties=props)
+            except CommitFailedError as exc:  # a concurrent commit won version N: look again
+                last = exc
+                continue
+            except Exception as exc:  # noqa: BLE001 - delta-rs raises plain errors for I/O
+                raise TableCommitError(f"commit of epoch {epoch_id} to table {app!r} failed: "
+                                       f"{type(exc).__name__}: {str(exc)[:200]}") from None
+            # No automatic retry: the commit that succeeded is the version it read plus one.
+            version = int(dt.version()) + 1
+            log.info("table %s: epoch %d committed as version %d (%d file(s))", app, epoch_id,
+                     version, len(files))
+            return TableCommit(version, True)
+        raise TableCommitError(f"table {app!r}: epoch {epoch_id} not committed after "
+                               f"{_ATTEMPTS} concurrent commits ({last})")
+
+    def _merge(self, dt: Any, spec: TableSpec, app: str, epoch_id: int,
+               files: tuple[FileRef, ...]) -> int:
+        """A ``merge`` output: the staged rows merged by key in one commit (delta-rs's
+        MERGE, copy-on-write: the files holding a changed key are rewritten), carrying the
+        epoch's transaction, so the history names it MERGE and the change data feed, when
+        on, records its row changes."""
+        read = int(dt.version())
+        rows = read_staged_rows(spec, files, self.endpoint_url)
+        if rows is None or rows.num_rows == 0:  # nothing to merge: the epoch is recorded
+            return self._record_only(dt, app, epoch_id)
+        cols = [c for c in rows.column_names if c != DELETE_COLUMN]
+        on = " AND ".join(f"t.{_ident(k)} = s.{_ident(k)}" for k in spec.keys)
+        values = {_ident(c): f"s.{_ident(c)}" for c in cols}
+        deleted = f"s.{_ident(DELETE_COLUMN)}"
+        try:
+            (dt.merge(rows, on, source_alias="s", target_alias="t",
+                      commit_properties=self._props(app, epoch_id))
+             .when_matched_delete(predicate=deleted)
+             .when_matched_update(updates=values, predicate=f"NOT {deleted}")
+             .when_not_matched_insert(updates=values, predicate=f"NOT {deleted}")
+             .execute())
+        except Exception as exc:  # noqa: BLE001 - delta-rs raises plain errors
+            from deltalake.exceptions import CommitFailedError
+
+            if isinstance(exc, CommitFailedError):
+                raise
+            raise TableCommitError(f"merge of epoch {epoch_id} into table {app!r} failed: "
+                                   f"{type(exc).__name__}: {str(exc)[:200]}") from None
+        if int(dt.version()) == read:
+            # delta-rs commits nothing for a merge that changes no row (deletes of absent
+            # keys, unchanged upserts): the epoch still gets its version, so that its
+            # transaction is in the log and every epoch maps to one version (6.12).
+            return self._record_only(dt, app, epoch_id)
+        return int(dt.version())
+
+    def _record_only(self, dt: Any, app: str, epoch_id: int) -> int:
+        """A commit carrying only the epoch's transaction: its version. delta-rs does not
+        move ``dt`` to the version a write transaction commits, and the commit is tried
+        once, so it is the version read plus one."""
+        read = int(dt.version())
+        dt.create_write_transaction([], mode="append", schema=dt.schema(),
+                                    commit_properties=self._props(app, epoch_id))
+        return read + 1
+
+    @staticmethod
+    def _props(app: str, epoch_id: int) -> Any:
+        from deltalake.transaction import CommitProperties, Transaction
+
+        return CommitProperties(
+            custom_metadata={"ckpt.app_id": app, "ckpt.epoch_id": str(epoch_id)},
+            max_commit_retries=0,
+            app_transactions=[Transaction(app, epoch_id, int(time.time() * 1000))])
+
+    @staticmethod
+    def _open(path: str, spec: TableSpec, schema: Any, opts: dict[str, str]) -> Any:
+        """The table at its newest version, created (version 0: schema, no data) by the
+        first epoch that commits to it."""
+        from deltalake import DeltaTable
+        from deltalake.exceptions import DeltaError, TableNotFoundError
+        from deltalake.transaction import CommitProperties
+
+        try:
+            return DeltaTable(path, storage_options=opts)
+        except TableNotFoundError:
+            pass
+        try:
+            # No retry: a creator that loses version 0 must not land its CREATE later, as a
+            # version of its own after epochs committed data.
+            DeltaTable.create(path, schema=schema, mode="error",
+                              partition_by=list(spec.partition_by) or None,
+                              configuration={"delta.checkpointInterval":
+                                             str(CHECKPOINT_INTERVAL),
+                                             **({"delta.enableChangeDataFeed": "true"}
+                                                if spec.change_data_feed else {})},
+                              storage_options=opts,
+                              commit_properties=CommitProperties(max_commit_retries=0))
+        except (DeltaError, ValueError, OSError) as exc:  # created concurrently
+            log.info("table at its location was created concurrently (%s)",
+                     type(exc).__name__)
+        return DeltaTable(path, storage_options=opts)
+
+    def _actions(self, dt: Any, spec: TableSpec, app: str, epoch_id: int,
+                 files: tuple[FileRef, ...], meta: dict[str, Any]) -> list[Any]:
+        """The epoch's ``add`` and ``remove`` actions. An output listing the table's whole
+        content (``table_files: all``, 1.8) is committed as the difference between the
+        table's current files and that list, whatever moved the table since the epoch
+        restored (a backfill's promotion replaces exactly what it recomputed); an
+        ``append`` output adds its files."""
+        records = meta.get("records") or {}
+        if meta.get("table_files") != "all":
+            return self._adds(spec, files, records) + self._removes(dt, spec, files)
+        import pyarrow as pa
+        from deltalake.transaction import RemoveAction
+
+        current = {row["path"]: row for row in
+                   pa.table(dt.get_add_actions(flatten=True)).to_pylist()}
+        adds, removes = diff_with_table(spec, app, epoch_id, files, current,
+                                        lambda f: relative_path(spec, f), self.endpoint_url)
+        now = int(time.time() * 1000)
+        return (self._adds(spec, tuple(adds), records)
+                + [RemoveAction(path, True, now, current[path].get("size_bytes"))
+                   for path in removes])
+
+    @staticmethod
+    def _adds(spec: TableSpec, files: tuple[FileRef, ...],
+              records: dict[str, int]) -> list[Any]:
+        from deltalake.transaction import AddAction
+
+        now = int(time.time() * 1000)
+        adds = []
+        for ref in files:
+            rel = relative_path(spec, ref)
+            stats = json.dumps({"numRecords": records[ref.uri]}) if ref.uri in records else ""
+            adds.append(AddAction(rel, ref.size, partition_values(spec, rel), now, True, stats))
+        return adds
+
+    @staticmethod
+    def _removes(dt: Any, spec: TableSpec, files: tuple[FileRef, ...]) -> list[Any]:
+        """``remove`` actions of what the epoch replaces: every file (overwrite), or those
+        of the partitions it wrote (replace_partitions); none for append."""
+        import pyarrow as pa
+        from deltalake.transaction import RemoveAction
+
+        if spec.mode == "append":
+            return []
+        current = pa.table(dt.get_add_actions(flatten=True)).to_pylist()
+        if spec.mode == "replace_partitions":
+            written = {partition_key(spec, f) for f in files}
+            current = [row for row in current
+                       if tuple(row.get(f"partition.{c}") for c in spec.partition_by)
+                       in written]
+        now = int(time.time() * 1000)
+        return [RemoveAction(row["path"], True, now, row.get("size_bytes"))
+                for row in current]
+
+    @staticmethod
+    def _version_of(dt: Any, app: str, epoch_id: int) -> int:
+        for commit in dt.history(_HISTORY_SEARCH):
+            if commit.get("ckpt.app_id") == app and commit.get("ckpt.epoch_id") == str(epoch_id):
+                return int(commit["version"])
+        # Committed by a writer that left no metadata, or more than _HISTORY_SEARCH commits
+        # ago: the transaction stands; the newest version is the best known.
+        return int(dt.version())
+
+
+# ---------------------------------------------------------------------- table inputs
+# A Delta table as an incremental input (PROTOCOL 6.14): the newest version pins the epoch;
+# the change of (start, end] is read from the commits of that range, each one JSON document
+# of actions in ``_delta_log``, so that finding it costs what changed, not the table.
+
+#: table features whose files a change set cannot read as plain Parquet files
+_UNREADABLE_FEATURES = {"deletionVectors": "deletion vectors",
+                        "columnMapping": "column mapping"}
+
+
+def _input_table(spec: Any, endpoint_url: str | None, version: int | None = None) -> Any:
+    from deltalake.exceptions import TableNotFoundError
+
+
+    require("deltalake", "delta", "a Delta table input")
+    try:
+        return open_table(spec.location, endpoint_url, version)
+    except TableNotFoundError:
+        raise TableInputError(f"table input {spec.label!r}: no Delta table at its location"
+                              + (f" at version {version}" if version is not None else "")
+                              ) from None
+
+
+def pin_version(spec: Any, endpoint_url: str | None) -> Any:
+    """The table's newest version (the barrier's pin)."""
+
+    return TableVersion(int(_input_table(spec, endpoint_url).version()))
+
+
+def committed_version(spec: Any, committed: int, endpoint_url: str | None) -> Any:
+    """A table version this library committed, as a reader's version."""
+    return TableVersion(committed)
+
+
+def version_before(spec: Any, version: int, endpoint_url: str | None) -> Any:
+    """The version a ``starting_version`` read begins after."""
+
+    return EMPTY if version == 0 else TableVersion(version - 1)
+
+
+def _arrow_schema(dt: Any) -> Any:
+    import pyarrow as pa
+
+    return pa.schema(dt.schema().to_arrow())
+
+
+def schema_at(spec: Any, version: Any, endpoint_url: str | None) -> Any:
+    return _arrow_schema(_input_table(spec, endpoint_url, version.version))
+
+
+def log_partition_columns(spec: Any, version: Any, endpoint_url: str | None) -> list[str]:
+    return list(_input_table(spec, endpoint_url, version.version).metadata().partition_columns)
+
+
+def _check_features(spec: Any, dt: Any) -> None:
+
+    proto = dt.protocol()
+    features = set(proto.reader_features or ()) | set(proto.writer_features or ())
+    mapping = (dt.metadata().configuration or {}).get("delta.columnMapping.mode", "none")
+    if mapping != "none":
+        features.add("columnMapping")
+    for feature, what in _UNREADABLE_FEATURES.items():
+        if feature in features and (feature != "deletionVectors" or _has_dv(dt)):
+            raise TableInputError(
+                f"table input {spec.label!r}: the table uses {what} (Delta table feature "
+                f"{feature!r}), which table inputs do not read; disable it on the upstream "
+                "table (or rewrite its files without it) to read it incrementally")
+
+
+def _has_dv(dt: Any) -> bool:
+    import pyarrow as pa
+
+    cols = pa.table(dt.get_add_actions(flatten=True)).column_names
+    return any(c.startswith("deletionVector") for c in cols)
+
+
+def read_changes(spec: Any, start: Any, end: Any, endpoint_url: str | None) -> Any:
+    """The change set of (``start``, ``end``]: the whole table at ``end`` when ``start`` is
+    None, else the net ``add``/``remove`` actions of the commits ``start+1 .. end``."""
+    import pyarrow as pa
+
+    from checkpointing.storage import open_storage
+
+    store = open_storage(spec.location, endpoint_url=endpoint_url)
+    # The commits of the range first: one missing (log retention) is the refusal to name,
+    # before delta-rs fails to load the version without it.
+    bodies = {} if start is None or start.version < 0 else \
+        {v: _commit(spec, store, v) for v in range(start.version + 1, end.version + 1)}
+    dt_end = _input_table(spec, endpoint_url, end.version)
+    _check_features(spec, dt_end)
+    schema = _arrow_schema(dt_end)
+    parts = tuple(dt_end.metadata().partition_columns)
+
+    def data_file(path: str, size: int | None, values: dict[str, Any] | None,
+                  records: int | None = None) -> DataFile:
+        rel = unquote(path)
+        uri = rel if "://" in rel else store.uri(rel)
+        return DataFile(uri, int(size or 0), dict(values or {}), records)
+
+    if start is None or start.version < 0:  # from the empty table: its content at end
+        rows = pa.table(dt_end.get_add_actions(flatten=True)).to_pylist()
+        added = tuple(data_file(r["path"], r.get("size_bytes"),
+                                {c: r.get(f"partition.{c}") for c in parts},
+                                r.get("num_records")) for r in rows)
+        return ChangeSet(start, end, added, (), schema, parts, 1)
+    adds: dict[str, DataFile] = {}
+    removes: dict[str, DataFile] = {}
+    old_schema = None
+    for version, body in bodies.items():
+        for line in body.splitlines():
+            if not line.strip():
+                continue
+            action = json.loads(line)
+            if "add" in action:
+                a = action["add"]
+                if a.get("deletionVector"):
+                    raise _dv_error(spec, version)
+                stats = json.loads(a["stats"]) if a.get("stats") else {}
+                adds[a["path"]] = data_file(a["path"], a.get("size"), a.get("partitionValues"),
+                                            stats.get("numRecords"))
+            elif "remove" in action:
+                r = action["remove"]
+                if r.get("deletionVector"):
+                    raise _dv_error(spec, version)
+                if r["path"] in adds:  # added and removed inside the range: never seen
+                    del adds[r["path"]]
+                else:
+                    removes[r["path"]] = data_file(r["path"], r.get("size"),
+                                                   r.get("partitionValues"))
+            elif "metaData" in action:
+                if old_schema is None:
+                    old_schema = schema_at(spec, start, endpoint_url)
+                check_schema(spec.label, old_schema, schema, version)
+    removed = _with_partitions(spec, start, removes, parts, endpoint_url)
+    gone = [f for f in removed if not store.exists(store.key_for_uri(f.uri) or "")]
+    if gone:
+        raise TableInputError(
+            f"table input {spec.label!r}: {len(gone)} file(s) removed after version "
+            f"{start.version} were already deleted by the table's VACUUM, so their rows "
+            f"cannot be retracted; {WAY_FORWARD}")
+    return ChangeSet(start, end, tuple(adds.values()), removed, schema, parts,
+                     end.version - start.version)
+
+
+def _commit(spec: Any, store: Any, version: int) -> bytes:
+
+    body = store.read_optional(f"_delta_log/{version:020d}.json")
+    if body is None:
+        raise TableInputError(
+            f"table input {spec.label!r}: version {version} is no longer in the table's log "
+            "(removed by its log retention); the changes since the version the parent epoch "
+            f"consumed cannot be read: {WAY_FORWARD}")
+    return body
+
+
+def _dv_error(spec: Any, version: int) -> Exception:
+
+    return TableInputError(
+        f"table input {spec.label!r}: version {version} uses deletion vectors (Delta table "
+        "feature 'deletionVectors'), which table inputs do not read; disable them on the "
+        "upstream table to read it incrementally")
+
+
+def _with_partitions(spec: Any, start: Any, removes: dict[str, Any], parts: tuple[str, ...],
+                     endpoint_url: str | None) -> tuple[Any, ...]:
+    """Removed files with their partition values: from the ``remove`` actions, or, for a
+    writer that left them out, from the table at ``start``."""
+    import dataclasses
+
+    import pyarrow as pa
+
+    missing = [p for p, f in removes.items() if parts and not f.partition_values]
+    if not missing:
+        return tuple(removes.values())
+    rows = {r["path"]: r for r in pa.table(_input_table(spec, endpoint_url, start.version)
+                                           .get_add_actions(flatten=True)).to_pylist()}
+    out = []
+    for path, f in removes.items():
+        row = rows.get(path)
+        if path in missing and row is not None:
+            f = dataclasses.replace(f, partition_values={c: row.get(f"partition.{c}")
+                                                         for c in parts},
+                                    size=f.size or int(row.get("size_bytes") or 0))
+        out.append(f)
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------- VACUUM (6.13)
+
+def vacuum(output: str, spec: TableSpec, pipeline_id: str, protected: set[int],
+           endpoint: str | None, min_retention_hours: int, dry_run: bool) -> TableVacuum:
+    """Delta's side of PROTOCOL 6.13: VACUUM keeping the versions protected epochs
+    committed (found by their commits' ``ckpt.epoch_id``), ``full`` so that files no
+    version references (staged by aborted attempts) go too once older than the threshold."""
+    from checkpointing.storage import open_storage
+
+    dt = open_table(spec.location, endpoint)
+    prefix = f"ckpt:{pipeline_id}:"
+    keep = sorted({int(c["version"]) for c in dt.history()
+                   if str(c.get("ckpt.app_id", "")).startswith(prefix)
+                   and c.get("ckpt.epoch_id", "").isdigit()
+                   and int(c["ckpt.epoch_id"]) in protected})
+    # full: also files no version references (staged by aborted attempts), once older
+    # than the threshold; the threshold may be below Delta's own default on purpose.
+    args = {"retention_hours": min_retention_hours, "enforce_retention_duration": False,
+            "full": True, "keep_versions": keep}
+    # delta-rs lists a removed file again while its tombstone is in the log, deleted or
+    # not: count the candidates that still exist.
+    store = open_storage(spec.location, endpoint_url=endpoint)
+    # Every unreferenced file (no threshold), each checked once; those past the threshold
+    # are what VACUUM deletes, the others it keeps for being recent.
+    unreferenced = {p for p in dt.vacuum(dry_run=True, **{**args, "retention_hours": 0})
+                    if store.exists(unquote(p))}
+    present = [p for p in dt.vacuum(dry_run=True, **args) if p in unreferenced]
+    if present and not dry_run:
+        dt.vacuum(dry_run=False, **args)
+    return TableVacuum(output, tuple(keep), len(present), dry_run,
+                       len(unreferenced) - len(present), min_retention_hours)
+
+
+#: Delta Lake's implementation, found by :mod:`checkpointing.tables.format_registry`
+FORMAT = TableFormat(traits("delta"), DeltaCommitter, vacuum, TableReader(
+    pin_version, version_before, committed_version, schema_at, log_partition_columns,
+    read_changes))

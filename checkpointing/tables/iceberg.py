@@ -1,0 +1,449 @@
+"""Apache Iceberg committer of table outputs (PROTOCOL 6.12), through pyiceberg and a
+catalog of the user's (a SQL catalog on PostgreSQL here; any pyiceberg catalog works).
+
+As Flink's Iceberg sink does, the epoch id goes into the snapshot summary
+(``ckpt.app_id``, ``ckpt.epoch_id``; Flink: ``flink.job-id``,
+``flink.max-committed-checkpoint-id``): before committing, the committer walks the current
+snapshot's ancestry to the newest snapshot of its ``app_id`` and commits nothing when that
+one already holds the epoch or a later one. The epoch's staged Parquet files are added as
+they are (their statistics give the partition values, so Iceberg files keep their partition
+columns), and the files the epoch replaces are deleted, in one ``overwrite`` snapshot. The
+catalog's optimistic commit (compare-and-swap of the metadata location) makes a racing
+commit fail; the table is read again and the summary decides.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from checkpointing.errors import NotFound
+from checkpointing.extras import require
+from checkpointing.protocol.state_handle import FileRef
+from checkpointing.protocol.table_formats import TableFormat, TableReader, traits
+from checkpointing.protocol.table_inputs import (
+    EMPTY,
+    WAY_FORWARD,
+    ChangeSet,
+    DataFile,
+    TableInputError,
+    TableVersion,
+    check_schema,
+)
+from checkpointing.tables.spec import (
+    DELETE_COLUMN,
+    TableCommit,
+    TableCommitError,
+    TableSpec,
+    TableVacuum,
+    diff_with_table,
+    read_staged_rows,
+    require_same_partitioning,
+)
+
+log = logging.getLogger("checkpointing.tables.iceberg")
+_ATTEMPTS = 8
+
+
+def file_path(uri: str) -> str:
+    """A file's path as Iceberg's FileIO opens it (``s3://``, or ``file://`` unquoted)."""
+    if uri.startswith("s3a://"):
+        return "s3://" + uri[len("s3a://"):]
+    return "file://" + unquote(urlparse(uri).path) if uri.startswith("file://") else uri
+
+
+def load_catalog(spec: TableSpec, endpoint_url: str | None = None) -> Any:
+    """The table's catalog, configured by pyiceberg's own configuration; an S3-compatible
+    endpoint (MinIO) is added for S3 locations. Credentials come from that configuration
+    or the standard AWS environment."""
+    require("pyiceberg", "iceberg", "an Iceberg table output")
+    from pyiceberg.catalog import load_catalog as load
+    from pyiceberg.utils.config import Config
+
+    # pyiceberg reads its environment once, at import; read it again: a worker's
+    # environment may be set after that (and a test's is).
+    props = dict(Config().get_catalog_config(spec.catalog) or {})
+    if endpoint_url and urlparse(spec.location).scheme in ("s3", "s3a"):
+        props.update({"s3.endpoint": endpoint_url, "s3.region": "us-east-1"})
+    try:
+        return load(spec.catalog, **props)
+    except Exception as exc:  # noqa: BLE001 - pyiceberg raises plain errors for config
+        raise TableCommitError(f"Iceberg catalog {spec.catalog!r} cannot be loaded: "
+                               f"{type(exc).__name__}: {str(exc)[:200]} (configure it with "
+                               f"PYICEBERG_CATALOG__{spec.catalog.upper()}__* or "
+                               ".pyiceberg.yaml)") from None
+
+
+def open_table(spec: TableSpec, endpoint_url: str | None = None) -> Any:
+    return load_catalog(spec, endpoint_url).load_table(spec.name)
+
+
+def _same_partitioning(table: Any, spec: TableSpec, app: str) -> None:
+    """Refuse an output partitioned otherwise than its existing table: a staged file
+    holding several values of the table's partition column cannot be added to it, and the
+    files a ``replace_partitions`` output replaces are found by the output's partition
+    columns. Non-identity partitions (a table made elsewhere) are named by their
+    transform."""
+    schema = table.schema()
+    have = []
+    for field in table.spec().fields:
+        col = schema.find_column_name(field.source_id)
+        have.append(col if str(field.transform) == "identity" else f"{field.transform}({col})")
+    require_same_partitioning(have, spec, app)
+
+
+class IcebergCommitter:
+    """Commits staged files of one epoch to an Iceberg table, exactly once per epoch."""
+
+    def __init__(self, endpoint_url: str | None = None):
+        self.endpoint_url = endpoint_url
+
+    def commit(self, spec: TableSpec, app: str, epoch_id: int, files: tuple[FileRef, ...],
+               meta: dict[str, Any]) -> TableCommit:
+        require("pyiceberg", "iceberg", "an Iceberg table output")
+        from pyiceberg.exceptions import CommitFailedException, ValidationException
+
+        if "schema" not in meta:
+            raise TableCommitError(f"output of table {app!r} has no schema in its state "
+                                   "handle (stage it with stage_table_output)")
+        catalog = load_catalog(spec, self.endpoint_url)
+        last: Exception | None = None
+        for _ in range(_ATTEMPTS):
+            table = self._open(catalog, spec, _arrow_schema(meta["schema"]))
+            done = committed_snapshot(table, app, epoch_id)
+            if done is not None:
+                return TableCommit(done, False)
+            if spec.mode != "merge":  # a merge writes through pyiceberg, as the table is
+                _same_partitioning(table, spec, app)
+            try:
+                snapshot = self._commit(table, spec, app, epoch_id, files, meta)
+            except (CommitFailedException, ValidationException) as exc:
+                # A concurrent commit won (pyiceberg's own retry of a table created
+                # elsewhere ends in its concurrency validation): look again.
+                last = exc
+                continue
+            except (TableCommitError, NotFound):
+                raise
+            except Exception as exc:  # noqa: BLE001 - pyiceberg raises plain errors for I/O
+                raise TableCommitError(f"commit of epoch {epoch_id} to table {app!r} failed: "
+                                       f"{type(exc).__name__}: {str(exc)[:200]}") from None
+            log.info("table %s: epoch %d committed as snapshot %d (%d file(s))", app,
+                     epoch_id, snapshot, len(files))
+            return TableCommit(snapshot, True)
+        raise TableCommitError(f"table {app!r}: epoch {epoch_id} not committed after "
+                               f"{_ATTEMPTS} concurrent commits ({last})")
+
+    @staticmethod
+    def _open(catalog: Any, spec: TableSpec, schema: Any) -> Any:
+        """The table, created (schema, identity partitions, the name mapping that lets
+        Iceberg read files written without field ids) by the first epoch that commits."""
+        from pyiceberg.exceptions import (
+            CommitFailedException,
+            NoSuchTableError,
+            TableAlreadyExistsError,
+        )
+
+        try:
+            return catalog.load_table(spec.name)
+        except NoSuchTableError:
+            pass
+        catalog.create_namespace_if_not_exists(spec.name.rsplit(".", 1)[0])
+        try:
+            tx = catalog.create_table_transaction(spec.name, schema=schema,
+                                                  location=spec.location)
+            if spec.partition_by:
+                with tx.update_spec() as update:
+                    for col in spec.partition_by:
+                        update.add_identity(col)
+            tx.set_properties(**{
+                "schema.name-mapping.default":
+                    tx.table_metadata.schema().name_mapping.model_dump_json(),
+                # no blind retry: the committer re-reads the summaries after a conflict
+                "commit.retry.num-retries": "0"})
+            tx.commit_transaction()
+        except (TableAlreadyExistsError, CommitFailedException) as exc:  # created concurrently
+            log.info("table %s was created concurrently (%s)", spec.name, type(exc).__name__)
+        return catalog.load_table(spec.name)
+
+    def _commit(self, table: Any, spec: TableSpec, app: str, epoch_id: int,
+                files: tuple[FileRef, ...], meta: dict[str, Any]) -> int:
+        from pyiceberg.io.pyarrow import parquet_file_to_data_file
+
+        if spec.mode == "merge":
+            return self._merge(table, spec, app, epoch_id, files)
+        current = {task.file.file_path: task.file for task in table.scan().plan_files()} \
+            if table.current_snapshot() is not None else {}
+        if meta.get("table_files") == "all":
+            listed, gone = diff_with_table(spec, app, epoch_id, files, current,
+                                           lambda f: file_path(f.uri), self.endpoint_url)
+            adds, removes = [file_path(f.uri) for f in listed], [current[p] for p in gone]
+        else:  # append: the epoch's files the table does not hold yet
+            adds = [p for p in dict.fromkeys(file_path(f.uri) for f in files)
+                    if p not in current]
+            removes = []
+        tx = table.transaction()
+        props = {"ckpt.app_id": app, "ckpt.epoch_id": str(epoch_id)}
+        with tx.update_snapshot(snapshot_properties=props).overwrite() as producer:
+            for df in removes:
+                producer.delete_data_file(df)
+            for path in adds:
+                producer.append_data_file(parquet_file_to_data_file(table.io,
+                                                                    tx.table_metadata, path))
+        tx.commit_transaction()
+        return int(table.refresh().current_snapshot().snapshot_id)
+
+    def _merge(self, table: Any, spec: TableSpec, app: str, epoch_id: int,
+               files: tuple[FileRef, ...]) -> int:
+        """A ``merge`` output in one transaction: the rows of every key the epoch changed
+        deleted (copy-on-write: pyiceberg rewrites the files holding them), the upserted
+        rows appended; both snapshots carry the epoch in their summaries."""
+        import pyarrow.compute as pc
+        from pyiceberg.expressions import And, EqualTo, In, Or
+
+        rows = read_staged_rows(spec, files, self.endpoint_url)
+        props = {"ckpt.app_id": app, "ckpt.epoch_id": str(epoch_id)}
+        tx = table.transaction()
+        if rows is None or rows.num_rows == 0:
+            tx.append(table.schema().as_arrow().empty_table(), snapshot_properties=props)
+        else:
+            keys = rows.select(list(spec.keys)).to_pylist()
+            if len(spec.keys) == 1:
+                k = spec.keys[0]
+                changed = In(k, sorted({r[k] for r in keys}, key=str))
+            else:
+                parts = [And(*(EqualTo(k, r[k]) for k in spec.keys)) for r in keys]
+                changed = parts[0] if len(parts) == 1 else Or(*parts)
+            if table.current_snapshot() is not None:
+                tx.delete(changed, snapshot_properties=props)
+            upserts = rows.filter(pc.invert(rows[DELETE_COLUMN])).drop_columns([DELETE_COLUMN])
+            tx.append(upserts.cast(table.schema().as_arrow()), snapshot_properties=props)
+        tx.commit_transaction()
+        return int(table.refresh().current_snapshot().snapshot_id)
+
+
+def committed_snapshot(table: Any, app: str, epoch_id: int) -> int | None:
+    """The snapshot holding epoch ``epoch_id`` of ``app``, if that epoch is committed: the
+    newest snapshot of ``app`` in the current snapshot's ancestry holds it or a later epoch
+    (Flink's max committed checkpoint id); None otherwise."""
+    newest = None
+    for snap in _ancestry(table):
+        if snap.summary is None or snap.summary.get("ckpt.app_id") != app:
+            continue
+        epoch = int(snap.summary.get("ckpt.epoch_id", "0"))
+        if newest is None:
+            if epoch < epoch_id:
+                return None
+            newest = int(snap.snapshot_id)
+        if epoch <= epoch_id:
+            return int(snap.snapshot_id) if epoch == epoch_id else newest
+    return newest
+
+
+def _ancestry(table: Any):
+    snap = table.current_snapshot()
+    while snap is not None:
+        yield snap
+        snap = (table.snapshot_by_id(snap.parent_snapshot_id)
+                if snap.parent_snapshot_id is not None else None)
+
+
+def _arrow_schema(encoded: str) -> Any:
+    import base64
+
+    import pyarrow as pa
+
+    return pa.ipc.read_schema(pa.py_buffer(base64.b64decode(encoded)))
+
+
+# ---------------------------------------------------------------------- table inputs
+# An Iceberg table as an incremental input (PROTOCOL 6.14): the current snapshot pins the
+# epoch (its sequence number orders versions); the change of (start, end] is the difference
+# between the two snapshots' data files, read from their manifests (the table's metadata,
+# not its data). Delete files (merge-on-read deletes) are refused, not misread.
+
+def _input_table(spec: Any, endpoint_url: str | None) -> Any:
+    from pyiceberg.exceptions import NoSuchTableError
+
+
+    require("pyiceberg", "iceberg", "an Iceberg table input")
+    location = spec.location or ""
+    catalog = load_catalog(TableSpec(location or "s3://unknown", format="iceberg",
+                                     name=spec.name, catalog=spec.catalog)
+                           if location else _CatalogOnly(spec.catalog), endpoint_url)
+    try:
+        return catalog.load_table(spec.name)
+    except NoSuchTableError:
+        raise TableInputError(f"table input {spec.label!r}: no such Iceberg table in catalog "
+                              f"{spec.catalog!r}") from None
+
+
+class _CatalogOnly:
+    """What :func:`load_catalog` reads of a spec, for an input declared without location."""
+
+    def __init__(self, catalog: str):
+        self.catalog, self.location = catalog, ""
+
+
+def pin_version(spec: Any, endpoint_url: str | None) -> Any:
+    """The current snapshot (its sequence number and id); EMPTY-like version -1 when the
+    table has no snapshot yet."""
+
+    snap = _input_table(spec, endpoint_url).current_snapshot()
+    if snap is None:
+        return EMPTY
+    return TableVersion(int(snap.sequence_number), int(snap.snapshot_id))
+
+
+def committed_version(spec: Any, committed: int, endpoint_url: str | None) -> Any:
+    """A snapshot id this library committed, as a reader's version (with its sequence
+    number)."""
+    snap = _input_table(spec, endpoint_url).snapshot_by_id(committed)
+    if snap is None:
+        raise TableInputError(f"table {spec.label!r}: snapshot {committed} was expired; "
+                              f"{WAY_FORWARD}")
+    return TableVersion(int(snap.sequence_number), int(snap.snapshot_id))
+
+
+def version_before(spec: Any, version: int, endpoint_url: str | None) -> Any:
+    """The newest snapshot of the current ancestry whose sequence number is below
+    ``version`` (a ``starting_version`` read begins after it)."""
+
+    for snap in _ancestry(_input_table(spec, endpoint_url)):
+        if snap.sequence_number < version:
+            return TableVersion(int(snap.sequence_number), int(snap.snapshot_id))
+    return EMPTY
+
+
+def _snapshot(spec: Any, table: Any, version: Any) -> Any:
+
+    snap = table.snapshot_by_id(version.snapshot_id) if version.snapshot_id is not None \
+        else None
+    if snap is None:
+        raise TableInputError(
+            f"table input {spec.label!r}: snapshot {version.snapshot_id} (sequence number "
+            f"{version.version}) was expired from the table; the changes since it cannot be "
+            f"read: {WAY_FORWARD}")
+    return snap
+
+
+def _snapshot_schema(table: Any, snap: Any) -> Any:
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+    schema = next(s for s in table.schemas().values() if s.schema_id == snap.schema_id) \
+        if snap.schema_id is not None else table.schema()
+    return schema_to_pyarrow(schema, include_field_ids=False)
+
+
+def schema_at(spec: Any, version: Any, endpoint_url: str | None) -> Any:
+    import pyarrow as pa
+
+    if version.snapshot_id is None:
+        return pa.schema([])
+    table = _input_table(spec, endpoint_url)
+    return _snapshot_schema(table, _snapshot(spec, table, version))
+
+
+def log_partition_columns(spec: Any, version: Any, endpoint_url: str | None) -> list[str]:
+    return []  # Iceberg's data files hold their partition columns
+
+
+def _files(spec: Any, table: Any, snap: Any) -> dict[str, Any]:
+
+    files = {}
+    for task in table.scan(snapshot_id=snap.snapshot_id).plan_files():
+        if task.delete_files:
+            raise TableInputError(
+                f"table input {spec.label!r}: snapshot {snap.snapshot_id} has delete files "
+                "(Iceberg merge-on-read deletes), which table inputs do not read; compact "
+                "the table (rewrite its data files) or write it copy-on-write")
+        files[task.file.file_path] = task.file
+    return files
+
+
+def read_changes(spec: Any, start: Any, end: Any, endpoint_url: str | None) -> Any:
+    """The change set of (``start``, ``end``]: the data files of snapshot ``end`` that
+    ``start`` lacks (added) and those of ``start`` that ``end`` lacks (removed)."""
+    from checkpointing.storage import open_storage
+
+    table = _input_table(spec, endpoint_url)
+    if end.snapshot_id is None:  # no snapshot at the pin: nothing to read
+        import pyarrow as pa
+
+        return ChangeSet(start, end, (), (), pa.schema([]), (), 0)
+    end_snap = _snapshot(spec, table, end)
+    schema = _snapshot_schema(table, end_snap)
+    now = _files(spec, table, end_snap)
+    before: dict[str, Any] = {}
+    reads = 1
+    if start is not None and start.snapshot_id is not None:
+        start_snap = _snapshot(spec, table, start)
+        check_schema(spec.label, _snapshot_schema(table, start_snap), schema, end.version)
+        before, reads = _files(spec, table, start_snap), 2
+
+    def data_file(path: str, f: Any) -> DataFile:
+        return DataFile(path, int(f.file_size_in_bytes), {}, int(f.record_count))
+
+    added = tuple(data_file(p, f) for p, f in now.items() if p not in before)
+    removed = tuple(data_file(p, f) for p, f in before.items() if p not in now)
+    if removed:
+        store = open_storage(table.location(), endpoint_url=endpoint_url)
+        gone = [f for f in removed if not store.exists(store.key_for_uri(f.uri) or "")]
+        if gone:
+            raise TableInputError(
+                f"table input {spec.label!r}: {len(gone)} file(s) removed after snapshot "
+                f"{start.snapshot_id} were already deleted (orphan-file cleanup), so their "
+                f"rows cannot be retracted; {WAY_FORWARD}")
+    return ChangeSet(start, end, added, removed, schema, (), reads)
+
+
+# ---------------------------------------------------------------------- VACUUM (6.13)
+
+def vacuum(output: str, spec: TableSpec, pipeline_id: str, protected: set[int],
+           endpoint: str | None, min_retention_hours: int, dry_run: bool) -> TableVacuum:
+    """Iceberg's side of 6.13: expire the snapshots no protected epoch committed (but the
+    current one and those younger than the threshold), then delete the data files in the
+    table's location that no remaining snapshot references and that are older than the
+    threshold (pyiceberg expires snapshots' metadata only and has no orphan-file
+    removal, so the deletion is done here, through the library's storage)."""
+    import time
+
+    from checkpointing.storage import open_storage
+
+    table = open_table(spec, endpoint)
+    horizon_ms = (time.time() - min_retention_hours * 3600) * 1000
+    prefix = f"ckpt:{pipeline_id}:"
+    current = table.current_snapshot()
+    keep, expire = [], []
+    for snap in table.snapshots():
+        summary = snap.summary
+        ours = summary is not None and str(summary.get("ckpt.app_id", "")).startswith(prefix)
+        epoch = int(summary.get("ckpt.epoch_id", "0")) if ours else None
+        if (epoch in protected or snap.timestamp_ms >= horizon_ms
+                or (current is not None and snap.snapshot_id == current.snapshot_id)):
+            keep.append(snap)
+        else:
+            expire.append(snap.snapshot_id)
+    referenced = {file_path(task.file.file_path) for snap in keep
+                  for task in table.scan(snapshot_id=snap.snapshot_id).plan_files()}
+    store = open_storage(spec.location, endpoint_url=endpoint)
+    unreferenced = [o for o in store.list("") if o.key.endswith(".parquet")
+                    and not o.key.startswith("metadata/")
+                    and file_path(store.uri(o.key)) not in referenced]
+    doomed = [o.key for o in unreferenced if o.last_modified * 1000 < horizon_ms]
+    if not dry_run:
+        if expire:
+            table.maintenance.expire_snapshots().by_ids(expire).commit()
+        for key in doomed:
+            store.delete(key)
+    kept = tuple(sorted(s.snapshot_id for s in keep
+                        if s.summary is not None and s.summary.get("ckpt.epoch_id", "").isdigit()
+                        and int(s.summary["ckpt.epoch_id"]) in protected))
+    return TableVacuum(output, kept, len(doomed), dry_run, len(unreferenced) - len(doomed),
+                       min_retention_hours)
+
+
+#: Apache Iceberg's implementation, found by :mod:`checkpointing.tables.format_registry`
+FORMAT = TableFormat(traits("iceberg"), IcebergCommitter, vacuum, TableReader(
+    pin_version, version_before, committed_version, schema_at, log_partition_columns,
+    read_changes))
