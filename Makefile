@@ -13,17 +13,17 @@ demo: install
 	$(PY) scripts/demo.py $(ARGS)
 
 # The whole suite, three test modules at a time on 2 cores (the cores are saturated: a fourth
-# worker made it slower; the order is tests/schedule.py's; modules share nothing but
+# worker made it slower; the order is tests/support/schedule.py's; modules share nothing but
 # PostgreSQL's server, where each has a database of its own). pytest exits 5 when it
 # collects nothing; make treats any non-zero exit as failure, so "no tests" never passes.
-# tests.spark_cds first archives Spark's classes once for every JVM of the suite (about a
+# tests.support.spark_cds first archives Spark's classes once for every JVM of the suite (about a
 # minute; half the CPU each JVM spends starting).
 test: install
 	scripts/install_minio.sh
 	scripts/install_spark_s3.sh
 	scripts/install_browser.sh
 	scripts/install_toxiproxy.sh
-	$(PY) -m tests.spark_cds
+	$(PY) -m tests.support.spark_cds
 	CKPT_TEST_PG_URL=$$(scripts/start_postgres.sh) $(PY) -m pytest -q -p no:cacheprovider \
 		-n 3 --dist loadfile --no-loadscope-reorder --durations=25 --ignore=tests/package \
 		--ignore=tests/containers -m "not bench"
@@ -38,7 +38,7 @@ test-fast: install
 test-integration: install
 	scripts/install_minio.sh
 	scripts/install_spark_s3.sh
-	$(PY) -m tests.spark_cds
+	$(PY) -m tests.support.spark_cds
 	CKPT_TEST_PG_URL=$$(scripts/start_postgres.sh) $(PY) -m pytest -q -p no:cacheprovider \
 		-n 3 --dist loadfile --no-loadscope-reorder -m "not bench" tests/integration
 
@@ -49,7 +49,7 @@ test-system: install
 	scripts/install_spark_s3.sh
 	scripts/install_browser.sh
 	scripts/install_toxiproxy.sh
-	$(PY) -m tests.spark_cds
+	$(PY) -m tests.support.spark_cds
 	CKPT_TEST_PG_URL=$$(scripts/start_postgres.sh) $(PY) -m pytest -q -p no:cacheprovider \
 		-n 3 --dist loadfile --no-loadscope-reorder tests/system
 

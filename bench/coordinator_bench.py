@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from checkpointing import Coordinator, LocalStorage, StateHandle  # noqa: E402
 from checkpointing.protocol.barrier import TaskPlan  # noqa: E402
 from checkpointing.storage.s3 import S3Storage  # noqa: E402
-from tests.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server  # noqa: E402
+from tests.support.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server  # noqa: E402
 
 
 def epoch_cost(storage, n_tasks: int, repeats: int) -> dict:

@@ -39,7 +39,7 @@ from checkpointing import Coordinator, SnapshotWriter, TableSpec  # noqa: E402
 from checkpointing.protocol.barrier import TaskPlan  # noqa: E402
 from checkpointing.records.two_phase_publish import read_manifest  # noqa: E402
 from checkpointing.storage.s3 import S3Storage  # noqa: E402
-from tests.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server  # noqa: E402
+from tests.support.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 PLAN = {"src": TaskPlan(), "gold": TaskPlan(("src",), True)}

@@ -20,6 +20,7 @@ from checkpointing.errors import CheckpointError
 from checkpointing.ids import validate_epoch_id
 from checkpointing.protocol.epoch_metadata import AbortReason
 from checkpointing.protocol.history import history_ids
+from checkpointing.protocol.registry import MAIN
 from checkpointing.records.savepoints import (
     create_savepoint,
     delete_savepoint,
@@ -55,7 +56,7 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--all", action="store_true", help="every completed epoch still retained")
     v.add_argument("--json", action="store_true")
     lt = sub.add_parser("latest", help="the latest completed epoch")
-    lt.add_argument("--lineage", default="main")
+    lt.add_argument("--lineage", default=MAIN)
     lt.add_argument("--json", action="store_true")
     sp = sub.add_parser("savepoint", help="create, list or delete savepoints")
     spsub = sp.add_subparsers(dest="action", required=True)
@@ -97,7 +98,8 @@ def _table(rows: list[dict[str, Any]], cols: list[str]) -> str:
     return "\n".join(lines)
 
 
-def _fmt_bytes(n: int) -> str:
+def _fmt_bytes(size: int) -> str:
+    n = float(size)
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

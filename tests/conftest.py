@@ -8,18 +8,18 @@ import pytest
 
 from checkpointing.storage import LocalStorage
 from checkpointing.storage.s3 import S3Storage
-from tests.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server
-from tests.spark_cds import spark_env
+from tests.support.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server
+from tests.support.spark_cds import spark_env
 
 # Every Spark JVM the tests start (local sessions, Connect servers, spark-submit drivers and
 # executors, the standalone daemons) takes the suite's JVM options, and the class-data
-# sharing archive `make test` builds, from the environment. Why: tests/spark_cds.py.
+# sharing archive `make test` builds, from the environment. Why: tests/support/spark_cds.py.
 for _k, _v in spark_env().items():
     os.environ.setdefault(_k, _v)
 
 
 def pytest_configure(config):
-    """``CKPT_TEST_CPU_LOG=<file>``: each test's wall and CPU seconds (tests/cpu_log.py)."""
+    """``CKPT_TEST_CPU_LOG=<file>``: each test's wall and CPU seconds (tests/support/cpu_log.py)."""
     # py4j logs "Closing down clientserver connection" at INFO from a finalizer at
     # interpreter exit, after pytest closed the stream its handler writes to: a "Logging
     # error" traceback at the end of every run with a local Spark session.
@@ -29,7 +29,7 @@ def pytest_configure(config):
     xdist_controller = bool(getattr(config.option, "numprocesses", None)) and \
         not hasattr(config, "workerinput")
     if os.environ.get("CKPT_TEST_CPU_LOG") and not xdist_controller:
-        from tests.cpu_log import CpuLog
+        from tests.support.cpu_log import CpuLog
 
         config.pluginmanager.register(CpuLog(os.environ["CKPT_TEST_CPU_LOG"]), "ckpt-cpu-log")
 
@@ -42,7 +42,7 @@ TIERS = ("unit", "integration", "system")
 
 
 def pytest_collection_modifyitems(config, items):
-    """Mark each test with its tier. Then order the modules as tests/schedule.py finds
+    """Mark each test with its tier. Then order the modules as tests/support/schedule.py finds
     best for xdist's load-file scheduler (`make test` passes --no-loadscope-reorder, or
     xdist would start the modules with the most tests first): no long module left running
     alone at the end."""
@@ -61,7 +61,7 @@ def pytest_collection_modifyitems(config, items):
         config.hook.pytest_deselected(items=again)
         items[:] = [i for i in items if i not in again]
 
-    from tests.schedule import balanced_order
+    from tests.support.schedule import balanced_order
 
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     rank = {m: i for i, m in enumerate(

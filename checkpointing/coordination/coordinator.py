@@ -24,6 +24,7 @@ from checkpointing.config import CheckpointConfig
 from checkpointing.coordination.epoch_finisher import EpochFinisher
 from checkpointing.coordination.epoch_store import EpochStore
 from checkpointing.coordination.failure_manager import FailureManager
+from checkpointing.coordination.lease import runner_lost
 from checkpointing.coordination.parent_selector import LATEST, ParentSelector, RestoreMappingError
 from checkpointing.coordination.promotion import PromotionRule
 from checkpointing.coordination.request_decider import RequestDecider
@@ -50,11 +51,10 @@ from checkpointing.protocol.layout import Layout
 from checkpointing.protocol.listener import EpochListener, SafeListener
 from checkpointing.protocol.markers import ATTEMPT_START, DECLINE, RUN_INDEX
 from checkpointing.protocol.operations import OPERATION, EngineOperation
-from checkpointing.protocol.registry import OpenEpoch, Registry
+from checkpointing.protocol.registry import MAIN, OpenEpoch, Registry
 from checkpointing.protocol.state_handle import StateHandle
 from checkpointing.records.alerts import EpochAlert, record_alert
 from checkpointing.records.backfill_lineages import (
-    MAIN,
     LineageOrigin,
     delete_origin,
     record_origin,
@@ -201,7 +201,7 @@ class Coordinator:
         the alert), False when another process had (stay quiet)."""
         return record_alert(self.storage, self.layout, alert)
 
-    def stale_alert(self, lineage: str = "main") -> StaleAlert | None:
+    def stale_alert(self, lineage: str = MAIN) -> StaleAlert | None:
         """The staleness alert of ``lineage`` when its last completed epoch is older than
         ``config.max_epoch_age_seconds`` and this call recorded it first (deliver it); None
         otherwise: not stale, no age configured, no completed epoch yet, or another
@@ -210,7 +210,7 @@ class Coordinator:
             return None
         latest = self.latest_completed(lineage)
         meta = self.metadata(latest) if latest is not None else None
-        if meta is None or not meta.decided_at:
+        if latest is None or meta is None or not meta.decided_at:
             return None
         alert = stale(self.pipeline_id, lineage, latest, meta.decided_at,
                       parse_iso(meta.decided_at), self.clock(),
@@ -257,7 +257,7 @@ class Coordinator:
         plan: Mapping[str, TaskPlan],
         run_id: str,
         *,
-        lineage: str = "main",
+        lineage: str = MAIN,
         data_interval: dict[str, str] | None = None,
         input_range: Any = None,
         parent_epoch_id: int | None | object = LATEST,
@@ -292,7 +292,7 @@ class Coordinator:
         # allocation writes anything but decisions of epochs already due.
         req = self._resolve_explicit_parent(req)
         reg = self._settle_open_epochs(req)
-        parent, fallback = req.parent_epoch_id, []
+        parent, fallback = req.parent_epoch_id, list[dict[str, Any]]()
         if parent is LATEST:
             # Chosen and verified before an id is allocated: a refusal here (malformed
             # metadata) must not leave a burned id behind to block the next try.
@@ -320,7 +320,7 @@ class Coordinator:
             lineage=req.lineage, plan=dict(req.plan), created_at=entry.created_at,
             deadline=entry.deadline, config=self.config, mode=self.config.mode,
             data_interval=req.data_interval, input_range=req.input_range,
-            parent_epoch_id=parent,  # type: ignore[arg-type]
+            parent_epoch_id=parent,
             parent_savepoint=req.parent_savepoint, publish_on_complete=req.publish_on_complete,
             writer=writer_identity(), restore_fallback=tuple(fallback), promote=req.promote,
             table_versions=versions,
@@ -330,7 +330,7 @@ class Coordinator:
         return self._write_barrier(barrier, reclaimed=burned is not None or req.join)
 
     def begin_or_join(self, plan: Mapping[str, TaskPlan], run_id: str, *,
-                      lineage: str = "main", **begin: Any) -> Barrier:
+                      lineage: str = MAIN, **begin: Any) -> Barrier:
         """The epoch ``run_id`` has open in ``lineage``, else a new one: what each root task
         of a DAG run calls, so that the epoch begins with the first task that needs it and
         racing roots share it (PROTOCOL 6.1, 1.10). Other arguments as :meth:`begin_epoch`.
@@ -433,13 +433,13 @@ class Coordinator:
             log.warning("pipeline %s: run index of epoch %d not written: %s",
                         self.pipeline_id, barrier.epoch_id, exc)
 
-    def epochs_of_run(self, run_id: str, lineage: str = "main") -> list[int]:
+    def epochs_of_run(self, run_id: str, lineage: str = MAIN) -> list[int]:
         """The epochs ``run_id`` opened in ``lineage``, ascending (one listing)."""
         prefix = self.layout.run_index_prefix(lineage, str(run_id))
         ids = [o.key[len(prefix):] for o in self.storage.list(prefix)]
         return sorted(int(i) for i in ids if len(i) == 10 and i.isdigit())
 
-    def completed_epoch_of_run(self, run_id: str, lineage: str = "main") -> int | None:
+    def completed_epoch_of_run(self, run_id: str, lineage: str = MAIN) -> int | None:
         """The epoch ``run_id`` completed, if it did (its newest epoch, when completed)."""
         ids = self.epochs_of_run(run_id, lineage)
         if not ids:
@@ -453,8 +453,7 @@ class Coordinator:
     def next_attempt(self, epoch_id: int) -> int:
         """One more than the highest attempt of any task in the epoch: the attempt number a
         driver that resumes the epoch uses, fencing whatever ran before it."""
-        tasks = scan_epoch_tasks(self.storage, self.layout, epoch_id)
-        return 1 + max((ta.highest for ta in tasks.values()), default=0)
+        return self.store.next_attempt(epoch_id)
 
     # ------------------------------------------------------------------ tasks
     def _check_task(self, epoch_id: int, task_id: str, attempt: int) -> bool:
@@ -802,7 +801,7 @@ class Coordinator:
 
     def _open_lineage(self, epoch_id: int) -> str:
         entry = self.registry().open_entry(epoch_id)
-        return entry.lineage if entry else "main"
+        return entry.lineage if entry else MAIN
 
     def expire_overdue(self) -> list[EpochMetadata]:
         """Decide every open epoch past its deadline (Flink's checkpoint canceller).
@@ -836,13 +835,11 @@ class Coordinator:
         """Abort, as ``runner_lost``, every pending epoch among ``entries`` whose driver is
         known gone: its lease expired, or its holder was a process of this host that is
         dead (PROTOCOL 6.1). Epochs without a lease are left alone."""
-        from checkpointing.coordination.lease import runner_lost
-
         decided = []
         for entry in entries:
             if self.metadata(entry.epoch_id) is not None:
                 continue
-            why = runner_lost(self, entry.epoch_id)
+            why = runner_lost(self.store, entry.epoch_id, self.config.lease_seconds)
             if why is None:
                 continue
             meta, ours = self._abort(entry.epoch_id, AbortReason.RUNNER_LOST, why, None)
@@ -863,7 +860,7 @@ class Coordinator:
             finished = True
         return self.registry() if finished else reg
 
-    def open_epoch_for_run(self, run_id: str, lineage: str = "main") -> Barrier | None:
+    def open_epoch_for_run(self, run_id: str, lineage: str = MAIN) -> Barrier | None:
         """The undecided epoch a DAG run already opened, if any (so that a cleared or
         retried begin step reuses it instead of opening a second epoch)."""
         for entry in self.registry().open:
@@ -878,7 +875,7 @@ class Coordinator:
         return None
 
     # ------------------------------------------------------------------ lookups
-    def latest_completed(self, lineage: str = "main") -> int | None:
+    def latest_completed(self, lineage: str = MAIN) -> int | None:
         """The lineage's latest completed epoch: 1 + |open| reads, whatever the history."""
         validate_id(lineage, "lineage")
         return self.parents.latest(lineage)
@@ -912,7 +909,7 @@ class Coordinator:
 
     def completed_handles(self, epoch_id: int) -> dict[str, StateHandle]:
         """Every task's state handle of a completed epoch."""
-        return self.parents.completed_handles(epoch_id)
+        return self.store.completed_handles(epoch_id)
 
     def restore_handle(self, epoch_id: int, task_id: str) -> StateHandle | None:
         """The state handle ``task_id`` must restore from when running ``epoch_id``: the
@@ -964,11 +961,11 @@ class Coordinator:
             return "unknown"
         return "pending" if decision is None else decision.status
 
-    def check_failure_budget(self, lineage: str = "main") -> None:
+    def check_failure_budget(self, lineage: str = MAIN) -> None:
         """Raise :class:`FailureBudgetExhausted` when more consecutive epochs of the lineage
         failed than ``tolerable_failed_epochs`` (PROTOCOL 6.1): the caller fails its run."""
         self.failures.check(lineage)
 
-    def failure_budget_exhausted(self, lineage: str = "main") -> bool:
+    def failure_budget_exhausted(self, lineage: str = MAIN) -> bool:
         """True when more consecutive epochs failed than ``tolerable_failed_epochs``."""
         return self.failures.exhausted(lineage)

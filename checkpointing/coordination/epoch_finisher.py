@@ -17,9 +17,8 @@ from checkpointing.coordination.promotion import PromotionRule
 from checkpointing.protocol.barrier import Barrier
 from checkpointing.protocol.epoch_metadata import EpochMetadata, counts_as_failure
 from checkpointing.protocol.listener import EpochListener, TableCommitted
-from checkpointing.protocol.registry import Registry
+from checkpointing.protocol.registry import MAIN, Registry
 from checkpointing.protocol.state_handle import OutputRef
-from checkpointing.records.backfill_lineages import MAIN
 from checkpointing.records.two_phase_publish import publish
 from checkpointing.tables.commit import commit_tables
 

@@ -10,9 +10,10 @@ for the epochs it deletes; nothing else touches the caches.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TypeVar
 
 from checkpointing.errors import (
+    CheckpointError,
     EpochAlreadyDecided,
     EpochNotFound,
     NotFound,
@@ -21,6 +22,7 @@ from checkpointing.errors import (
 )
 from checkpointing.ids import validate_epoch_id
 from checkpointing.protocol.acknowledgement import Acknowledgement
+from checkpointing.protocol.attempts import scan_epoch_tasks
 from checkpointing.protocol.barrier import Barrier
 from checkpointing.protocol.cas import cas_update
 from checkpointing.protocol.decision import Decision
@@ -28,8 +30,11 @@ from checkpointing.protocol.documents import now_iso, writer_identity
 from checkpointing.protocol.epoch_metadata import EpochMetadata
 from checkpointing.protocol.history import read_failure
 from checkpointing.protocol.layout import Layout
-from checkpointing.protocol.registry import Registry
+from checkpointing.protocol.registry import MAIN, Registry
+from checkpointing.protocol.state_handle import StateHandle
 from checkpointing.storage import Storage
+
+R = TypeVar("R")
 
 
 class EpochStore:
@@ -56,7 +61,7 @@ class EpochStore:
             return Registry()
         return Registry.from_bytes(data, self.uri(self.layout.counter))
 
-    def update_registry(self, mutate: Callable[[Registry], tuple[Registry | None, Any]]) -> Any:
+    def update_registry(self, mutate: Callable[[Registry], tuple[Registry | None, R]]) -> R:
         """Apply ``mutate`` by compare-and-swap; it returns (new registry or None for no
         change, result); the result of the winning application is returned."""
         key = self.layout.counter
@@ -64,7 +69,7 @@ class EpochStore:
         def parse(b: bytes) -> Registry:
             return Registry.from_bytes(b, self.uri(key))
 
-        def step(cur: Registry | None) -> tuple[bytes | None, Any]:
+        def step(cur: Registry | None) -> tuple[bytes | None, R]:
             new, result = mutate(cur if cur is not None else self._bootstrap_registry())
             if new is None:
                 return None, result
@@ -186,6 +191,32 @@ class EpochStore:
         if meta is None:
             raise EpochAlreadyDecided(decision.describe())
         return meta
+
+    def latest_completed(self, lineage: str = MAIN, reg: Registry | None = None) -> int | None:
+        """The lineage's latest completed epoch: 1 + |open| reads, whatever the history
+        (the registry's pointer, or a newer open epoch decided but not yet applied)."""
+        reg = reg or self.registry()
+        best = reg.lineage(lineage).latest_completed
+        for entry in reg.open:
+            if entry.lineage != lineage or entry.epoch_id <= (best or 0):
+                continue
+            meta = self.metadata(entry.epoch_id)
+            if meta is not None and meta.completed:
+                best = entry.epoch_id
+        return best
+
+    def completed_handles(self, epoch_id: int) -> dict[str, StateHandle]:
+        """Every task's state handle of a completed epoch."""
+        meta = self.metadata(epoch_id)
+        if meta is None or not meta.completed:
+            raise CheckpointError(f"epoch {epoch_id} is not completed")
+        return {t: self.read_ack(a.key).state_handle for t, a in meta.acks.items()}
+
+    def next_attempt(self, epoch_id: int) -> int:
+        """One more than the highest attempt of any task in the epoch: the attempt number a
+        driver that resumes the epoch uses, fencing whatever ran before it."""
+        tasks = scan_epoch_tasks(self.storage, self.layout, epoch_id)
+        return 1 + max((ta.highest for ta in tasks.values()), default=0)
 
     # ------------------------------------------------------------------ acknowledgements
     def read_ack(self, key: str) -> Acknowledgement:

@@ -15,6 +15,7 @@ from checkpointing.errors import CheckpointError, FailureBudgetExhausted
 from checkpointing.protocol.barrier import Barrier
 from checkpointing.protocol.epoch_metadata import EpochMetadata
 from checkpointing.protocol.history import record_failure
+from checkpointing.protocol.registry import MAIN
 
 log = logging.getLogger("checkpointing.coordination.failure_manager")
 
@@ -25,12 +26,12 @@ class FailureManager:
     def __init__(self, store: EpochStore, config: CheckpointConfig):
         self.store, self.config = store, config
 
-    def exhausted(self, lineage: str = "main") -> bool:
+    def exhausted(self, lineage: str = MAIN) -> bool:
         """True when more consecutive epochs failed than ``tolerable_failed_epochs``."""
         failed = self.store.registry().lineage(lineage).consecutive_failed
         return failed > self.config.tolerable_failed_epochs
 
-    def check(self, lineage: str = "main") -> None:
+    def check(self, lineage: str = MAIN) -> None:
         """Raise :class:`FailureBudgetExhausted` when the budget is spent."""
         failed = self.store.registry().lineage(lineage).consecutive_failed
         if failed > self.config.tolerable_failed_epochs:

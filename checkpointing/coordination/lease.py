@@ -34,11 +34,13 @@ import os
 import socket
 import threading
 import time
-from typing import Any
+from typing import Any, Protocol
 
+from checkpointing.config import CheckpointConfig
 from checkpointing.errors import CheckpointError, EpochDrivenElsewhere, NotFound, PreconditionFailed
-from checkpointing.protocol.codec import Codec, decode
-from checkpointing.protocol.documents import now_iso, writer_identity
+from checkpointing.protocol.codec import Codec
+from checkpointing.protocol.documents import decode, now_iso, writer_identity
+from checkpointing.protocol.epoch_reader import EpochReader
 
 log = logging.getLogger("checkpointing.coordination.lease")
 FORMAT = "ckpt.lease"
@@ -46,12 +48,19 @@ FORMAT = "ckpt.lease"
 CODEC = Codec(FORMAT, "lease", ("ttl_seconds",), lambda d, key: float(d["ttl_seconds"]))
 
 
+class LeasedEpochs(EpochReader, Protocol):
+    """What a runner's lease needs of its pipeline: the epochs' documents and the lease
+    length of its configuration (the coordinator is one)."""
+
+    config: CheckpointConfig
+
+
 class RunnerLease:
     """Renews the lease of ``epoch_id`` from a daemon thread while the driver runs.
 
     Use as a context manager around the driving of the epoch."""
 
-    def __init__(self, coordinator: Any, epoch_id: int, holder: str | None = None,
+    def __init__(self, coordinator: LeasedEpochs, epoch_id: int, holder: str | None = None,
                  attempt: int | None = None, wait_seconds: float = 0.0):
         self.coordinator, self.epoch_id = coordinator, epoch_id
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}"
@@ -188,28 +197,28 @@ def _zombie(pid: int) -> bool:
         return False
 
 
-def lease_expired(coordinator: Any, epoch_id: int) -> bool:
+def lease_expired(epochs: EpochReader, epoch_id: int) -> bool:
     """True when the epoch has a lease that was not renewed within its ttl; False when it
     was, or when the epoch has no lease (not driven by a single process)."""
-    key = coordinator.layout.lease(epoch_id)
+    key = epochs.layout.lease(epoch_id)
     try:
-        info = coordinator.storage.head(key)
-        ttl = lease_ttl(coordinator.storage.read(key)[0], coordinator.storage.uri(key))
+        info = epochs.storage.head(key)
+        ttl = lease_ttl(epochs.storage.read(key)[0], epochs.storage.uri(key))
     except NotFound:
         return False
     # The store dated the object: age it by the store's clock when it answered (S3's Date
     # header), so that a host whose clock is off neither expires a live runner's lease
     # nor keeps a dead one's.
-    now = info.server_time if info.server_time is not None else coordinator.clock()
+    now = info.server_time if info.server_time is not None else epochs.clock()
     return info.last_modified + ttl < now
 
 
-def runner_lost(coordinator: Any, epoch_id: int) -> str | None:
+def runner_lost(epochs: EpochReader, epoch_id: int, lease_seconds: float) -> str | None:
     """Why the epoch's single driver is known to be gone, or None: its lease was not
     renewed within its ttl, or its holder was a process of this host that no longer
     exists (killed: its epoch need not wait a lease length). None for an epoch without a
     lease (driven by Airflow's workers, whose liveness is Airflow's)."""
-    store, key = coordinator.storage, coordinator.layout.lease(epoch_id)
+    store, key = epochs.storage, epochs.layout.lease(epoch_id)
     try:
         data = store.read(key)[0]
     except NotFound:
@@ -220,9 +229,9 @@ def runner_lost(coordinator: Any, epoch_id: int) -> str | None:
         holder = ""
     if holder and _gone(holder):
         return f"its runner (process {holder.rpartition(':')[2]} of this host) is gone"
-    if lease_expired(coordinator, epoch_id):
+    if lease_expired(epochs, epoch_id):
         return (f"its runner stopped renewing its lease for more than "
-                f"{coordinator.config.lease_seconds:g}s")
+                f"{lease_seconds:g}s")
     return None
 
 

@@ -20,8 +20,8 @@ from checkpointing.errors import CheckpointError, MalformedDocument, NotFound
 from checkpointing.ids import validate_epoch_id
 from checkpointing.protocol.barrier import TaskPlan
 from checkpointing.protocol.registry import Registry
-from checkpointing.protocol.state_handle import StateHandle
 from checkpointing.records.backfill_lineages import read_origin
+from checkpointing.state.verify import VerifyReport, read_record, verify_handles, write_record
 
 log = logging.getLogger("checkpointing.coordination.parent_selector")
 
@@ -80,17 +80,8 @@ class ParentSelector:
 
     # ------------------------------------------------------------------ the latest parent
     def latest(self, lineage: str, reg: Registry | None = None) -> int | None:
-        """The lineage's latest completed epoch: 1 + |open| reads, whatever the history
-        (the registry's pointer, or a newer open epoch decided but not yet applied)."""
-        reg = reg or self.store.registry()
-        best = reg.lineage(lineage).latest_completed
-        for entry in reg.open:
-            if entry.lineage != lineage or entry.epoch_id <= (best or 0):
-                continue
-            meta = self.store.metadata(entry.epoch_id)
-            if meta is not None and meta.completed:
-                best = entry.epoch_id
-        return best
+        """The lineage's latest completed epoch (:meth:`EpochStore.latest_completed`)."""
+        return self.store.latest_completed(lineage, reg)
 
     def choose_latest(self, reg: Registry, lineage: str, plan: Mapping[str, TaskPlan],
                       allow: bool) -> tuple[int | None, list[dict[str, Any]]]:
@@ -136,16 +127,15 @@ class ParentSelector:
         if meta is None or not meta.completed or not self.promotion.on_line(meta, lineage):
             return None
         try:
-            return self._verify(epoch_id).problems
+            return list(self._verify(epoch_id).problems)
         except (NotFound, MalformedDocument) as exc:  # an acknowledgement lost or damaged
             return [str(exc)]
 
-    def _verify(self, epoch_id: int):  # noqa: ANN202 (VerifyReport)
+    def _verify(self, epoch_id: int) -> VerifyReport:
         """Verify a completed epoch's files against the newest verification record (5.16)
         of the epoch itself or of its parent: files unchanged since are checked by size and
         stamp, the others by the store's checksum or hashed; a clean verification is
         recorded for the next begin."""
-        from checkpointing.state.verify import read_record, verify_handles, write_record
 
         storage, layout = self.store.storage, self.store.layout
         record = read_record(storage, layout, epoch_id)
@@ -153,7 +143,7 @@ class ParentSelector:
             parent = self.store.barrier(epoch_id).parent_epoch_id
             if parent is not None:
                 record = read_record(storage, layout, parent)
-        report = verify_handles(storage, epoch_id, self.completed_handles(epoch_id),
+        report = verify_handles(storage, epoch_id, self.store.completed_handles(epoch_id),
                                 known=record.files if record else None)
         log.info("pipeline %s: epoch %d verified for restore: %d file(s) hashed (%d bytes), "
                  "%d by the store's checksum, %d unchanged since %s", self.store.pipeline_id,
@@ -163,13 +153,6 @@ class ParentSelector:
         if report.ok and (record is None or record.epoch_id != epoch_id):
             write_record(storage, layout, report, self.store.clock())
         return report
-
-    def completed_handles(self, epoch_id: int) -> dict[str, StateHandle]:
-        """Every task's state handle of a completed epoch."""
-        meta = self.store.metadata(epoch_id)
-        if meta is None or not meta.completed:
-            raise CheckpointError(f"epoch {epoch_id} is not completed")
-        return {t: self.store.read_ack(a.key).state_handle for t, a in meta.acks.items()}
 
     def check_plan_change(self, parent: int, plan: Mapping[str, TaskPlan], allow: bool) -> None:
         """The DAG changed since the parent epoch (Flink's savepoint mapping): a new task

@@ -17,9 +17,8 @@ from checkpointing.errors import PromotingBackfillRunning
 from checkpointing.protocol.barrier import Barrier
 from checkpointing.protocol.documents import now_iso, parse_iso
 from checkpointing.protocol.epoch_metadata import EpochMetadata
-from checkpointing.protocol.registry import Registry
+from checkpointing.protocol.registry import MAIN, Registry
 from checkpointing.records.backfill_lineages import (
-    MAIN,
     Promotion,
     list_origins,
     read_promotion,

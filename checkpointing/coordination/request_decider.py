@@ -10,7 +10,7 @@ from __future__ import annotations
 from checkpointing.config import CheckpointConfig
 from checkpointing.errors import MinPauseNotElapsed, PipelineOwnedElsewhere, TooManyConcurrentEpochs
 from checkpointing.protocol.documents import parse_iso
-from checkpointing.protocol.registry import Registry
+from checkpointing.protocol.registry import OpenEpoch, Registry
 
 
 class RequestDecider:
@@ -45,7 +45,7 @@ class RequestDecider:
                     f"{self.config.min_pause_seconds - wait:.1f}s ago; min_pause_seconds is "
                     f"{self.config.min_pause_seconds}", retry_after=wait)
 
-    def full(self, reg: Registry, lineage: str, run_id: str) -> list:
+    def full(self, reg: Registry, lineage: str, run_id: str) -> list[OpenEpoch]:
         """The lineage's pending epochs of other runs, when they fill its capacity (the
         candidates for ``runner_lost``); [] otherwise."""
         live = [o for o in reg.open if o.lineage == lineage and o.run_id != run_id]

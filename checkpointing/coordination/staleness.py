@@ -14,6 +14,7 @@ from checkpointing.errors import PreconditionFailed
 from checkpointing.protocol.codec import Codec
 from checkpointing.protocol.documents import now_iso, writer_identity
 from checkpointing.protocol.layout import Layout
+from checkpointing.protocol.registry import MAIN
 from checkpointing.storage import Storage
 
 
@@ -36,7 +37,7 @@ class StaleAlert:
 
     def message(self) -> str:
         """One line: the title, the last completed epoch, the configured age."""
-        line = "" if self.lineage == "main" else f" (lineage {self.lineage})"
+        line = "" if self.lineage == MAIN else f" (lineage {self.lineage})"
         return (f"{self.title}{line}: the last completed epoch is {self.last_epoch_id}, "
                 f"decided at {self.last_completed_at}; alert age "
                 f"{_duration(self.max_age_seconds)}")

@@ -11,12 +11,13 @@ from checkpointing.errors import NotFound, PreconditionFailed, StorageError
 from checkpointing.storage import Storage
 
 T = TypeVar("T")
+R = TypeVar("R")
 
 _MAX_ROUNDS = 200
 
 
 def cas_update(storage: Storage, key: str, parse: Callable[[bytes], T | None],
-               mutate: Callable[[T | None], tuple[bytes | None, object]]) -> object:
+               mutate: Callable[[T | None], tuple[bytes | None, R]]) -> R:
     """Apply ``mutate`` to the current document until a conditional write lands.
 
     ``parse`` turns stored bytes into a value; ``mutate`` receives the value (None when the

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from checkpointing.protocol.codec import Codec
+from checkpointing.protocol.registry import MAIN
 
 FORMAT = "ckpt.epoch-metadata"
 
@@ -101,7 +102,7 @@ def _build(doc: dict[str, Any], key: str) -> EpochMetadata:
         raise ValueError(f"unknown status {status!r}")
     acks = {t: AckRef(int(a["attempt"]), a["key"], a["acked_at"])
             for t, a in (doc.get("acks") or {}).items()}
-    return EpochMetadata(int(doc["epoch_id"]), doc.get("lineage", "main"), status,
+    return EpochMetadata(int(doc["epoch_id"]), doc.get("lineage", MAIN), status,
                          doc["decided_at"], acks, doc.get("reason"), doc.get("detail"),
                          tuple(doc.get("missing_tasks") or ()), doc.get("declined_by"),
                          doc.get("writer", {}))

@@ -10,6 +10,8 @@ from typing import Any
 from checkpointing.protocol.codec import Codec
 
 FORMAT = "ckpt.registry"
+#: the lineage of scheduled runs; a backfill from a checkpoint starts another (PROTOCOL 5.15)
+MAIN = "main"
 
 
 @dataclass(frozen=True)

@@ -1,17 +1,15 @@
 """What distinguishes the table formats, as data: each format's traits, in one place.
 
 Code that must behave differently per format asks for a trait here (or, for behaviour that
-needs the format's own library, goes through :mod:`.format_registry` to the format's module,
-:mod:`.delta` or :mod:`.iceberg`); nothing else compares a format's name. This module
+needs the format's own library, goes through :mod:`checkpointing.tables.format_registry` to
+the format's module); nothing else compares a format's name. This module
 imports no format library, so the declarations (:class:`~.tables.TableSpec`,
 :class:`~.table_inputs.TableInput`) can use it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -52,31 +50,3 @@ def traits(fmt: str) -> FormatTraits:
     except KeyError:
         raise ValueError(f"table format must be one of {', '.join(FORMATS)}, "
                          f"not {fmt!r}") from None
-
-
-@dataclass(frozen=True)
-class TableReader:
-    """A format's table-input reader (PROTOCOL 6.14): the functions of its module that pin
-    a version, read the change between two and describe the table at one."""
-
-    pin_version: Callable[..., Any]
-    version_before: Callable[..., Any]
-    committed_version: Callable[..., Any]
-    schema_at: Callable[..., Any]
-    log_partition_columns: Callable[..., Any]
-    read_changes: Callable[..., Any]
-
-
-@dataclass(frozen=True)
-class TableFormat:
-    """A format's implementation, as its module (:mod:`.delta`, :mod:`.iceberg`) declares
-    it in ``FORMAT``: its traits, committer (6.12), VACUUM under the retention rule (6.13)
-    and table-input reader (6.14)."""
-
-    traits: FormatTraits
-    committer_type: Callable[..., Any]
-    vacuum: Callable[..., Any]
-    reader: TableReader
-
-    def committer(self, endpoint_url: str | None) -> Any:
-        return self.committer_type(endpoint_url=endpoint_url)

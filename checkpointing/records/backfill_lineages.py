@@ -5,19 +5,22 @@ became the main line's (5.15)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from checkpointing.errors import CheckpointError, PreconditionFailed
 from checkpointing.ids import validate_id
 from checkpointing.protocol.codec import Codec
 from checkpointing.protocol.documents import now_iso, writer_identity
 from checkpointing.protocol.layout import Layout
+from checkpointing.protocol.registry import MAIN
 from checkpointing.storage import Storage
+
+T = TypeVar("T")
 
 FORMAT = "ckpt.lineage"
 PROMOTION_FORMAT = "ckpt.promotion"
-MAIN = "main"
 
 
 class LineageExists(CheckpointError):
@@ -93,7 +96,7 @@ def delete_origin(storage: Storage, layout: Layout, lineage: str) -> None:
     storage.delete(layout.lineage_origin(lineage))
 
 
-def _read_optional(storage: Storage, key: str, parse: Any) -> Any:
+def _read_optional(storage: Storage, key: str, parse: Callable[[bytes, str], T]) -> T | None:
     data = storage.read_optional(key)
     return None if data is None else parse(data, storage.uri(key))
 

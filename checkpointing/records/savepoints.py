@@ -20,7 +20,9 @@ from checkpointing.protocol.barrier import CODEC as BARRIER_CODEC
 from checkpointing.protocol.barrier import Barrier
 from checkpointing.protocol.codec import Codec
 from checkpointing.protocol.documents import now_iso, writer_identity
+from checkpointing.protocol.epoch_reader import EpochReader
 from checkpointing.protocol.layout import Layout
+from checkpointing.protocol.registry import MAIN
 from checkpointing.protocol.state_handle import StateHandle
 from checkpointing.storage import Storage
 
@@ -43,28 +45,28 @@ class Savepoint:
 def _build(d: dict[str, Any], key: str) -> Savepoint:
     # The embedded barrier and acknowledgements are read by their own documents' codecs.
     acks = {t: ACK_CODEC.parse(a, key) for t, a in d["acks"].items()}
-    return Savepoint(d["name"], int(d["epoch_id"]), d.get("lineage", "main"),
+    return Savepoint(d["name"], int(d["epoch_id"]), d.get("lineage", MAIN),
                      d.get("created_at", ""), BARRIER_CODEC.parse(d["barrier"], key), acks)
 
 
 CODEC = Codec(FORMAT, "savepoint", ("name", "epoch_id", "barrier", "acks"), _build)
 
 
-def create_savepoint(coordinator: Any, name: str, epoch_id: int | None = None) -> Savepoint:
+def create_savepoint(epochs: EpochReader, name: str, epoch_id: int | None = None) -> Savepoint:
     """Copy a completed epoch (default: the latest of ``main``) into a named savepoint."""
     validate_id(name, "savepoint name")
-    storage, layout = coordinator.storage, coordinator.layout
+    storage, layout = epochs.storage, epochs.layout
     if epoch_id is None:
-        epoch_id = coordinator.latest_completed("main")
+        epoch_id = epochs.latest_completed(MAIN)
         if epoch_id is None:
             raise CheckpointError("no completed epoch to take a savepoint of")
-    meta = coordinator.metadata(epoch_id)
+    meta = epochs.metadata(epoch_id)
     if meta is None or not meta.completed:
         raise CheckpointError(f"epoch {epoch_id} is not completed; savepoints need a completed "
                               "epoch")
-    barrier = coordinator.barrier(epoch_id)
-    acks = {t: coordinator.read_ack(ref.key) for t, ref in meta.acks.items()}
-    created = now_iso(coordinator.clock())
+    barrier = epochs.barrier(epoch_id)
+    acks = {t: epochs.read_ack(ref.key) for t, ref in meta.acks.items()}
+    created = now_iso(epochs.clock())
     body = {"name": name, "epoch_id": epoch_id, "lineage": meta.lineage, "created_at": created,
             "barrier": barrier.to_json(), "acks": {t: a.to_json() for t, a in acks.items()},
             "writer": writer_identity()}

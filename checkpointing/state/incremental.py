@@ -14,14 +14,18 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from checkpointing.errors import IntegrityError
 from checkpointing.protocol.layout import Layout
 from checkpointing.protocol.state_handle import FileRef, OutputRef, StateHandle
 from checkpointing.storage import Storage
+
+#: a writer method, as the decorators below keep its signature
+F = TypeVar("F", bound=Callable[..., Any])
 
 #: the sha256 of a file written with checkpointing disabled (never hashed)
 UNHASHED = "0" * 64
@@ -37,12 +41,12 @@ def sha256_file(path: str | os.PathLike[str]) -> tuple[str, int]:
     return h.hexdigest(), size
 
 
-def _persisting(method):
+def _persisting(method: F) -> F:
     """Count the time of a writer method that makes files durable into ``persist_ms``
     (not nested: add_directory calls add_file), holding the writer's lock."""
 
     @functools.wraps(method)
-    def timed(self, *args, **kwargs):
+    def timed(self: SnapshotWriter, *args: Any, **kwargs: Any) -> Any:
         with self._lock:
             t0 = time.monotonic()
             try:
@@ -50,19 +54,19 @@ def _persisting(method):
             finally:
                 self.persist_ms += (time.monotonic() - t0) * 1000
 
-    return timed
+    return cast(F, timed)
 
 
-def _locked(method):
+def _locked(method: F) -> F:
     """Hold the writer's lock: a job's writes running at once in threads of its own add to
     one snapshot."""
 
     @functools.wraps(method)
-    def locked(self, *args, **kwargs):
+    def locked(self: SnapshotWriter, *args: Any, **kwargs: Any) -> Any:
         with self._lock:
             return method(self, *args, **kwargs)
 
-    return locked
+    return cast(F, locked)
 
 
 @dataclass
@@ -188,7 +192,7 @@ class SnapshotWriter:
         return out
 
     @_persisting
-    def stage_output(self, output: str, paths: list[str | os.PathLike[str]],
+    def stage_output(self, output: str, paths: Sequence[str | os.PathLike[str]],
                      rows: int | None = None, meta: dict[str, Any] | None = None,
                      names: list[str] | None = None) -> OutputRef:
         """Stage files of an output under the attempt's staging prefix (phase one of the
@@ -208,7 +212,7 @@ class SnapshotWriter:
         return out
 
     @_persisting
-    def stage_table_output(self, output: str, spec: Any, paths: list[str | os.PathLike[str]],
+    def stage_table_output(self, output: str, spec: Any, paths: Sequence[str | os.PathLike[str]],
                            rows: int | None = None, names: list[str] | None = None,
                            table_storage: Storage | None = None,
                            schema: Any = None, replaced: Any = ()) -> OutputRef:

@@ -29,6 +29,7 @@ from checkpointing.errors import (
 )
 from checkpointing.protocol.codec import Codec
 from checkpointing.protocol.documents import now_iso, writer_identity
+from checkpointing.protocol.epoch_reader import EpochReader
 from checkpointing.protocol.layout import Layout
 from checkpointing.protocol.state_handle import FileRef, StateHandle
 from checkpointing.state.incremental import download_verified, state_file_key
@@ -174,7 +175,8 @@ class _Outcome:
         else:
             report.files_checked += 1
             report.bytes_checked += ref.size
-        report.verified[ref.uri] = self.seen
+        if self.seen is not None:  # every outcome but a problem saw the file
+            report.verified[ref.uri] = self.seen
 
 
 def _verify_one(storage: Storage, task: str, ref: FileRef, key: str,
@@ -199,8 +201,8 @@ def _verify_one(storage: Storage, task: str, ref: FileRef, key: str,
         target.unlink(missing_ok=True)
 
 
-def verify_epoch(coordinator, epoch_id: int) -> VerifyReport:  # noqa: ANN001
+def verify_epoch(epochs: EpochReader, epoch_id: int) -> VerifyReport:
     """Verify every file a completed epoch references, hashing each (``ckpt verify``: an
     audit reads every byte, the store's checksums are not taken for them)."""
-    return verify_handles(coordinator.storage, epoch_id, coordinator.completed_handles(epoch_id),
+    return verify_handles(epochs.storage, epoch_id, epochs.completed_handles(epoch_id),
                           store_checksums=False)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import builtins  # the class's own list() shadows the builtin in its annotations
 import threading
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -139,7 +140,7 @@ class Storage(ABC):
         info = self.head(key)
         return info.size, f"etag:{info.etag}"
 
-    def stamps(self, keys: list[str]) -> dict[str, tuple[int, str] | None]:
+    def stamps(self, keys: Sequence[str]) -> dict[str, tuple[int, str] | None]:
         """:meth:`stamp` of each key (None when it is missing), ``parallel_checks`` at a
         time: a restore's check of thousands of unchanged files is then bounded by the
         store's latency divided by that, not multiplied by the file count."""
@@ -153,7 +154,7 @@ class Storage(ABC):
 
         return dict(zip(keys, self.map_checks(one, keys), strict=True))
 
-    def map_checks(self, fn: Callable[[T], R], items: list[T]) -> list[R]:
+    def map_checks(self, fn: Callable[[T], R], items: Sequence[T]) -> builtins.list[R]:
         """``fn`` of each item, in order, ``parallel_checks`` at a time: for checks that
         are a round trip each to this store (a HEAD, a download)."""
         workers = min(self.parallel_checks, len(items))

@@ -15,7 +15,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from urllib.parse import quote, unquote, urlparse
 
@@ -207,7 +207,7 @@ class LocalStorage(Storage):
         keys.sort()
         return self._infos(keys)
 
-    def _infos(self, keys: list[str]) -> Iterator[ObjectInfo]:
+    def _infos(self, keys: Sequence[str]) -> Iterator[ObjectInfo]:
         for key in keys:
             path = self.root / key
             try:
@@ -246,7 +246,7 @@ class LocalStorage(Storage):
         except ValueError:
             return None
 
-    def _key_lock(self, key: str):
+    def _key_lock(self, key: str) -> _FileLock:
         return _FileLock(self.root / _LOCK_DIR / hashlib.sha256(key.encode()).hexdigest())
 
 

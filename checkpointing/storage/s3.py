@@ -12,7 +12,7 @@ import base64
 import binascii
 import email.utils
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import boto3
@@ -201,7 +201,7 @@ class S3Storage(Storage):
         try:
             resp = self.client.get_object(Bucket=self.bucket, Key=self._k(key),
                                           Range=f"bytes=0-{nbytes - 1}")
-            return resp["Body"].read()
+            return bytes(resp["Body"].read())
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") == "InvalidRange":
                 return b""  # an empty object has no byte 0
@@ -217,7 +217,7 @@ class S3Storage(Storage):
         if missing:
             raise StorageError(f"S3 failure at {self.uri(key)}: incomplete response "
                                f"(no {', '.join(missing)})")
-        return resp["ETag"]
+        return str(resp["ETag"])
 
     def head(self, key: str) -> ObjectInfo:
         resp = self._call(key, self.client.head_object)
@@ -254,7 +254,7 @@ class S3Storage(Storage):
             try:
                 resp = self._call(key, self.client.put_object, Body=data, **condition)
                 if resp.get("ETag") is not None:
-                    return resp["ETag"]
+                    return str(resp["ETag"])
                 # A cut response: did the write land? Re-read (below) before anything else.
                 raise PreconditionFailed(f"ambiguous write at {self.uri(key)}")
             except PreconditionFailed:
@@ -308,7 +308,7 @@ class S3Storage(Storage):
         except _S3_ERRORS as exc:
             raise self._error(exc, prefix) from None
 
-    def stamps(self, keys: list[str]) -> dict[str, tuple[int, str] | None]:
+    def stamps(self, keys: Sequence[str]) -> dict[str, tuple[int, str] | None]:
         """A listing answers up to 1,000 objects' size and ETag (the same ETag a HEAD
         answers) in one request: :data:`_MIN_KEYS_LISTED` or more keys under one folder (a
         state's content-addressed files, ``shared/xx/<sha256>``; a partitioned Spark
@@ -374,7 +374,7 @@ def _just_before(key: str) -> str | None:
     return key[:-1] or None
 
 
-def _server_time(resp: dict) -> float | None:
+def _server_time(resp: dict[str, Any]) -> float | None:
     """The server's clock from the response's ``Date`` header (RFC 7231, 1 s resolution)."""
     date = resp.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
     if not date:

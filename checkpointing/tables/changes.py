@@ -1,14 +1,14 @@
 """Reading table inputs (PROTOCOL 6.14) through the reader of their format: the version an
 epoch pins, and the change set between two versions. Each format's module declares its
-:class:`~.formats.TableReader` (:mod:`.delta`, :mod:`.iceberg`), found through
-:mod:`.format_registry`.
+:class:`~checkpointing.tables.table_format.TableReader`, found through
+:mod:`checkpointing.tables.format_registry`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from checkpointing.protocol.table_formats import TableReader, traits
+from checkpointing.protocol.table_formats import traits
 from checkpointing.protocol.table_inputs import (
     ChangeSet,
     TableInput,
@@ -16,6 +16,7 @@ from checkpointing.protocol.table_inputs import (
     TableVersion,
 )
 from checkpointing.tables.format_registry import implementation
+from checkpointing.tables.table_format import TableReader
 
 
 def _reader(fmt: str) -> TableReader:

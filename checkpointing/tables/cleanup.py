@@ -11,8 +11,7 @@ files of running epochs and of a backfill's epochs not yet published).
 
 from __future__ import annotations
 
-from typing import Any
-
+from checkpointing.protocol.epoch_reader import EpochReader
 from checkpointing.records.savepoints import list_savepoints
 from checkpointing.records.two_phase_publish import read_manifest
 from checkpointing.tables.format_registry import implementation
@@ -25,31 +24,31 @@ __all__ = ["DEFAULT_MIN_RETENTION_HOURS", "TableVacuum", "protected_epochs", "va
 DEFAULT_MIN_RETENTION_HOURS = 168
 
 
-def protected_epochs(coordinator: Any) -> set[int]:
+def protected_epochs(epochs: EpochReader) -> set[int]:
     """Epochs whose table versions must stay readable: every epoch still in checkpoint
     storage (retention keeps it, so it can be restored from, promoted or inspected) and
     every savepoint's epoch."""
-    epochs = set(coordinator.epoch_ids())
-    epochs |= {sp.epoch_id for sp in list_savepoints(coordinator.storage, coordinator.layout)}
-    return epochs
+    protected = set(epochs.epoch_ids())
+    protected |= {sp.epoch_id for sp in list_savepoints(epochs.storage, epochs.layout)}
+    return protected
 
 
-def vacuum_tables(coordinator: Any, min_retention_hours: int = DEFAULT_MIN_RETENTION_HOURS,
+def vacuum_tables(epochs: EpochReader, min_retention_hours: int = DEFAULT_MIN_RETENTION_HOURS,
                   dry_run: bool = False) -> list[TableVacuum]:
     """VACUUM each table output the pipeline publishes, keeping the versions of the
     protected epochs (:func:`protected_epochs`) and files younger than
     ``min_retention_hours``."""
-    manifest = read_manifest(coordinator.storage, coordinator.layout)
+    manifest = read_manifest(epochs.storage, epochs.layout)
     if manifest is None:
         return []
-    protected = protected_epochs(coordinator)
-    endpoint = coordinator.storage.endpoint_url
+    protected = protected_epochs(epochs)
+    endpoint = epochs.storage.endpoint_url
     done = []
     for name, out in sorted(manifest.outputs.items()):
         if "table" not in (out.meta or {}):
             continue
         spec = TableSpec.from_json(out.meta["table"])
         done.append(implementation(spec.format).vacuum(
-            name, spec, coordinator.pipeline_id, protected, endpoint, min_retention_hours,
+            name, spec, epochs.pipeline_id, protected, endpoint, min_retention_hours,
             dry_run))
     return done

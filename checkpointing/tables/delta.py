@@ -19,16 +19,18 @@ from urllib.parse import unquote, urlparse
 
 from checkpointing.extras import require
 from checkpointing.protocol.state_handle import FileRef
-from checkpointing.protocol.table_formats import TableFormat, TableReader, traits
+from checkpointing.protocol.table_formats import traits
 from checkpointing.protocol.table_inputs import (
     EMPTY,
     WAY_FORWARD,
     ChangeSet,
     DataFile,
+    TableInput,
     TableInputError,
     TableVersion,
     check_schema,
 )
+from checkpointing.storage import Storage
 from checkpointing.tables.spec import (
     DELETE_COLUMN,
     TableCommit,
@@ -42,6 +44,7 @@ from checkpointing.tables.spec import (
     relative_path,
     require_same_partitioning,
 )
+from checkpointing.tables.table_format import TableFormat
 
 log = logging.getLogger("checkpointing.tables.delta")
 _ATTEMPTS = 8
@@ -77,7 +80,8 @@ def storage_options(location: str, endpoint_url: str | None) -> dict[str, str]:
     return opts
 
 
-def open_table(location: str, endpoint_url: str | None = None, version: int | None = None):
+def open_table(location: str, endpoint_url: str | None = None,
+               version: int | None = None) -> Any:
     """The Delta table at ``location`` (at ``version``, else the newest), with the
     object-store options this library commits with."""
     from deltalake import DeltaTable
@@ -306,31 +310,40 @@ _UNREADABLE_FEATURES = {"deletionVectors": "deletion vectors",
                         "columnMapping": "column mapping"}
 
 
-def _input_table(spec: Any, endpoint_url: str | None, version: int | None = None) -> Any:
+def _location(spec: TableInput) -> str:
+    """A Delta input's location (its declaration refuses one without)."""
+    if not spec.location:
+        raise TableInputError(f"table input {spec.label!r}: a Delta table input needs its "
+                              "location")
+    return spec.location
+
+
+def _input_table(spec: TableInput, endpoint_url: str | None, version: int | None = None) -> Any:
     from deltalake.exceptions import TableNotFoundError
 
 
     require("deltalake", "delta", "a Delta table input")
     try:
-        return open_table(spec.location, endpoint_url, version)
+        return open_table(_location(spec), endpoint_url, version)
     except TableNotFoundError:
         raise TableInputError(f"table input {spec.label!r}: no Delta table at its location"
                               + (f" at version {version}" if version is not None else "")
                               ) from None
 
 
-def pin_version(spec: Any, endpoint_url: str | None) -> Any:
+def pin_version(spec: TableInput, endpoint_url: str | None) -> TableVersion:
     """The table's newest version (the barrier's pin)."""
 
     return TableVersion(int(_input_table(spec, endpoint_url).version()))
 
 
-def committed_version(spec: Any, committed: int, endpoint_url: str | None) -> Any:
+def committed_version(spec: TableInput, committed: int,
+                      endpoint_url: str | None) -> TableVersion:
     """A table version this library committed, as a reader's version."""
     return TableVersion(committed)
 
 
-def version_before(spec: Any, version: int, endpoint_url: str | None) -> Any:
+def version_before(spec: TableInput, version: int, endpoint_url: str | None) -> TableVersion:
     """The version a ``starting_version`` read begins after."""
 
     return EMPTY if version == 0 else TableVersion(version - 1)
@@ -342,15 +355,16 @@ def _arrow_schema(dt: Any) -> Any:
     return pa.schema(dt.schema().to_arrow())
 
 
-def schema_at(spec: Any, version: Any, endpoint_url: str | None) -> Any:
+def schema_at(spec: TableInput, version: TableVersion, endpoint_url: str | None) -> Any:
     return _arrow_schema(_input_table(spec, endpoint_url, version.version))
 
 
-def log_partition_columns(spec: Any, version: Any, endpoint_url: str | None) -> list[str]:
+def log_partition_columns(spec: TableInput, version: TableVersion,
+                          endpoint_url: str | None) -> list[str]:
     return list(_input_table(spec, endpoint_url, version.version).metadata().partition_columns)
 
 
-def _check_features(spec: Any, dt: Any) -> None:
+def _check_features(spec: TableInput, dt: Any) -> None:
 
     proto = dt.protocol()
     features = set(proto.reader_features or ()) | set(proto.writer_features or ())
@@ -372,14 +386,15 @@ def _has_dv(dt: Any) -> bool:
     return any(c.startswith("deletionVector") for c in cols)
 
 
-def read_changes(spec: Any, start: Any, end: Any, endpoint_url: str | None) -> Any:
+def read_changes(spec: TableInput, start: TableVersion | None, end: TableVersion,
+                 endpoint_url: str | None) -> ChangeSet:
     """The change set of (``start``, ``end``]: the whole table at ``end`` when ``start`` is
     None, else the net ``add``/``remove`` actions of the commits ``start+1 .. end``."""
     import pyarrow as pa
 
     from checkpointing.storage import open_storage
 
-    store = open_storage(spec.location, endpoint_url=endpoint_url)
+    store = open_storage(_location(spec), endpoint_url=endpoint_url)
     # The commits of the range first: one missing (log retention) is the refusal to name,
     # before delta-rs fails to load the version without it.
     bodies = {} if start is None or start.version < 0 else \
@@ -440,7 +455,7 @@ def read_changes(spec: Any, start: Any, end: Any, endpoint_url: str | None) -> A
                      end.version - start.version)
 
 
-def _commit(spec: Any, store: Any, version: int) -> bytes:
+def _commit(spec: TableInput, store: Storage, version: int) -> bytes:
 
     body = store.read_optional(f"_delta_log/{version:020d}.json")
     if body is None:
@@ -451,7 +466,7 @@ def _commit(spec: Any, store: Any, version: int) -> bytes:
     return body
 
 
-def _dv_error(spec: Any, version: int) -> Exception:
+def _dv_error(spec: TableInput, version: int) -> Exception:
 
     return TableInputError(
         f"table input {spec.label!r}: version {version} uses deletion vectors (Delta table "
@@ -459,7 +474,8 @@ def _dv_error(spec: Any, version: int) -> Exception:
         "upstream table to read it incrementally")
 
 
-def _with_partitions(spec: Any, start: Any, removes: dict[str, Any], parts: tuple[str, ...],
+def _with_partitions(spec: TableInput, start: TableVersion, removes: dict[str, Any],
+                     parts: tuple[str, ...],
                      endpoint_url: str | None) -> tuple[Any, ...]:
     """Removed files with their partition values: from the ``remove`` actions, or, for a
     writer that left them out, from the table at ``start``."""
@@ -517,6 +533,16 @@ def vacuum(output: str, spec: TableSpec, pipeline_id: str, protected: set[int],
 
 
 #: Delta Lake's implementation, found by :mod:`checkpointing.tables.format_registry`
-FORMAT = TableFormat(traits("delta"), DeltaCommitter, vacuum, TableReader(
-    pin_version, version_before, committed_version, schema_at, log_partition_columns,
-    read_changes))
+class DeltaReader:
+    """Delta's table-input reader (:class:`~checkpointing.tables.table_format.TableReader`):
+    the functions above."""
+
+    pin_version = staticmethod(pin_version)
+    version_before = staticmethod(version_before)
+    committed_version = staticmethod(committed_version)
+    schema_at = staticmethod(schema_at)
+    log_partition_columns = staticmethod(log_partition_columns)
+    read_changes = staticmethod(read_changes)
+
+
+FORMAT = TableFormat(traits("delta"), DeltaCommitter, vacuum, DeltaReader())

@@ -15,18 +15,20 @@ commit fail; the table is read again and the summary decides.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from typing import Any
 from urllib.parse import unquote, urlparse
 
 from checkpointing.errors import NotFound
 from checkpointing.extras import require
 from checkpointing.protocol.state_handle import FileRef
-from checkpointing.protocol.table_formats import TableFormat, TableReader, traits
+from checkpointing.protocol.table_formats import traits
 from checkpointing.protocol.table_inputs import (
     EMPTY,
     WAY_FORWARD,
     ChangeSet,
     DataFile,
+    TableInput,
     TableInputError,
     TableVersion,
     check_schema,
@@ -41,6 +43,7 @@ from checkpointing.tables.spec import (
     read_staged_rows,
     require_same_partitioning,
 )
+from checkpointing.tables.table_format import TableFormat
 
 log = logging.getLogger("checkpointing.tables.iceberg")
 _ATTEMPTS = 8
@@ -53,7 +56,7 @@ def file_path(uri: str) -> str:
     return "file://" + unquote(urlparse(uri).path) if uri.startswith("file://") else uri
 
 
-def load_catalog(spec: TableSpec, endpoint_url: str | None = None) -> Any:
+def load_catalog(spec: TableSpec | _CatalogOnly, endpoint_url: str | None = None) -> Any:
     """The table's catalog, configured by pyiceberg's own configuration; an S3-compatible
     endpoint (MinIO) is added for S3 locations. Credentials come from that configuration
     or the standard AWS environment."""
@@ -148,7 +151,7 @@ class IcebergCommitter:
             return catalog.load_table(spec.name)
         except NoSuchTableError:
             pass
-        catalog.create_namespace_if_not_exists(spec.name.rsplit(".", 1)[0])
+        catalog.create_namespace_if_not_exists(str(spec.name).rsplit(".", 1)[0])
         try:
             tx = catalog.create_table_transaction(spec.name, schema=schema,
                                                   location=spec.location)
@@ -240,7 +243,7 @@ def committed_snapshot(table: Any, app: str, epoch_id: int) -> int | None:
     return newest
 
 
-def _ancestry(table: Any):
+def _ancestry(table: Any) -> Iterator[Any]:
     snap = table.current_snapshot()
     while snap is not None:
         yield snap
@@ -262,7 +265,7 @@ def _arrow_schema(encoded: str) -> Any:
 # between the two snapshots' data files, read from their manifests (the table's metadata,
 # not its data). Delete files (merge-on-read deletes) are refused, not misread.
 
-def _input_table(spec: Any, endpoint_url: str | None) -> Any:
+def _input_table(spec: TableInput, endpoint_url: str | None) -> Any:
     from pyiceberg.exceptions import NoSuchTableError
 
 
@@ -285,7 +288,7 @@ class _CatalogOnly:
         self.catalog, self.location = catalog, ""
 
 
-def pin_version(spec: Any, endpoint_url: str | None) -> Any:
+def pin_version(spec: TableInput, endpoint_url: str | None) -> TableVersion:
     """The current snapshot (its sequence number and id); EMPTY-like version -1 when the
     table has no snapshot yet."""
 
@@ -295,7 +298,8 @@ def pin_version(spec: Any, endpoint_url: str | None) -> Any:
     return TableVersion(int(snap.sequence_number), int(snap.snapshot_id))
 
 
-def committed_version(spec: Any, committed: int, endpoint_url: str | None) -> Any:
+def committed_version(spec: TableInput, committed: int,
+                      endpoint_url: str | None) -> TableVersion:
     """A snapshot id this library committed, as a reader's version (with its sequence
     number)."""
     snap = _input_table(spec, endpoint_url).snapshot_by_id(committed)
@@ -305,7 +309,7 @@ def committed_version(spec: Any, committed: int, endpoint_url: str | None) -> An
     return TableVersion(int(snap.sequence_number), int(snap.snapshot_id))
 
 
-def version_before(spec: Any, version: int, endpoint_url: str | None) -> Any:
+def version_before(spec: TableInput, version: int, endpoint_url: str | None) -> TableVersion:
     """The newest snapshot of the current ancestry whose sequence number is below
     ``version`` (a ``starting_version`` read begins after it)."""
 
@@ -315,7 +319,7 @@ def version_before(spec: Any, version: int, endpoint_url: str | None) -> Any:
     return EMPTY
 
 
-def _snapshot(spec: Any, table: Any, version: Any) -> Any:
+def _snapshot(spec: TableInput, table: Any, version: TableVersion) -> Any:
 
     snap = table.snapshot_by_id(version.snapshot_id) if version.snapshot_id is not None \
         else None
@@ -335,7 +339,7 @@ def _snapshot_schema(table: Any, snap: Any) -> Any:
     return schema_to_pyarrow(schema, include_field_ids=False)
 
 
-def schema_at(spec: Any, version: Any, endpoint_url: str | None) -> Any:
+def schema_at(spec: TableInput, version: TableVersion, endpoint_url: str | None) -> Any:
     import pyarrow as pa
 
     if version.snapshot_id is None:
@@ -344,11 +348,12 @@ def schema_at(spec: Any, version: Any, endpoint_url: str | None) -> Any:
     return _snapshot_schema(table, _snapshot(spec, table, version))
 
 
-def log_partition_columns(spec: Any, version: Any, endpoint_url: str | None) -> list[str]:
+def log_partition_columns(spec: TableInput, version: TableVersion,
+                          endpoint_url: str | None) -> list[str]:
     return []  # Iceberg's data files hold their partition columns
 
 
-def _files(spec: Any, table: Any, snap: Any) -> dict[str, Any]:
+def _files(spec: TableInput, table: Any, snap: Any) -> dict[str, Any]:
 
     files = {}
     for task in table.scan(snapshot_id=snap.snapshot_id).plan_files():
@@ -361,7 +366,8 @@ def _files(spec: Any, table: Any, snap: Any) -> dict[str, Any]:
     return files
 
 
-def read_changes(spec: Any, start: Any, end: Any, endpoint_url: str | None) -> Any:
+def read_changes(spec: TableInput, start: TableVersion | None, end: TableVersion,
+                 endpoint_url: str | None) -> ChangeSet:
     """The change set of (``start``, ``end``]: the data files of snapshot ``end`` that
     ``start`` lacks (added) and those of ``start`` that ``end`` lacks (removed)."""
     from checkpointing.storage import open_storage
@@ -389,7 +395,7 @@ def read_changes(spec: Any, start: Any, end: Any, endpoint_url: str | None) -> A
     if removed:
         store = open_storage(table.location(), endpoint_url=endpoint_url)
         gone = [f for f in removed if not store.exists(store.key_for_uri(f.uri) or "")]
-        if gone:
+        if gone and start is not None:  # files are removed only since a start
             raise TableInputError(
                 f"table input {spec.label!r}: {len(gone)} file(s) removed after snapshot "
                 f"{start.snapshot_id} were already deleted (orphan-file cleanup), so their "
@@ -444,6 +450,16 @@ def vacuum(output: str, spec: TableSpec, pipeline_id: str, protected: set[int],
 
 
 #: Apache Iceberg's implementation, found by :mod:`checkpointing.tables.format_registry`
-FORMAT = TableFormat(traits("iceberg"), IcebergCommitter, vacuum, TableReader(
-    pin_version, version_before, committed_version, schema_at, log_partition_columns,
-    read_changes))
+class IcebergReader:
+    """Iceberg's table-input reader (:class:`~checkpointing.tables.table_format.TableReader`):
+    the functions above."""
+
+    pin_version = staticmethod(pin_version)
+    version_before = staticmethod(version_before)
+    committed_version = staticmethod(committed_version)
+    schema_at = staticmethod(schema_at)
+    log_partition_columns = staticmethod(log_partition_columns)
+    read_changes = staticmethod(read_changes)
+
+
+FORMAT = TableFormat(traits("iceberg"), IcebergCommitter, vacuum, IcebergReader())

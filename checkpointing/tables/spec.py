@@ -74,7 +74,7 @@ class TableSpec:
                              "trailing '/'")
 
     def to_json(self) -> dict[str, Any]:
-        d = {"location": self.location, "mode": self.mode,
+        d: dict[str, Any] = {"location": self.location, "mode": self.mode,
              "partition_by": list(self.partition_by), "format": self.format}
         if traits(self.format).catalog_named:
             d.update(name=self.name, catalog=self.catalog)

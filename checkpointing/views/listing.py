@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from checkpointing.protocol.epoch_reader import EpochReader
 from checkpointing.protocol.history import history_ids
 from checkpointing.records.two_phase_publish import Manifest, published_tables
 from checkpointing.views.stats import EpochStats, any_epoch_stats
@@ -30,17 +31,17 @@ def _decided(st: EpochStats) -> bool:
     return st.status in ("completed", "aborted") and st.source in ("epoch", "history")
 
 
-def epoch_row(coordinator, epoch_id: int, per_task: bool, has_files: bool,  # noqa: ANN001
+def epoch_row(epochs: EpochReader, epoch_id: int, per_task: bool, has_files: bool,
               cache: SummaryCache = CACHE) -> EpochStats:
     """One listed epoch's statistics at the least cost (see the module's docstring)."""
-    storage, layout = coordinator.storage, coordinator.layout
+    storage, layout = epochs.storage, epochs.layout
     st = cache.get(storage, layout, epoch_id, "epoch" if has_files else "history")
     if st is not None:
         return st
     st = read_summary(storage, layout, epoch_id) if has_files else None
     complete = st is not None or per_task  # a summary holds the per-task figures
     if st is None:
-        st = any_epoch_stats(coordinator, epoch_id, per_task, has_files)
+        st = any_epoch_stats(epochs, epoch_id, per_task, has_files)
         if st.source == "epoch" and _decided(st) and per_task:
             write_summary(storage, layout, st)  # for every later reader (5.7)
     if _decided(st) and (complete or st.source == "history"):
@@ -48,19 +49,19 @@ def epoch_row(coordinator, epoch_id: int, per_task: bool, has_files: bool,  # no
     return st
 
 
-def list_epochs(coordinator, limit: int = 50, lineage: str | None = None,  # noqa: ANN001
+def list_epochs(epochs: EpochReader, limit: int = 50, lineage: str | None = None,
                 per_task: bool = False, offset: int = 0,
                 cache: SummaryCache = CACHE) -> EpochListing:
     """Epochs that still have files and failed epochs kept in the history, newest first,
     ``offset`` rows skipped. An epoch with damaged documents is listed as ``damaged``,
     never dropped or fatal."""
-    with_files = set(coordinator.epoch_ids())
-    ids = sorted(with_files | set(history_ids(coordinator.storage, coordinator.layout)),
+    with_files = set(epochs.epoch_ids())
+    ids = sorted(with_files | set(history_ids(epochs.storage, epochs.layout)),
                  reverse=True)
-    opening = {o.epoch_id: o for o in coordinator.registry().open}
+    opening = {o.epoch_id: o for o in epochs.registry().open}
 
     def row(epoch_id: int) -> EpochStats:
-        st = epoch_row(coordinator, epoch_id, per_task, epoch_id in with_files, cache)
+        st = epoch_row(epochs, epoch_id, per_task, epoch_id in with_files, cache)
         entry = opening.get(epoch_id)
         if st.source == "damaged" and entry is not None:  # its barrier is being written
             st.status, st.lineage, st.run_id = "pending", entry.lineage, entry.run_id or ""

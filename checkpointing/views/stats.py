@@ -7,8 +7,10 @@ from typing import Any
 
 from checkpointing.errors import EpochNotFound, MalformedDocument
 from checkpointing.protocol.attempts import scan_epoch_tasks
+from checkpointing.protocol.barrier import TaskPlan
 from checkpointing.protocol.codec import Codec
 from checkpointing.protocol.documents import parse_iso
+from checkpointing.protocol.epoch_reader import EpochReader
 from checkpointing.protocol.history import FailureRecord, read_failure
 from checkpointing.protocol.layout import Layout
 from checkpointing.storage import Storage
@@ -100,7 +102,7 @@ def read_kept_summary(storage: Storage, layout: Layout, epoch_id: int) -> EpochS
     return stats if stats.epoch_id == epoch_id else None
 
 
-def dag_order(plan: dict) -> list[str]:
+def dag_order(plan: dict[str, TaskPlan]) -> list[str]:
     """The plan's tasks upstream first (Kahn's order, ties by name): as the DAG runs them."""
     left = {t: set(p.upstream) & set(plan) for t, p in plan.items()}
     order: list[str] = []
@@ -114,16 +116,16 @@ def dag_order(plan: dict) -> list[str]:
     return order
 
 
-def epoch_stats(coordinator, epoch_id: int, per_task: bool = True) -> EpochStats:  # noqa: ANN001
+def epoch_stats(epochs: EpochReader, epoch_id: int, per_task: bool = True) -> EpochStats:
     """Statistics of one epoch; ``per_task`` reads every acknowledgement."""
-    barrier = coordinator.barrier(epoch_id)
-    meta = coordinator.metadata(epoch_id)
-    if meta is None and coordinator.decision(epoch_id, metadata_absent=True) is not None:
+    barrier = epochs.barrier(epoch_id)
+    meta = epochs.metadata(epoch_id)
+    if meta is None and epochs.decision(epoch_id, metadata_absent=True) is not None:
         # Decided and deleted (6.11): a barrier this process cached earlier must not turn
         # it back into "pending"; its failure record describes it.
         raise EpochNotFound(f"epoch {epoch_id} was decided and deleted by retention")
     created = parse_iso(barrier.created_at)
-    tasks = scan_epoch_tasks(coordinator.storage, coordinator.layout, epoch_id)
+    tasks = scan_epoch_tasks(epochs.storage, epochs.layout, epoch_id)
     stats = EpochStats(
         epoch_id=epoch_id, run_id=barrier.run_id, lineage=barrier.lineage,
         status=meta.status if meta else "pending", created_at=barrier.created_at,
@@ -147,14 +149,15 @@ def epoch_stats(coordinator, epoch_id: int, per_task: bool = True) -> EpochStats
             stats.tasks_acked += 1
             ts.status, ts.acked_attempt = "acked", eff[0]
             if per_task:
-                ack = coordinator.read_ack(eff[1].key)
+                ack = epochs.read_ack(eff[1].key)
                 h = ack.state_handle
                 ts.acked_at = ack.acked_at
                 ts.ack_delay_ms = round((parse_iso(ack.acked_at) - created) * 1000, 1)
                 ts.state_bytes, ts.bytes_written = h.state_size, h.bytes_written
                 ts.sync_ms, ts.async_ms = h.timings.get("sync_ms"), h.timings.get("async_ms")
                 ts.restore_ms, ts.run_ms = h.timings.get("restore_ms"), h.timings.get("run_ms")
-                ts.started_at = h.timings.get("started_at")
+                started = h.timings.get("started_at")  # an ISO time among the timings
+                ts.started_at = str(started) if started is not None else None
                 if ts.started_at:
                     ts.started_delay_ms = round((parse_iso(ts.started_at) - created) * 1000, 1)
                 ts.row_counts = dict(h.row_counts)
@@ -166,7 +169,7 @@ def epoch_stats(coordinator, epoch_id: int, per_task: bool = True) -> EpochStats
     return stats
 
 
-def _logical_date(input_range, data_interval) -> str | None:  # noqa: ANN001
+def _logical_date(input_range: object, data_interval: object) -> str | None:
     value = input_range.get("logical_date") if isinstance(input_range, dict) else None
     if value in (None, "None") and isinstance(data_interval, dict):
         value = data_interval.get("end")
@@ -199,7 +202,7 @@ def damaged_stats(epoch_id: int, problem: str) -> EpochStats:
                       detail=problem, source="damaged")
 
 
-def any_epoch_stats(coordinator, epoch_id: int,  # noqa: ANN001
+def any_epoch_stats(epochs: EpochReader, epoch_id: int,
                     per_task: bool = True, has_files: bool = True) -> EpochStats:
     """Statistics of any listed epoch: from its documents, else from its kept summary or
     failure record, else a ``damaged`` row naming the problem. Never raises for a missing
@@ -209,31 +212,31 @@ def any_epoch_stats(coordinator, epoch_id: int,  # noqa: ANN001
     problem = f"epoch {epoch_id} was deleted by retention"
     try:
         if has_files:
-            return epoch_stats(coordinator, epoch_id, per_task)
+            return epoch_stats(epochs, epoch_id, per_task)
     except (EpochNotFound, MalformedDocument) as exc:
         problem = str(exc)
     try:
-        kept = read_kept_summary(coordinator.storage, coordinator.layout, epoch_id)
+        kept = read_kept_summary(epochs.storage, epochs.layout, epoch_id)
         if kept is not None:
             return kept
-        rec = read_failure(coordinator.storage, coordinator.layout, epoch_id)
+        rec = read_failure(epochs.storage, epochs.layout, epoch_id)
     except MalformedDocument as exc:
         return damaged_stats(epoch_id, f"{problem}; {exc}")
     return failure_stats(rec) if rec is not None else damaged_stats(epoch_id, problem)
 
 
-def epoch_or_history_stats(coordinator, epoch_id: int,  # noqa: ANN001
+def epoch_or_history_stats(epochs: EpochReader, epoch_id: int,
                            per_task: bool = True) -> EpochStats:
     """One epoch's statistics, from its kept summary or failure record once retention
     deleted it. Raises for a malformed document (refused, not papered over) and for an
     unknown epoch."""
     try:
-        return epoch_stats(coordinator, epoch_id, per_task)
+        return epoch_stats(epochs, epoch_id, per_task)
     except EpochNotFound:
-        kept = read_kept_summary(coordinator.storage, coordinator.layout, epoch_id)
+        kept = read_kept_summary(epochs.storage, epochs.layout, epoch_id)
         if kept is not None:
             return kept
-        rec = read_failure(coordinator.storage, coordinator.layout, epoch_id)
+        rec = read_failure(epochs.storage, epochs.layout, epoch_id)
         if rec is None:
             raise
         return failure_stats(rec)

@@ -42,7 +42,7 @@ from checkpointing.errors import (
     StorageError,
 )
 from checkpointing.protocol.barrier import plan_table_inputs
-from checkpointing.records.backfill_lineages import MAIN
+from checkpointing.protocol.registry import MAIN
 from checkpointing.redaction import redact, spellings
 from checkpointing.tables.changes import event_version
 

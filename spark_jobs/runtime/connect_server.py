@@ -59,7 +59,7 @@ class ConnectServer:
     warehouse: Path | None = None
     #: environment of the server beyond this process's (e.g. its S3 credentials)
     extra_env: dict[str, str] = field(default_factory=dict)
-    proc: subprocess.Popen | None = None
+    proc: subprocess.Popen[bytes] | None = None
 
     @property
     def log_file(self) -> Path:
@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
                                                  else "not listening")
                   + (f" (pid {pid})" if alive else ""))
             return 0 if listening(a.port, a.host) else 1
-        if alive:
+        if pid is not None and alive:
             stop_group(pid, 30.0)
         pid_file.unlink(missing_ok=True)
         print(f"sc://{a.host}:{a.port}: stopped" if alive else
@@ -225,16 +225,19 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as exc:
         print(f"connect_server: {exc}", file=sys.stderr)
         return 1
+    proc = server.proc
+    if proc is None:  # start() returned without a process: it raises instead
+        return 1
     if a.action == "start":
-        pid_file.write_text(str(server.proc.pid))
-        print(f"Spark Connect server listening on {server.url} (pid {server.proc.pid}, "
+        pid_file.write_text(str(proc.pid))
+        print(f"Spark Connect server listening on {server.url} (pid {proc.pid}, "
               f"log {server.log_path})")
         return 0
     print(f"Spark Connect server listening on {server.url}; Ctrl-C stops it")
     for sig in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, lambda *_: server.stop())
     try:
-        server.proc.wait()
+        proc.wait()
     except KeyboardInterrupt:
         server.stop()
     return 0

@@ -55,6 +55,8 @@ def drive_epoch(pipeline: Pipeline, coordinator: Coordinator, spark: Any, data_u
         epoch_id = coordinator.begin_or_join(pipeline.plan, run_id, **begin).epoch_id
     with RunnerLease(coordinator, epoch_id, attempt=attempt,
                      wait_seconds=wait_for_driver) as lease:
+        if lease.attempt is None:  # acquiring the lease chose it
+            raise RuntimeError(f"epoch {epoch_id}: the lease was taken without an attempt")
         attempt = lease.attempt
         for task in pipeline.edges:  # insertion order is a topological order
             # A stop after a task is a crash right after its acknowledgement: it must not

@@ -38,9 +38,7 @@ from .attempt_cache import attempt_caches
 from .connect import is_connect, unsupported_feature
 from .errors import ConnectUnsupported, DeclineEpoch, JobResultError
 from .reattach import release_session
-from .run_inputs import RunInputs
 from .run_outputs import RunOutputs
-from .run_state import RunState
 
 log = logging.getLogger("spark_jobs.runtime")
 
@@ -100,7 +98,7 @@ def check_result(result: Any, task_id: str) -> JobResult:
 
 
 @dataclass
-class JobRun(RunInputs, RunState, RunOutputs):
+class JobRun(RunOutputs):
     """Everything a job needs for one attempt of one task in one epoch."""
 
     coordinator: Coordinator
@@ -138,10 +136,6 @@ class JobRun(RunInputs, RunState, RunOutputs):
     _writes_since: float = field(default=0.0, repr=False, compare=False)
 
 
-
-
-
-
 def _restored_from(coordinator: Coordinator, epoch_id: int,
                    previous: StateHandle | None) -> str:
     """What a task restores, for its log: a retry's first question is "from where?"."""
@@ -156,8 +150,6 @@ def _restored_from(coordinator: Coordinator, epoch_id: int,
     via = f" (savepoint {barrier.parent_savepoint!r})" if barrier.parent_savepoint else ""
     return (f"restores from epoch {previous.epoch_id}{via}: attempt {previous.attempt}, "
             f"{len(files)} file(s), {size} bytes")
-
-
 
 
 Job = Callable[[JobRun], JobResult]
@@ -235,7 +227,8 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
                      **({"input_prefixes": sorted(set(run.input_prefixes))}
                         if run.input_prefixes else {}),
                      **({"resumed": {"from_attempt": run.resume.attempt,
-                                     "actions": run.resumed}} if run.resumed else {}),
+                                     "actions": run.resumed}}
+                        if run.resumed and run.resume else {}),
                      **({"task_overhead_ms": {k: round(v, 1) for k, v in overhead_ms.items()
                                               if v is not None}} if overhead_ms else {})},
             timings={"started_at": started_at, "restore_ms": round(restore_ms, 1),

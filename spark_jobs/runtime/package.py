@@ -19,7 +19,7 @@ def _package_root(name: str) -> Path:
         raise ValueError(f"cannot find the package {name!r} to ship with spark-submit")
     if spec.submodule_search_locations:
         return Path(list(spec.submodule_search_locations)[0])
-    return Path(spec.origin)  # a single-module job
+    return Path(str(spec.origin))  # a single-module job
 
 
 def build_jobs_zip(dest: str | Path, jobs: tuple[str, ...] = ()) -> Path:

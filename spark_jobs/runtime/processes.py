@@ -46,7 +46,7 @@ def free_port(host: str = "127.0.0.1", taken: Iterable[int] = ()) -> int:
     while True:  # that range is full: the OS's choice
         with socket.socket() as s:
             s.bind((host, 0))
-            port = s.getsockname()[1]
+            port = int(s.getsockname()[1])
         if port not in taken:
             return port
 
@@ -102,7 +102,7 @@ def group_alive(pgid: int) -> bool:
     return any(pg == pgid for _, pg in process_groups())
 
 
-def stop_group(pgid: int, timeout: float, proc: subprocess.Popen | None = None,
+def stop_group(pgid: int, timeout: float, proc: subprocess.Popen[bytes] | None = None,
                sig: int = signal.SIGTERM) -> None:
     """Send ``sig`` to process group ``pgid``, SIGKILL it after ``timeout``. ``proc``: our
     own child, reaped here (unreaped, it would stay a zombie)."""

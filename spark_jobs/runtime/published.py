@@ -8,11 +8,12 @@ from typing import Any
 
 from checkpointing import Coordinator
 from checkpointing.errors import CheckpointError
+from checkpointing.tables.spec import TableSpec
 
 from .session import spark_uri
 
 
-def read_published(spark: Any, coordinator: Coordinator, output: str):
+def read_published(spark: Any, coordinator: Coordinator, output: str) -> Any:
     """The currently published version of ``output``, as a Spark DataFrame."""
     m = coordinator.catalog.manifest()
     if m is None or output not in m.outputs:
@@ -27,13 +28,12 @@ def read_published(spark: Any, coordinator: Coordinator, output: str):
     return df.drop(*internal) if internal else df
 
 
-def _read_table(spark: Any, coordinator: Coordinator, meta: dict[str, Any]):
+def _read_table(spark: Any, coordinator: Coordinator, meta: dict[str, Any]) -> Any:
     """A table output at the version its epoch committed: the data files the table lists
     at that version (its format's reader: Delta's log, Iceberg's snapshot), read by Spark,
     as a table input's first read is (PROTOCOL 6.14)."""
     from checkpointing.protocol.table_inputs import TableInput
     from checkpointing.tables.changes import committed_version
-    from checkpointing.tables.spec import TableSpec
 
     from .table_source import read_changes
 
@@ -44,7 +44,7 @@ def _read_table(spark: Any, coordinator: Coordinator, meta: dict[str, Any]):
     return read_changes(spark, "published", source, None, version, endpoint).added
 
 
-def table_frame(spark: Any, uris: list[str], spec: Any, schema: str):
+def table_frame(spark: Any, uris: list[str], spec: TableSpec, schema: str) -> Any:
     """Spark's DataFrame over a table's data files ``uris``. Delta leaves partition columns
     out of the files: they are taken from each file's ``<column>=<value>`` directory and
     typed as the table's schema (JSON, ``schema``) says; files staged by different epochs
@@ -76,7 +76,7 @@ def table_frame(spark: Any, uris: list[str], spec: Any, schema: str):
     return df
 
 
-def _files_frame(spark: Any, uris: list[str], arrow_schema: Any):
+def _files_frame(spark: Any, uris: list[str], arrow_schema: Any) -> Any:
     """Parquet files that hold every column (Iceberg's), or an empty frame of the schema."""
     from pyspark.sql.pandas.types import from_arrow_schema
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 _REF = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
@@ -45,7 +45,7 @@ def resolve_job(job: str | Callable[..., Any]) -> Callable[..., Any]:
             raise JobReferenceError(f"job {ref}: {module_name!r} has no {attr!r}") from None
     if not callable(obj):
         raise JobReferenceError(f"job {ref} is not callable")
-    return obj
+    return cast(Callable[..., Any], obj)
 
 
 def named_job(job: Callable[..., Any], name: str, module: str) -> Callable[..., Any]:

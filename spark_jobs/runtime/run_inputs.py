@@ -5,7 +5,7 @@ Part of :class:`~spark_jobs.runtime.JobRun`."""
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, cast
 
 from checkpointing.protocol.state_handle import FileRef, StateHandle
 from checkpointing.protocol.table_inputs import TableInputError, TableVersion
@@ -13,6 +13,7 @@ from checkpointing.tables.spec import TableSpec
 
 from .errors import DeclineEpoch
 from .file_source import MAX_FILE_AGE_SECONDS, NewInput, SeenIndex, new_input
+from .run_context import RunContext
 from .session import spark_uri
 from .table_source import TableChanges
 
@@ -23,7 +24,7 @@ SEEN_FILES = "seen_files/"
 log = logging.getLogger("spark_jobs.runtime")
 
 
-class RunInputs:
+class RunInputs(RunContext):
     """A job run's reading side (JobRun's fields: coordinator, epoch_id, task_id, spark,
     data, previous, writer, scratch, storage, table_offsets, table_reads)."""
 
@@ -75,7 +76,8 @@ class RunInputs:
         index = SeenIndex(load, suffix)
         found = new_input(self.data, prefix,
                           self.previous.offsets if self.previous else None,
-                          until=self.input_until if until is _RUN_UNTIL else until,
+                          until=(self.input_until if until is _RUN_UNTIL
+                                 else cast(str | None, until)),
                           max_age_seconds=max_age_seconds, suffix=suffix, index=index)
         for bucket, ref in stored.items():
             if bucket not in index.changed:
@@ -123,7 +125,7 @@ class RunInputs:
                  end.version, len(found.change_set.added), len(found.change_set.removed))
         return found
 
-    def read_table(self, handle: StateHandle | None, output: str):
+    def read_table(self, handle: StateHandle | None, output: str) -> Any:
         """The rows of table output ``output`` as ``handle`` (e.g. an upstream task's of
         this epoch) lists them: for ``overwrite`` and ``replace_partitions``, the table's
         whole content after that epoch, partition columns included; for ``append``, the
@@ -136,7 +138,7 @@ class RunInputs:
         return table_frame(self.spark, [f.uri for f in out.files],
                            TableSpec.from_json(out.meta["table"]), out.meta["schema"])
 
-    def read_parquet(self, refs: list[FileRef], schema: Any):
+    def read_parquet(self, refs: list[FileRef], schema: Any) -> Any:
         """A DataFrame over stored parquet files (empty with ``schema`` when none)."""
         if not refs:
             return self.spark.createDataFrame([], schema)

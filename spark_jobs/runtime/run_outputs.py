@@ -11,11 +11,12 @@ from typing import Any
 from checkpointing.storage import LocalStorage, open_storage
 from checkpointing.tables.spec import TableSpec
 
+from .run_state import RunState
 from .session import spark_uri
 from .spark_conf import OUTPUT_FILES_CONF
 
 
-class RunOutputs:
+class RunOutputs(RunState):
     """A job run's staged outputs (JobRun's fields and :class:`RunState`'s writes)."""
 
     def write_output(self, df: Any, output: str, rows: int | None = None) -> int:

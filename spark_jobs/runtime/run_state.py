@@ -9,13 +9,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from collections.abc import Callable, Iterator
+from typing import Any, Literal, TypeVar
 
 from checkpointing.protocol.state_handle import FileRef, StateHandle
 
 from .connect import is_connect
 from .reattach import new_operation, operation_id, reattach
+from .run_inputs import RunInputs
 from .session import spark_uri
 
 log = logging.getLogger("spark_jobs.runtime")
@@ -28,7 +29,7 @@ _PART = "part"
 _NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 
-class RunState:
+class RunState(RunInputs):
     """A job run's state writes (JobRun's fields: coordinator, epoch_id, task_id, attempt,
     spark, previous, writer, scratch, storage, resume, resumed, snapshot_write_ms)."""
 
@@ -39,7 +40,7 @@ class RunState:
         object-store checkpoints and for Spark Connect sessions."""
         return is_connect(self.spark) or not self.storage.local
 
-    def _target(self, sub: str, kind: str, attempt: int | None = None
+    def _target(self, sub: str, kind: Literal["state", "staging"], attempt: int | None = None
                 ) -> tuple[str, str | None]:
         """(Spark path, storage key prefix or None) of an attempt-scoped write target (this
         attempt's, or ``attempt``'s when resuming its operation)."""
@@ -79,7 +80,7 @@ class RunState:
             return t
 
     @contextlib.contextmanager
-    def _snapshot_write(self):
+    def _snapshot_write(self) -> Iterator[None]:
         """Time a Spark write into ``snapshot_write_ms``: wall time while at least one
         write runs, so that writes running at once are counted once."""
         with self._write_lock:

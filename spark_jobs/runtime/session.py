@@ -7,6 +7,7 @@ creates the session itself; under spark-submit the cluster's settings stand.
 from __future__ import annotations
 
 import os
+from typing import Any
 from urllib.parse import unquote
 
 from checkpointing.extras import require
@@ -27,7 +28,7 @@ def spark_uri(uri: str) -> str:
 
 def spark_session(app: str, master: str | None = None, *, s3: bool = False,
                   endpoint_url: str | None = None, conf: dict[str, str] | None = None,
-                  remote: str | None = None):
+                  remote: str | None = None) -> Any:
     """A SparkSession for local mode, under spark-submit (which sets the master), or, with
     ``remote`` (``sc://host:port``), a Spark Connect session on that server.
 

@@ -21,7 +21,7 @@ from bench.drills import DRILL_ENV, VICTIM_TASK, Airflow, Containers, Drills
 from checkpointing import Coordinator
 from checkpointing.storage import open_storage
 from scripts.compose import Compose
-from tests import tpch_oracle
+from tests.support import tpch_oracle
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(5400)]

@@ -17,7 +17,7 @@ settings = CheckpointSettings(pipeline_id="expected_input",
 with DAG(dag_id="ckpt_expected_input", schedule="@daily", start_date=datetime(2024, 1, 1),
          catchup=False, default_args={"retries": 0}, tags=["checkpointed", "test"]) as dag:
     CheckpointedSparkOperator(
-        task_id="readings", job="tests.failure_jobs:count_landed", outputs=["landed"],
+        task_id="readings", job="tests.support.failure_jobs:count_landed", outputs=["landed"],
         expects=settings.daily_inputs,
         input_grace=float(os.environ.get("EXPECTED_GRACE_SECONDS", "5")))
     checkpoint_dag(dag, settings)

@@ -18,7 +18,7 @@ settings = CheckpointSettings(pipeline_id="expected_table",
 with DAG(dag_id="ckpt_expected_table", schedule="@daily", start_date=datetime(2024, 1, 1),
          catchup=False, default_args={"retries": 0}, tags=["checkpointed", "test"]) as dag:
     CheckpointedSparkOperator(
-        task_id="summary", outputs=["summary"], job="tests.failure_jobs:landed_summary",
+        task_id="summary", outputs=["summary"], job="tests.support.failure_jobs:landed_summary",
         table_inputs={"landed": TableInput(os.environ.get("CKPT_DATA", "file:///nowhere")
                                            + "/tables/landed", expect_new_version=True)},
         input_grace=float(os.environ.get("EXPECTED_GRACE_SECONDS", "5")))

@@ -30,9 +30,9 @@ for name in ("a", "b", "c"):
              dagrun_timeout=TIMEOUT_C if name == "c" else None,
              default_args={"retries": 0}, tags=["checkpointed", "test"]) as dag:
         count = CheckpointedSparkOperator(task_id="count", outputs=["counts"],
-                                          job=f"tests.failure_jobs:{COUNT_JOB[name]}")
+                                          job=f"tests.support.failure_jobs:{COUNT_JOB[name]}")
         total = CheckpointedSparkOperator(task_id="total", outputs=["total"],
-                                          job="tests.failure_jobs:total")
+                                          job="tests.support.failure_jobs:total")
         count >> total
         checkpoint_dag(dag, settings)
     globals()[f"dag_{name}"] = dag

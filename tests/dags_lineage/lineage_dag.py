@@ -17,9 +17,9 @@ settings = CheckpointSettings(pipeline_id="lineage_test",
 with DAG(dag_id="ckpt_lineage", schedule="@daily", start_date=datetime(2024, 1, 1),
          catchup=False, default_args={"retries": 0}, tags=["checkpointed", "test"]) as dag:
     readings = CheckpointedSparkOperator(task_id="readings", outputs=["landed"],
-                                         job="tests.failure_jobs:landed_table")
+                                         job="tests.support.failure_jobs:landed_table")
     summary = CheckpointedSparkOperator(
-        task_id="summary", outputs=["summary"], job="tests.failure_jobs:landed_summary",
+        task_id="summary", outputs=["summary"], job="tests.support.failure_jobs:landed_summary",
         table_inputs={"landed": TableInput(os.environ.get("CKPT_DATA", "file:///nowhere")
                                            + "/tables/landed")})
     checkpoint_dag(dag, settings)

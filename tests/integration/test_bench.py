@@ -49,8 +49,8 @@ def run_script(args: list[str], timeout: float = RUN_LIMIT) -> subprocess.Comple
 @pytest.fixture(autouse=True)
 def _spark_generates_code(monkeypatch):
     """The benchmark scripts run as users run them, Spark generating code for its queries:
-    the rest of the suite evaluates them interpreted (tests/spark_cds.py)."""
-    from tests.spark_cds import INTERPRETED
+    the rest of the suite evaluates them interpreted (tests/support/spark_cds.py)."""
+    from tests.support.spark_cds import INTERPRETED
 
     opts = os.environ.get("SPARK_SUBMIT_OPTS", "")
     monkeypatch.setenv("SPARK_SUBMIT_OPTS", opts.replace(INTERPRETED, ""))

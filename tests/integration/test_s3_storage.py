@@ -12,7 +12,7 @@ from checkpointing.coordination.lease import RunnerLease, lease_expired
 from checkpointing.errors import PreconditionFailed, StorageError
 from checkpointing.storage import open_storage
 from checkpointing.storage.s3 import S3Storage
-from tests.helpers import DIAMOND, FakeClock
+from tests.support.helpers import DIAMOND, FakeClock
 
 
 def test_lease_is_aged_by_the_stores_clock(s3_storage):

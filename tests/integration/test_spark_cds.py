@@ -1,4 +1,4 @@
-"""The suite's Spark JVMs really map the class-data sharing archive (tests/spark_cds.py):
+"""The suite's Spark JVMs really map the class-data sharing archive (tests/support/spark_cds.py):
 when something on the class path stops matching it (a file in the suite's SPARK_CONF_DIR,
 a changed jar), the JVM silently loads every class again and the suite takes twice the
 CPU; ``-Xshare:on`` turns that silence into a failed start."""
@@ -9,7 +9,7 @@ import os
 import subprocess
 
 from spark_jobs.runtime.connect_server import spark_home
-from tests.spark_cds import CONF_DIR, QUIET, build, spark_env
+from tests.support.spark_cds import CONF_DIR, QUIET, build, spark_env
 
 
 def test_spark_submit_maps_the_suites_archive():

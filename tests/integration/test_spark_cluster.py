@@ -13,7 +13,7 @@ from checkpointing import Coordinator, LocalStorage
 from spark_jobs.flights.landing import land
 from spark_jobs.flights.pipeline import PLAN
 from spark_jobs.runtime.package import build_jobs_zip
-from tests.spark_cluster import SPARK_HOME, start_cluster
+from tests.support.spark_cluster import SPARK_HOME, start_cluster
 
 
 @pytest.fixture(scope="module")
@@ -69,8 +69,8 @@ def test_dag_in_submit_mode_runs_every_job_on_the_cluster(cluster, tmp_path):
     from datetime import date
 
     from checkpointing import read_manifest
-    from tests import oracle
-    from tests.airflow_env import airflow, airflow_env, migrate
+    from tests.support import oracle
+    from tests.support.airflow_env import airflow, airflow_env, migrate
 
     data = LocalStorage(tmp_path / "data")
     land(data, [date(2013, 1, 1)], malformed_rate=0.01, seed=5)

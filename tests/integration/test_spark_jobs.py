@@ -11,9 +11,9 @@ import pytest
 from checkpointing import Coordinator, LocalStorage, read_manifest
 from spark_jobs.flights.landing import land
 from spark_jobs.flights.pipeline import run_epoch
-from tests import oracle
-from tests.helpers import FLIGHTS, sigkill_mid_epoch_then_rerun
-from tests.oracle import assert_gold_matches_oracle, published, raw_files
+from tests.support import oracle
+from tests.support.helpers import FLIGHTS, sigkill_mid_epoch_then_rerun
+from tests.support.oracle import assert_gold_matches_oracle, published, raw_files
 
 D = [date(2013, 1, d) for d in range(1, 6)]
 ROUTE, CARRIER = ["origin", "dest"], ["carrier"]

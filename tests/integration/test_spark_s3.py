@@ -16,16 +16,16 @@ from checkpointing import Coordinator, read_manifest
 from checkpointing.state.verify import verify_epoch
 from checkpointing.storage.s3 import S3Storage
 from spark_jobs.flights.landing import land
-from tests import oracle
-from tests.helpers import FLIGHTS
-from tests.s3server import ACCESS_KEY, SECRET_KEY
-from tests.tables_readers import rows_deltalake, rows_duckdb
+from tests.support import oracle
+from tests.support.helpers import FLIGHTS
+from tests.support.s3server import ACCESS_KEY, SECRET_KEY
+from tests.support.tables_readers import rows_deltalake, rows_duckdb
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _frame(rows: list[tuple], key: str) -> pd.DataFrame:
-    """A reader's rows (columns in name order, as tests.tables_readers returns them)."""
+    """A reader's rows (columns in name order, as tests.support.tables_readers returns them)."""
     cols = sorted(["bucket", "cancelled", "arr_delay_max", "arr_delay_n", "arr_delay_sum",
                    "avg_arr_delay", "avg_dep_delay", "avg_distance", "dep_delay_max",
                    "dep_delay_n", "dep_delay_sum", "distance_sum", "flights", key])

@@ -19,8 +19,8 @@ from checkpointing.records.two_phase_publish import published_tables, read_manif
 from checkpointing.tables.commit import commit_tables
 from checkpointing.tables.delta import open_table
 from checkpointing.tables.spec import TableSpec, app_id
-from tests.helpers import race
-from tests.tables_readers import (
+from tests.support.helpers import race
+from tests.support.tables_readers import (
     SPARK_EXPECTED,
     die_after_table_commit,
     rows_deltalake,

@@ -23,9 +23,9 @@ from spark_jobs.tpch import jobs
 from spark_jobs.tpch.jobs import days_of
 from spark_jobs.tpch.landing import LandingError, generate, land
 from spark_jobs.tpch.pipeline import run_epoch
-from tests import tpch_oracle as oracle
-from tests.helpers import sigkill_mid_epoch_then_rerun
-from tests.oracle import published
+from tests.support import tpch_oracle as oracle
+from tests.support.helpers import sigkill_mid_epoch_then_rerun
+from tests.support.oracle import published
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

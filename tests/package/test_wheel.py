@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from checkpointing import Coordinator, LocalStorage
-from tests.airflow_standalone import connect_env
+from tests.support.airflow_standalone import connect_env
 from tests.system.test_user_pipeline import check, readings_file
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,8 +16,8 @@ import pytest
 
 from checkpointing import Coordinator, LocalStorage
 from spark_jobs.flights.landing import land
-from tests.airflow_env import airflow, airflow_env, migrate
-from tests.oracle import published
+from tests.support.airflow_env import airflow, airflow_env, migrate
+from tests.support.oracle import published
 
 pytestmark = pytest.mark.slow
 DAG = "aircraft_utilisation"

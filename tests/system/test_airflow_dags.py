@@ -19,9 +19,9 @@ import pytest
 from checkpointing import Coordinator, LocalStorage, read_manifest
 from checkpointing.views.stats import epoch_or_history_stats
 from spark_jobs.flights.landing import land
-from tests import oracle
-from tests.airflow_env import AIRFLOW, ROOT, airflow, airflow_env, migrate
-from tests.airflow_standalone import connect_env
+from tests.support import oracle
+from tests.support.airflow_env import AIRFLOW, ROOT, airflow, airflow_env, migrate
+from tests.support.airflow_standalone import connect_env
 
 
 @pytest.fixture

@@ -29,9 +29,9 @@ import pytest
 
 from checkpointing import Coordinator, LocalStorage, run_retention
 from checkpointing.protocol.history import read_failure
-from tests.airflow_env import ROOT
-from tests.airflow_standalone import Standalone, connect_env
-from tests.pg import airflow_database
+from tests.support.airflow_env import ROOT
+from tests.support.airflow_standalone import Standalone, connect_env
+from tests.support.pg import airflow_database
 
 pytestmark = pytest.mark.slow
 A, B, C = "ckpt_fp_a", "ckpt_fp_b", "ckpt_fp_c"

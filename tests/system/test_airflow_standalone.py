@@ -25,11 +25,11 @@ from checkpointing.protocol.documents import parse_iso
 from checkpointing.records.backfill_lineages import read_origin, read_promotion
 from plugins.dag_checkpoints.backfill import frontier
 from spark_jobs.flights.landing import land
-from tests import oracle
-from tests.airflow_env import ROOT
-from tests.airflow_standalone import Standalone, connect_env
-from tests.pg import airflow_database
-from tests.statsd_sink import StatsdSink
+from tests.support import oracle
+from tests.support.airflow_env import ROOT
+from tests.support.airflow_standalone import Standalone, connect_env
+from tests.support.pg import airflow_database
+from tests.support.statsd_sink import StatsdSink
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]  # shares 2 cores with the fault matrix
 DAG = "flights_daily"
@@ -202,8 +202,8 @@ def test_backfill_of_a_fixed_job_from_a_savepoint(af):
     # The fix, deployed as users deploy: the DAG file now names the fixed job.
     dag_file = tmp / "dags" / "flights_daily.py"
     dag_file.write_text(dag_file.read_text().replace(
-        'job=f"{JOBS}.stats:carrier_stats"', 'job="tests.changed_jobs:carrier_stats"'))
-    wait_for_dag_source(sa, "tests.changed_jobs:carrier_stats")
+        'job=f"{JOBS}.stats:carrier_stats"', 'job="tests.support.changed_jobs:carrier_stats"'))
+    wait_for_dag_source(sa, "tests.support.changed_jobs:carrier_stats")
 
     days = {"first_day": "2013-01-03", "last_day": "2013-01-04"}  # data days
     want_runs = [{"logical_date": "2013-01-04", "data_day": "2013-01-03"},

@@ -21,9 +21,9 @@ from checkpointing.protocol.documents import parse_iso
 from checkpointing.protocol.history import read_failure
 from checkpointing.records.alerts import read_alert
 from spark_jobs.flights.landing import land
-from tests.airflow_standalone import Standalone, connect_env
-from tests.pg import airflow_database
-from tests.sinks import SmtpSink, WebhookSink
+from tests.support.airflow_standalone import Standalone, connect_env
+from tests.support.pg import airflow_database
+from tests.support.sinks import SmtpSink, WebhookSink
 
 pytestmark = pytest.mark.slow
 #: The hang outlasts the timeout by 15 s: the watchdog and both Deadline Alerts fire while
@@ -101,7 +101,8 @@ def test_timeouts_of_running_and_queued_runs_alert_once_and_triggerer_survives(a
     # Every path that announces has run by now, so a duplicate would be here already: the
     # watchdogs ended before their runs did, and both runs' Deadline Alerts (queued_at +
     # TIMEOUT_S) fired while the first run's job still hung (HANG_S > TIMEOUT_S). That
-    # racing announcers deliver once is checked without Airflow in test_plugin_units.
+    # racing announcers deliver once is checked without Airflow in
+    # tests/unit/dag_checkpoints/test_notifications.py.
     alerted = sorted(b["json"]["alert"]["epoch_id"] for b in hook.received)
     assert alerted == [1, 2], hook.received
     assert all("timed out" in b["json"]["text"] for b in hook.received)

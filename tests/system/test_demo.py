@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.airflow_standalone import free_port
+from tests.support.airflow_standalone import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow

@@ -15,9 +15,9 @@ import pytest
 
 from checkpointing import Coordinator, LocalStorage, TableVersion
 from checkpointing.protocol.history import read_failure
-from tests.airflow_env import AIRFLOW, ROOT, airflow, airflow_env, migrate
-from tests.airflow_standalone import connect_env
-from tests.sinks import WebhookSink
+from tests.support.airflow_env import AIRFLOW, ROOT, airflow, airflow_env, migrate
+from tests.support.airflow_standalone import connect_env
+from tests.support.sinks import WebhookSink
 
 pytestmark = pytest.mark.slow
 DAG = "ckpt_expected_input"

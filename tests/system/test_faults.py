@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.faults_matrix import outcomes, run_matrix
+from tests.support.faults_matrix import outcomes, run_matrix
 
 pytestmark = pytest.mark.slow
 KINDS = {"sigkill_at_points", "sigkill_random_time", "coordinator_crash", "zombie_attempt",

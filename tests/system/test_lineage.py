@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 
 from checkpointing import Coordinator, LocalStorage
-from tests.airflow_env import ROOT, airflow, airflow_env, migrate
-from tests.airflow_standalone import connect_env
-from tests.sinks import WebhookSink
+from tests.support.airflow_env import ROOT, airflow, airflow_env, migrate
+from tests.support.airflow_standalone import connect_env
+from tests.support.sinks import WebhookSink
 
 pytestmark = pytest.mark.slow
 DAG, PIPELINE = "ckpt_lineage", "lineage_test"

@@ -12,9 +12,9 @@ import pytest
 
 from checkpointing import Coordinator, LocalStorage
 from spark_jobs.flights.landing import land
-from tests.airflow_env import ROOT
-from tests.airflow_standalone import Standalone, connect_env
-from tests.otlp_sink import OtlpSink
+from tests.support.airflow_env import ROOT
+from tests.support.airflow_standalone import Standalone, connect_env
+from tests.support.otlp_sink import OtlpSink
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 DAG = "flights_daily"

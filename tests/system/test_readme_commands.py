@@ -201,7 +201,7 @@ BLOCKS: dict[tuple[str, str], str] = {
     ("docs/guides/troubleshooting.md", "CHECKPOINT ALERT checkpoint epoch 12"): "not code: an "
     "alert's log line (test_airflow_timeout.py)",
     ("docs/guides/troubleshooting.md", "fault injection ('route_stats:1')"): "not code: a "
-    "message (test_plugin_units.py provokes it)",
+    "message (tests/unit/dag_checkpoints/test_drills.py provokes it)",
 }
 
 
@@ -236,7 +236,7 @@ def test_readme_blocks_run(tmp_path, monkeypatch):
 
     from checkpointing import Coordinator, LocalStorage
     from checkpointing.tables.spec import TableSpec
-    from tests.tables_readers import table_epoch
+    from tests.support.tables_readers import table_epoch
 
     # The coordinator's API: one epoch begun, acknowledged by a task, completed.
     state = tmp_path / "ingest-state"

@@ -19,8 +19,8 @@ import pandas as pd
 import pytest
 
 from checkpointing import Coordinator, LocalStorage
-from tests.airflow_standalone import Standalone, connect_env
-from tests.oracle import published
+from tests.support.airflow_standalone import Standalone, connect_env
+from tests.support.oracle import published
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow

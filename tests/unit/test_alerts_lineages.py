@@ -15,7 +15,7 @@ from checkpointing.records.backfill_lineages import (
     read_origin,
     record_origin,
 )
-from tests.helpers import DIAMOND, FakeClock, ack_task, run_epoch
+from tests.support.helpers import DIAMOND, FakeClock, ack_task, run_epoch
 
 
 def test_timeout_alert_is_recorded_once_and_names_missing_tasks(storage, tmp_path):

@@ -15,7 +15,7 @@ import pytest
 
 from checkpointing import CheckpointConfig, Coordinator, LocalStorage, TaskPlan
 from checkpointing.coordination.coordinator import RestoreMappingError
-from tests.airflow_env import airflow, airflow_env
+from tests.support.airflow_env import airflow, airflow_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -303,7 +303,7 @@ def test_taskflow_decorator_makes_a_checkpointed_task():
 
 
 def test_removed_task_with_state_is_refused_unless_allowed(tmp_path, caplog):
-    from tests.helpers import ack_task
+    from tests.support.helpers import ack_task
 
     c = Coordinator(LocalStorage(tmp_path / "ckpt"), "p", CheckpointConfig())
     plan = {"a": TaskPlan(), "b": TaskPlan(("a",), True)}
@@ -337,3 +337,31 @@ def test_provider_and_plugin_are_registered(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        timeout=300)
     assert r.stdout.strip() == "dag_checkpoints.decorators.checkpointed_spark", r.stderr[-2000:]
+
+
+def _untyped_seams(source: str) -> list[str]:
+    """Parameters of ``source``'s functions that stand for a coordinator, a store or an
+    epoch reader and are not given a narrow type (missing, or ``Any``)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
+            if not re.fullmatch(r"coord\w*|store|epochs|epoch_store", a.arg):
+                continue
+            kind = ast.unparse(a.annotation) if a.annotation else ""
+            if kind in ("", "Any", "object"):
+                found.append(f"{node.lineno}: {node.name}({a.arg}: {kind or '?'})")
+    return found
+
+
+def test_no_core_function_takes_an_untyped_coordinator_or_store():
+    """A collaborator is passed in as the narrow interface it is used through (an
+    EpochReader, an EpochStore, a Protocol naming what it needs), as Flink passes a
+    CompletedCheckpointStore rather than the coordinator: never untyped, never Any."""
+    assert _untyped_seams("def f(coordinator, x: int): ...\ndef g(store: Any): ...") == \
+        ["1: f(coordinator: ?)", "2: g(store: Any)"]
+    assert _untyped_seams("def f(epochs: EpochReader): ...") == []
+    found = [f"{f.relative_to(ROOT)}:{hit}" for f in (ROOT / "checkpointing").rglob("*.py")
+             for hit in _untyped_seams(f.read_text())]
+    assert not found, found

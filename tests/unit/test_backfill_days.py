@@ -18,7 +18,7 @@ from plugins.dag_checkpoints.backfill import (
     logical_date_for,
     preview_backfill,
 )
-from tests.helpers import DIAMOND, run_epoch
+from tests.support.helpers import DIAMOND, run_epoch
 
 
 @pytest.fixture

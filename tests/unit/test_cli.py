@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from checkpointing import Coordinator
-from tests.helpers import run_epoch
-from tests.s3server import ACCESS_KEY, SECRET_KEY
+from tests.support.helpers import run_epoch
+from tests.support.s3server import ACCESS_KEY, SECRET_KEY
 
 CKPT = [sys.executable, "-m", "checkpointing.ckpt"]
 
@@ -32,7 +32,7 @@ def populated(backend, request, tmp_path):
     c = Coordinator(storage, "flights_daily")
     run_epoch(c, tmp=tmp_path, payload=b"one")
     run_epoch(c, tmp=tmp_path, payload=b"two")
-    from tests.helpers import DIAMOND
+    from tests.support.helpers import DIAMOND
     c.begin_epoch(DIAMOND, "scheduled__2013-01-03")
     return env, c
 
@@ -137,7 +137,7 @@ def test_complete_is_the_commit_step_by_hand(populated, tmp_path):
     """`ckpt complete N` names the tasks that have not acknowledged (exit 2, nothing
     decided), completes the epoch once they all have, and reports a decided epoch again
     without deciding it twice."""
-    from tests.helpers import DIAMOND, ack_task
+    from tests.support.helpers import DIAMOND, ack_task
 
     env, c = populated
     pending = max(c.epoch_ids())

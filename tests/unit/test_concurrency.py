@@ -8,7 +8,7 @@ from collections import Counter
 
 from checkpointing import CheckpointConfig, Coordinator, StateHandle, open_storage
 from checkpointing.protocol.barrier import TaskPlan
-from tests.helpers import DIAMOND, race
+from tests.support.helpers import DIAMOND, race
 
 N = 16
 UNLIMITED = CheckpointConfig(max_concurrent_epochs=1000)
@@ -110,7 +110,7 @@ def test_processes_race_full_cycles(backend, tmp_path, request):
         server = request.getfixturevalue("s3_server")
         bucket = request.getfixturevalue("s3_bucket")
         uri, endpoint = f"s3://{bucket}/root", server.endpoint
-        from tests.s3server import ACCESS_KEY, SECRET_KEY
+        from tests.support.s3server import ACCESS_KEY, SECRET_KEY
         creds = {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
     ctx = mp.get_context("spawn")
     q = ctx.Queue()

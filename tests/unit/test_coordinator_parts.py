@@ -27,7 +27,7 @@ from checkpointing.protocol.documents import now_iso
 from checkpointing.protocol.layout import Layout
 from checkpointing.protocol.registry import LineageState, OpenEpoch, Registry
 from checkpointing.records.backfill_lineages import new_origin, record_origin
-from tests.helpers import DIAMOND, FakeClock, run_epoch
+from tests.support.helpers import DIAMOND, FakeClock, run_epoch
 
 T0 = 1_700_000_000.0
 

@@ -1,4 +1,4 @@
-"""The suite's CPU log (tests/cpu_log.py) counts what a test's processes really used: a
+"""The suite's CPU log (tests/support/cpu_log.py) counts what a test's processes really used: a
 process re-parented away from the test's tree (as `airflow standalone`'s components are
 when the standalone stops first) and a short-lived child its followed parent waited for,
 each once."""
@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 
-from tests.cpu_log import ProcessTree
+from tests.support.cpu_log import ProcessTree
 
 #: A busy loop of about ``s`` CPU seconds.
 BURN = "import time\nt = time.process_time()\nwhile time.process_time() - t < {s}: pass\n"

@@ -27,7 +27,7 @@ from checkpointing.errors import (
     PipelineOwnedElsewhere,
 )
 from checkpointing.protocol.history import prune_history
-from tests.helpers import DIAMOND, ack_task, run_epoch
+from tests.support.helpers import DIAMOND, ack_task, run_epoch
 
 
 def _objects(storage, prefix: str) -> list[str]:

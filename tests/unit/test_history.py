@@ -22,7 +22,7 @@ from checkpointing.protocol.history import history_ids, read_failure
 from checkpointing.records.alerts import EpochAlert, read_alert, record_alert
 from checkpointing.views.listing import list_epochs
 from checkpointing.views.summary import SummaryCache
-from tests.helpers import DIAMOND, ack_task, run_epoch
+from tests.support.helpers import DIAMOND, ack_task, run_epoch
 
 CKPT = [sys.executable, "-m", "checkpointing.ckpt"]
 

@@ -17,7 +17,7 @@ import pytest
 from checkpointing import CheckpointConfig, Coordinator, LocalStorage
 from checkpointing.coordination.lease import RunnerLease, lease_expired
 from checkpointing.errors import TooManyConcurrentEpochs
-from tests.helpers import DIAMOND, FakeClock
+from tests.support.helpers import DIAMOND, FakeClock
 
 ROOT = Path(__file__).resolve().parents[2]
 LEASE_S = 8.0
@@ -26,7 +26,8 @@ LEASE_S = 8.0
 def test_lease_frees_the_lineage_only_when_the_driver_is_gone(tmp_path):
     store, go = tmp_path / "ckpt", tmp_path / "go"
     driver = subprocess.Popen(
-        [sys.executable, "-m", "tests.lease_driver", str(store), "run-1", str(LEASE_S), str(go)],
+        [sys.executable, "-m", "tests.support.lease_driver", str(store), "run-1", str(LEASE_S),
+         str(go)],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
     try:

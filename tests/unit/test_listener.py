@@ -11,7 +11,7 @@ import pytest
 from checkpointing import Coordinator, LocalStorage, StateHandle
 from checkpointing.errors import EpochAlreadyDecided, StaleAttempt
 from checkpointing.protocol.listener import EpochListener
-from tests.helpers import DIAMOND, ack_task, race
+from tests.support.helpers import DIAMOND, ack_task, race
 
 
 class Recorder(EpochListener):

@@ -24,8 +24,8 @@ from checkpointing.tables.changes import changes, pin
 from checkpointing.tables.commit import commit_tables
 from checkpointing.tables.delta import open_table
 from checkpointing.tables.spec import DELETE_COLUMN, TableSpec, app_id
-from tests.helpers import race
-from tests.tables_readers import die_after_table_commit, rows_duckdb
+from tests.support.helpers import race
+from tests.support.tables_readers import die_after_table_commit, rows_duckdb
 
 PLAN = {"gold": TaskPlan((), True)}
 

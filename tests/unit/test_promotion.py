@@ -10,7 +10,7 @@ import pytest
 from checkpointing import CheckpointConfig, Coordinator
 from checkpointing.errors import PromotingBackfillRunning
 from checkpointing.records.backfill_lineages import new_origin, read_promotion, record_origin
-from tests.helpers import DIAMOND, FakeClock, run_epoch
+from tests.support.helpers import DIAMOND, FakeClock, run_epoch
 
 
 def day(logical: str) -> dict[str, str]:

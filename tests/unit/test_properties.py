@@ -33,7 +33,7 @@ from checkpointing.errors import (
 )
 from checkpointing.protocol.attempts import scan_task
 from checkpointing.protocol.barrier import TaskPlan
-from tests.helpers import FakeClock
+from tests.support.helpers import FakeClock
 
 PLAN = {"a": TaskPlan(), "b": TaskPlan(("a",), True)}
 

@@ -136,7 +136,7 @@ def written_documents(tmp_path: Path) -> dict[str, list[dict]]:
         record_promotion,
     )
     from checkpointing.views.listing import list_epochs
-    from tests.helpers import ack_task
+    from tests.support.helpers import ack_task
 
     root = tmp_path / "ckpt"
     st = LocalStorage(root)

@@ -20,7 +20,7 @@ from checkpointing import (
 )
 from checkpointing.errors import IntegrityError, SavepointExists, SavepointNotFound
 from checkpointing.protocol.barrier import TaskPlan
-from tests.helpers import DIAMOND, ack_task, run_epoch
+from tests.support.helpers import DIAMOND, ack_task, run_epoch
 
 ONE = {"t": TaskPlan(publishes=True)}
 

@@ -9,7 +9,7 @@ from checkpointing.coordination.retention import run_retention
 from checkpointing.views.listing import list_epochs
 from checkpointing.views.stats import epoch_stats
 from checkpointing.views.summary import SummaryCache, read_summary
-from tests.helpers import DIAMOND, run_epoch
+from tests.support.helpers import DIAMOND, run_epoch
 
 
 def test_first_listing_writes_the_summary_and_later_ones_read_it(storage, tmp_path):

@@ -10,7 +10,7 @@ from deltalake import write_deltalake
 from checkpointing import Coordinator, LocalStorage, TableInput, TaskPlan
 from checkpointing.protocol.table_inputs import TableVersion
 from checkpointing.tables.changes import pin
-from tests.helpers import run_epoch
+from tests.support.helpers import run_epoch
 
 
 def _append(location: str, keys: list[str]) -> None:

@@ -19,15 +19,12 @@ from __future__ import annotations
 
 import os
 import re
-import socket
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
@@ -35,6 +32,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 from checkpointing.errors import CheckpointError
 from checkpointing.redaction import redact
 
+from ..drills import fault_spec, with_fault
 from ..expected_inputs import (
     data_day,
     expected_keys,
@@ -42,7 +40,8 @@ from ..expected_inputs import (
     missing_keys,
     validate_templates,
 )
-from ..runconf import BEGIN_TASK_ID, checkpoint_conf, checkpointing_enabled, data_interval
+from ..hooks.spark import open_session, remote_url, submit_hook
+from ..runconf import BEGIN_TASK_ID, checkpointing_enabled, data_interval
 from ..settings import CheckpointSettings
 from ..task_epoch import (
     EPOCH_XCOM_KEY,
@@ -55,9 +54,6 @@ from ..task_epoch import (
 )
 from .table_version_wait import AwaitsTableVersions
 
-#: Fault injection for tests and drills: "<task_id>:<attempt>" fails that attempt after its
-#: snapshot and before its acknowledgement, the worst moment for exactly-once.
-FAULT_ENV = "CKPT_FAULT_INJECT"
 _EXIT_CODE = re.compile(r"Error code is: (\d+)\.")
 #: the XCom key under which a task of a run with checkpointing disabled passes its state
 #: handle to its downstream tasks
@@ -146,6 +142,16 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
         self._running: tuple[Any, str] | None = None
         #: submit mode: the provider's hook running spark-submit, for on_kill
         self._submit_hook: Any = None
+        #: the epoch this attempt acknowledged in this process, for the OpenLineage
+        #: provider's call after execute returns (submit mode: read from the XCom)
+        self._lineage_epoch: int | None = None
+
+    def _checked_settings(self) -> CheckpointSettings:
+        """The DAG's settings; a task built outside ``checkpoint_dag`` has none."""
+        if self.settings is None:
+            raise AirflowFailException(f"{self.task_id}: no checkpoint settings; build the DAG "
+                                       "with dag_checkpoints.checkpoint_dag(dag, settings)")
+        return self.settings
 
     # ------------------------------------------------------------------ execution
     def execute(self, context: Any) -> dict[str, int] | None:
@@ -165,12 +171,10 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
         epoch, attempt = task_epoch(self, context), context["ti"].try_number
         self._decline_unchanged_tables(context, epoch)
         if self.settings.spark_mode == "submit":
-            return self._submit(context, epoch, attempt)
-        remote = None
-        if self.settings.spark_mode == "connect":
-            remote = spark_connect_url(self.settings.spark_connect_conn_id)
+            self._submit(epoch, attempt)
+            return None
         return self._in_process(self.job_callable(), epoch, attempt, fault_spec(context),
-                                remote=remote)
+                                remote=remote_url(self.settings))
 
     def _await_expected_input(self, context: Any) -> None:
         """Return when the data day's expected input is there; else defer until it lands
@@ -249,7 +253,7 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
 
         from ..lineage import task_lineage
 
-        epoch = getattr(self, "_lineage_epoch", None)
+        epoch = self._lineage_epoch
         if epoch is None and self.settings is not None and self.epoch_plan is not None:
             # submit mode: the driver acknowledged; the epoch is this task's XCom
             epoch = task_instance.xcom_pull(task_ids=self.task_id, key=EPOCH_XCOM_KEY)
@@ -297,24 +301,16 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
             ConnectUnsupported,
             DeclineEpoch,
             JobResultError,
-            SparkConnectError,
             job_tag,
             run_task,
-            spark_session,
         )
 
         job = with_fault(job, self.task_id, attempt, fault)
-        s = self.settings
+        s = self._checked_settings()
         coord = s.coordinator()
-        s3 = s.storage.startswith("s3") or s.data.startswith("s3")
         overhead = {"process_age_ms": process_age_ms()}  # start and imports, before the job
         t0 = time.monotonic()
-        try:
-            spark = spark_session(f"{s.pipeline_id}.{self.task_id}", s3=s3,
-                                  endpoint_url=s.endpoint_url, remote=remote,
-                                  conf=dict(s.spark_conf) if remote else None)
-        except SparkConnectError as exc:
-            raise AirflowException(str(exc)) from None  # a server down: retrying may help
+        spark = open_session(s, f"{s.pipeline_id}.{self.task_id}", remote)
         overhead["session_ms"] = (time.monotonic() - t0) * 1000
         # The tag run_task gives the attempt's actions: the same inputs, one derivation.
         self._running = (spark, job_tag(coord.pipeline_id, epoch, self.task_id, attempt))
@@ -324,7 +320,7 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
         except DeclineEpoch as exc:
             raise AirflowFailException(f"{self.task_id} declined epoch {epoch}: {exc}") from None
         except CheckpointError as exc:
-            raise task_failure(exc, self.task_id, *self.settings.roots) from None
+            raise task_failure(exc, self.task_id, *s.roots) from None
         except (ConnectUnsupported, JobResultError) as exc:
             # the job's own mistake: the same code fails the same way on a retry
             raise AirflowFailException(f"{self.task_id}: {exc}") from None
@@ -346,10 +342,9 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
         upstream handles come from the upstream tasks' XComs, this task's goes to its
         own, and its table outputs are committed now."""
         from checkpointing import StateHandle
-        from spark_jobs.runtime import SparkConnectError, spark_session
         from spark_jobs.runtime.unchecked import run_unchecked_task
 
-        s = self.settings
+        s = self._checked_settings()
         if s.spark_mode == "submit":
             raise AirflowFailException(f"{self.task_id}: runs with checkpointing disabled "
                                        "support spark_mode 'local' and 'connect' only")
@@ -361,15 +356,8 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
             pulled = [pulled]
         upstream = {t: StateHandle.from_json(h) for t, h in zip(ups, pulled or [],
                                                                  strict=False) if h}
-        remote = spark_connect_url(s.spark_connect_conn_id) if s.spark_mode == "connect" \
-            else None
-        try:
-            spark = spark_session(f"{s.pipeline_id}.{self.task_id}",
-                                  s3=s.storage.startswith("s3") or s.data.startswith("s3"),
-                                  endpoint_url=s.endpoint_url, remote=remote,
-                                  conf=dict(s.spark_conf) if remote else None)
-        except SparkConnectError as exc:
-            raise AirflowException(str(exc)) from None
+        remote = remote_url(s)
+        spark = open_session(s, f"{s.pipeline_id}.{self.task_id}", remote)
         try:
             handle = run_unchecked_task(
                 with_fault(self.job_callable(), self.task_id, ti.try_number,
@@ -391,19 +379,18 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
         """What to raise instead of an error the job raised, if its message says where
         storage or data live (Spark's do): a line without those places, the whole traceback
         logged redacted (see :func:`job_failure`); None: the error itself."""
-        failure = job_failure(exc, self.task_id, *self.settings.roots)
+        roots = self._checked_settings().roots
+        failure = job_failure(exc, self.task_id, *roots)
         if failure is None:
             return None
-        self.log.error("%s: the job failed:\n%s", self.task_id,
-                       redacted_traceback(exc, *self.settings.roots))
+        self.log.error("%s: the job failed:\n%s", self.task_id, redacted_traceback(exc, *roots))
         return failure
 
-    def _submit(self, context: Any, epoch: int, attempt: int) -> None:
+    def _submit(self, epoch: int, attempt: int) -> None:
         """spark-submit to the Spark connection's master; the driver runs the runtime's
         entry point, whose exit code 3 means it declined the epoch."""
         from spark_jobs.runtime import build_jobs_zip
 
-        check_master_reachable(spark_master(self.settings.spark_conn_id))
         # The jobs' zip lives as long as the submission: spark-submit (client mode) has
         # copied it to the cluster by the time it returns, and a worker that ran a daily
         # DAG's tasks for a year would otherwise keep a directory per task.
@@ -414,25 +401,17 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
     def _submit_zip(self, zip_path: Path, epoch: int, attempt: int) -> None:
         """One spark-submit of the runtime's entry point with ``zip_path`` as its
         ``--py-files``."""
-        import pyspark
-        from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-
         import spark_jobs.runtime.submit as generic
         from spark_jobs.runtime import EXIT_DECLINED
 
-        s = self.settings
+        s = self._checked_settings()
         args = ["--storage", s.storage, "--pipeline", s.pipeline_id, "--data", s.data,
                 "--epoch", str(epoch), "--task", self.task_id, "--attempt", str(attempt)]
         if self.application is None:
             args = ["--job", self.job, *args]
         if s.endpoint_url:
             args += ["--endpoint-url", s.endpoint_url]
-        hook = SparkSubmitHook(
-            conn_id=s.spark_conn_id, py_files=str(zip_path), application_args=args,
-            name=f"{s.pipeline_id}.{self.task_id}", conf=dict(s.spark_conf),
-            # pyspark's own spark-submit, whatever PATH the worker has
-            spark_binary=str(Path(pyspark.__file__).parent / "bin/spark-submit"),
-            env_vars={"PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable})
+        hook = submit_hook(s, f"{s.pipeline_id}.{self.task_id}", str(zip_path), args)
         self._submit_hook = hook
         try:
             hook.submit(self.application or generic.__file__)
@@ -447,87 +426,3 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
             code = f"exit code {m.group(1)}" if m else "no exit code"
             raise AirflowException(f"{self.task_id}: spark-submit failed ({code}); its "
                                    "output is in the task log") from None
-
-
-def spark_connect_url(conn_id: str) -> str:
-    """The ``sc://`` URL of an Airflow connection of the Spark provider's ``spark_connect``
-    type (host, port; login is the user id, password the token, extra ``use_ssl``)."""
-    from airflow.providers.apache.spark.hooks.spark_connect import SparkConnectHook
-
-    try:
-        return SparkConnectHook(conn_id).get_connection_url()
-    except Exception as exc:  # the connection is missing or malformed
-        raise AirflowFailException(f"Spark Connect connection {conn_id!r}: {exc}") from None
-
-
-def spark_master(conn_id: str) -> str:
-    """The master URL of an Airflow Spark connection, as SparkSubmitHook reads it."""
-    from airflow.sdk import BaseHook
-
-    conn = BaseHook.get_connection(conn_id)
-    host = conn.host or ""
-    if "://" in host or conn.conn_type == "spark" and not conn.port:
-        master = host or "yarn"
-    else:
-        master = f"{conn.conn_type}://{host}"
-    if conn.port and f":{conn.port}" not in master:
-        master = f"{master}:{conn.port}"
-    return master
-
-
-def check_master_reachable(master: str, timeout: float = 5.0) -> None:
-    """Fail fast, naming the master, when a ``spark://`` master does not accept connections
-    (spark-submit itself retries for a minute and then prints a stack trace)."""
-    url = urlparse(master)
-    if url.scheme != "spark":
-        return
-    for hostport in url.netloc.split(","):  # spark://h1:7077,h2:7077 (standby masters)
-        host, _, port = hostport.partition(":")
-        try:
-            socket.create_connection((host, int(port or 7077)), timeout=timeout).close()
-            return
-        except OSError:
-            continue
-    raise AirflowException(f"Spark master {master} is unreachable (no answer within "
-                           f"{timeout:g}s); check the Spark connection and that the master runs")
-
-
-def drills_enabled() -> bool:
-    """Whether this deployment lets runs inject faults: Airflow's ``[dag_checkpoints]
-    drills`` (``AIRFLOW__DAG_CHECKPOINTS__DRILLS=True`` on the workers), off by default.
-    Whoever may trigger a DAG with a conf could otherwise fail or hang its tasks."""
-    from airflow.configuration import conf
-
-    return conf.getboolean("dag_checkpoints", "drills", fallback=False)
-
-
-def fault_spec(context: Any) -> str:
-    """The drill a run asks for: ``conf["checkpoint"]["fault_inject"]``, else the
-    ``CKPT_FAULT_INJECT`` environment variable (in-process mode only); refused in one
-    line unless the deployment enables drills (:func:`drills_enabled`)."""
-    conf = checkpoint_conf(getattr(context.get("dag_run"), "conf", None))
-    spec = str(conf.get("fault_inject") or os.environ.get(FAULT_ENV, ""))
-    if spec and not drills_enabled():
-        raise AirflowFailException(
-            f"fault injection ({spec!r}) is a drill, and drills are off in this deployment: "
-            "enable them with AIRFLOW__DAG_CHECKPOINTS__DRILLS=True on the workers")
-    return spec
-
-
-def with_fault(job: Any, task_id: str, attempt: int, spec: str = "") -> Any:
-    """Wrap ``job`` with the fault ``spec`` names for this attempt, if any:
-    ``task:attempt`` fails after the snapshot; ``task:attempt:hang`` sleeps there for
-    ``CKPT_FAULT_HANG_SECONDS`` (a silently hanging task, for timeout drills)."""
-    target, _, mode = spec.partition(f"{task_id}:{attempt}")
-    if target or not spec or mode not in ("", ":hang"):
-        return job
-
-    def faulty(run: Any) -> Any:
-        result = job(run)  # state written and snapshotted...
-        if mode == ":hang":
-            time.sleep(float(os.environ.get("CKPT_FAULT_HANG_SECONDS", 600)))
-            return result
-        raise RuntimeError(f"injected fault ({FAULT_ENV}={spec}): after the snapshot of "
-                           f"attempt {attempt}, before its acknowledgement")
-
-    return faulty

@@ -84,7 +84,7 @@ def die_after_table_commit(c, epoch_id: int, endpoint: str | None) -> None:
     import subprocess
     import sys
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     child = f"""
 import os, sys
 sys.path.insert(0, {str(root)!r})

@@ -15,7 +15,7 @@ from typing import Any
 import requests
 
 from spark_jobs.runtime.processes import free_port
-from tests.airflow_env import AIRFLOW, ROOT, airflow_env
+from tests.support.airflow_env import AIRFLOW, ROOT, airflow_env
 
 PASSWORDS = {"admin": "admin-pw", "viewer": "viewer-pw"}
 

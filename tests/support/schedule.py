@@ -24,7 +24,7 @@ MODULE_SECONDS = {
     "test_airflow_failure_paths.py": 330, "test_spark_s3.py": 145, "test_airflow_cli.py": 80,
     "test_iceberg_tables.py": 75, "test_readme_commands.py": 60, "test_table_inputs.py": 60,
     "test_aircraft_dag.py": 100, "test_cli.py": 45, "test_tables.py": 45,
-    "test_plugin_units.py": 35, "test_lease.py": 25, "test_coordinator.py": 17,
+    "test_triggers_epoch_deadline.py": 20, "test_lease.py": 25, "test_coordinator.py": 17,
     "test_merge_tables.py": 15, "test_decided_epochs.py": 15,
     "test_lineage.py": 200, "test_expected_input.py": 210, "test_otel_metrics.py": 120,
     "test_coordinator_on_s3.py": 20,

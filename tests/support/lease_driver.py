@@ -10,7 +10,7 @@ from pathlib import Path
 from checkpointing import CheckpointConfig, Coordinator, LocalStorage
 from checkpointing.coordination.lease import RunnerLease
 from checkpointing.errors import CheckpointError
-from tests.helpers import DIAMOND, ack_task
+from tests.support.helpers import DIAMOND, ack_task
 
 
 def main(root: str, run_id: str, lease_s: str, go: str) -> int:

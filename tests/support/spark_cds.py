@@ -1,5 +1,5 @@
 """A class-data sharing archive of Spark's classes for the suite's JVMs (`make test` builds
-it: ``python -m tests.spark_cds``).
+it: ``python -m tests.support.spark_cds``).
 
 Every Spark JVM the suite starts (local sessions, Connect servers, spark-submit drivers,
 the standalone daemons and their executors) loads and verifies the same ten thousand
@@ -25,7 +25,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CDS_DIR = ROOT / ".tools" / "cds"
 #: Spark's configuration directory for the suite: empty, as CDS requires of a directory on
 #: the class path.

@@ -16,7 +16,7 @@ import pytest
 
 from bench.faults import BROKEN
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 #: Seconds without a finished run after which a matrix counts as hung: one run takes 10-40 s
 #: alone here, and several times that beside the suite's other modules on a busy day.
 STALL_SECONDS = 900.0

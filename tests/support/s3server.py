@@ -17,7 +17,7 @@ import boto3
 
 from spark_jobs.runtime.processes import free_port
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 ACCESS_KEY = "ckpt-test-access"
 SECRET_KEY = "ckpt-test-secret-key"  # noqa: S105 - a throwaway test server's key
 

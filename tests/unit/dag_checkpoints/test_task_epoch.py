@@ -1,0 +1,110 @@
+"""A task's epoch: storage that does not answer, and failures without storage paths."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def test_storage_that_does_not_answer_is_retried_a_refusal_is_final():
+    """A task failing on storage that is down (a MinIO restart) spends a retry; one the
+    protocol refused (fenced, decided, malformed) fails for good."""
+    from airflow.sdk.exceptions import AirflowException, AirflowFailException
+    from dag_checkpoints.task_epoch import task_failure
+
+    from checkpointing.errors import (
+        EpochAlreadyDecided,
+        MalformedDocument,
+        NotFound,
+        StaleAttempt,
+        StorageError,
+    )
+
+    down = task_failure(StorageError("cannot reach S3 endpoint"), "ingest")
+    assert type(down) is AirflowException and str(down) == "ingest: cannot reach S3 endpoint"
+    # The line names the document, never where the storage or the data live.
+    from dag_checkpoints.settings import CheckpointSettings
+
+    roots = CheckpointSettings(pipeline_id="p", storage="s3://ckpt/pre/",
+                               data="s3://lake/raw").roots
+    where = task_failure(StorageError("cannot reach S3 endpoint http://minio:9000 for "
+                                      "s3://ckpt/pre/p/epochs/0000000004/_metadata; "
+                                      "s3a://lake/raw/day.csv"), "ingest", *roots)
+    assert str(where) == ("ingest: cannot reach S3 endpoint http://minio:9000 for "
+                          "<storage>/p/epochs/0000000004/_metadata; <storage>/day.csv")
+
+    # The epoch steps (begin, commit, watchdog) fail so on storage that does not answer.
+    from dag_checkpoints.task_epoch import storage_failures
+
+    class Step:
+        task_id = "checkpoint_commit"
+        settings = CheckpointSettings(pipeline_id="p", storage="s3://ckpt/pre/")
+
+        @storage_failures
+        def execute(self, exc: Exception) -> None:
+            raise exc
+
+    with pytest.raises(AirflowException) as down:
+        Step().execute(StorageError("cannot reach S3 endpoint x for "
+                                    "s3://ckpt/pre/p/epochs/0000000001/_metadata"))
+    assert str(down.value) == ("checkpoint_commit: cannot reach S3 endpoint x for "
+                               "<storage>/p/epochs/0000000001/_metadata")
+    with pytest.raises(NotFound):  # not a storage outage: unchanged
+        Step().execute(NotFound("not found: x"))
+    for refused in (NotFound("x"), StaleAttempt("x"), EpochAlreadyDecided("x"),
+                    MalformedDocument("x")):
+        assert isinstance(task_failure(refused, "ingest"), AirflowFailException)
+
+
+def test_a_job_error_naming_storage_fails_with_a_line_without_it():
+    """Spark's errors carry each file's full path: the task's failure line (what the UI,
+    alerts and notifications show) keeps the error's type and first line with storage and
+    data written <storage>; an error naming neither, or one of ours, passes unchanged."""
+    from airflow.sdk.exceptions import AirflowException, AirflowFailException
+    from dag_checkpoints.settings import CheckpointSettings
+    from dag_checkpoints.task_epoch import job_failure, redacted_traceback
+
+    roots = CheckpointSettings(pipeline_id="p", storage="s3://ckpt/pre/",
+                               data="s3://lake/raw").roots
+
+    class SparkConnectGrpcException(Exception):
+        pass
+
+    spark = SparkConnectGrpcException(
+        "\n[FAILED_READ_FILE.NO_HINT] Encountered error while reading file "
+        "s3a://lake/raw/weather/2013-01-12.csv. SQLSTATE: KD001\n\nJVM stacktrace:\n"
+        "org.apache.spark.SparkException\n\tat getFileStatus on "
+        "s3a://ckpt/pre/p/epochs/0000000004/state/x.parquet")
+    failure = job_failure(spark, "ingest_weather", *roots)
+    assert type(failure) is AirflowException
+    assert str(failure) == ("ingest_weather: SparkConnectGrpcException: [FAILED_READ_FILE."
+                            "NO_HINT] Encountered error while reading file <storage>/weather/"
+                            "2013-01-12.csv. SQLSTATE: KD001")
+    try:
+        raise spark
+    except SparkConnectGrpcException as exc:
+        trace = redacted_traceback(exc, *roots)
+    assert "JVM stacktrace" in trace and "test_task_epoch.py" in trace
+    assert "s3a://" not in trace and "lake/raw" not in trace and "ckpt/pre" not in trace
+    long = ValueError("x" * 2000 + " s3://lake/raw/a")
+    assert str(job_failure(long, "t", *roots)) == "t: ValueError: " + "x" * 488
+    assert job_failure(ValueError("a bug in the job"), "t", *roots) is None
+    assert job_failure(AirflowFailException("t: s3://lake/raw/a"), "t", *roots) is None
+
+
+def test_every_spelling_of_a_root_is_redacted_in_our_lines_and_masked_in_others():
+    """Our lines write a root <storage> in each spelling (a file:// URI and its bare path,
+    an s3:// root and Spark's s3a://); every other line a task logs goes through Airflow's
+    secrets masker, which mask_roots gives the same spellings."""
+    from airflow.sdk.log import redact as masked
+    from dag_checkpoints.task_epoch import mask_roots
+
+    from checkpointing.redaction import redact
+
+    local, s3 = "file:///srv/ckpt-spellings/", "s3://lake-spellings/raw"
+    text = ("at file:///srv/ckpt-spellings/p/_metadata, /srv/ckpt-spellings/p/x.json, "
+            "s3a://lake-spellings/raw/a.csv and s3://lake-spellings/raw/b.csv")
+    assert redact(text, local, s3) == ("at <storage>/p/_metadata, <storage>/p/x.json, "
+                                       "<storage>/a.csv and <storage>/b.csv")
+    assert masked(text) == text  # nothing masked before the task says what
+    mask_roots(local, s3)
+    assert masked(text) == "at ***/p/_metadata, ***/p/x.json, ***/a.csv and ***/b.csv"
