@@ -12,12 +12,13 @@ import argparse
 import json
 import os
 import sys
-from typing import Any, TextIO
+from typing import TextIO
 
 from checkpointing.coordination.coordinator import Coordinator
 from checkpointing.coordination.retention import run_retention
 from checkpointing.errors import CheckpointError
 from checkpointing.ids import validate_epoch_id
+from checkpointing.json_types import JsonObject
 from checkpointing.protocol.epoch_metadata import AbortReason
 from checkpointing.protocol.history import history_ids
 from checkpointing.protocol.registry import MAIN
@@ -88,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _table(rows: list[dict[str, Any]], cols: list[str]) -> str:
+def _table(rows: list[JsonObject], cols: list[str]) -> str:
     if not rows:
         return "(none)"
     widths = {c: max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in cols}
@@ -186,7 +187,7 @@ def _cmd_show(args: argparse.Namespace, coord: Coordinator, out: TextIO) -> int:
     return 0
 
 
-def _task_details(task: str, metrics: dict[str, Any]) -> list[str]:
+def _task_details(task: str, metrics: JsonObject) -> list[str]:
     """What a task read of each table input, and its job's own metrics, a line each."""
     lines = []
     metrics = dict(metrics)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Literal
+from typing import Literal
+
+from checkpointing.json_types import JsonObject
 
 Mode = Literal["exactly_once", "at_least_once"]
 
@@ -68,10 +70,10 @@ class CheckpointConfig:
         if self.mode not in ("exactly_once", "at_least_once"):
             raise ValueError("mode must be 'exactly_once' or 'at_least_once'")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> CheckpointConfig:
+    def from_json(cls, data: JsonObject) -> CheckpointConfig:
         known = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in known})

@@ -41,6 +41,7 @@ from checkpointing.errors import (
     UnknownTask,
 )
 from checkpointing.ids import validate_attempt, validate_epoch_id, validate_id
+from checkpointing.json_types import JsonObject
 from checkpointing.protocol.acknowledgement import Acknowledgement, AckResult, AckStatus
 from checkpointing.protocol.attempts import TaskAttempts, scan_epoch_tasks, scan_task
 from checkpointing.protocol.barrier import Barrier, TaskPlan, plan_table_inputs
@@ -48,7 +49,7 @@ from checkpointing.protocol.decision import Decision
 from checkpointing.protocol.documents import now_iso, parse_iso, writer_identity
 from checkpointing.protocol.epoch_metadata import ABORT_REASONS, AbortReason, AckRef, EpochMetadata
 from checkpointing.protocol.layout import Layout
-from checkpointing.protocol.listener import EpochListener, SafeListener
+from checkpointing.protocol.listener import EpochListener, NoOpListener, SafeListener
 from checkpointing.protocol.markers import ATTEMPT_START, DECLINE, RUN_INDEX
 from checkpointing.protocol.operations import OPERATION, EngineOperation
 from checkpointing.protocol.registry import MAIN, OpenEpoch, Registry
@@ -161,7 +162,7 @@ class Coordinator:
         self.parents = ParentSelector(self.store, self.config, self.promotion)
         self.failures = failures or FailureManager(self.store, self.config)
         #: what epochs report as they happen (metrics); never fails the protocol
-        self.listener: EpochListener = SafeListener(listener) if listener else EpochListener()
+        self.listener: EpochListener = SafeListener(listener) if listener else NoOpListener()
         self.finisher = EpochFinisher(self.store, self.promotion, self.parents, self.failures,
                                       self.listener)
         self.table_pins = table_pins or TablePins(storage.endpoint_url)
@@ -292,7 +293,7 @@ class Coordinator:
         # allocation writes anything but decisions of epochs already due.
         req = self._resolve_explicit_parent(req)
         reg = self._settle_open_epochs(req)
-        parent, fallback = req.parent_epoch_id, list[dict[str, Any]]()
+        parent, fallback = req.parent_epoch_id, list[JsonObject]()
         if parent is LATEST:
             # Chosen and verified before an id is allocated: a refusal here (malformed
             # metadata) must not leave a burned id behind to block the next try.
@@ -675,7 +676,7 @@ class Coordinator:
     def _last_completed_at(self, lineage: str) -> str | None:
         """When the lineage's latest completed epoch was decided (for the listener's age
         figure); read only when a listener is attached."""
-        if not isinstance(self.listener, SafeListener):
+        if not self.listener.reports:
             return None
         try:  # a figure for the listener: never a reason for the decision to fail
             latest = self.registry().lineage(lineage).latest_completed
@@ -686,7 +687,7 @@ class Coordinator:
 
     def _report_decision(self, meta: EpochMetadata, barrier: Barrier | None,
                          last_completed_at: str | None) -> None:
-        if not isinstance(self.listener, SafeListener):
+        if not self.listener.reports:
             return  # no listener: not even the acknowledgements are read for it
         handles = {}
         for task, ref in (meta.acks or {}).items():

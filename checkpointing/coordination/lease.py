@@ -34,11 +34,12 @@ import os
 import socket
 import threading
 import time
-from typing import Any, Protocol
+from typing import Protocol
 
 from checkpointing.config import CheckpointConfig
 from checkpointing.errors import CheckpointError, EpochDrivenElsewhere, NotFound, PreconditionFailed
 from checkpointing.protocol.codec import Codec
+from checkpointing.protocol.decision import Decision
 from checkpointing.protocol.documents import decode, now_iso, writer_identity
 from checkpointing.protocol.epoch_reader import EpochReader
 
@@ -73,7 +74,7 @@ class RunnerLease:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         #: set once the epoch is found decided: the lease is no longer renewed
-        self.decided: Any = None
+        self.decided: Decision | None = None
         #: set when another driver took the lease over: this one is fenced
         self.lost = False
 

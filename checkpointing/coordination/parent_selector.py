@@ -18,6 +18,7 @@ from checkpointing.coordination.epoch_store import EpochStore
 from checkpointing.coordination.promotion import PromotionRule
 from checkpointing.errors import CheckpointError, MalformedDocument, NotFound
 from checkpointing.ids import validate_epoch_id
+from checkpointing.json_types import JsonObject
 from checkpointing.protocol.barrier import TaskPlan
 from checkpointing.protocol.registry import Registry
 from checkpointing.records.backfill_lineages import read_origin
@@ -84,23 +85,23 @@ class ParentSelector:
         return self.store.latest_completed(lineage, reg)
 
     def choose_latest(self, reg: Registry, lineage: str, plan: Mapping[str, TaskPlan],
-                      allow: bool) -> tuple[int | None, list[dict[str, Any]]]:
+                      allow: bool) -> tuple[int | None, list[JsonObject]]:
         """The latest completed epoch that verifies, and the epochs skipped on the way;
         checked against the plan (a removed task's state needs ``allow``)."""
         parent = self.latest(lineage, reg)
-        fallback: list[dict[str, Any]] = []
+        fallback: list[JsonObject] = []
         if parent is not None and self.config.verify_restore:
             parent, fallback = self.verified(parent, lineage)
         if parent is not None:
             self.check_plan_change(parent, plan, allow)
         return parent, fallback
 
-    def verified(self, epoch_id: int, lineage: str) -> tuple[int | None, list[dict[str, Any]]]:
+    def verified(self, epoch_id: int, lineage: str) -> tuple[int | None, list[JsonObject]]:
         """The newest completed epoch of ``lineage``, from ``epoch_id`` down, whose files
         all verify, and the epochs skipped on the way with their problems. None when none
         verifies: the epoch then starts from empty state and its sources replay all input,
         which is slow but exactly-once."""
-        skipped: list[dict[str, Any]] = []
+        skipped: list[JsonObject] = []
         older: list[int] | None = None
         candidate: int | None = epoch_id
         while candidate is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from checkpointing.config import CheckpointConfig
 from checkpointing.coordination.epoch_store import EpochStore
@@ -159,7 +159,7 @@ def _referenced_files(store: EpochStore, keep: set[int],
 
 
 def _doomed_epochs(store: EpochStore, epochs: list[int], keep: set[int],
-                   status: dict[int, str], referenced: set[str]) -> dict[int, list[Any]]:
+                   status: dict[int, str], referenced: set[str]) -> dict[int, list[ObjectInfo]]:
     """The epochs to delete with their objects. An epoch is deleted whole or not at all:
     one whose files a savepoint, the manifest or a kept epoch still references keeps its
     documents too, so it never shows up half-deleted (files without the barrier and
@@ -181,7 +181,7 @@ def _doomed_epochs(store: EpochStore, epochs: list[int], keep: set[int],
     return doomed
 
 
-def _delete_epochs(store: EpochStore, doomed: dict[int, list[Any]],
+def _delete_epochs(store: EpochStore, doomed: dict[int, list[ObjectInfo]],
                    status: dict[int, str], report: RetentionReport, dry_run: bool,
                    referenced: set[str]) -> None:
     storage = store.storage

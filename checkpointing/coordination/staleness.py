@@ -8,9 +8,9 @@ next stale one has a key of its own."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from checkpointing.errors import PreconditionFailed
+from checkpointing.json_types import JsonObject
 from checkpointing.protocol.codec import Codec
 from checkpointing.protocol.documents import now_iso, writer_identity
 from checkpointing.protocol.layout import Layout
@@ -42,7 +42,7 @@ class StaleAlert:
                 f"decided at {self.last_completed_at}; alert age "
                 f"{_duration(self.max_age_seconds)}")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"pipeline_id": self.pipeline_id, "lineage": self.lineage,
                 "last_epoch_id": self.last_epoch_id,
                 "last_completed_at": self.last_completed_at,
@@ -50,7 +50,7 @@ class StaleAlert:
                 "max_age_seconds": self.max_age_seconds, "detected_at": self.detected_at,
                 "message": self.message()}
 
-    def document(self) -> dict[str, Any]:
+    def document(self) -> JsonObject:
         return {**self.to_json(), "writer": writer_identity()}
 
 
@@ -62,7 +62,7 @@ def _duration(seconds: float) -> str:
     return f"{seconds / 60:.0f} minutes"
 
 
-def _build(d: dict[str, Any], key: str) -> StaleAlert:
+def _build(d: JsonObject, key: str) -> StaleAlert:
     return StaleAlert(str(d["pipeline_id"]), str(d["lineage"]), int(d["last_epoch_id"]),
                       str(d["last_completed_at"]), float(d["age_seconds"]),
                       float(d["max_age_seconds"]), str(d["detected_at"]))

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any
 
+from checkpointing.json_types import JsonObject
 from checkpointing.protocol.codec import Codec
+from checkpointing.protocol.epoch_metadata import EpochMetadata
 from checkpointing.protocol.state_handle import StateHandle
 
 FORMAT = "ckpt.ack"
@@ -20,9 +21,9 @@ class Acknowledgement:
     attempt: int
     acked_at: str
     state_handle: StateHandle
-    writer: dict[str, Any] = field(default_factory=dict)
+    writer: JsonObject = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"task_id": self.task_id, "attempt": self.attempt, "acked_at": self.acked_at,
                 "state_handle": self.state_handle.to_json(), "writer": self.writer}
 
@@ -34,7 +35,7 @@ class Acknowledgement:
         return CODEC.decode(data, key)
 
 
-def _build(d: dict[str, Any], key: str) -> Acknowledgement:
+def _build(d: JsonObject, key: str) -> Acknowledgement:
     return Acknowledgement(d["task_id"], int(d["attempt"]), d["acked_at"],
                            StateHandle.from_json(d["state_handle"], key), d.get("writer", {}))
 
@@ -65,4 +66,4 @@ class AckResult:
 
     status: AckStatus
     acknowledgement: Acknowledgement
-    completed: Any = None  # EpochMetadata
+    completed: EpochMetadata | None = None

@@ -8,6 +8,7 @@ from typing import Any
 
 from checkpointing.config import CheckpointConfig
 from checkpointing.ids import validate_id
+from checkpointing.json_types import JsonObject
 from checkpointing.protocol.codec import Codec
 from checkpointing.protocol.table_inputs import TableInput, TableVersion
 
@@ -24,9 +25,9 @@ class TaskPlan:
     table_inputs: dict[str, TableInput] = field(default_factory=dict, hash=False)
 
 
-def plan_to_json(plan: dict[str, TaskPlan]) -> dict[str, dict[str, Any]]:
+def plan_to_json(plan: dict[str, TaskPlan]) -> dict[str, JsonObject]:
     """A plan as the barrier writes it (PROTOCOL 5.2)."""
-    out: dict[str, dict[str, Any]] = {}
+    out: dict[str, JsonObject] = {}
     for t, p in plan.items():
         out[t] = {"upstream": list(p.upstream), "publishes": p.publishes}
         if p.table_inputs:
@@ -34,7 +35,7 @@ def plan_to_json(plan: dict[str, TaskPlan]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def plan_from_json(doc: dict[str, Any]) -> dict[str, TaskPlan]:
+def plan_from_json(doc: JsonObject) -> dict[str, TaskPlan]:
     """The inverse of :func:`plan_to_json` (absent fields take their defaults)."""
     return {t: TaskPlan(tuple(p.get("upstream") or ()), bool(p.get("publishes", False)),
                         {n: TableInput.from_json(i)
@@ -95,14 +96,14 @@ class Barrier:
     parent_epoch_id: int | None = None
     parent_savepoint: str | None = None
     publish_on_complete: bool = True
-    writer: dict[str, Any] = field(default_factory=dict)
+    writer: JsonObject = field(default_factory=dict)
     #: completed epochs begin skipped because their files failed verification (1.2)
-    restore_fallback: tuple[dict[str, Any], ...] = ()
+    restore_fallback: tuple[JsonObject, ...] = ()
     #: a backfill's last epoch that continues the main line when it completes (1.4)
     promote: bool = False
     #: (1.11) the version each table input of the plan is read up to, pinned when the epoch
     #: began (PROTOCOL 6.14): ``{input name: {"version": int, "snapshot_id": int}}``
-    table_versions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    table_versions: dict[str, JsonObject] = field(default_factory=dict)
 
     def table_version(self, name: str) -> TableVersion | None:
         """The pinned version of table input ``name`` (None: not an input of the plan)."""
@@ -119,7 +120,7 @@ class Barrier:
     def to_bytes(self) -> bytes:
         return CODEC.encode(self.to_json())
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "pipeline_id": self.pipeline_id,
             "epoch_id": self.epoch_id,
@@ -142,7 +143,7 @@ class Barrier:
         }
 
     @classmethod
-    def from_json(cls, doc: dict[str, Any], key: str = "barrier") -> Barrier:
+    def from_json(cls, doc: JsonObject, key: str = "barrier") -> Barrier:
         return CODEC.parse(doc, key)
 
     @classmethod
@@ -150,7 +151,7 @@ class Barrier:
         return CODEC.decode(data, key)
 
 
-def _build(doc: dict[str, Any], key: str) -> Barrier:
+def _build(doc: JsonObject, key: str) -> Barrier:
     return Barrier(
         pipeline_id=doc["pipeline_id"], epoch_id=int(doc["epoch_id"]),
         run_id=doc["run_id"], lineage=doc["lineage"], plan=plan_from_json(doc["plan"]),

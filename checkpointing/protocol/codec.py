@@ -12,9 +12,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from checkpointing.errors import MalformedDocument
+from checkpointing.json_types import JsonObject
 from checkpointing.protocol.documents import decode, encode
 
 T = TypeVar("T")
@@ -32,9 +33,9 @@ class Codec(Generic[T]):
     format: str
     name: str
     required: tuple[str, ...]
-    build: Callable[[dict[str, Any], str], T]
+    build: Callable[[JsonObject, str], T]
 
-    def encode(self, body: dict[str, Any]) -> bytes:
+    def encode(self, body: JsonObject) -> bytes:
         """The document's bytes at the current protocol version."""
         return encode(self.format, body)
 
@@ -43,7 +44,7 @@ class Codec(Generic[T]):
         UnsupportedVersion) with one line naming ``key`` when it is not one."""
         return self.parse(decode(data, self.format, key, self.required), key)
 
-    def parse(self, fields: dict[str, Any], key: str) -> T:
+    def parse(self, fields: JsonObject, key: str) -> T:
         """The typed value of fields already parsed (a document embedded in another, as a
         savepoint embeds its barrier and acknowledgements)."""
         if not isinstance(fields, dict):

@@ -7,9 +7,9 @@ import os
 import socket
 import uuid
 from datetime import UTC, datetime
-from typing import Any
 
 from checkpointing.errors import MalformedDocument, UnsupportedVersion
+from checkpointing.json_types import JsonObject
 
 PROTOCOL_MAJOR = 1
 PROTOCOL_MINOR = 16
@@ -27,18 +27,18 @@ def parse_iso(value: str) -> float:
     return datetime.strptime(value, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
 
 
-def writer_identity() -> dict[str, Any]:
+def writer_identity() -> JsonObject:
     """A fresh writer record: the nonce makes every conditional write recognisable."""
     return {"nonce": uuid.uuid4().hex, "host": socket.gethostname(), "pid": os.getpid()}
 
 
-def encode(fmt: str, body: dict[str, Any]) -> bytes:
+def encode(fmt: str, body: JsonObject) -> bytes:
     """Serialise ``body`` as a document of type ``fmt`` at the current protocol version."""
     doc = {"format": fmt, "protocol_version": PROTOCOL_VERSION, **body}
     return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode("utf-8")
 
 
-def decode(data: bytes, fmt: str, key: str, required: tuple[str, ...] = ()) -> dict[str, Any]:
+def decode(data: bytes, fmt: str, key: str, required: tuple[str, ...] = ()) -> JsonObject:
     """Parse and check a document; raise a one-line error naming ``key`` when it is bad."""
     try:
         doc = json.loads(data.decode("utf-8"))

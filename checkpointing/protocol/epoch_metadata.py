@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Literal
 
+from checkpointing.json_types import JsonObject
 from checkpointing.protocol.codec import Codec
 from checkpointing.protocol.registry import MAIN
 
@@ -72,14 +73,14 @@ class EpochMetadata:
     detail: str | None = None
     missing_tasks: tuple[str, ...] = ()
     declined_by: str | None = None
-    writer: dict[str, Any] = field(default_factory=dict)
+    writer: JsonObject = field(default_factory=dict)
 
     @property
     def completed(self) -> bool:
         return self.status == "completed"
 
     def to_bytes(self) -> bytes:
-        body: dict[str, Any] = {
+        body: JsonObject = {
             "epoch_id": self.epoch_id, "lineage": self.lineage, "status": self.status,
             "decided_at": self.decided_at, "writer": self.writer,
         }
@@ -96,7 +97,7 @@ class EpochMetadata:
         return CODEC.decode(data, key)
 
 
-def _build(doc: dict[str, Any], key: str) -> EpochMetadata:
+def _build(doc: JsonObject, key: str) -> EpochMetadata:
     status = doc["status"]
     if status not in ("completed", "aborted"):
         raise ValueError(f"unknown status {status!r}")

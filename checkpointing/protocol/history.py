@@ -11,9 +11,9 @@ newest ``CheckpointConfig.failure_history`` records are kept; older ones are pru
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from checkpointing.errors import PreconditionFailed
+from checkpointing.json_types import JsonObject
 from checkpointing.protocol.attempts import TaskAttempts, scan_epoch_tasks
 from checkpointing.protocol.barrier import Barrier
 from checkpointing.protocol.codec import Codec
@@ -69,7 +69,7 @@ class FailureRecord:
                    barrier.parent_epoch_id if barrier else None,
                    barrier.data_interval if barrier else None, tasks)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"epoch_id": self.epoch_id, "run_id": self.run_id, "lineage": self.lineage,
                 "status": "aborted", "reason": self.reason, "detail": self.detail,
                 "missing_tasks": list(self.missing_tasks), "declined_by": self.declined_by,
@@ -85,7 +85,7 @@ class FailureRecord:
         return CODEC.decode(data, key)
 
 
-def _build(d: dict[str, Any], key: str) -> FailureRecord:
+def _build(d: JsonObject, key: str) -> FailureRecord:
     tasks = {t: TaskOutcome(str(o["status"]), int(o["attempts"]),
                             None if o.get("acked_attempt") is None else int(o["acked_attempt"]))
              for t, o in d["tasks"].items()}

@@ -5,12 +5,11 @@ codecs build nothing beyond the checked fields."""
 
 from __future__ import annotations
 
-from typing import Any
-
+from checkpointing.json_types import JsonObject
 from checkpointing.protocol.codec import Codec
 
 
-def _fields(doc: dict[str, Any], key: str) -> dict[str, Any]:
+def _fields(doc: JsonObject, key: str) -> JsonObject:
     return doc
 
 

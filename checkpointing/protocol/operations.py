@@ -7,9 +7,9 @@ records and reads back (a Spark Connect session and operation)."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
 
 from checkpointing.ids import validate_attempt, validate_id
+from checkpointing.json_types import JsonObject
 from checkpointing.protocol.codec import Codec
 
 
@@ -29,13 +29,13 @@ class EngineOperation:
     #: names of the observations the action computes, in the job's order
     observations: tuple[str, ...] = field(default_factory=tuple)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         body = asdict(self)
         body["observations"] = list(self.observations)
         return {k: v for k, v in body.items() if v not in (None, [])}
 
 
-def _build(doc: dict[str, Any], key: str) -> EngineOperation:
+def _build(doc: JsonObject, key: str) -> EngineOperation:
     return EngineOperation(
         task_id=validate_id(doc["task_id"], "task id"),
         attempt=validate_attempt(doc["attempt"]), action=str(doc["action"]),

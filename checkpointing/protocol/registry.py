@@ -5,8 +5,8 @@ head), updated only by compare-and-swap."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any
 
+from checkpointing.json_types import JsonObject
 from checkpointing.protocol.codec import Codec
 
 FORMAT = "ckpt.registry"
@@ -70,7 +70,7 @@ class Registry:
         decided (a burned id is open until it expires, and expiry decides it)."""
         return 0 < epoch_id <= self.last_epoch_id and self.open_entry(epoch_id) is None
 
-    def to_bytes(self, writer: dict[str, Any], updated_at: str) -> bytes:
+    def to_bytes(self, writer: JsonObject, updated_at: str) -> bytes:
         return CODEC.encode({
             "last_epoch_id": self.last_epoch_id,
             "open": [{"epoch_id": o.epoch_id, "lineage": o.lineage,
@@ -90,7 +90,7 @@ class Registry:
         return CODEC.decode(data, key)
 
 
-def _build(doc: dict[str, Any], key: str) -> Registry:
+def _build(doc: JsonObject, key: str) -> Registry:
     return Registry(
         int(doc["last_epoch_id"]),
         tuple(OpenEpoch(int(o["epoch_id"]), o["lineage"], o["created_at"], o["deadline"],

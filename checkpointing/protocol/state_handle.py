@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from checkpointing.errors import MalformedDocument
+from checkpointing.json_types import JsonObject
 
 
 @dataclass(frozen=True)
@@ -19,12 +20,12 @@ class FileRef:
     sha256: str
     shared: bool = False
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"name": self.name, "uri": self.uri, "size": self.size,
                 "sha256": self.sha256, "shared": self.shared}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> FileRef:
+    def from_json(cls, d: JsonObject) -> FileRef:
         return cls(d["name"], d["uri"], int(d["size"]), d["sha256"], bool(d.get("shared", False)))
 
 
@@ -34,13 +35,13 @@ class OutputRef:
 
     files: tuple[FileRef, ...]
     rows: int | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: JsonObject = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"files": [f.to_json() for f in self.files], "rows": self.rows, "meta": self.meta}
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> OutputRef:
+    def from_json(cls, d: JsonObject) -> OutputRef:
         return cls(tuple(FileRef.from_json(f) for f in d.get("files", [])), d.get("rows"),
                    dict(d.get("meta") or {}))
 
@@ -56,14 +57,14 @@ class StateHandle:
     outputs: dict[str, OutputRef] = field(default_factory=dict)
     offsets: Any = None
     row_counts: dict[str, int] = field(default_factory=dict)
-    metrics: dict[str, Any] = field(default_factory=dict)
+    metrics: JsonObject = field(default_factory=dict)
     timings: dict[str, float] = field(default_factory=dict)
     bytes_written: int = 0
-    restored_from: dict[str, Any] = field(default_factory=dict)
+    restored_from: JsonObject = field(default_factory=dict)
     delivery: str = "exactly_once"
     #: (1.11) per table input, the version its state has consumed up to (PROTOCOL 6.14):
     #: ``{input name: {"version": int, "snapshot_id": int}}``
-    table_offsets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    table_offsets: dict[str, JsonObject] = field(default_factory=dict)
 
     @property
     def state_size(self) -> int:
@@ -87,7 +88,7 @@ class StateHandle:
                 out.extend(o.files)
         return out
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {
             "task_id": self.task_id, "epoch_id": self.epoch_id, "attempt": self.attempt,
             "files": [f.to_json() for f in self.files],
@@ -99,7 +100,7 @@ class StateHandle:
         }
 
     @classmethod
-    def from_json(cls, d: dict[str, Any], key: str = "state handle") -> StateHandle:
+    def from_json(cls, d: JsonObject, key: str = "state handle") -> StateHandle:
         try:
             return cls(
                 task_id=d["task_id"], epoch_id=int(d["epoch_id"]), attempt=int(d["attempt"]),

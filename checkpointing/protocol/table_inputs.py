@@ -18,11 +18,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING
 
 from checkpointing.errors import CheckpointError
 from checkpointing.ids import validate_id
+from checkpointing.json_types import JsonObject
 from checkpointing.protocol.table_formats import traits
+
+if TYPE_CHECKING:  # pyarrow comes with the table extras: imported where it is used
+    import pyarrow as pa
+
 
 
 class TableInputError(CheckpointError):
@@ -84,8 +89,8 @@ class TableInput:
             return self.name
         return re.split(r"[/:]", self.location or "")[-1] or "table"
 
-    def to_json(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"format": self.format}
+    def to_json(self) -> JsonObject:
+        d: JsonObject = {"format": self.format}
         for key in ("location", "name", "starting_version"):
             if getattr(self, key) is not None:
                 d[key] = getattr(self, key)
@@ -96,7 +101,7 @@ class TableInput:
         return d
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> TableInput:
+    def from_json(cls, d: JsonObject) -> TableInput:
         return cls(d.get("location"), d.get("format", "delta"), d.get("name"),
                    d.get("catalog", "default"), d.get("starting_version"),
                    bool(d.get("expect_new_version", False)))
@@ -112,14 +117,14 @@ class TableVersion:
     version: int
     snapshot_id: int | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"version": self.version}
+    def to_json(self) -> JsonObject:
+        d: JsonObject = {"version": self.version}
         if self.snapshot_id is not None:
             d["snapshot_id"] = self.snapshot_id
         return d
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> TableVersion:
+    def from_json(cls, d: JsonObject) -> TableVersion:
         sid = d.get("snapshot_id")
         return cls(int(d["version"]), int(sid) if sid is not None else None)
 
@@ -153,7 +158,7 @@ class ChangeSet:
     end: TableVersion
     added: tuple[DataFile, ...]
     removed: tuple[DataFile, ...]
-    schema: Any  # pyarrow.Schema
+    schema: pa.Schema
     log_partition_columns: tuple[str, ...] = ()
     #: log documents read to find the change (Delta commits, Iceberg manifests lists)
     log_reads: int = 0
@@ -172,7 +177,7 @@ class ChangeSet:
         return sum(f.size for f in self.removed)
 
 
-def check_schema(label: str, old: Any, new: Any, version: int) -> None:
+def check_schema(label: str, old: pa.Schema, new: pa.Schema, version: int) -> None:
     """Refuse a schema change between two versions that is not an added column: a column
     of ``old`` missing from ``new`` or of another type (Arrow schemas)."""
     for f in old:

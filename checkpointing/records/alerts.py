@@ -7,9 +7,9 @@ lives in the epoch's history entry, so it outlives the epoch's files (1.3)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from checkpointing.errors import PreconditionFailed
+from checkpointing.json_types import JsonObject
 from checkpointing.protocol.barrier import Barrier
 from checkpointing.protocol.codec import Codec
 from checkpointing.protocol.documents import writer_identity
@@ -33,7 +33,7 @@ class EpochAlert:
     decided_at: str
     run_id: str | None = None
     deadline: str | None = None
-    writer: dict[str, Any] = field(default_factory=dict)
+    writer: JsonObject = field(default_factory=dict)
 
     @classmethod
     def from_abort(cls, pipeline_id: str, meta: EpochMetadata,
@@ -53,7 +53,7 @@ class EpochAlert:
         run = f" run {self.run_id};" if self.run_id else ""
         return f"{self.title}:{run} tasks not acknowledged: {missing}; {self.detail}"
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"pipeline_id": self.pipeline_id, "epoch_id": self.epoch_id,
                 "lineage": self.lineage, "reason": self.reason, "detail": self.detail,
                 "missing_tasks": list(self.missing_tasks), "decided_at": self.decided_at,
@@ -64,7 +64,7 @@ class EpochAlert:
         return CODEC.decode(data, key)
 
 
-def _build(d: dict[str, Any], key: str) -> EpochAlert:
+def _build(d: JsonObject, key: str) -> EpochAlert:
     return EpochAlert(d["pipeline_id"], int(d["epoch_id"]), d["lineage"], d["reason"],
                       d.get("detail", ""), tuple(d["missing_tasks"]), d["decided_at"],
                       d.get("run_id"), d.get("deadline"), d.get("writer") or {})

@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from checkpointing.errors import CheckpointError, PreconditionFailed
 from checkpointing.ids import validate_id
+from checkpointing.json_types import JsonObject
 from checkpointing.protocol.codec import Codec
 from checkpointing.protocol.documents import now_iso, writer_identity
 from checkpointing.protocol.layout import Layout
@@ -40,7 +41,7 @@ class LineageOrigin:
     created_at: str
     publish_at: str | None = None
     requested_by: str | None = None
-    writer: dict[str, Any] = field(default_factory=dict)
+    writer: JsonObject = field(default_factory=dict)
     #: (1.4) the lineage's last epoch continues the main line when it completes
     promote: bool = False
 
@@ -51,7 +52,7 @@ class LineageOrigin:
         if (self.from_epoch is None) == (self.from_savepoint is None):
             raise ValueError("a lineage starts from exactly one of an epoch or a savepoint")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"lineage": self.lineage, "from_epoch": self.from_epoch,
                 "from_savepoint": self.from_savepoint, "start": self.start, "end": self.end,
                 "created_at": self.created_at, "publish_at": self.publish_at,
@@ -62,7 +63,7 @@ class LineageOrigin:
         return ORIGIN_CODEC.decode(data, key)
 
 
-def _build_origin(d: dict[str, Any], key: str) -> LineageOrigin:
+def _build_origin(d: JsonObject, key: str) -> LineageOrigin:
     # ValueError from the dataclass: an invalid name, neither or both origins
     return LineageOrigin(d["lineage"], d.get("from_epoch"), d.get("from_savepoint"), d["start"],
                          d["end"], d["created_at"], d.get("publish_at"), d.get("requested_by"),
@@ -137,7 +138,7 @@ class Promotion:
     main_input_until: str | None
     decided_at: str
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"lineage": self.lineage, "epoch_id": self.epoch_id, "promoted": self.promoted,
                 "superseded": self.superseded, "input_until": self.input_until,
                 "main_input_until": self.main_input_until, "decided_at": self.decided_at}
@@ -147,7 +148,7 @@ class Promotion:
         return PROMOTION_CODEC.decode(data, key)
 
 
-def _build_promotion(d: dict[str, Any], key: str) -> Promotion:
+def _build_promotion(d: JsonObject, key: str) -> Promotion:
     return Promotion(d["lineage"], int(d["epoch_id"]), bool(d["promoted"]), d.get("superseded"),
                      d.get("input_until"), d.get("main_input_until"), d.get("decided_at", ""))
 

@@ -4,7 +4,6 @@ barrier and acknowledgements. Never deleted by retention."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from checkpointing.errors import (
     CheckpointError,
@@ -14,6 +13,7 @@ from checkpointing.errors import (
     SavepointNotFound,
 )
 from checkpointing.ids import validate_id
+from checkpointing.json_types import JsonObject
 from checkpointing.protocol.acknowledgement import CODEC as ACK_CODEC
 from checkpointing.protocol.acknowledgement import Acknowledgement
 from checkpointing.protocol.barrier import CODEC as BARRIER_CODEC
@@ -42,7 +42,7 @@ class Savepoint:
         return {t: a.state_handle for t, a in self.acks.items()}
 
 
-def _build(d: dict[str, Any], key: str) -> Savepoint:
+def _build(d: JsonObject, key: str) -> Savepoint:
     # The embedded barrier and acknowledgements are read by their own documents' codecs.
     acks = {t: ACK_CODEC.parse(a, key) for t, a in d["acks"].items()}
     return Savepoint(d["name"], int(d["epoch_id"]), d.get("lineage", MAIN),

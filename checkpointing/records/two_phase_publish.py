@@ -10,8 +10,8 @@ older epoch after a newer one, leaves the manifest alone.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
+from checkpointing.json_types import JsonObject
 from checkpointing.protocol.cas import cas_update
 from checkpointing.protocol.codec import Codec
 from checkpointing.protocol.documents import now_iso, writer_identity
@@ -29,10 +29,10 @@ class PublishedOutput:
 
     files: tuple[FileRef, ...]
     rows: int | None
-    meta: dict[str, Any]
+    meta: JsonObject
     epoch_id: int
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"files": [f.to_json() for f in self.files], "rows": self.rows,
                 "meta": self.meta, "epoch_id": self.epoch_id}
 
@@ -45,7 +45,7 @@ class Manifest:
     lineage: str
     published_at: str
     outputs: dict[str, PublishedOutput] = field(default_factory=dict)
-    history: tuple[dict[str, Any], ...] = ()
+    history: tuple[JsonObject, ...] = ()
 
     def to_bytes(self) -> bytes:
         return CODEC.encode({
@@ -63,7 +63,7 @@ class Manifest:
         return [f for o in self.outputs.values() for f in o.files]
 
 
-def _build(doc: dict[str, Any], key: str) -> Manifest:
+def _build(doc: JsonObject, key: str) -> Manifest:
     outputs = {k: PublishedOutput(tuple(FileRef.from_json(f) for f in v["files"]),
                                   v.get("rows"), dict(v.get("meta") or {}), int(v["epoch_id"]))
                for k, v in doc["outputs"].items()}
@@ -80,7 +80,7 @@ def read_manifest(storage: Storage, layout: Layout) -> Manifest | None:
     return None if data is None else Manifest.from_bytes(data, storage.uri(layout.manifest))
 
 
-def table_versions(outputs: dict[str, Any]) -> dict[str, int]:
+def table_versions(outputs: JsonObject) -> dict[str, int]:
     """``{output: table version}`` of the table outputs among ``outputs`` (6.12)."""
     return {name: int(out.meta["table_version"]) for name, out in sorted(outputs.items())
             if "table_version" in (out.meta or {})}
@@ -112,7 +112,7 @@ def publish(storage: Storage, layout: Layout, epoch_id: int, lineage: str,
         for name, out in outputs.items():
             merged[name] = PublishedOutput(out.files, out.rows, out.meta, epoch_id)
         ts = now_iso(clock_now)
-        entry: dict[str, Any] = {"epoch_id": epoch_id, "lineage": lineage, "published_at": ts}
+        entry: JsonObject = {"epoch_id": epoch_id, "lineage": lineage, "published_at": ts}
         tables = table_versions(outputs)
         if tables:  # (1.7) the table version each table output got from this epoch
             entry["tables"] = tables

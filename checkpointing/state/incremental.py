@@ -14,15 +14,21 @@ import os
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from checkpointing.errors import IntegrityError
+from checkpointing.json_types import JsonObject
 from checkpointing.protocol.layout import Layout
 from checkpointing.protocol.state_handle import FileRef, OutputRef, StateHandle
 from checkpointing.storage import Storage
+from checkpointing.tables.spec import TableSpec
+
+if TYPE_CHECKING:  # pyarrow comes with the table extras: imported where it is used
+    import pyarrow as pa
+
 
 #: a writer method, as the decorators below keep its signature
 F = TypeVar("F", bound=Callable[..., Any])
@@ -92,7 +98,7 @@ class SnapshotWriter:
     #: milliseconds spent making files durable (hashing, uploading, asking the store for
     #: checksums): the ``async_ms`` of the handle's timings, Flink's asynchronous part
     persist_ms: float = 0.0
-    _lock: Any = field(default_factory=threading.RLock, repr=False, compare=False)
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self._previous_by_digest = {(f.sha256, f.size): f
@@ -150,7 +156,7 @@ class SnapshotWriter:
 
     @_persisting
     def stage_stored_output(self, output: str, keys: list[str], rows: int | None = None,
-                            meta: dict[str, Any] | None = None) -> OutputRef:
+                            meta: JsonObject | None = None) -> OutputRef:
         """Declare files already written under this attempt's staging prefix as an output."""
         refs = []
         for key in keys:
@@ -184,7 +190,7 @@ class SnapshotWriter:
 
     @_locked
     def publish_files(self, output: str, refs: list[FileRef], rows: int | None = None,
-                      meta: dict[str, Any] | None = None) -> OutputRef:
+                      meta: JsonObject | None = None) -> OutputRef:
         """Declare already-stored files (e.g. this snapshot's state files) as an output:
         published by reference, nothing is copied."""
         out = OutputRef(tuple(refs), rows, dict(meta or {}))
@@ -193,7 +199,7 @@ class SnapshotWriter:
 
     @_persisting
     def stage_output(self, output: str, paths: Sequence[str | os.PathLike[str]],
-                     rows: int | None = None, meta: dict[str, Any] | None = None,
+                     rows: int | None = None, meta: JsonObject | None = None,
                      names: list[str] | None = None) -> OutputRef:
         """Stage files of an output under the attempt's staging prefix (phase one of the
         two-phase publish); they become visible only through the published manifest."""
@@ -212,10 +218,12 @@ class SnapshotWriter:
         return out
 
     @_persisting
-    def stage_table_output(self, output: str, spec: Any, paths: Sequence[str | os.PathLike[str]],
+    def stage_table_output(self, output: str, spec: TableSpec,
+                           paths: Sequence[str | os.PathLike[str]],
                            rows: int | None = None, names: list[str] | None = None,
                            table_storage: Storage | None = None,
-                           schema: Any = None, replaced: Any = ()) -> OutputRef:
+                           schema: pa.Schema | None = None,
+                           replaced: Iterable[object] = ()) -> OutputRef:
         """Stage local Parquet files of a table output (PROTOCOL 6.12) into the table's own
         location, under :func:`checkpointing.tables.spec.staged_dir` (the table's log does not
         reference it; readers ignore it), to be committed when the epoch completes.
@@ -245,10 +253,10 @@ class SnapshotWriter:
         return self._table_output(output, spec, refs, rows, schema, records, replaced)
 
     @_persisting
-    def stage_stored_table_output(self, output: str, spec: Any, keys: list[str],
-                                  schema: Any, rows: int | None = None,
+    def stage_stored_table_output(self, output: str, spec: TableSpec, keys: list[str],
+                                  schema: pa.Schema | None, rows: int | None = None,
                                   table_storage: Storage | None = None,
-                                  replaced: Any = ()) -> OutputRef:
+                                  replaced: Iterable[object] = ()) -> OutputRef:
         """Declare Parquet files a distributed writer (Spark) already wrote into the table's
         staged directory as a table output; ``schema`` is the data's Arrow schema (None:
         the previous epoch's, for an epoch that writes nothing)."""
@@ -265,14 +273,15 @@ class SnapshotWriter:
                                 store.uri(key), size, digest, False))
         return self._table_output(output, spec, refs, rows, schema, {}, replaced)
 
-    def _table_storage(self, spec: Any) -> Storage:
+    def _table_storage(self, spec: TableSpec) -> Storage:
         from checkpointing.storage import open_storage
 
         return open_storage(spec.location,
                             endpoint_url=self.storage.endpoint_url)
 
-    def _table_output(self, output: str, spec: Any, refs: list[FileRef], rows: int | None,
-                      schema: Any, records: dict[str, int], replaced: Any = ()) -> OutputRef:
+    def _table_output(self, output: str, spec: TableSpec, refs: list[FileRef], rows: int | None,
+                      schema: pa.Schema | None, records: dict[str, int],
+                      replaced: Iterable[object] = ()) -> OutputRef:
         from checkpointing.tables.spec import table_schema_json
 
         prev = self.previous.outputs.get(output) if self.previous else None
@@ -282,7 +291,7 @@ class SnapshotWriter:
             schema_json = prev.meta["schema"]
         else:
             raise ValueError(f"table output {output!r}: no file and no schema to stage")
-        meta: dict[str, Any] = {"table": spec.to_json(), "schema": schema_json,
+        meta: JsonObject = {"table": spec.to_json(), "schema": schema_json,
                                 "records": records}
         if spec.mode != "append":
             # (1.8) The output lists the table's whole content after this epoch: what it
@@ -294,8 +303,8 @@ class SnapshotWriter:
         self._outputs[output] = out
         return out
 
-    def _kept_table_files(self, output: str, prev: OutputRef | None, spec: Any,
-                          staged: list[FileRef], replaced: Any) -> list[FileRef]:
+    def _kept_table_files(self, output: str, prev: OutputRef | None, spec: TableSpec,
+                          staged: list[FileRef], replaced: Iterable[object]) -> list[FileRef]:
         """The previous epoch's files of a table output that stay in the table: none for
         ``overwrite``; for ``replace_partitions``, those of the partitions this epoch
         neither wrote nor names in ``replaced``. Kept by reference; refused when the

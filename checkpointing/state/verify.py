@@ -17,7 +17,6 @@ import logging
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from checkpointing.errors import (
     CheckpointError,
@@ -27,6 +26,7 @@ from checkpointing.errors import (
     PreconditionFailed,
     UnsupportedVersion,
 )
+from checkpointing.json_types import JsonObject
 from checkpointing.protocol.codec import Codec
 from checkpointing.protocol.documents import now_iso, writer_identity
 from checkpointing.protocol.epoch_reader import EpochReader
@@ -69,7 +69,7 @@ class VerifiedFile:
     sha256: str
     stamp: str | None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"size": self.size, "sha256": self.sha256, "stamp": self.stamp}
 
 
@@ -83,7 +83,7 @@ class VerificationRecord:
     files: dict[str, VerifiedFile]
 
 
-def _build_record(d: dict[str, Any], key: str) -> VerificationRecord:
+def _build_record(d: JsonObject, key: str) -> VerificationRecord:
     files = {str(uri): VerifiedFile(int(f["size"]), str(f["sha256"]),
                                     str(f["stamp"]) if f.get("stamp") else None)
              for uri, f in d["files"].items()}

@@ -31,6 +31,7 @@ from botocore.exceptions import (
 from botocore.loaders import create_loader
 
 from checkpointing.errors import NotFound, PreconditionFailed, StorageError
+from checkpointing.json_types import JsonObject
 from checkpointing.storage.base import ObjectInfo, Storage
 
 _CONFLICT_RETRIES = 5  # 409 ConditionalRequestConflict: a concurrent conditional write
@@ -66,7 +67,7 @@ def _core_session() -> botocore.session.Session:
 
 
 def retry_config(max_attempts: int | None = None,
-                 core: botocore.session.Session | None = None) -> dict[str, Any]:
+                 core: botocore.session.Session | None = None) -> JsonObject:
     """botocore's ``retries`` setting for a client of checkpoint storage: standard mode,
     ``max_attempts`` attempts per call (the first included, as ``AWS_MAX_ATTEMPTS``
     counts them) if given, else what the AWS configuration says (as the client's session
@@ -209,7 +210,7 @@ class S3Storage(Storage):
         except _S3_ERRORS as exc:  # ClientError is answered above
             raise self._error(exc, key) from None
 
-    def _complete(self, key: str, resp: dict[str, Any], *fields: str) -> str:
+    def _complete(self, key: str, resp: JsonObject, *fields: str) -> str:
         """The response's ETag, after checking that it carries ``fields``: a connection cut
         inside the headers can leave botocore a response without them, which must be
         an error, never a document read as valid."""
@@ -297,7 +298,7 @@ class S3Storage(Storage):
 
     # -- listing ---------------------------------------------------------------------
     def list(self, prefix: str, start_after: str | None = None) -> Iterator[ObjectInfo]:
-        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self._k(prefix)}
+        kwargs: JsonObject = {"Bucket": self.bucket, "Prefix": self._k(prefix)}
         if start_after:
             kwargs["StartAfter"] = self._k(start_after)
         try:
@@ -338,7 +339,7 @@ class S3Storage(Storage):
         return {k: found[k] for k in keys}
 
     def list_dirs(self, prefix: str, start_after: str | None = None) -> Iterator[str]:
-        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self._k(prefix),
+        kwargs: JsonObject = {"Bucket": self.bucket, "Prefix": self._k(prefix),
                                   "Delimiter": "/"}
         if start_after:
             kwargs["StartAfter"] = self._k(start_after)
@@ -374,7 +375,7 @@ def _just_before(key: str) -> str | None:
     return key[:-1] or None
 
 
-def _server_time(resp: dict[str, Any]) -> float | None:
+def _server_time(resp: JsonObject) -> float | None:
     """The server's clock from the response's ``Date`` header (RFC 7231, 1 s resolution)."""
     date = resp.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
     if not date:

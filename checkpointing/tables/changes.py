@@ -6,8 +6,7 @@ epoch pins, and the change set between two versions. Each format's module declar
 
 from __future__ import annotations
 
-from typing import Any
-
+from checkpointing.json_types import JsonObject
 from checkpointing.protocol.table_formats import traits
 from checkpointing.protocol.table_inputs import (
     ChangeSet,
@@ -75,7 +74,7 @@ def _log_partitions(spec: TableInput, end: TableVersion,
     return tuple(_reader(spec.format).log_partition_columns(spec, end, endpoint_url))
 
 
-def event_version(spec: TableInput, table: dict[str, Any]) -> int | None:
+def event_version(spec: TableInput, table: JsonObject) -> int | None:
     """The version an asset event's ``table`` extra (what the commit step emits for a
     table output) announces of ``spec``, when it names ``spec`` and its format's
     versions are the ones a barrier pins (Delta's; an Iceberg event names a snapshot

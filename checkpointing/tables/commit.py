@@ -9,6 +9,7 @@ from dataclasses import replace
 from typing import Any
 
 from checkpointing.errors import NotFound
+from checkpointing.json_types import JsonObject
 from checkpointing.tables.format_registry import implementation
 from checkpointing.tables.spec import TableCommitError, TableCommitter, TableSpec, app_id
 from checkpointing.tables.staging import after_commit
@@ -19,9 +20,9 @@ def committer(spec: TableSpec, endpoint_url: str | None = None) -> TableCommitte
     return implementation(spec.format).committer(endpoint_url)
 
 
-def commit_tables(pipeline_id: str, lineage: str, epoch_id: int, outputs: dict[str, Any],
+def commit_tables(pipeline_id: str, lineage: str, epoch_id: int, outputs: JsonObject,
                   endpoint_url: str | None = None,
-                  report: list[Any] | None = None) -> dict[str, Any]:
+                  report: list[Any] | None = None) -> JsonObject:
     """Phase two for the table outputs among ``outputs`` (name -> OutputRef): one commit
     each, idempotent per epoch; returns the outputs with each table output's ``meta``
     holding its ``table_version``, for the manifest. ``report`` receives a

@@ -14,10 +14,16 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
+if TYPE_CHECKING:  # the format's libraries are an extra: imported where they are used
+    import pyarrow as pa
+    from deltalake import DeltaTable
+    from deltalake.transaction import AddAction, RemoveAction
+
 from checkpointing.extras import require
+from checkpointing.json_types import JsonObject
 from checkpointing.protocol.state_handle import FileRef
 from checkpointing.protocol.table_formats import traits
 from checkpointing.protocol.table_inputs import (
@@ -81,7 +87,7 @@ def storage_options(location: str, endpoint_url: str | None) -> dict[str, str]:
 
 
 def open_table(location: str, endpoint_url: str | None = None,
-               version: int | None = None) -> Any:
+               version: int | None = None) -> DeltaTable:
     """The Delta table at ``location`` (at ``version``, else the newest), with the
     object-store options this library commits with."""
     from deltalake import DeltaTable
@@ -90,7 +96,7 @@ def open_table(location: str, endpoint_url: str | None = None,
                       storage_options=storage_options(location, endpoint_url))
 
 
-def _same_partitioning(dt: Any, spec: TableSpec, app: str) -> None:
+def _same_partitioning(dt: DeltaTable, spec: TableSpec, app: str) -> None:
     """Refuse an output partitioned otherwise than its existing table: delta-rs would commit
     the files under the table's partition columns, and readers would see those columns
     null."""
@@ -104,7 +110,7 @@ class DeltaCommitter:
         self.endpoint_url = endpoint_url
 
     def commit(self, spec: TableSpec, app: str, epoch_id: int, files: tuple[FileRef, ...],
-               meta: dict[str, Any]) -> TableCommit:
+               meta: JsonObject) -> TableCommit:
         require("deltalake", "delta", "a Delta table output")
         from deltalake import Schema
         from deltalake.exceptions import CommitFailedError
@@ -155,7 +161,7 @@ class DeltaCommitter:
         raise TableCommitError(f"table {app!r}: epoch {epoch_id} not committed after "
                                f"{_ATTEMPTS} concurrent commits ({last})")
 
-    def _merge(self, dt: Any, spec: TableSpec, app: str, epoch_id: int,
+    def _merge(self, dt: DeltaTable, spec: TableSpec, app: str, epoch_id: int,
                files: tuple[FileRef, ...]) -> int:
         """A ``merge`` output: the staged rows merged by key in one commit (delta-rs's
         MERGE, copy-on-write: the files holding a changed key are rewritten), carrying the
@@ -190,7 +196,7 @@ class DeltaCommitter:
             return self._record_only(dt, app, epoch_id)
         return int(dt.version())
 
-    def _record_only(self, dt: Any, app: str, epoch_id: int) -> int:
+    def _record_only(self, dt: DeltaTable, app: str, epoch_id: int) -> int:
         """A commit carrying only the epoch's transaction: its version. delta-rs does not
         move ``dt`` to the version a write transaction commits, and the commit is tried
         once, so it is the version read plus one."""
@@ -209,7 +215,8 @@ class DeltaCommitter:
             app_transactions=[Transaction(app, epoch_id, int(time.time() * 1000))])
 
     @staticmethod
-    def _open(path: str, spec: TableSpec, schema: Any, opts: dict[str, str]) -> Any:
+    def _open(path: str, spec: TableSpec, schema: pa.Schema,
+              opts: dict[str, str]) -> DeltaTable:
         """The table at its newest version, created (version 0: schema, no data) by the
         first epoch that commits to it."""
         from deltalake import DeltaTable
@@ -236,8 +243,9 @@ class DeltaCommitter:
                      type(exc).__name__)
         return DeltaTable(path, storage_options=opts)
 
-    def _actions(self, dt: Any, spec: TableSpec, app: str, epoch_id: int,
-                 files: tuple[FileRef, ...], meta: dict[str, Any]) -> list[Any]:
+    def _actions(self, dt: DeltaTable, spec: TableSpec, app: str, epoch_id: int,
+                 files: tuple[FileRef, ...], meta: JsonObject,
+                 ) -> list[AddAction | RemoveAction]:
         """The epoch's ``add`` and ``remove`` actions. An output listing the table's whole
         content (``table_files: all``, 1.8) is committed as the difference between the
         table's current files and that list, whatever moved the table since the epoch
@@ -260,7 +268,7 @@ class DeltaCommitter:
 
     @staticmethod
     def _adds(spec: TableSpec, files: tuple[FileRef, ...],
-              records: dict[str, int]) -> list[Any]:
+              records: dict[str, int]) -> list[AddAction]:
         from deltalake.transaction import AddAction
 
         now = int(time.time() * 1000)
@@ -272,7 +280,8 @@ class DeltaCommitter:
         return adds
 
     @staticmethod
-    def _removes(dt: Any, spec: TableSpec, files: tuple[FileRef, ...]) -> list[Any]:
+    def _removes(dt: DeltaTable, spec: TableSpec,
+                 files: tuple[FileRef, ...]) -> list[RemoveAction]:
         """``remove`` actions of what the epoch replaces: every file (overwrite), or those
         of the partitions it wrote (replace_partitions); none for append."""
         import pyarrow as pa
@@ -291,7 +300,7 @@ class DeltaCommitter:
                 for row in current]
 
     @staticmethod
-    def _version_of(dt: Any, app: str, epoch_id: int) -> int:
+    def _version_of(dt: DeltaTable, app: str, epoch_id: int) -> int:
         for commit in dt.history(_HISTORY_SEARCH):
             if commit.get("ckpt.app_id") == app and commit.get("ckpt.epoch_id") == str(epoch_id):
                 return int(commit["version"])
@@ -318,7 +327,8 @@ def _location(spec: TableInput) -> str:
     return spec.location
 
 
-def _input_table(spec: TableInput, endpoint_url: str | None, version: int | None = None) -> Any:
+def _input_table(spec: TableInput, endpoint_url: str | None,
+                 version: int | None = None) -> DeltaTable:
     from deltalake.exceptions import TableNotFoundError
 
 
@@ -349,13 +359,13 @@ def version_before(spec: TableInput, version: int, endpoint_url: str | None) -> 
     return EMPTY if version == 0 else TableVersion(version - 1)
 
 
-def _arrow_schema(dt: Any) -> Any:
+def _arrow_schema(dt: DeltaTable) -> pa.Schema:
     import pyarrow as pa
 
     return pa.schema(dt.schema().to_arrow())
 
 
-def schema_at(spec: TableInput, version: TableVersion, endpoint_url: str | None) -> Any:
+def schema_at(spec: TableInput, version: TableVersion, endpoint_url: str | None) -> pa.Schema:
     return _arrow_schema(_input_table(spec, endpoint_url, version.version))
 
 
@@ -364,7 +374,7 @@ def log_partition_columns(spec: TableInput, version: TableVersion,
     return list(_input_table(spec, endpoint_url, version.version).metadata().partition_columns)
 
 
-def _check_features(spec: TableInput, dt: Any) -> None:
+def _check_features(spec: TableInput, dt: DeltaTable) -> None:
 
     proto = dt.protocol()
     features = set(proto.reader_features or ()) | set(proto.writer_features or ())
@@ -379,7 +389,7 @@ def _check_features(spec: TableInput, dt: Any) -> None:
                 "table (or rewrite its files without it) to read it incrementally")
 
 
-def _has_dv(dt: Any) -> bool:
+def _has_dv(dt: DeltaTable) -> bool:
     import pyarrow as pa
 
     cols = pa.table(dt.get_add_actions(flatten=True)).column_names
@@ -404,7 +414,7 @@ def read_changes(spec: TableInput, start: TableVersion | None, end: TableVersion
     schema = _arrow_schema(dt_end)
     parts = tuple(dt_end.metadata().partition_columns)
 
-    def data_file(path: str, size: int | None, values: dict[str, Any] | None,
+    def data_file(path: str, size: int | None, values: JsonObject | None,
                   records: int | None = None) -> DataFile:
         rel = unquote(path)
         uri = rel if "://" in rel else store.uri(rel)
@@ -474,7 +484,7 @@ def _dv_error(spec: TableInput, version: int) -> Exception:
         "upstream table to read it incrementally")
 
 
-def _with_partitions(spec: TableInput, start: TableVersion, removes: dict[str, Any],
+def _with_partitions(spec: TableInput, start: TableVersion, removes: JsonObject,
                      parts: tuple[str, ...],
                      endpoint_url: str | None) -> tuple[Any, ...]:
     """Removed files with their partition values: from the ``remove`` actions, or, for a
@@ -516,18 +526,19 @@ def vacuum(output: str, spec: TableSpec, pipeline_id: str, protected: set[int],
                    and int(c["ckpt.epoch_id"]) in protected})
     # full: also files no version references (staged by aborted attempts), once older
     # than the threshold; the threshold may be below Delta's own default on purpose.
-    args = {"retention_hours": min_retention_hours, "enforce_retention_duration": False,
-            "full": True, "keep_versions": keep}
+    def run(dry: bool, hours: int) -> list[str]:
+        return dt.vacuum(retention_hours=hours, dry_run=dry, enforce_retention_duration=False,
+                         full=True, keep_versions=keep)
+
     # delta-rs lists a removed file again while its tombstone is in the log, deleted or
     # not: count the candidates that still exist.
     store = open_storage(spec.location, endpoint_url=endpoint)
     # Every unreferenced file (no threshold), each checked once; those past the threshold
     # are what VACUUM deletes, the others it keeps for being recent.
-    unreferenced = {p for p in dt.vacuum(dry_run=True, **{**args, "retention_hours": 0})
-                    if store.exists(unquote(p))}
-    present = [p for p in dt.vacuum(dry_run=True, **args) if p in unreferenced]
+    unreferenced = {p for p in run(True, 0) if store.exists(unquote(p))}
+    present = [p for p in run(True, min_retention_hours) if p in unreferenced]
     if present and not dry_run:
-        dt.vacuum(dry_run=False, **args)
+        run(False, min_retention_hours)
     return TableVacuum(output, tuple(keep), len(present), dry_run,
                        len(unreferenced) - len(present), min_retention_hours)
 

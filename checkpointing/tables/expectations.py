@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
+from checkpointing.json_types import JsonObject
 from checkpointing.protocol.barrier import TaskPlan, plan_table_inputs
 from checkpointing.protocol.table_inputs import TableInput, TableVersion
 
@@ -43,16 +43,16 @@ class AwaitedVersion:
         return (f"table {self.spec.label!r} (input {self.name!r}) has no version newer than "
                 f"{self.last} (its newest: {now})")
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return {"name": self.name, "input": self.spec.to_json(), "last": self.last}
 
     @classmethod
-    def from_json(cls, d: Mapping[str, Any]) -> AwaitedVersion:
+    def from_json(cls, d: JsonObject) -> AwaitedVersion:
         return cls(str(d["name"]), TableInput.from_json(dict(d["input"])), int(d["last"]))
 
 
 def awaited_versions(plan: Mapping[str, TaskPlan],
-                     parent_versions: Mapping[str, Mapping[str, Any]]) -> list[AwaitedVersion]:
+                     parent_versions: Mapping[str, JsonObject]) -> list[AwaitedVersion]:
     """The inputs of ``plan`` that expect a new version, with the version the parent epoch
     pinned (``parent_versions``, its barrier's ``table_versions``). An input the parent did
     not pin (new in the plan) expects nothing yet: any version is new to it."""
@@ -65,8 +65,8 @@ def awaited_versions(plan: Mapping[str, TaskPlan],
 
 
 def unchanged_inputs(plan: Mapping[str, TaskPlan], task_id: str,
-                     pinned: Mapping[str, Mapping[str, Any]],
-                     parent_versions: Mapping[str, Mapping[str, Any]]) -> list[str]:
+                     pinned: Mapping[str, JsonObject],
+                     parent_versions: Mapping[str, JsonObject]) -> list[str]:
     """One line per table input of ``task_id`` expecting a new version whose pin
     (``pinned``) is not newer than its parent's; empty when every expectation is met."""
     own = {task_id: plan[task_id]} if task_id in plan else {}

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
 
 from checkpointing.errors import NotFound
 from checkpointing.extras import require
+from checkpointing.json_types import JsonObject
 from checkpointing.protocol.state_handle import FileRef
 from checkpointing.protocol.table_formats import traits
 from checkpointing.protocol.table_inputs import (
@@ -45,6 +46,14 @@ from checkpointing.tables.spec import (
 )
 from checkpointing.tables.table_format import TableFormat
 
+if TYPE_CHECKING:  # the format's libraries are an extra: imported where they are used
+    import pyarrow as pa
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.manifest import DataFile as IcebergFile
+    from pyiceberg.table import Table
+    from pyiceberg.table.snapshots import Snapshot
+
+
 log = logging.getLogger("checkpointing.tables.iceberg")
 _ATTEMPTS = 8
 
@@ -56,7 +65,7 @@ def file_path(uri: str) -> str:
     return "file://" + unquote(urlparse(uri).path) if uri.startswith("file://") else uri
 
 
-def load_catalog(spec: TableSpec | _CatalogOnly, endpoint_url: str | None = None) -> Any:
+def load_catalog(spec: TableSpec | _CatalogOnly, endpoint_url: str | None = None) -> Catalog:
     """The table's catalog, configured by pyiceberg's own configuration; an S3-compatible
     endpoint (MinIO) is added for S3 locations. Credentials come from that configuration
     or the standard AWS environment."""
@@ -78,11 +87,11 @@ def load_catalog(spec: TableSpec | _CatalogOnly, endpoint_url: str | None = None
                                ".pyiceberg.yaml)") from None
 
 
-def open_table(spec: TableSpec, endpoint_url: str | None = None) -> Any:
+def open_table(spec: TableSpec, endpoint_url: str | None = None) -> Table:
     return load_catalog(spec, endpoint_url).load_table(spec.name)
 
 
-def _same_partitioning(table: Any, spec: TableSpec, app: str) -> None:
+def _same_partitioning(table: Table, spec: TableSpec, app: str) -> None:
     """Refuse an output partitioned otherwise than its existing table: a staged file
     holding several values of the table's partition column cannot be added to it, and the
     files a ``replace_partitions`` output replaces are found by the output's partition
@@ -103,7 +112,7 @@ class IcebergCommitter:
         self.endpoint_url = endpoint_url
 
     def commit(self, spec: TableSpec, app: str, epoch_id: int, files: tuple[FileRef, ...],
-               meta: dict[str, Any]) -> TableCommit:
+               meta: JsonObject) -> TableCommit:
         require("pyiceberg", "iceberg", "an Iceberg table output")
         from pyiceberg.exceptions import CommitFailedException, ValidationException
 
@@ -138,7 +147,7 @@ class IcebergCommitter:
                                f"{_ATTEMPTS} concurrent commits ({last})")
 
     @staticmethod
-    def _open(catalog: Any, spec: TableSpec, schema: Any) -> Any:
+    def _open(catalog: Catalog, spec: TableSpec, schema: pa.Schema) -> Table:
         """The table, created (schema, identity partitions, the name mapping that lets
         Iceberg read files written without field ids) by the first epoch that commits."""
         from pyiceberg.exceptions import (
@@ -169,8 +178,8 @@ class IcebergCommitter:
             log.info("table %s was created concurrently (%s)", spec.name, type(exc).__name__)
         return catalog.load_table(spec.name)
 
-    def _commit(self, table: Any, spec: TableSpec, app: str, epoch_id: int,
-                files: tuple[FileRef, ...], meta: dict[str, Any]) -> int:
+    def _commit(self, table: Table, spec: TableSpec, app: str, epoch_id: int,
+                files: tuple[FileRef, ...], meta: JsonObject) -> int:
         from pyiceberg.io.pyarrow import parquet_file_to_data_file
 
         if spec.mode == "merge":
@@ -196,7 +205,7 @@ class IcebergCommitter:
         tx.commit_transaction()
         return int(table.refresh().current_snapshot().snapshot_id)
 
-    def _merge(self, table: Any, spec: TableSpec, app: str, epoch_id: int,
+    def _merge(self, table: Table, spec: TableSpec, app: str, epoch_id: int,
                files: tuple[FileRef, ...]) -> int:
         """A ``merge`` output in one transaction: the rows of every key the epoch changed
         deleted (copy-on-write: pyiceberg rewrites the files holding them), the upserted
@@ -225,7 +234,7 @@ class IcebergCommitter:
         return int(table.refresh().current_snapshot().snapshot_id)
 
 
-def committed_snapshot(table: Any, app: str, epoch_id: int) -> int | None:
+def committed_snapshot(table: Table, app: str, epoch_id: int) -> int | None:
     """The snapshot holding epoch ``epoch_id`` of ``app``, if that epoch is committed: the
     newest snapshot of ``app`` in the current snapshot's ancestry holds it or a later epoch
     (Flink's max committed checkpoint id); None otherwise."""
@@ -243,7 +252,7 @@ def committed_snapshot(table: Any, app: str, epoch_id: int) -> int | None:
     return newest
 
 
-def _ancestry(table: Any) -> Iterator[Any]:
+def _ancestry(table: Table) -> Iterator[Snapshot]:
     snap = table.current_snapshot()
     while snap is not None:
         yield snap
@@ -251,7 +260,7 @@ def _ancestry(table: Any) -> Iterator[Any]:
                 if snap.parent_snapshot_id is not None else None)
 
 
-def _arrow_schema(encoded: str) -> Any:
+def _arrow_schema(encoded: str) -> pa.Schema:
     import base64
 
     import pyarrow as pa
@@ -265,7 +274,7 @@ def _arrow_schema(encoded: str) -> Any:
 # between the two snapshots' data files, read from their manifests (the table's metadata,
 # not its data). Delete files (merge-on-read deletes) are refused, not misread.
 
-def _input_table(spec: TableInput, endpoint_url: str | None) -> Any:
+def _input_table(spec: TableInput, endpoint_url: str | None) -> Table:
     from pyiceberg.exceptions import NoSuchTableError
 
 
@@ -319,7 +328,7 @@ def version_before(spec: TableInput, version: int, endpoint_url: str | None) -> 
     return EMPTY
 
 
-def _snapshot(spec: TableInput, table: Any, version: TableVersion) -> Any:
+def _snapshot(spec: TableInput, table: Table, version: TableVersion) -> Snapshot:
 
     snap = table.snapshot_by_id(version.snapshot_id) if version.snapshot_id is not None \
         else None
@@ -331,7 +340,7 @@ def _snapshot(spec: TableInput, table: Any, version: TableVersion) -> Any:
     return snap
 
 
-def _snapshot_schema(table: Any, snap: Any) -> Any:
+def _snapshot_schema(table: Table, snap: Snapshot) -> pa.Schema:
     from pyiceberg.io.pyarrow import schema_to_pyarrow
 
     schema = next(s for s in table.schemas().values() if s.schema_id == snap.schema_id) \
@@ -339,7 +348,7 @@ def _snapshot_schema(table: Any, snap: Any) -> Any:
     return schema_to_pyarrow(schema, include_field_ids=False)
 
 
-def schema_at(spec: TableInput, version: TableVersion, endpoint_url: str | None) -> Any:
+def schema_at(spec: TableInput, version: TableVersion, endpoint_url: str | None) -> pa.Schema:
     import pyarrow as pa
 
     if version.snapshot_id is None:
@@ -353,7 +362,7 @@ def log_partition_columns(spec: TableInput, version: TableVersion,
     return []  # Iceberg's data files hold their partition columns
 
 
-def _files(spec: TableInput, table: Any, snap: Any) -> dict[str, Any]:
+def _files(spec: TableInput, table: Table, snap: Snapshot) -> dict[str, IcebergFile]:
 
     files = {}
     for task in table.scan(snapshot_id=snap.snapshot_id).plan_files():
@@ -380,14 +389,14 @@ def read_changes(spec: TableInput, start: TableVersion | None, end: TableVersion
     end_snap = _snapshot(spec, table, end)
     schema = _snapshot_schema(table, end_snap)
     now = _files(spec, table, end_snap)
-    before: dict[str, Any] = {}
+    before: dict[str, IcebergFile] = {}
     reads = 1
     if start is not None and start.snapshot_id is not None:
         start_snap = _snapshot(spec, table, start)
         check_schema(spec.label, _snapshot_schema(table, start_snap), schema, end.version)
         before, reads = _files(spec, table, start_snap), 2
 
-    def data_file(path: str, f: Any) -> DataFile:
+    def data_file(path: str, f: IcebergFile) -> DataFile:
         return DataFile(path, int(f.file_size_in_bytes), {}, int(f.record_count))
 
     added = tuple(data_file(p, f) for p, f in now.items() if p not in before)

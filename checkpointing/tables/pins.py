@@ -9,8 +9,8 @@ exactly that version, whatever is committed to the upstream table meanwhile.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
+from checkpointing.json_types import JsonObject
 from checkpointing.protocol.barrier import TaskPlan, plan_table_inputs
 from checkpointing.protocol.table_inputs import TableInput, TableInputError, TableVersion
 from checkpointing.tables.changes import pin
@@ -26,10 +26,10 @@ class TablePins:
         self.read = read
 
     def pin_all(self, plan: Mapping[str, TaskPlan],
-                min_versions: Mapping[str, int] | None = None) -> dict[str, dict[str, Any]]:
+                min_versions: Mapping[str, int] | None = None) -> dict[str, JsonObject]:
         """``{input name: version}`` for the barrier; refuses a table older than the
         version an asset event announced (a stale replica or a recreated table)."""
-        pins: dict[str, dict[str, Any]] = {}
+        pins: dict[str, JsonObject] = {}
         for name, spec in sorted(plan_table_inputs(dict(plan)).items()):
             version = self.read(spec, self.endpoint_url)
             least = (min_versions or {}).get(name)

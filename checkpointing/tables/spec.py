@@ -18,12 +18,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import unquote
 
 from checkpointing.errors import CheckpointError
+from checkpointing.json_types import JsonObject
 from checkpointing.protocol.state_handle import FileRef
 from checkpointing.protocol.table_formats import traits
+
+if TYPE_CHECKING:  # pyarrow comes with the table extras: imported where it is used
+    import pyarrow as pa
+
 
 #: How an epoch changes the table: ``append`` its rows (facts), ``overwrite`` the whole
 #: table (a running aggregate republished in full), ``replace_partitions`` the partitions
@@ -73,8 +78,8 @@ class TableSpec:
             raise ValueError(f"table location {self.location!r} must be a URI without a "
                              "trailing '/'")
 
-    def to_json(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"location": self.location, "mode": self.mode,
+    def to_json(self) -> JsonObject:
+        d: JsonObject = {"location": self.location, "mode": self.mode,
              "partition_by": list(self.partition_by), "format": self.format}
         if traits(self.format).catalog_named:
             d.update(name=self.name, catalog=self.catalog)
@@ -85,7 +90,7 @@ class TableSpec:
         return d
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> TableSpec:
+    def from_json(cls, d: JsonObject) -> TableSpec:
         return cls(d["location"], d.get("mode", "append"), tuple(d.get("partition_by") or ()),
                    d.get("format", "delta"), d.get("name"), d.get("catalog", "default"),
                    tuple(d.get("keys") or ()), bool(d.get("change_data_feed", False)))
@@ -110,7 +115,7 @@ def staged_dir(pipeline_id: str, epoch_id: int, task_id: str, attempt: int) -> s
     return f"{staged_epoch_prefix(pipeline_id, epoch_id)}{task_id}-a{attempt:04d}"
 
 
-def table_schema_json(arrow_schema: Any, spec: TableSpec) -> str:
+def table_schema_json(arrow_schema: pa.Schema, spec: TableSpec) -> str:
     """The schema of a table output as its format's committer needs it: Delta's JSON
     schema (the data's Arrow schema, plus any partition column the files do not hold as a
     string column: Spark's partitioned writes leave them out, the log carries their
@@ -272,4 +277,4 @@ class TableCommit:
 
 class TableCommitter(Protocol):
     def commit(self, spec: TableSpec, app: str, epoch_id: int, files: tuple[FileRef, ...],
-               meta: dict[str, Any]) -> TableCommit: ...
+               meta: JsonObject) -> TableCommit: ...

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from checkpointing.protocol.table_formats import FormatTraits
 from checkpointing.protocol.table_inputs import ChangeSet, TableInput, TableVersion
 from checkpointing.tables.spec import TableCommitter, TableSpec, TableVacuum
 
-#: an Arrow schema (``pyarrow.Schema``): pyarrow is an extra, not imported to name it
-ArrowSchema = Any
+if TYPE_CHECKING:  # pyarrow comes with the table extras: imported where it is used
+    import pyarrow as pa
+
+
 
 
 class TableReader(Protocol):
@@ -40,7 +42,7 @@ class TableReader(Protocol):
         ...
 
     def schema_at(self, spec: TableInput, version: TableVersion,
-                  endpoint_url: str | None) -> ArrowSchema:
+                  endpoint_url: str | None) -> pa.Schema:
         """The table's schema at ``version``."""
         ...
 

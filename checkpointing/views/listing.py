@@ -10,8 +10,8 @@ costs the listings and one registry read once the rows are cached.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from checkpointing.json_types import JsonObject
 from checkpointing.protocol.epoch_reader import EpochReader
 from checkpointing.protocol.history import history_ids
 from checkpointing.records.two_phase_publish import Manifest, published_tables
@@ -74,7 +74,7 @@ def list_epochs(epochs: EpochReader, limit: int = 50, lineage: str | None = None
     return EpochListing(matching[offset:offset + limit], len(matching))
 
 
-def listing_row(st: EpochStats, manifest: Manifest | None) -> dict[str, Any]:
+def listing_row(st: EpochStats, manifest: Manifest | None) -> JsonObject:
     """One epoch of a listing as the CLI's ``--json`` and the REST API give it: the
     epoch's statistics without the per-task rows, plus ``max_attempt`` (the highest
     attempt of any task: a killed and retried epoch is not a clean one) and ``tables``

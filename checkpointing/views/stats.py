@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
 
 from checkpointing.errors import EpochNotFound, MalformedDocument
+from checkpointing.json_types import JsonObject
 from checkpointing.protocol.attempts import scan_epoch_tasks
 from checkpointing.protocol.barrier import TaskPlan
 from checkpointing.protocol.codec import Codec
@@ -39,7 +39,7 @@ class TaskStats:
     restored_from: int | None = None
     #: the acknowledged handle's metrics: the job's own, and the runtime's (among them
     #: ``table_inputs``: per table input, the range of versions this task consumed)
-    metrics: dict[str, Any] = field(default_factory=dict)
+    metrics: JsonObject = field(default_factory=dict)
 
 
 @dataclass
@@ -67,16 +67,16 @@ class EpochStats:
     #: summary after retention deleted its files ("history"), or neither ("damaged")
     source: str = "epoch"
     #: per table input, the version the barrier pinned (PROTOCOL 6.14)
-    table_pins: dict[str, dict[str, Any]] = field(default_factory=dict)
+    table_pins: dict[str, JsonObject] = field(default_factory=dict)
     #: per table output, the table version the epoch committed (kept summaries only: for
     #: an epoch with files, the manifest's history says it)
     tables: dict[str, int] = field(default_factory=dict)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> JsonObject:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, d: dict[str, Any]) -> EpochStats:
+    def from_json(cls, d: JsonObject) -> EpochStats:
         """The inverse of :meth:`to_json` (unknown fields of a newer writer are ignored)."""
         known = {f.name for f in fields(cls)} - {"tasks"}
         task_fields = {f.name for f in fields(TaskStats)}
