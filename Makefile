@@ -81,8 +81,11 @@ docs: install
 docs-serve: install
 	NO_MKDOCS_2_WARNING=1 .venv/bin/mkdocs serve --strict -a 127.0.0.1:8000
 
+# ruff, then mypy as pyproject.toml's [tool.mypy] sets it: strict over the core and the
+# job runtime, the provider checked with Airflow's partial typing.
 lint: install
 	.venv/bin/ruff check .
+	.venv/bin/mypy
 
 # Checkpointing vs full recompute vs Structured Streaming, then a DAG run under a real
 # scheduler per Spark mode; both write bench/results/latest.json.

@@ -9,9 +9,10 @@ plan lacks is an error unless ``allow_non_restored_state``.
 
 from __future__ import annotations
 
+import enum
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import Literal
 
 from checkpointing.config import CheckpointConfig
 from checkpointing.coordination.epoch_store import EpochStore
@@ -26,8 +27,14 @@ from checkpointing.state.verify import VerifyReport, read_record, verify_handles
 
 log = logging.getLogger("checkpointing.coordination.parent_selector")
 
+class _Latest(enum.Enum):
+    LATEST = "latest"
+
+
 #: Sentinel parent: restore from the lineage's latest completed epoch.
-LATEST = object()
+LATEST = _Latest.LATEST
+#: a parent as a begin asks for it: an epoch id, none (empty state or a savepoint), LATEST
+ParentChoice = int | None | Literal[_Latest.LATEST]
 
 
 class RestoreMappingError(CheckpointError):
@@ -52,15 +59,15 @@ class ParentSelector:
         self.store, self.config, self.promotion = store, config, promotion
 
     # ------------------------------------------------------------------ explicit parents
-    def origin_parent(self, lineage: str) -> tuple[int | None | object, str | None]:
+    def origin_parent(self, lineage: str) -> tuple[ParentChoice, str | None]:
         """The parent a backfill lineage starts from before it has completed epochs."""
         origin = read_origin(self.store.storage, self.store.layout, lineage)
         if origin is None or self.latest(lineage) is not None:
             return LATEST, None
         return (origin.from_epoch, None) if origin.from_epoch else (LATEST, origin.from_savepoint)
 
-    def check_explicit(self, plan: Mapping[str, TaskPlan], parent_epoch_id: Any,
-                       parent_savepoint: str | None, allow: bool) -> Any:
+    def check_explicit(self, plan: Mapping[str, TaskPlan], parent_epoch_id: ParentChoice,
+                       parent_savepoint: str | None, allow: bool) -> ParentChoice:
         """Check an explicit parent epoch or savepoint against the plan; return the parent
         epoch id the barrier names (None for a savepoint, LATEST when none was given)."""
         if parent_savepoint is not None:

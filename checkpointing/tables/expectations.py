@@ -16,8 +16,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from checkpointing.errors import EpochNotFound
+from checkpointing.ids import validate_id
 from checkpointing.json_types import JsonObject
-from checkpointing.protocol.barrier import TaskPlan, plan_table_inputs
+from checkpointing.protocol.barrier import Barrier, TaskPlan, plan_table_inputs
+from checkpointing.protocol.epoch_reader import EpochReader
+from checkpointing.protocol.registry import MAIN
 from checkpointing.protocol.table_inputs import TableInput, TableVersion
 
 
@@ -77,3 +81,41 @@ def unchanged_inputs(plan: Mapping[str, TaskPlan], task_id: str,
         if not awaited.met_by(version):
             lines.append(awaited.describe(version))
     return lines
+
+
+def awaited_table_versions(epochs: EpochReader, plan: Mapping[str, TaskPlan],
+                           lineage: str = MAIN) -> list[AwaitedVersion]:
+    """What an epoch of ``plan`` beginning now in ``lineage`` expects of its table inputs
+    (PROTOCOL 6.14, 1.14): for each declared with ``expect_new_version``, a version newer
+    than the latest completed epoch pinned. Main only: a backfill's epochs have no data
+    interval on a table to expect anything of."""
+    validate_id(lineage, "lineage")
+    if lineage != MAIN or not any(s.expect_new_version for s in
+                                  plan_table_inputs(dict(plan)).values()):
+        return []
+    last = epochs.latest_completed(lineage)
+    parent = _barrier_or_none(epochs, last)
+    return awaited_versions(plan, parent.table_versions) if parent is not None else []
+
+
+def unchanged_table_inputs(epochs: EpochReader, epoch_id: int, task_id: str) -> list[str]:
+    """One line per table input of ``task_id`` expecting a new version that the epoch's
+    barrier pinned no newer than its parent epoch's (the task declines the epoch); empty
+    when every expectation is met, or outside main, or without a parent epoch."""
+    barrier = epochs.barrier(epoch_id)
+    if barrier.lineage != MAIN or barrier.parent_epoch_id is None:
+        return []
+    parent = _barrier_or_none(epochs, barrier.parent_epoch_id)
+    if parent is None:
+        return []
+    return unchanged_inputs(barrier.plan, task_id, barrier.table_versions,
+                            parent.table_versions)
+
+
+def _barrier_or_none(epochs: EpochReader, epoch_id: int | None) -> Barrier | None:
+    if epoch_id is None:
+        return None
+    try:
+        return epochs.barrier(epoch_id)
+    except EpochNotFound:  # deleted by retention
+        return None

@@ -36,6 +36,13 @@ class Catalog:
     def pipeline_id(self) -> str:
         return self._layout.pipeline_id
 
+    @property
+    def storage_locations(self) -> tuple[str, ...]:
+        """Where checkpoint storage lives, as messages may spell it (its root URI, and a
+        local root's path): what an answer to a user must not show."""
+        root = getattr(self._storage, "root", None)  # a LocalStorage's directory
+        return (self._storage.uri(""), *((str(root),) if root is not None else ()))
+
     def manifest(self) -> Manifest | None:
         """The manifest of published outputs (PROTOCOL 6.5), None before any publish."""
         return read_manifest(self._storage, self._layout)

@@ -82,7 +82,7 @@ def stored_interval(raw: Any) -> timedelta:
 
     value = deserialize(raw)
     if not isinstance(value, timedelta) and callable(getattr(value, "resolve", None)):
-        value = value.resolve()  # a VariableInterval: the Variable's value now
+        value = value.resolve()  # type: ignore[attr-defined]  # a VariableInterval's value now
     if not isinstance(value, timedelta):
         raise TypeError(f"Deadline Alert interval of type {type(value).__name__}")
     return value

@@ -22,7 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
-from checkpointing import create_savepoint
+from checkpointing import Coordinator, create_savepoint
 from checkpointing.errors import (
     CheckpointError,
     EpochNotFound,
@@ -124,7 +124,7 @@ def _settings(dag_id: str) -> CheckpointSettings:
 _OWNED: set[tuple[str, str, str]] = set()
 
 
-def _coordinator(dag_id: str):
+def _coordinator(dag_id: str) -> Coordinator:
     settings = _settings(dag_id)
     key = (settings.storage, settings.pipeline_id, dag_id)
     try:
@@ -160,7 +160,7 @@ def _public_barrier(barrier: Any) -> dict[str, Any]:
 def _storage_errors(exc: Exception, coord: Any = None) -> HTTPException:
     msg = str(exc)
     if coord is not None:
-        msg = redact(msg, *coord.storage_locations)
+        msg = redact(msg, *coord.catalog.storage_locations)
     if isinstance(exc, (EpochNotFound, SavepointNotFound)):
         return HTTPException(404, msg)
     if isinstance(exc, MalformedDocument):
@@ -313,14 +313,16 @@ def post_backfill(body: BackfillRequest, user: GetUserDep, request: Request,
                   response: Response, dag_id: str = DagId) -> dict[str, Any]:
     coord = _coordinator(dag_id)
     api = _airflow_api(request)
-    origin = {"from_epoch": body.from_epoch, "from_savepoint": body.from_savepoint}
     try:
         if body.dry_run:
             response.status_code = 200
             return airflow_preview(coord, api, dag_id, body.first_day, body.last_day,
-                                   rewind=body.rewind, **origin).to_json()
+                                   rewind=body.rewind, from_epoch=body.from_epoch,
+                                   from_savepoint=body.from_savepoint).to_json()
         started = start_backfill(coord, api, dag_id, body.first_day, body.last_day,
-                                 requested_by=user.get_name(), rewind=body.rewind, **origin)
+                                 requested_by=user.get_name(), rewind=body.rewind,
+                                 from_epoch=body.from_epoch,
+                                 from_savepoint=body.from_savepoint)
     except BackfillRequestError as exc:
         raise HTTPException(exc.status, str(exc)) from None
     except CheckpointError as exc:

@@ -150,11 +150,12 @@ def _origin(coord: Coordinator, from_epoch: int | None,
                 raise BackfillRequestError(
                     f"epoch {from_epoch} of {coord.pipeline_id} is "
                     f"{coord.status(from_epoch)}; a backfill starts from a completed epoch")
-            barrier, info = coord.barrier(from_epoch), {"from_epoch": from_epoch}
+            barrier = coord.barrier(from_epoch)
+            info: dict[str, int | str] = {"from_epoch": from_epoch}
         else:
-            validate_id(from_savepoint, "savepoint name")
-            sp = coord.catalog.savepoint(from_savepoint)
-            barrier, info = sp.barrier, {"from_savepoint": from_savepoint}
+            name = validate_id(from_savepoint, "savepoint name")
+            sp = coord.catalog.savepoint(name)
+            barrier, info = sp.barrier, {"from_savepoint": name}
     except CheckpointError as exc:
         raise BackfillRequestError(str(exc)) from None
     return {**info, "epoch_id": barrier.epoch_id, "lineage": barrier.lineage,
@@ -367,12 +368,12 @@ def start_backfill(coord: Coordinator, api: AirflowApi, dag_id: str, first_day: 
                         from_epoch=from_epoch, from_savepoint=from_savepoint,
                         publish_at=last.isoformat(), requested_by=requested_by,
                         promote=preview.published_after["promotes"])
-    coord.record_origin(origin)
+    coord.records.record_origin(origin)
     try:
         backfill_id = api.create_backfill(dag_id, first, last,
                                           {"checkpoint": {"lineage": origin.lineage}})
     except AirflowApiError as exc:  # Airflow's own refusals: another backfill running, ...
-        coord.delete_origin(origin.lineage)
+        coord.records.delete_origin(origin.lineage)
         raise BackfillRequestError(f"Airflow refused the backfill: {exc}",
                                    _status(exc)) from None
     # The runs are the dry run's: every day of the range, none skipped (checked above).

@@ -25,6 +25,7 @@ import importlib
 import logging
 import os
 import threading
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +98,7 @@ IMPORTED = preload(MODULES + EXTRA_MODULES)
 PLUGINS_LOADED = load_airflow_plugins()
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> Any:
     """``CELERY_CONFIG``, for CeleryExecutor: ``[celery] celery_config_options =
     dag_checkpoints.preload.CELERY_CONFIG`` is Celery's default configuration, read by
     ``airflow celery worker`` before its prefork pool forks, so that the pool's processes

@@ -10,6 +10,8 @@ from typing import Any
 from urllib.parse import urlparse
 
 from checkpointing import CheckpointConfig, Coordinator, Storage, open_storage
+from checkpointing.protocol.barrier import Barrier
+from checkpointing.protocol.epoch_metadata import EpochMetadata
 
 from .expected_inputs import validate_templates
 from .notifications import AlertSettings, announce
@@ -46,8 +48,8 @@ class CheckpointSettings:
     #: CKPT_SPARK_CONF), e.g. the shuffle partitions of a small cluster; a cluster's own
     #: defaults stand otherwise
     spark_conf: tuple[tuple[str, str], ...] = field(default_factory=lambda: tuple(
-        tuple(kv.split("=", 1)) for kv in os.environ.get("CKPT_SPARK_CONF", "").split(",")
-        if "=" in kv))
+        (k, v) for k, _, v in (kv.partition("=") for kv in
+                               os.environ.get("CKPT_SPARK_CONF", "").split(",") if "=" in kv)))
     spark_connect_conn_id: str = field(default_factory=lambda: os.environ.get(
         "CKPT_SPARK_CONNECT_CONN_ID", "spark_connect_default"))
     #: what one data day of input is, as keys under ``data`` with a ``{data_day}``
@@ -98,7 +100,10 @@ class CheckpointSettings:
             kwargs["listener"] = AirflowMetrics(self.pipeline_id, self.dag_id)
         coord = Coordinator(self.open_storage(), self.pipeline_id, self.config, **kwargs)
         if "on_abort" not in kwargs:
-            coord.on_abort = lambda meta, barrier: announce(coord, meta, barrier, self.alerts)
+            def on_abort(meta: EpochMetadata, barrier: Barrier | None) -> None:
+                announce(coord, meta, barrier, self.alerts)
+
+            coord.on_abort = on_abort
         return coord
 
     def for_pipeline(self, pipeline_id: str) -> CheckpointSettings:

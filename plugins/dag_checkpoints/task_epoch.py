@@ -138,7 +138,7 @@ def epoch_begun_by_a_job(settings: CheckpointSettings, context: Any) -> int | No
         return None
     coord = settings.coordinator()
     lineage = run_lineage(coord, context)[0]
-    ids = coord.epochs_of_run(context["dag_run"].run_id, lineage)
+    ids = coord.runs.epochs_of_run(context["dag_run"].run_id, lineage)
     return ids[-1] if ids else None
 
 
@@ -259,6 +259,7 @@ def task_epoch(task: Any, context: Any) -> int:
     recorded in its ``checkpoint_epoch`` XCom for the tasks downstream."""
     ti = context["ti"]
     ups = list(task.epoch_plan[task.task_id].upstream)  # derived from the DAG by the wiring
+    epoch: int | None
     if ups:
         epoch = _upstream_epoch(ti, ups)
     else:

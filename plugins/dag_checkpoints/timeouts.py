@@ -54,7 +54,7 @@ def watchdog_outcome(coord: Coordinator, decision: Decision) -> tuple[str, str]:
     if decision.completed:
         return "success", decision.describe()
     try:
-        coord.check_failure_budget(decision.lineage or "main")
+        coord.failures.check(decision.lineage or "main")
     except FailureBudgetExhausted as exc:
         return "failed", f"{decision.describe()}; checkpoint failure budget exhausted: {exc}"
     return "skipped", f"{decision.describe()}: within the failure budget"
@@ -67,7 +67,8 @@ def deadline_alert(settings: Any) -> Any | None:
     barrier) has passed. The per-epoch watchdog task (``checkpoint_timeout``) is what
     enforces the timeout; this alert only catches an epoch whose watchdog is gone.
     ``settings`` is the DAG's CheckpointSettings."""
-    from airflow.sdk import AsyncCallback, DeadlineAlert, DeadlineReference
+    from airflow.sdk.definitions.callback import AsyncCallback
+    from airflow.sdk.definitions.deadline import DeadlineAlert, DeadlineReference
 
     if sys.argv[1:3] == ["dags", "test"]:
         # Airflow 3.3.2's `dags test` never stores the DAG's deadline alerts, then looks
@@ -123,7 +124,8 @@ def _open_epoch(context: dict[str, Any], checkpoint: dict[str, Any]
     settings = CheckpointSettings.from_kwargs(checkpoint)
     run_id = (context.get("dag_run") or {}).get("dag_run_id")
     coord = settings.coordinator()
-    barrier = coord.open_epoch_for_run(run_id, lineage=_lineage_of(context)) if run_id else None
+    barrier = (coord.runs.open_epoch_for_run(run_id, lineage=_lineage_of(context))
+               if run_id else None)
     if barrier is None:
         log.info("deadline missed for run %s, which has no open epoch of %s (queued, or "
                  "already decided)", run_id, settings.pipeline_id)

@@ -115,15 +115,15 @@ def test_staleness_alerts_once_per_stale_period(storage, tmp_path):
     day = 86400.0
     c = Coordinator(storage, "flights", CheckpointConfig(max_epoch_age_seconds=day),
                     clock=clock)
-    assert c.stale_alert() is None  # nothing completed yet: the timeouts alert instead
+    assert c.records.stale_alert() is None  # nothing completed yet: the timeouts alert instead
     run_epoch(c, DIAMOND, tmp=tmp_path, run_id="r1")
     clock.advance(day - 1)
-    assert c.stale_alert() is None
+    assert c.records.stale_alert() is None
     clock.advance(2)
     other = Coordinator(storage, "flights", CheckpointConfig(max_epoch_age_seconds=day),
                         clock=clock)
     with ThreadPoolExecutor(8) as pool:
-        alerts = list(pool.map(lambda i: (c if i % 2 else other).stale_alert(), range(8)))
+        alerts = list(pool.map(lambda i: (c if i % 2 else other).records.stale_alert(), range(8)))
     [alert] = [a for a in alerts if a is not None]
     assert alert.last_epoch_id == 1 and alert.age_seconds == pytest.approx(day + 1)
     assert "no checkpoint epoch of flights completed for" in alert.message()
@@ -133,12 +133,13 @@ def test_staleness_alerts_once_per_stale_period(storage, tmp_path):
     b = c.begin_epoch(DIAMOND, "r2")
     c.abort(b.epoch_id, "declined", "bad input")
     clock.advance(day)
-    assert c.stale_alert() is None  # the same stale period
+    assert c.records.stale_alert() is None  # the same stale period
     run_epoch(c, DIAMOND, tmp=tmp_path, run_id="r3")
-    assert c.stale_alert() is None  # fresh again
+    assert c.records.stale_alert() is None  # fresh again
     clock.advance(day + 1)
-    again = c.stale_alert()
+    again = c.records.stale_alert()
     assert again is not None and again.last_epoch_id == 3
-    assert Coordinator(storage, "flights", clock=clock).stale_alert() is None  # not configured
+    unconfigured = Coordinator(storage, "flights", clock=clock)
+    assert unconfigured.records.stale_alert() is None
     with pytest.raises(ValueError, match="max_epoch_age_seconds"):
         CheckpointConfig(max_epoch_age_seconds=0)

@@ -246,10 +246,10 @@ def test_decline_aborts_and_counts_failure(storage, tmp_path):
     assert "42% malformed rows" in meta.detail
     assert c.try_complete(b.epoch_id).status == "aborted"  # everyone sees the winner
     assert c.registry().lineage("main").consecutive_failed == 1
-    assert not c.failure_budget_exhausted()
+    assert not c.failures.exhausted()
     b2 = c.begin_epoch(DIAMOND, "r2")
     c.abort(b2.epoch_id, "validation_failed", "delays out of range")
-    assert c.failure_budget_exhausted()
+    assert c.failures.exhausted()
     run_epoch(c, tmp=tmp_path)
     assert c.registry().lineage("main").consecutive_failed == 0
 
@@ -459,9 +459,9 @@ def test_failure_budget_is_checked_where_an_abort_is_decided(local_storage):
         e = c.begin_epoch(DIAMOND, f"r{i}").epoch_id
         c.abort(e, "declined", "bad data", declined_by="src_a")
         if i == 0:
-            c.check_failure_budget()  # one failure is tolerated
+            c.failures.check()  # one failure is tolerated
     with pytest.raises(FailureBudgetExhausted, match="3 consecutive failed epoch"):
-        c.check_failure_budget()
+        c.failures.check()
     e = c.begin_epoch(DIAMOND, "r-next").epoch_id  # the next run still begins
     assert c.status(e) == "pending"
 

@@ -119,11 +119,11 @@ def test_collaborators_are_passed_in(storage, tmp_path):
     assert c.store is store and c.failures is strict
     b = c.begin_epoch(DIAMOND, "r1")
     c.abort(b.epoch_id, "declined", "bad data")
-    assert c.failure_budget_exhausted()
+    assert c.failures.exhausted()
     with pytest.raises(FailureBudgetExhausted, match="1 consecutive failed epoch"):
-        c.check_failure_budget()  # what a run asks before it begins an epoch
+        c.failures.check()  # what a run asks before it begins an epoch
     assert not Coordinator(storage, "p", CheckpointConfig(tolerable_failed_epochs=5)) \
-        .failure_budget_exhausted()
+        .failures.exhausted()
     with pytest.raises(ValueError, match="store of pipeline 'p' given to the coordinator"):
         Coordinator(storage, "q", store=store)
 

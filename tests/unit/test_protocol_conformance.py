@@ -169,7 +169,7 @@ def written_documents(tmp_path: Path) -> dict[str, list[dict]]:
 
     stale = Coordinator(st, "p", CheckpointConfig(max_epoch_age_seconds=1),
                         clock=lambda: time.time() + 10)
-    assert stale.stale_alert() is not None
+    assert stale.records.stale_alert() is not None
     list_epochs(c, per_task=True)
     out: dict[str, list[dict]] = {"ckpt.lease": [lease]}
     for path in sorted(root.rglob("*")):

@@ -10,6 +10,7 @@ from deltalake import write_deltalake
 from checkpointing import Coordinator, LocalStorage, TableInput, TaskPlan
 from checkpointing.protocol.table_inputs import TableVersion
 from checkpointing.tables.changes import pin
+from checkpointing.tables.expectations import awaited_table_versions, unchanged_table_inputs
 from tests.support.helpers import run_epoch
 
 
@@ -23,18 +24,18 @@ def test_an_epoch_expects_a_version_newer_than_its_parents(tmp_path):
     spec = TableInput(loc, expect_new_version=True)
     plan = {"agg": TaskPlan(table_inputs={"orders": spec}), "other": TaskPlan()}
     c = Coordinator(LocalStorage(tmp_path / "ckpt"), "downstream")
-    assert c.awaited_table_versions(plan) == []  # no completed epoch: any version is new
+    assert awaited_table_versions(c, plan) == []  # no completed epoch: any version is new
     run_epoch(c, plan, tmp_path, run_id="r1")
 
-    [awaited] = c.awaited_table_versions(plan)
+    [awaited] = awaited_table_versions(c, plan)
     assert (awaited.name, awaited.last) == ("orders", 0)
     assert not awaited.met_by(pin(spec))
     b2 = c.begin_epoch(plan, "r2")  # the upstream committed nothing
-    [line] = c.unchanged_table_inputs(b2.epoch_id, "agg")
+    [line] = unchanged_table_inputs(c, b2.epoch_id, "agg")
     assert line == ("table 'orders' (input 'orders') has no version newer than 0 "
                     "(its newest: 0)"), line
     assert str(tmp_path) not in line
-    assert c.unchanged_table_inputs(b2.epoch_id, "other") == []  # expects nothing
+    assert unchanged_table_inputs(c, b2.epoch_id, "other") == []  # expects nothing
     c.register_attempt(b2.epoch_id, "agg", 1)
     c.decline(b2.epoch_id, "agg", 1, line)
     assert c.metadata(b2.epoch_id).reason == "declined"
@@ -44,7 +45,7 @@ def test_an_epoch_expects_a_version_newer_than_its_parents(tmp_path):
     # the parent is still epoch 1 (2 was declined): version 1 is new to it
     b3 = c.begin_epoch(plan, "r3")
     assert b3.parent_epoch_id == 1 and b3.table_version("orders") == TableVersion(1)
-    assert c.unchanged_table_inputs(b3.epoch_id, "agg") == []
+    assert unchanged_table_inputs(c, b3.epoch_id, "agg") == []
 
 
 def test_only_declared_inputs_of_the_main_line_expect_anything(tmp_path):
@@ -53,12 +54,12 @@ def test_only_declared_inputs_of_the_main_line_expect_anything(tmp_path):
     plain = {"agg": TaskPlan(table_inputs={"orders": TableInput(loc)})}
     c = Coordinator(LocalStorage(tmp_path / "ckpt"), "downstream")
     run_epoch(c, plain, tmp_path, run_id="r1")
-    assert c.awaited_table_versions(plain) == []
+    assert awaited_table_versions(c, plain) == []
     b = c.begin_epoch(plain, "r2")
-    assert c.unchanged_table_inputs(b.epoch_id, "agg") == []
+    assert unchanged_table_inputs(c, b.epoch_id, "agg") == []
     expecting = {"agg": TaskPlan(table_inputs={"orders": TableInput(
         loc, expect_new_version=True)})}
-    assert c.awaited_table_versions(expecting, lineage="bf-2024") == []
+    assert awaited_table_versions(c, expecting, lineage="bf-2024") == []
 
 
 def test_the_declaration_is_written_only_when_set():

@@ -83,7 +83,7 @@ def announce(coord: Coordinator, meta: EpochMetadata, barrier: Barrier | None,
     if meta.completed:
         return None
     alert = EpochAlert.from_abort(coord.pipeline_id, meta, barrier)
-    if not coord.record_alert(alert):
+    if not coord.records.record_alert(alert):
         return None  # announced, and staleness checked, by whoever recorded it
     _deliver(alert, settings, context, f"epoch {alert.epoch_id}")
     announce_stale(coord, settings, meta.lineage or "main", context)
@@ -97,7 +97,7 @@ def announce_stale(coord: Coordinator, settings: AlertSettings, lineage: str = "
     yet (checked at every abort and every begin). Never raises: an alert that cannot be
     checked is logged, the caller's work goes on."""
     try:
-        alert = coord.stale_alert(lineage)
+        alert = coord.records.stale_alert(lineage)
     except CheckpointError as exc:
         log.warning("staleness of %s not checked: %s", coord.pipeline_id, exc)
         return None

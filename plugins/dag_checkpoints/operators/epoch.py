@@ -237,7 +237,7 @@ class CommitEpochOperator(BaseOperator):
         announce(coord, meta, barrier, self.settings.alerts, context)
         self._retain(coord)
         try:
-            coord.check_failure_budget(meta.lineage)
+            coord.failures.check(meta.lineage)
         except FailureBudgetExhausted as exc:
             raise AirflowFailException(f"epoch {meta.epoch_id} aborted ({meta.reason}: "
                                        f"{meta.detail}); checkpoint failure budget "
@@ -268,7 +268,8 @@ class CommitEpochOperator(BaseOperator):
         events = context.get("outlet_events")
         for asset in self.outlets or []:
             output = (getattr(asset, "extra", None) or {}).get("output")
-            if manifest is not None and events is not None and output in manifest.outputs:
+            if manifest is not None and events is not None and isinstance(output, str) \
+                    and output in manifest.outputs:
                 events[asset].extra = event_extra(manifest, output)
 
     def _retain(self, coord: Any) -> None:

@@ -31,6 +31,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 from checkpointing.errors import CheckpointError
 from checkpointing.redaction import redact
+from checkpointing.tables.expectations import unchanged_table_inputs
 
 from ..drills import fault_spec, with_fault
 from ..expected_inputs import (
@@ -101,7 +102,7 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
         at once). Shorter than the checkpoint timeout, which would abort the epoch first.
     """
 
-    template_fields = ("job",)
+    template_fields: Sequence[str] = ("job",)
     ui_color = "#fdcdac"
     #: what the plan derivation looks for (also set by the TaskFlow decorator's operator)
     is_checkpointed = True
@@ -120,10 +121,8 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
 
         # A string: workers import it, nothing is pickled. A TaskFlow function keeps its
         # callable for local mode; its reference only matters under spark-submit.
-        self.job = job if isinstance(job, str) or self.strict_reference else \
-            f"{job.__module__}:{job.__qualname__}"
-        if self.strict_reference:
-            self.job = job_reference(job)
+        self.job: str = job_reference(job) if self.strict_reference else (
+            job if isinstance(job, str) else f"{job.__module__}:{job.__qualname__}")
         self.outputs = tuple(outputs)
         self.table_inputs = dict(table_inputs or {})
         validate_inputs(self.table_inputs)
@@ -185,7 +184,7 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
         if day is None:
             raise AirflowFailException(f"{self.task_id}: expects= needs a run with a data "
                                        "interval (its data day fills {data_day})")
-        missing = missing_keys(self.settings.open_data_storage(),
+        missing = missing_keys(self._checked_settings().open_data_storage(),
                                expected_keys(self.expects, day))
         if not missing:
             return
@@ -196,7 +195,7 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
                          "deferred, up to %.0f s", self.task_id, day, ", ".join(missing),
                          self.input_grace)
         self.defer(trigger=ExpectedInputTrigger(
-            self.settings.to_kwargs(), missing, deadline,
+            self._checked_settings().to_kwargs(), missing, deadline,
             poll_seconds=min(MAX_POLL_SECONDS, max(1.0, self.input_grace / 20))),
             method_name="execute_after_input")
 
@@ -209,7 +208,7 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
 
     def _may_begin(self, context: Any) -> bool:
         """A root job begins the run's epoch unless the begin step already did."""
-        if self.epoch_plan[self.task_id].upstream:
+        if self.epoch_plan is None or self.epoch_plan[self.task_id].upstream:
             return False
         return task_states(context).get(self.begin_task_id) != "success"
 
@@ -219,9 +218,10 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
         if not any(s.expect_new_version for s in self.table_inputs.values()):
             return
         try:
-            lines = self.settings.coordinator().unchanged_table_inputs(epoch, self.task_id)
+            coord = self._checked_settings().coordinator()
+            lines = unchanged_table_inputs(coord, epoch, self.task_id)
         except CheckpointError as exc:
-            raise task_failure(exc, self.task_id, *self.settings.roots) from None
+            raise task_failure(exc, self.task_id, *self._checked_settings().roots) from None
         if lines:
             self._decline(context, epoch, "expected a new table version after waiting "
                           f"{self.table_input_grace:.0f} s: {'; '.join(lines)}")
@@ -236,13 +236,13 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
         """Decline the run's epoch for missing input: one line, the epoch aborted (and
         alerted by the coordinator's abort listener)."""
         attempt = context["ti"].try_number
-        coord = self.settings.coordinator()
+        coord = self._checked_settings().coordinator()
         try:
             start = coord.register_attempt(epoch, self.task_id, attempt)
             if start.existing is None:
                 coord.decline(epoch, self.task_id, attempt, reason)
         except CheckpointError as exc:
-            raise task_failure(exc, self.task_id, *self.settings.roots) from None
+            raise task_failure(exc, self.task_id, *self._checked_settings().roots) from None
         raise AirflowFailException(f"{self.task_id} declined epoch {epoch}: {reason}")
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:

@@ -5,16 +5,22 @@ the begin step and the root jobs."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from checkpointing.errors import CheckpointError
 from checkpointing.tables.changes import pin
+from checkpointing.tables.expectations import awaited_table_versions
 
 from ..task_epoch import run_lineage
 from ..triggers.expected_input import MAX_POLL_SECONDS, TableVersionTrigger
 
+if TYPE_CHECKING:  # a mixin of operators: typed as the BaseOperator it is mixed into
+    from airflow.sdk import BaseOperator as _Operator
+else:
+    _Operator = object
 
-class AwaitsTableVersions:
+
+class AwaitsTableVersions(_Operator):
     """For the operators that may begin a run's epoch (the begin step, a root job): wait,
     deferred, before beginning, for the new table versions the epoch expects."""
 
@@ -33,9 +39,9 @@ class AwaitsTableVersions:
         coord = settings.coordinator()
         try:
             lineage = run_lineage(coord, context)[0]
-            if coord.open_epoch_for_run(context["dag_run"].run_id, lineage) is not None:
+            if coord.runs.open_epoch_for_run(context["dag_run"].run_id, lineage) is not None:
                 return  # joining the run's epoch: its versions are pinned already
-            awaited = coord.awaited_table_versions(plan, lineage)
+            awaited = awaited_table_versions(coord, plan, lineage)
             unmet = [a for a in awaited
                      if not a.met_by(pin(a.spec, coord.table_pins.endpoint_url))]
         except CheckpointError:

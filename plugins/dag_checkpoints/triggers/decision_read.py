@@ -4,7 +4,7 @@ that does not answer for now is "not decided yet" (the trigger keeps watching)."
 from __future__ import annotations
 
 import asyncio
-import logging
+from typing import Any, Protocol
 
 from checkpointing import Coordinator
 from checkpointing.errors import CheckpointError, MalformedDocument
@@ -19,8 +19,15 @@ def decision_poll_seconds(timeout_seconds: float) -> float:
     return min(MAX_POLL_SECONDS, max(1.0, timeout_seconds / 20))
 
 
+
+class Log(Protocol):
+    """A logger, as the standard library's and Airflow's triggers' both are."""
+
+    def warning(self, msg: str, /, *args: Any, **kwargs: Any) -> Any: ...
+
+
 async def read_decision(coord: Coordinator, epoch_id: int,
-                        log: logging.Logger | logging.LoggerAdapter) -> Decision | None:
+                        log: Log) -> Decision | None:
     """The decision of ``epoch_id``, None while undecided or unreadable.
 
     :raises MalformedDocument: a decision document that cannot be read is an error, not a

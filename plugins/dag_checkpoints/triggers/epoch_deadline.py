@@ -168,7 +168,7 @@ class EpochDeadlineTrigger(BaseTrigger):
         ``UNANSWERED`` while Airflow has not answered: the question stays asked, not asked
         again, and its answer is read in a later turn. A triggerer whose channel to Airflow
         stalled (150 s was seen on a busy host) still aborts the epoch at its deadline."""
-        if not self._airflow_states:
+        if not (self._airflow_states and self.dag_id and self.run_id and self.commit_task_id):
             return None
         if self._state_call is None:
             self._state_call = asyncio.ensure_future(

@@ -1,0 +1,55 @@
+"""What the coordinator records beside the epochs for people: the alert of an aborted epoch
+(PROTOCOL 5.12), the staleness alert of a lineage that stopped completing (5.18), and where
+a backfill lineage starts (5.9). Each alert is recorded once, by whichever process writes
+it first: that process delivers it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from checkpointing.config import CheckpointConfig
+from checkpointing.coordination.epoch_store import EpochStore
+from checkpointing.coordination.staleness import StaleAlert, record_stale_alert, stale
+from checkpointing.protocol.documents import parse_iso
+from checkpointing.protocol.registry import MAIN
+from checkpointing.records.alerts import EpochAlert, record_alert
+from checkpointing.records.backfill_lineages import LineageOrigin, delete_origin, record_origin
+
+
+class PipelineRecords:
+    """Alerts and lineage origins of one pipeline."""
+
+    def __init__(self, store: EpochStore, config: CheckpointConfig, clock: Callable[[], float]):
+        self.store, self.config, self.clock = store, config, clock
+
+    def record_alert(self, alert: EpochAlert) -> bool:
+        """Write an aborted epoch's alert record; True when this call wrote it (deliver
+        the alert), False when another process had (stay quiet)."""
+        return record_alert(self.store.storage, self.store.layout, alert)
+
+    def stale_alert(self, lineage: str = MAIN) -> StaleAlert | None:
+        """The staleness alert of ``lineage`` when its last completed epoch is older than
+        ``config.max_epoch_age_seconds`` and this call recorded it first (deliver it); None
+        otherwise: not stale, no age configured, no completed epoch yet, or another
+        process already alerted for this stale period (PROTOCOL 5.18)."""
+        if self.config.max_epoch_age_seconds is None:
+            return None
+        latest = self.store.latest_completed(lineage)
+        meta = self.store.metadata(latest) if latest is not None else None
+        if latest is None or meta is None or not meta.decided_at:
+            return None
+        alert = stale(self.store.pipeline_id, lineage, latest, meta.decided_at,
+                      parse_iso(meta.decided_at), self.clock(),
+                      self.config.max_epoch_age_seconds)
+        if alert is None or not record_stale_alert(self.store.storage, self.store.layout, alert):
+            return None
+        return alert
+
+    def record_origin(self, origin: LineageOrigin) -> None:
+        """Record where a backfill lineage starts (PROTOCOL 5.9)."""
+        record_origin(self.store.storage, self.store.layout, origin)
+
+    def delete_origin(self, lineage: str) -> None:
+        """Forget a backfill lineage that never began an epoch."""
+        delete_origin(self.store.storage, self.store.layout, lineage)
