@@ -44,11 +44,20 @@ class LocalStorage(Storage):
     def __init__(self, root: str | os.PathLike[str]):
         super().__init__()
         self.root = Path(root).resolve()
+        if self.root.exists() and not self.root.is_dir():
+            raise StorageError(f"cannot use local storage at {self.root}: not a directory")
+
+    def _work_dir(self, name: str) -> Path:
+        """The root's directory ``name`` (temporary files, locks), made when a write first
+        needs it: reading, listing and opening create nothing, so a table only read (an
+        upstream table input) needs no write access and gains no directory."""
+        path = self.root / name
         try:
-            (self.root / _TMP_DIR).mkdir(parents=True, exist_ok=True)
-            (self.root / _LOCK_DIR).mkdir(parents=True, exist_ok=True)
+            path.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise StorageError(f"cannot use local storage at {self.root}: {exc.strerror}") from None
+            raise StorageError(f"cannot write to local storage at {self.root}: "
+                               f"{exc.strerror}") from None
+        return path
 
     # -- paths -----------------------------------------------------------------------
     def _path(self, key: str) -> Path:
@@ -57,7 +66,7 @@ class LocalStorage(Storage):
         return self.root / key
 
     def _tmp(self, data: bytes) -> str:
-        fd, tmp = tempfile.mkstemp(dir=self.root / _TMP_DIR)
+        fd, tmp = tempfile.mkstemp(dir=self._work_dir(_TMP_DIR))
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
@@ -152,7 +161,7 @@ class LocalStorage(Storage):
     def upload_file(self, key: str, path: str) -> ObjectInfo:
         self.stats.add("PUT")
         dest = self._path(key)
-        fd, tmp = tempfile.mkstemp(dir=self.root / _TMP_DIR)
+        fd, tmp = tempfile.mkstemp(dir=self._work_dir(_TMP_DIR))
         os.close(fd)
         try:
             shutil.copyfile(path, tmp)
@@ -247,7 +256,7 @@ class LocalStorage(Storage):
             return None
 
     def _key_lock(self, key: str) -> _FileLock:
-        return _FileLock(self.root / _LOCK_DIR / hashlib.sha256(key.encode()).hexdigest())
+        return _FileLock(self._work_dir(_LOCK_DIR) / hashlib.sha256(key.encode()).hexdigest())
 
 
 class _FileLock:

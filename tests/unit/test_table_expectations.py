@@ -69,3 +69,26 @@ def test_the_declaration_is_written_only_when_set():
     plain = TableInput("s3://lake/orders")
     assert "expect_new_version" not in plain.to_json()  # as a 1.13 writer left it
     assert TableInput.from_json({"format": "delta", "location": "s3://lake/orders"}) == plain
+
+
+def _tree(root) -> set[str]:
+    return {p.relative_to(root).as_posix() for p in root.rglob("*")}
+
+
+def test_reading_an_upstream_table_creates_nothing_in_it(tmp_path):
+    """A reader needs only read rights: pinning, reading the change between versions and
+    the first full read create no file or directory in the upstream table's location."""
+    from checkpointing.tables.changes import changes
+
+    table = tmp_path / "upstream" / "orders"
+    loc = f"file://{table}"
+    _append(loc, ["a", "b"])
+    _append(loc, ["c"])
+    before = _tree(table)
+    spec = TableInput(loc)
+    end = pin(spec)
+    assert end == TableVersion(1)
+    full = changes(spec, None, end)
+    step = changes(spec, TableVersion(0), end)
+    assert len(full.added) == 2 and len(step.added) == 1 and not step.removed
+    assert _tree(table) == before, sorted(_tree(table) - before)
