@@ -295,3 +295,61 @@ def test_an_iceberg_upstream_written_by_pyiceberg_is_read_incrementally(env, tmp
     table.refresh().append(rows([("k", "d4", 4, "x")], extra=pa.string()))
     step("r4")  # an added column
     step("r5")  # nothing changed
+
+
+def test_a_reader_with_read_only_credentials_continues_an_upstream_table(
+        s3_server, s3_bucket, monkeypatch):
+    """Reading needs only read rights: with MinIO credentials whose policy allows GET and
+    LIST on the upstream's bucket and nothing else (an STS session policy), a table input
+    is pinned and read, first whole and then by its change, while a write with the same
+    credentials is refused: nothing of the reader's lands in the upstream's bucket."""
+    import json
+
+    import boto3
+    from deltalake import write_deltalake
+
+    if s3_server.kind != "minio":
+        pytest.skip("session policies are enforced by MinIO, not by moto")
+    loc = f"s3://{s3_bucket}/orders"
+    opts = storage_options(loc, s3_server.endpoint)
+    write_deltalake(loc, pd.DataFrame({"key": ["a", "b"], "value": [1, 2]}),
+                    storage_options=opts)
+    policy = {"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow", "Action": ["s3:GetObject", "s3:ListBucket", "s3:GetBucketLocation"],
+        "Resource": [f"arn:aws:s3:::{s3_bucket}", f"arn:aws:s3:::{s3_bucket}/*"]}]}
+    sts = boto3.client("sts", endpoint_url=s3_server.endpoint, region_name="us-east-1")
+    creds = sts.assume_role(RoleArn="arn:minio:iam:::role/reader", RoleSessionName="reader",
+                            Policy=json.dumps(policy), DurationSeconds=900)["Credentials"]
+    before = {o["Key"] for o in s3_server.client().list_objects_v2(
+        Bucket=s3_bucket).get("Contents", [])}
+
+    reader_env = {"AWS_ACCESS_KEY_ID": creds["AccessKeyId"],
+                  "AWS_SECRET_ACCESS_KEY": creds["SecretAccessKey"],
+                  "AWS_SESSION_TOKEN": creds["SessionToken"]}
+    reader = boto3.client("s3", endpoint_url=s3_server.endpoint, region_name="us-east-1",
+                          aws_access_key_id=reader_env["AWS_ACCESS_KEY_ID"],
+                          aws_secret_access_key=reader_env["AWS_SECRET_ACCESS_KEY"],
+                          aws_session_token=reader_env["AWS_SESSION_TOKEN"])
+    with pytest.raises(Exception, match="AccessDenied"):
+        reader.put_object(Bucket=s3_bucket, Key="orders/probe", Body=b"x")  # the policy bites
+
+    spec = TableInput(loc)
+    with monkeypatch.context() as m:
+        for k, v in reader_env.items():
+            m.setenv(k, v)
+        first = pin(spec, s3_server.endpoint)
+        full = changes(spec, None, first, s3_server.endpoint)
+    write_deltalake(loc, pd.DataFrame({"key": ["c"], "value": [3]}), mode="append",
+                    storage_options=opts)  # the upstream's own writer moves on
+    with monkeypatch.context() as m:
+        for k, v in reader_env.items():
+            m.setenv(k, v)
+        second = pin(spec, s3_server.endpoint)
+        step = changes(spec, first, second, s3_server.endpoint)
+    assert (first, second) == (TableVersion(0), TableVersion(1))
+    assert len(full.added) == 1 and len(step.added) == 1 and not step.removed
+    after = {o["Key"] for o in s3_server.client().list_objects_v2(
+        Bucket=s3_bucket).get("Contents", [])}
+    new = after - before  # the upstream writer's version 1: its commit and data file
+    assert {k for k in new if not k.endswith(".parquet")} == \
+        {"orders/_delta_log/00000000000000000001.json"}, new
