@@ -390,10 +390,13 @@ def _check_features(spec: TableInput, dt: DeltaTable) -> None:
 
 
 def _has_dv(dt: DeltaTable) -> bool:
+    """Whether a file of the table at its version has a deletion vector: delta-rs lists
+    each such file with its keep mask (``deletion_vectors``; its add actions carry no
+    deletion vector column to look at). A table with the feature on but no deletion
+    vector yet reads as plain files."""
     import pyarrow as pa
 
-    cols = pa.table(dt.get_add_actions(flatten=True)).column_names
-    return any(c.startswith("deletionVector") for c in cols)
+    return bool(pa.table(dt.deletion_vectors()).num_rows)
 
 
 def read_changes(spec: TableInput, start: TableVersion | None, end: TableVersion,

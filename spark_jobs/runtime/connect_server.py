@@ -23,7 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .processes import free_port, listening, stop_group, tail
-from .spark_conf import JARS_DIR, LOCAL_CONF, LOG4J_CONF, SERVER_CONF, s3a_conf
+from .spark_conf import (
+    LOCAL_CONF,
+    LOG4J_CONF,
+    SERVER_CONF,
+    lakehouse_conf,
+    s3a_conf,
+    spark_jars,
+)
 
 SERVER_CLASS = "org.apache.spark.sql.connect.service.SparkConnectServer"
 _CLONE = Path(__file__).resolve().parents[2]
@@ -88,9 +95,10 @@ class ConnectServer:
         conf.update(SERVER_CONF)
         if self.master.startswith("local"):
             conf.update(LOCAL_CONF)  # a laptop's; a cluster's settings stand
-        jars = sorted(JARS_DIR.glob("*.jar"))
+        jars = spark_jars()
         if jars:
             conf.update(s3a_conf(self.s3_endpoint))
+        conf.update(lakehouse_conf(jars))
         conf.update(self.conf)
         cmd = [str(spark_home() / "bin" / "spark-submit"), "--class", SERVER_CLASS,
                "--name", f"Spark Connect {self.host}:{self.port}", "--master", self.master,

@@ -7,12 +7,20 @@ creates the session itself; under spark-submit the cluster's settings stand.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
 
 from checkpointing.extras import require
 
-from .spark_conf import JARS_DIR, LOCAL_CONF, LOG4J_CONF, SESSION_CONF, s3a_conf
+from .spark_conf import (
+    LOCAL_CONF,
+    LOG4J_CONF,
+    SESSION_CONF,
+    lakehouse_conf,
+    s3a_conf,
+    spark_jars,
+)
 
 
 def spark_uri(uri: str) -> str:
@@ -58,13 +66,19 @@ def spark_session(app: str, master: str | None = None, *, s3: bool = False,
              .config("spark.ui.showConsoleProgress", "false"))
     elif master:
         b = b.master(master)
+    listed = os.environ.get("CKPT_SPARK_JARS")
+    found = [Path(j) for j in listed.split(",") if j] if listed else spark_jars()
+    # Delta Lake's runtime in every session; the S3A jars (the AWS SDK's bundle is half a
+    # gigabyte) only in one that reaches S3.
+    jars = [j for j in found if s3 or not _is_s3a(j)]
+    if s3 and not any(j.name.startswith("hadoop-aws") for j in jars):
+        raise RuntimeError("s3a:// needs hadoop-aws: run scripts/install_spark_s3.sh "
+                           "or set CKPT_SPARK_JARS")
+    if jars:
+        b = b.config("spark.jars", ",".join(str(j) for j in jars))
+    for k, v in lakehouse_conf(jars).items():
+        b = b.config(k, v)
     if s3:
-        jars = os.environ.get("CKPT_SPARK_JARS") or ",".join(
-            str(p) for p in sorted(JARS_DIR.glob("*.jar")))
-        if not jars:
-            raise RuntimeError("s3a:// needs hadoop-aws: run scripts/install_spark_s3.sh "
-                               "or set CKPT_SPARK_JARS")
-        b = b.config("spark.jars", jars)
         for k, v in s3a_conf(endpoint_url).items():
             b = b.config(k, v)
     for k, v in (conf or {}).items():
@@ -74,3 +88,8 @@ def spark_session(app: str, master: str | None = None, *, s3: bool = False,
         b = b.config("spark.driver.extraJavaOptions",
                      f"-Dlog4j.configurationFile={LOG4J_CONF} -Dlog4j2.level=WARN")
     return b.getOrCreate()
+
+
+def _is_s3a(jar: Path) -> bool:
+    """One of the S3A connector's jars (hadoop-aws, the AWS SDK, its analytics layer)."""
+    return jar.name.startswith(("hadoop-aws", "bundle-", "analyticsaccelerator-"))

@@ -30,6 +30,25 @@ JARS_DIR = Path(os.environ.get("CKPT_SPARK_JARS_DIR")
                 or Path(__file__).resolve().parents[2] / ".tools" / "jars")
 LOG4J_CONF = Path(__file__).resolve().parent / "log4j2.properties"
 
+#: Delta Lake's Spark runtime (its jar in ``JARS_DIR``): the session extension and the
+#: catalog that let a job ``spark.read.format("delta")``, ``DESCRIBE HISTORY``, read
+#: ``VERSION AS OF`` and name tables in Spark's session catalog. Static: set when the
+#: session (local, spark-submit) or the Connect server starts.
+DELTA_CONF = {"spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+              "spark.sql.catalog.spark_catalog":
+                  "org.apache.spark.sql.delta.catalog.DeltaCatalog"}
+
+
+def spark_jars() -> list[Path]:
+    """The jars every Spark the project starts puts on its class path (S3A, Delta)."""
+    return sorted(JARS_DIR.glob("*.jar"))
+
+
+def lakehouse_conf(jars: list[Path]) -> dict[str, str]:
+    """The table formats' session settings for a Spark with ``jars``: Delta's when its
+    runtime is among them (else none: a session without it reads no Delta table)."""
+    return dict(DELTA_CONF) if any(j.name.startswith("delta-spark_") for j in jars) else {}
+
 
 def s3a_conf(endpoint_url: str | None) -> dict[str, str]:
     """Hadoop S3A settings. Credentials come from the standard AWS chain (environment,
