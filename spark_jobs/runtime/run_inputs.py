@@ -8,7 +8,7 @@ import logging
 from typing import Any, cast
 
 from checkpointing.protocol.state_handle import FileRef, StateHandle
-from checkpointing.protocol.table_inputs import TableInputError, TableVersion
+from checkpointing.protocol.table_inputs import TableInput, TableInputError, TableVersion
 from checkpointing.tables.spec import TableSpec
 
 from .errors import DeclineEpoch
@@ -101,16 +101,7 @@ class RunInputs(RunContext):
         retention removed, deletion vectors) declines the epoch with one line."""
         from .table_source import read_changes
 
-        barrier = self.coordinator.barrier(self.epoch_id)
-        spec = barrier.plan[self.task_id].table_inputs.get(name) \
-            if self.task_id in barrier.plan else None
-        end = barrier.table_version(name)
-        if spec is None or end is None:
-            declared = sorted(barrier.plan[self.task_id].table_inputs) \
-                if self.task_id in barrier.plan else []
-            raise ValueError(f"task {self.task_id!r} has no table input {name!r} in its "
-                             f"epoch's plan (declared: {declared or 'none'}); declare it "
-                             "with table_inputs={...} on the task")
+        spec, end = self._pinned_input(name)
         prev = self.table_offsets.get(name)
         start = TableVersion.from_json(prev) if prev is not None else None
         try:
@@ -124,6 +115,36 @@ class RunInputs(RunContext):
                  "removed", self.task_id, name, "start" if start is None else start.version,
                  end.version, len(found.change_set.added), len(found.change_set.removed))
         return found
+
+    def table_snapshot(self, name: str) -> Any:
+        """The whole content of upstream table input ``name`` at the version the epoch's
+        barrier pinned, as a Spark DataFrame: the same rows on every attempt of the epoch,
+        whatever the table's writers did since (a dimension table to join with). Unlike
+        :meth:`table_changes` it consumes nothing: the input's recorded version does not
+        move. A table that cannot be read declines the epoch with one line."""
+        from .table_source import read_changes
+
+        spec, end = self._pinned_input(name)
+        try:
+            found = read_changes(self.spark, name, spec, None, end, self.storage.endpoint_url)
+        except TableInputError as exc:
+            raise DeclineEpoch(str(exc)) from None
+        self.table_reads.setdefault(name, found.metrics())
+        return found.added
+
+    def _pinned_input(self, name: str) -> tuple[TableInput, TableVersion]:
+        """Table input ``name`` of this task and the version the epoch's barrier pinned."""
+        barrier = self.coordinator.barrier(self.epoch_id)
+        spec = barrier.plan[self.task_id].table_inputs.get(name) \
+            if self.task_id in barrier.plan else None
+        end = barrier.table_version(name)
+        if spec is None or end is None:
+            declared = sorted(barrier.plan[self.task_id].table_inputs) \
+                if self.task_id in barrier.plan else []
+            raise ValueError(f"task {self.task_id!r} has no table input {name!r} in its "
+                             f"epoch's plan (declared: {declared or 'none'}); declare it "
+                             "with table_inputs={...} on the task")
+        return spec, end
 
     def read_table(self, handle: StateHandle | None, output: str) -> Any:
         """The rows of table output ``output`` as ``handle`` (e.g. an upstream task's of

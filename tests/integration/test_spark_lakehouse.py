@@ -70,3 +70,40 @@ def test_a_spark_written_table_with_deletion_vectors_is_refused_in_one_line(spar
     assert "\n" not in str(refused.value)
     # Spark itself reads the table: 100 rows less the deleted ones
     assert spark.read.format("delta").load(path).count() == 100 - 14
+
+
+def test_a_snapshot_read_is_the_pinned_version_on_every_attempt(spark, tmp_path):
+    """``run.table_snapshot``: a dimension table's whole content at the version the barrier
+    pinned. Its writer moves on between the failed first attempt and the retry; the retry
+    joins the same rows, and the published table equals pandas over the pinned version."""
+    from deltalake import write_deltalake
+
+    dim = f"file://{tmp_path}/dims/carriers"
+    write_deltalake(dim, pd.DataFrame({"code": ["AA", "UA"], "name": ["American", "United"]}))
+    out = TableSpec(f"file://{tmp_path}/gold/named", mode="overwrite")
+    seen: list[list[str]] = []
+
+    def job(run):
+        names = run.table_snapshot("carriers")
+        seen.append(sorted(r["name"] for r in names.collect()))
+        if len(seen) == 1:  # the dimension's writer moves on, then this attempt dies
+            write_deltalake(dim, pd.DataFrame({"code": ["DL"], "name": ["Delta"]}),
+                            mode="append")
+            raise RuntimeError("killed after reading the snapshot")
+        run.write_table(names.selectExpr("code", "upper(name) AS name"), "named", out)
+        return JobResult()
+
+    pipe = Pipeline({"named": []}, {"named": job},
+                    plan_from_edges({"named": []}, {"named"},
+                                    {"named": {"carriers": TableInput(dim)}}))
+    c = Coordinator(LocalStorage(tmp_path / "ckpt"), "named")
+    with pytest.raises(RuntimeError, match="killed"):
+        drive_epoch(pipe, c, spark, "", "r1")
+    epoch, meta = drive_epoch(pipe, c, spark, "", "r1")
+    assert meta is not None and meta.completed
+    assert seen == [["American", "United"], ["American", "United"]]
+    assert c.barrier(epoch).table_version("carriers").version == 0
+    pinned = DeltaTable(dim, version=0).to_pandas()
+    published = DeltaTable(out.location).to_pandas()
+    assert sorted(zip(published["code"], published["name"], strict=True)) == \
+        sorted(zip(pinned["code"], pinned["name"].str.upper(), strict=True))
