@@ -67,6 +67,18 @@ class StateHandle:
     table_offsets: dict[str, JsonObject] = field(default_factory=dict)
 
     @property
+    def outputs_staged_bytes(self) -> int:
+        """Of ``bytes_written``, what the attempt staged as outputs for publication (the
+        job runtime records it in the metrics); the rest is state it uploaded."""
+        return int(self.metrics.get("outputs_staged_bytes", 0) or 0)
+
+    @property
+    def state_bytes_uploaded(self) -> int:
+        """Of ``bytes_written``, the state files the attempt uploaded: the incremental size
+        of Flink's checkpoints, which holds no sink output."""
+        return max(0, self.bytes_written - self.outputs_staged_bytes)
+
+    @property
     def state_size(self) -> int:
         """Total bytes of the state files the handle references."""
         return sum(f.size for f in self.files)

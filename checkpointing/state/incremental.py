@@ -92,6 +92,8 @@ class SnapshotWriter:
     _files: dict[str, FileRef] = field(default_factory=dict)
     _outputs: dict[str, OutputRef] = field(default_factory=dict)
     bytes_written: int = 0
+    #: of ``bytes_written``, the bytes of outputs staged for publication (not state)
+    outputs_bytes_written: int = 0
     bytes_referenced: int = 0
     #: stored files whose sha256 came from the store's own checksum, not a download
     hashed_by_store: int = 0
@@ -162,6 +164,7 @@ class SnapshotWriter:
         for key in keys:
             digest, size = self._stored_digest(key)
             self.bytes_written += size
+            self.outputs_bytes_written += size
             refs.append(FileRef(key.rsplit("/", 1)[-1], self.storage.uri(key), size,
                                 digest, False))
         out = OutputRef(tuple(refs), rows, dict(meta or {}))
@@ -212,6 +215,7 @@ class SnapshotWriter:
             key = f"{prefix}{output}/{name}"
             self.storage.upload_file(key, str(path))
             self.bytes_written += size
+            self.outputs_bytes_written += size
             refs.append(FileRef(name, self.storage.uri(key), size, digest, False))
         out = OutputRef(tuple(refs), rows, dict(meta or {}))
         self._outputs[output] = out
@@ -248,6 +252,7 @@ class SnapshotWriter:
             key = f"{prefix}/{name}"
             store.upload_file(key, str(path))
             self.bytes_written += size
+            self.outputs_bytes_written += size
             refs.append(FileRef(name, store.uri(key), size, digest, False))
             records[refs[-1].uri] = meta.num_rows  # by URI: names repeat across epochs
         return self._table_output(output, spec, refs, rows, schema, records, replaced)
@@ -269,6 +274,7 @@ class SnapshotWriter:
         for key in keys:
             digest, size = self._stored_digest(key, store)
             self.bytes_written += size
+            self.outputs_bytes_written += size
             refs.append(FileRef(key[len(prefix):] if key.startswith(prefix) else key,
                                 store.uri(key), size, digest, False))
         return self._table_output(output, spec, refs, rows, schema, {}, replaced)

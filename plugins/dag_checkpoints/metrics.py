@@ -59,7 +59,9 @@ class AirflowMetrics(EpochListener):
         stats.timing(f"{PREFIX}.task.ack_delay", timedelta(seconds=max(
             0.0, parse_iso(ack.acked_at) - created)), tags=tags)
         stats.gauge(f"{PREFIX}.task.state_size", h.state_size, tags=tags)
-        stats.gauge(f"{PREFIX}.task.incremental_size", h.bytes_written, tags=tags)
+        # Flink's incremental size is state only: outputs staged for publication apart
+        stats.gauge(f"{PREFIX}.task.incremental_size", h.state_bytes_uploaded, tags=tags)
+        stats.gauge(f"{PREFIX}.task.outputs_staged_size", h.outputs_staged_bytes, tags=tags)
         if (h.restored_from or {}).get("epoch_id") is not None:
             stats.incr(f"{PREFIX}.task.restored", tags=tags)
 
@@ -79,7 +81,11 @@ class AirflowMetrics(EpochListener):
             stats.gauge(f"{PREFIX}.epoch.state_size",
                         sum(h.state_size for h in handles.values()), tags=self._tags())
             stats.gauge(f"{PREFIX}.epoch.incremental_size",
-                        sum(h.bytes_written for h in handles.values()), tags=self._tags())
+                        sum(h.state_bytes_uploaded for h in handles.values()),
+                        tags=self._tags())
+            stats.gauge(f"{PREFIX}.epoch.outputs_staged_size",
+                        sum(h.outputs_staged_bytes for h in handles.values()),
+                        tags=self._tags())
             stats.gauge(f"{PREFIX}.last_completed_age", 0, tags=self._tags())
             return
         stats.incr(f"{PREFIX}.epoch.aborted", tags=self._tags(reason=meta.reason))

@@ -222,6 +222,7 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
         handle = writer.handle(
             offsets=result.offsets, row_counts=result.row_counts,
             metrics={**result.metrics, "bytes_referenced": writer.bytes_referenced,
+                     "outputs_staged_bytes": writer.outputs_bytes_written,
                      "files_hashed_by_store": writer.hashed_by_store,
                      **({"table_inputs": run.table_reads} if run.table_reads else {}),
                      **({"input_prefixes": sorted(set(run.input_prefixes))}

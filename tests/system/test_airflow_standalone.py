@@ -613,8 +613,12 @@ def test_epoch_statistics_reach_a_statsd_receiver(af):
     assert [round(m.value) for m in by["epoch.duration"]] == [round(duration)]
     assert [m.value for m in by["epoch.state_size"]] == [
         sum(h.state_size for h in handles.values())]
-    assert [m.value for m in by["epoch.incremental_size"]] == [
-        sum(h.bytes_written for h in handles.values())]
+    # state uploaded and outputs staged are separate figures, adding up to what was written
+    uploaded = sum(h.state_bytes_uploaded for h in handles.values())
+    staged = sum(h.outputs_staged_bytes for h in handles.values())
+    assert [m.value for m in by["epoch.incremental_size"]] == [uploaded]
+    assert [m.value for m in by["epoch.outputs_staged_size"]] == [staged]
+    assert staged > 0 and uploaded + staged == sum(h.bytes_written for h in handles.values())
     # one acknowledgement per task (route_stats: its second try's), with its own timings
     runs = {m.tags["task"]: m.value for m in by["task.run"]}
     assert runs == pytest.approx({t: h.timings["run_ms"] for t, h in handles.items()},

@@ -382,3 +382,21 @@ def test_publish_follows_the_lineage_rule(storage):
     assert publish(storage, c.layout, 1, "main", out, 3.0).epoch_id == 2  # older: ignored
     assert publish(storage, c.layout, 3, "backfill-x", out, 4.0).epoch_id == 2  # published once
     assert [h["epoch_id"] for h in read_manifest(storage, c.layout).history] == [1, 3, 2]
+
+
+def test_state_uploaded_and_outputs_staged_are_separate_figures(tmp_path):
+    """Flink's incremental size is state only: a handle's ``bytes_written`` splits into
+    the state it uploaded and the outputs it staged for publication."""
+    from checkpointing import Coordinator, LocalStorage, SnapshotWriter
+
+    storage = LocalStorage(tmp_path / "ckpt")
+    c = Coordinator(storage, "p")
+    state, out = tmp_path / "state.bin", tmp_path / "out.parquet"
+    state.write_bytes(b"s" * 300)
+    out.write_bytes(b"o" * 1000)
+    w = SnapshotWriter(c.storage, c.layout, 1, "t", 1)
+    w.add_file("state.bin", state)
+    w.stage_output("daily", [out])
+    h = w.handle(metrics={"outputs_staged_bytes": w.outputs_bytes_written})
+    assert (h.bytes_written, h.state_bytes_uploaded, h.outputs_staged_bytes) == (1300, 300, 1000)
+    assert h.state_size == 300
