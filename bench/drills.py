@@ -359,7 +359,7 @@ class Drills:
         return [b.epoch_id for b in self.coord.barriers() if b.run_id == run_id]
 
     def completed_once(self, run_id: str) -> bool:
-        done = [e for e in self.runs.epochs_of_run(run_id)
+        done = [e for e in self.epochs_of_run(run_id)
                 if (m := self.coord.metadata(e)) is not None and m.completed]
         published = [h for h in self.coord.catalog.manifest().history
                      if h["epoch_id"] in done]
@@ -489,7 +489,7 @@ class Drills:
             self.deploy.start("minio")
             res.notes.append(f"MinIO stopped {after:g} s into {VICTIM_TASK}, started 10 s later")
             state = self.finish(run_id, logical)
-            epochs = self.runs.epochs_of_run(run_id)
+            epochs = self.epochs_of_run(run_id)
             decided = [("completed" if m.completed else f"aborted:{m.status}")
                        if (m := self.coord.metadata(e)) else "pending" for e in epochs]
             nxt = self.clean_epoch()
@@ -573,7 +573,7 @@ class Drills:
 
     # -- internals -----------------------------------------------------------
     def _handle(self, run_id: str, task_id: str):
-        for e in self.runs.epochs_of_run(run_id):
+        for e in self.epochs_of_run(run_id):
             m = self.coord.metadata(e)
             if m is not None and m.completed:
                 return self.coord.completed_handles(e).get(task_id)

@@ -122,7 +122,7 @@ def test_a_failed_submit_fails_the_task_with_a_line_without_where_data_lives(
     op = CheckpointedSparkOperator(task_id="stray", settings=settings,
                                    job="spark_jobs.flights.ingest_flights:ingest_flights")
     with pytest.raises(AirflowException) as failed:
-        op._submit({}, epoch, 1)
+        op._submit(epoch, 1)
     line = str(failed.value)
     assert line.startswith("stray: spark-submit failed (exit code ") and \
         line.endswith("); its output is in the task log"), line
