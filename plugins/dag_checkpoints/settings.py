@@ -64,6 +64,15 @@ class CheckpointSettings:
         if self.storage != self.storage.strip():
             raise ValueError(f"pipeline {self.pipeline_id!r}: checkpoint storage "
                              f"{self.storage!r} has surrounding white space (CKPT_STORAGE)")
+        for name, uri in (("storage", self.storage), ("data", self.data),
+                          ("endpoint_url", self.endpoint_url or "")):
+            parsed = urlparse(uri.strip())
+            if parsed.username or parsed.password:
+                # A URI is shown and stored everywhere a location is (the serialized DAG,
+                # lineage namespaces, log lines); a credential belongs in a connection.
+                raise ValueError(f"pipeline {self.pipeline_id!r}: credentials in the {name} "
+                                 "URI; give them as an Airflow connection (aws_conn_id) or "
+                                 "the AWS credential chain")
         validate_templates(self.daily_inputs, "daily input")
         if self.spark_mode not in SPARK_MODES:
             raise ValueError(f"spark_mode must be one of {', '.join(SPARK_MODES)}, "
@@ -105,9 +114,6 @@ class CheckpointSettings:
 
             coord.on_abort = on_abort
         return coord
-
-    def for_pipeline(self, pipeline_id: str) -> CheckpointSettings:
-        return replace(self, pipeline_id=pipeline_id)
 
     def to_kwargs(self) -> dict[str, Any]:
         """JSON-safe form for what Airflow stores (the begin step's serialized settings,

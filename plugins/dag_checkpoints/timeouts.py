@@ -76,21 +76,20 @@ def deadline_alert(settings: Any) -> Any | None:
         # A foreground test run has no triggerer to fire them anyway.
         log.warning("airflow dags test: the checkpoint-timeout Deadline Alert is left out")
         return None
-    # The callback runs in the triggerer's runner, which has no database access (Airflow
-    # 3 blocks the ORM there), so it cannot look the DAG's settings up: they travel in its
-    # kwargs, which Airflow stores with the DAG. to_kwargs() carries connection ids and
-    # locations, never a secret (no spark_conf).
+    # The callback runs in the triggerer, which has neither the DAG file nor the database:
+    # its kwargs, stored with the serialized DAG and shown in lineage events, carry the
+    # pipeline id only; it finds the settings the begin step registered (registered_settings).
     return DeadlineAlert(
         reference=DeadlineReference.DAGRUN_QUEUED_AT,
         interval=timedelta(seconds=settings.config.timeout_seconds),
         callback=AsyncCallback(f"{__name__}.deadline_missed",
-                               kwargs={"checkpoint": settings.to_kwargs()}),
+                               kwargs={"pipeline_id": settings.pipeline_id}),
         name="checkpoint timeout",
     )
 
 
-async def deadline_missed(context: dict[str, Any] | None = None, *,
-                          checkpoint: dict[str, Any], **_: Any) -> None:
+async def deadline_missed(context: dict[str, Any] | None = None, *, pipeline_id: str = "",
+                          checkpoint: dict[str, Any] | None = None, **_: Any) -> None:
     """Deadline Alert callback (triggerer): expires the run's epoch at the epoch's own
     deadline. Airflow fires it ``timeout_seconds`` after the run was queued; the epoch's
     deadline counts from its barrier, written when the begin step ran, so it comes later
@@ -98,7 +97,8 @@ async def deadline_missed(context: dict[str, Any] | None = None, *,
     The callback waits for it in the triggerer's event loop, holding no thread: returning
     at once would leave a run whose watchdog is gone, or not yet started, to the next run's
     begin step. Returns nothing: Airflow stores a callback's result in a text column,
-    and a dict there killed the triggerer."""
+    and a dict there killed the triggerer. ``checkpoint`` (the settings themselves) is
+    what DAGs serialized by earlier versions pass."""
     try:
         found = await asyncio.to_thread(_open_epoch, context or {}, checkpoint)
         if found is None:
@@ -118,11 +118,19 @@ async def deadline_missed(context: dict[str, Any] | None = None, *,
         log.exception("checkpoint deadline callback failed")
 
 
-def _open_epoch(context: dict[str, Any], checkpoint: dict[str, Any]
+def _open_epoch(context: dict[str, Any], checkpoint: dict[str, Any] | None
                 ) -> tuple[CheckpointSettings, Coordinator, Barrier] | None:
     """(settings, coordinator, barrier) of the run's open epoch; None when it has none."""
-    settings = CheckpointSettings.from_kwargs(checkpoint)
-    run_id = (context.get("dag_run") or {}).get("dag_run_id")
+    from .registered_settings import registered
+
+    dag_run = context.get("dag_run") or {}
+    run_id, dag_id = dag_run.get("dag_run_id"), str(dag_run.get("dag_id") or "")
+    found = CheckpointSettings.from_kwargs(checkpoint) if checkpoint else registered(dag_id)
+    if found is None:
+        log.info("deadline missed for run %s of %s, whose begin step never ran: no epoch "
+                 "to expire", run_id, dag_id)
+        return None
+    settings = found
     coord = settings.coordinator()
     barrier = (coord.runs.open_epoch_for_run(run_id, lineage=_lineage_of(context))
                if run_id else None)

@@ -12,6 +12,7 @@ alert after the commit step's retention.
 
 from __future__ import annotations
 
+import json
 from datetime import date
 
 import pytest
@@ -94,6 +95,11 @@ def test_timeouts_of_running_and_queued_runs_alert_once_and_triggerer_survives(a
     queued = sa.get(f"/api/v2/dags/{DAG}/dagRuns/{runs[1]}").json()["queued_at"]
     assert parse_iso(by_run[runs[1]].created_at) - _ts(queued) > TIMEOUT_S
 
+    # The Deadline Alert's callback found the settings the begin step registered (its
+    # kwargs hold the pipeline id only) and did not fail on them.
+    registered = sa.get(f"/api/v2/variables/dag_checkpoints.settings.{DAG}").json()
+    assert json.loads(registered["value"])["storage"] == f"file://{tmp}/ckpt", registered
+    assert "checkpoint deadline callback failed" not in sa.tail(2_000_000)
     health = sa.get("/api/v2/monitor/health", user=None).json()
     assert health["triggerer"]["status"] == "healthy", health
     assert "Error binding parameter" not in sa.tail(2_000_000)

@@ -22,6 +22,9 @@ pytestmark = pytest.mark.slow
 DAG, PIPELINE = "ckpt_lineage", "lineage_test"
 SPEC = ROOT / "tests/openlineage"
 FACET = ROOT / "plugins/dag_checkpoints/facets/CheckpointRunFacet.json"
+#: A credential in the DAG's spark_conf, as a deployment on S3 may hold one: the Spark
+#: sessions get it, nothing Airflow stores, logs or sends may show it.
+CANARY = "s3a-canary-5e1b07"
 
 
 def _validator(schema_file: Path, ref: str | None = None):
@@ -54,6 +57,7 @@ def af(tmp_path, spark_connect):
                     pd.DataFrame({"meter": ["seed"], "kwh": [0.5]}))
     env = airflow_env(tmp_path / "airflow", AIRFLOW__CORE__DAGS_FOLDER=str(dags),
                       CKPT_STORAGE=f"file://{tmp_path}/ckpt", CKPT_DATA=f"file://{tmp_path}/data",
+                      CKPT_SPARK_CONF=f"spark.hadoop.fs.s3a.secret.key={CANARY}",
                       **connect_env(spark_connect))
     migrate(env)
     yield env, tmp_path, hook
@@ -84,6 +88,14 @@ def test_lineage_events_carry_epochs_and_table_versions(af):
         assert not errors, (ev.get("job"), [e.message for e in errors[:3]])
     blob = json.dumps(events)
     assert str(tmp / "ckpt") not in blob and "ckpt/lineage_test" not in blob  # no storage path
+    # The secret of spark_conf: in no lineage event, no task log, nothing in Airflow's
+    # database (the serialized DAG, XComs, trigger and callback rows).
+    assert CANARY not in blob
+    home = tmp / "airflow"
+    logs = [p for p in home.rglob("*") if p.is_file() and p.suffix != ".db"]
+    assert logs and not [p for p in logs if CANARY.encode() in p.read_bytes()]
+    [db] = list(home.glob("*.db"))
+    assert CANARY.encode() not in db.read_bytes()
 
     def complete(task: str) -> dict:
         [ev] = [e for e in events if e["eventType"] == "COMPLETE"

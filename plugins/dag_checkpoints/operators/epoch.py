@@ -77,12 +77,28 @@ class BeginEpochOperator(AwaitsTableVersions, BaseOperator):
     def execute(self, context: Any) -> int:
         if not checkpointing_enabled(context):
             return self._unchecked(context)
+        self._register_settings(context["dag_run"].dag_id)
         begun = epoch_begun_by_a_job(self.settings, context)
         if begun is not None:
             self.log.info("run works for epoch %d, begun by one of its jobs", begun)
             return begun
         self._await_table_versions(context, self.settings, self.plan)
         return open_run_epoch(self.settings, self.plan, context, self.allow_non_restored_state)
+
+    def _register_settings(self, dag_id: str) -> None:
+        """Where the Deadline Alert's callback finds this DAG's settings by its id
+        (:mod:`..registered_settings`). The per-epoch watchdog enforces the timeout; a
+        failure here costs only its backstop, so it is logged, not raised."""
+        from ..registered_settings import register, variable_key
+
+        try:
+            if register(self.settings, dag_id):
+                self.log.info("checkpoint settings registered as Variable %s",
+                              variable_key(dag_id))
+        except Exception as exc:  # noqa: BLE001 - the epoch begins without its backstop
+            self.log.warning("checkpoint settings not registered (the checkpoint-timeout "
+                             "Deadline Alert cannot expire this run's epoch): %s",
+                             type(exc).__name__)
 
     def _unchecked(self, context: Any) -> int:
         """A run with checkpointing disabled opens no epoch (epoch 0 for its tasks); it
@@ -131,6 +147,8 @@ class CommitEpochOperator(BaseOperator):
         self.settings, self.begin_task_id = settings, begin_task_id
         #: the checkpointed jobs it waits for (:func:`~dag_checkpoints.checkpoint_dag`)
         self.job_task_ids = sorted(job_task_ids)
+        #: the epoch this task decided, for the OpenLineage provider's call after execute
+        self._lineage_epoch: int | None = None
 
     @storage_failures
     def execute(self, context: Any) -> int | None:
@@ -197,7 +215,7 @@ class CommitEpochOperator(BaseOperator):
         the epoch published, with their committed versions (:mod:`..lineage`)."""
         from ..lineage import commit_lineage
 
-        epoch = getattr(self, "_lineage_epoch", None)
+        epoch = self._lineage_epoch
         if not epoch:
             from airflow.providers.openlineage.extractors import OperatorLineage
 
@@ -207,7 +225,7 @@ class CommitEpochOperator(BaseOperator):
     get_openlineage_facets_on_failure = get_openlineage_facets_on_complete
 
     def _finish(self, context: Any, epoch: int, coord: Any) -> int | None:
-        self._lineage_epoch = epoch  # for the OpenLineage provider, after this returns
+        self._lineage_epoch = epoch
         if not checkpointing_enabled(context):
             self._unchecked(context)
         def detail(missing: list[str]) -> str:

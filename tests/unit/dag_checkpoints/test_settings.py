@@ -55,8 +55,24 @@ def test_settings_round_trip_without_secrets(monkeypatch):
                                                 spark_secret),))
     assert spark_secret not in json.dumps(with_conf.to_kwargs())
     alert = deadline_alert(with_conf)
-    assert alert.callback.kwargs["checkpoint"]["pipeline_id"] == "flights_daily"
-    assert spark_secret not in json.dumps(alert.callback.kwargs, default=str)
+    # The callback's kwargs (stored with the serialized DAG, shown in lineage events, logged
+    # by Airflow when the callback fails) carry the pipeline id: no location, no secret.
+    assert alert.callback.kwargs == {"pipeline_id": "flights_daily"}
+
+
+def test_credentials_in_a_uri_are_refused_in_one_line_without_showing_them():
+    """A URI is stored and shown wherever a location is (the serialized DAG, lineage
+    namespaces, log lines); a credential in one is refused before anything stores it."""
+    from dag_checkpoints import CheckpointSettings
+
+    for kwargs in ({"storage": "s3://AKIAXYZ:s3cr3t-aa9@bucket/ckpt"},
+                   {"storage": "s3://b/ckpt", "data": "s3://AKIAXYZ:s3cr3t-aa9@b/data"},
+                   {"storage": "s3://b/ckpt", "endpoint_url": "http://u:s3cr3t-aa9@minio:9000"}):
+        with pytest.raises(ValueError) as err:
+            CheckpointSettings("p", **kwargs)
+        message = str(err.value)
+        assert "credentials" in message and "s3cr3t-aa9" not in message
+        assert "AKIAXYZ" not in message and "\n" not in message
 
 
 def test_bad_spark_mode_is_refused():

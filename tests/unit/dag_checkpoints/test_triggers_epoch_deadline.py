@@ -148,16 +148,20 @@ def test_watchdog_resumed_on_a_worker_ends_an_overdue_epoch_as_the_trigger_would
         assert meta.status == "aborted" and meta.reason == "timeout"
 
 
-def test_deadline_alert_expires_the_epoch_at_its_own_deadline(tmp_path):
+def test_deadline_alert_expires_the_epoch_at_its_own_deadline(tmp_path, monkeypatch):
     """The DAG's Deadline Alert fires timeout_seconds after the run was queued, before the
     epoch's own deadline (its barrier was written later): its callback waits for that
     deadline, then aborts the epoch and alerts once; an epoch decided meanwhile is left as
-    it was, and nothing is alerted."""
+    it was, and nothing is alerted. Its kwargs hold the pipeline id only: it finds the
+    settings the begin step registered as an Airflow Variable (here from the environment,
+    a secrets backend Airflow reads Variables from)."""
     import asyncio
+    import json
     import threading
     import time
 
-    from dag_checkpoints.timeouts import deadline_missed
+    from dag_checkpoints.registered_settings import registered, variable_key
+    from dag_checkpoints.timeouts import deadline_alert, deadline_missed
 
     from checkpointing.protocol.documents import parse_iso
     from checkpointing.records.alerts import read_alert
@@ -166,6 +170,11 @@ def test_deadline_alert_expires_the_epoch_at_its_own_deadline(tmp_path):
     for complete in (False, True):
         root = tmp_path / f"c{complete}"
         settings, c, b = _open_epoch(root, timeout_seconds=2, tolerable_failed_epochs=1)
+        monkeypatch.setenv("AIRFLOW_VAR_" + variable_key("d").upper(),
+                           json.dumps(settings.to_kwargs()))
+        assert registered("d") == settings
+        kwargs = deadline_alert(settings).callback.kwargs
+        assert kwargs == {"pipeline_id": "p"}
         if complete:  # its tasks acknowledge and its commit step completes it meanwhile
             def finish(c=c, b=b, root=root):
                 for t in DIAMOND:
@@ -173,7 +182,7 @@ def test_deadline_alert_expires_the_epoch_at_its_own_deadline(tmp_path):
                 c.complete(b.epoch_id)
             threading.Timer(0.5, finish).start()
         asyncio.run(asyncio.wait_for(deadline_missed(
-            {"dag_run": {"dag_run_id": "r"}}, checkpoint=settings.to_kwargs()), 20))
+            {"dag_run": {"dag_run_id": "r", "dag_id": "d"}}, **kwargs), 20))
         assert time.time() >= parse_iso(b.deadline)  # not before the epoch's own deadline
         meta = c.metadata(b.epoch_id)
         alert = read_alert(c.storage, c.layout, b.epoch_id)
@@ -182,11 +191,16 @@ def test_deadline_alert_expires_the_epoch_at_its_own_deadline(tmp_path):
         else:
             assert meta.status == "aborted" and meta.reason == "timeout"
             assert alert is not None and alert.reason == "timeout"
-    # A run whose epoch is decided, or which never opened one, returns at once.
+    # A run whose epoch is decided, or which never opened one, or of a DAG whose begin step
+    # never ran (nothing registered), returns at once; so does a DAG serialized by an
+    # earlier version, whose kwargs are the settings themselves.
     t0 = time.monotonic()
+    asyncio.run(deadline_missed({"dag_run": {"dag_run_id": "r", "dag_id": "d"}}, **kwargs))
+    asyncio.run(deadline_missed({"dag_run": {"dag_run_id": "other", "dag_id": "d"}},
+                                **kwargs))
+    asyncio.run(deadline_missed({"dag_run": {"dag_run_id": "r", "dag_id": "unregistered"}},
+                                pipeline_id="p"))
     asyncio.run(deadline_missed({"dag_run": {"dag_run_id": "r"}},
-                                checkpoint=settings.to_kwargs()))
-    asyncio.run(deadline_missed({"dag_run": {"dag_run_id": "other"}},
                                 checkpoint=settings.to_kwargs()))
     assert time.monotonic() - t0 < 5
 
