@@ -137,12 +137,25 @@ EMPTY = TableVersion(-1)
 @dataclass(frozen=True)
 class DataFile:
     """A data file of a table: what Spark reads, and the partition values a Delta file
-    leaves out of its own columns."""
+    leaves out of its own columns.
+
+    Which of its rows count, by their position in the file (Parquet's row index, which is
+    what Delta's deletion vectors and Iceberg's position deletes number): all of them, save
+    ``skip_rows`` (the rows a deletion vector deleted); or, when ``only_rows`` is set, just
+    those (a file whose deletion vector grew between two versions retracts exactly the rows
+    deleted in between)."""
 
     uri: str
     size: int
     partition_values: dict[str, str | None] = field(default_factory=dict)
     records: int | None = None
+    skip_rows: tuple[int, ...] = ()
+    only_rows: tuple[int, ...] | None = None
+
+    @property
+    def filtered(self) -> bool:
+        """Whether some of its rows do not count (a reader must select by row index)."""
+        return bool(self.skip_rows) or self.only_rows is not None
 
 
 @dataclass(frozen=True)
@@ -162,6 +175,9 @@ class ChangeSet:
     log_partition_columns: tuple[str, ...] = ()
     #: log documents read to find the change (Delta commits, Iceberg manifests lists)
     log_reads: int = 0
+    #: the name each column has in the data files, where it differs from the table's
+    #: (Delta's column mapping: files name columns by a physical name that a rename keeps)
+    physical_names: dict[str, str] = field(default_factory=dict)
 
     @property
     def full(self) -> bool:
@@ -177,10 +193,17 @@ class ChangeSet:
         return sum(f.size for f in self.removed)
 
 
-def check_schema(label: str, old: pa.Schema, new: pa.Schema, version: int) -> None:
+def check_schema(label: str, old: pa.Schema, new: pa.Schema, version: int,
+                 drops_allowed: bool = False) -> None:
     """Refuse a schema change between two versions that is not an added column: a column
-    of ``old`` missing from ``new`` or of another type (Arrow schemas)."""
+    of ``old`` missing from ``new`` or of another type (Arrow schemas). With
+    ``drops_allowed`` (schemas named by physical column: Delta's column mapping, where a
+    rename keeps the name and a dropped column stays in old files unread) a missing column
+    is no refusal: the change reads in the newer schema, and a job that still reads a
+    dropped column fails naming it."""
     for f in old:
+        if f.name not in new.names and drops_allowed:
+            continue
         if f.name not in new.names:
             raise IncompatibleSchema(f"table input {label!r}: column {f.name!r} was dropped "
                                      f"by version {version}; an incompatible schema change "

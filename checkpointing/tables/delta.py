@@ -314,9 +314,11 @@ class DeltaCommitter:
 # the change of (start, end] is read from the commits of that range, each one JSON document
 # of actions in ``_delta_log``, so that finding it costs what changed, not the table.
 
-#: table features whose files a change set cannot read as plain Parquet files
-_UNREADABLE_FEATURES = {"deletionVectors": "deletion vectors",
-                        "columnMapping": "column mapping"}
+#: reader features whose tables a change set reads: deletion vectors (rows selected by
+#: their keep masks), column mapping (columns read by physical name), and those that change
+#: nothing in how data files are read. Any other is refused, naming it.
+_READABLE_FEATURES = frozenset({"deletionVectors", "columnMapping", "timestampNtz",
+                                "v2Checkpoint", "vacuumProtocolCheck"})
 
 
 def _location(spec: TableInput) -> str:
@@ -375,34 +377,78 @@ def log_partition_columns(spec: TableInput, version: TableVersion,
 
 
 def _check_features(spec: TableInput, dt: DeltaTable) -> None:
-
-    proto = dt.protocol()
-    features = set(proto.reader_features or ()) | set(proto.writer_features or ())
-    mapping = (dt.metadata().configuration or {}).get("delta.columnMapping.mode", "none")
-    if mapping != "none":
-        features.add("columnMapping")
-    for feature, what in _UNREADABLE_FEATURES.items():
-        if feature in features and (feature != "deletionVectors" or _has_dv(dt)):
-            raise TableInputError(
-                f"table input {spec.label!r}: the table uses {what} (Delta table feature "
-                f"{feature!r}), which table inputs do not read; disable it on the upstream "
-                "table (or rewrite its files without it) to read it incrementally")
+    unknown = sorted(set(dt.protocol().reader_features or ()) - _READABLE_FEATURES)
+    if unknown:
+        raise TableInputError(
+            f"table input {spec.label!r}: the table uses the Delta reader feature(s) "
+            f"{', '.join(map(repr, unknown))}, which table inputs do not read; read it "
+            "whole with run.table_snapshot, or disable the feature on the upstream table")
 
 
-def _has_dv(dt: DeltaTable) -> bool:
-    """Whether a file of the table at its version has a deletion vector: delta-rs lists
-    each such file with its keep mask (``deletion_vectors``; its add actions carry no
-    deletion vector column to look at). A table with the feature on but no deletion
-    vector yet reads as plain files."""
+def _physical_names(dt: DeltaTable) -> dict[str, str]:
+    """Each column's name in the data files under column mapping (``name`` or ``id``
+    mode), where it differs from the table's; empty for a table without it."""
+    mode = (dt.metadata().configuration or {}).get("delta.columnMapping.mode", "none")
+    if mode == "none":
+        return {}
+    out = {}
+    for f in dt.schema().fields:
+        physical = (f.metadata or {}).get("delta.columnMapping.physicalName")
+        if physical and physical != f.name:
+            out[f.name] = str(physical)
+    return out
+
+
+def _physical_schema(dt: DeltaTable) -> pa.Schema:
+    """The table's schema with the files' column names: what a rename keeps."""
     import pyarrow as pa
 
-    return bool(pa.table(dt.deletion_vectors()).num_rows)
+    names = _physical_names(dt)
+    schema = _arrow_schema(dt)
+    return pa.schema([f.with_name(names.get(f.name, f.name)) for f in schema])
+
+
+def _deleted_rows(dt: DeltaTable) -> dict[str, Any]:
+    """The rows deletion vectors delete at ``dt``'s version, by data file (its path
+    relative to the table, as the log names it): positions in the file, from delta-rs's
+    keep masks. Files without a deletion vector are not listed."""
+    import numpy as np
+    import pyarrow as pa
+
+    masks = pa.table(dt.deletion_vectors())
+    if not masks.num_rows:
+        return {}
+    root = unquote(dt.table_uri).rstrip("/") + "/"
+    out: dict[str, Any] = {}
+    vectors = masks.column("selection_vector")
+    for i, uri in enumerate(masks.column("filepath").to_pylist()):
+        keep = vectors[i].values.to_numpy(zero_copy_only=False)
+        path = unquote(uri)
+        out[path[len(root):] if path.startswith(root) else path] = np.flatnonzero(~keep)
+    return out
+
+
+def _dv_key(action: JsonObject) -> str:
+    """A deletion vector's identity (Delta: storage type, path or inline bytes, offset):
+    a file in the table is the pair (path, this)."""
+    dv = action.get("deletionVector")
+    if not isinstance(dv, dict):
+        return ""
+    return f"{dv.get('storageType')}:{dv.get('pathOrInlineDv')}@{dv.get('offset')}"
 
 
 def read_changes(spec: TableInput, start: TableVersion | None, end: TableVersion,
                  endpoint_url: str | None) -> ChangeSet:
     """The change set of (``start``, ``end``]: the whole table at ``end`` when ``start`` is
-    None, else the net ``add``/``remove`` actions of the commits ``start+1 .. end``."""
+    None, else the net ``add``/``remove`` actions of the commits ``start+1 .. end``.
+
+    A file of a Delta table is its path with its deletion vector: a DELETE, UPDATE or MERGE
+    that writes deletion vectors removes (path, old vector) and adds (path, new vector). Net
+    of the range, a path both removed and added retracts just the rows its vector deleted
+    in between (and adds any it no longer deletes, as after a RESTORE); the rows a vector
+    deletes are taken from delta-rs's keep masks at ``start`` and ``end``. Actions with
+    ``dataChange: false`` (OPTIMIZE, Z-ORDER, purging vectors: the same rows in other files)
+    are no change and are skipped: what they remove was added, or is retracted, by value."""
     import pyarrow as pa
 
     from checkpointing.storage import open_storage
@@ -416,56 +462,124 @@ def read_changes(spec: TableInput, start: TableVersion | None, end: TableVersion
     _check_features(spec, dt_end)
     schema = _arrow_schema(dt_end)
     parts = tuple(dt_end.metadata().partition_columns)
+    physical = _physical_names(dt_end)
 
     def data_file(path: str, size: int | None, values: JsonObject | None,
                   records: int | None = None) -> DataFile:
         rel = unquote(path)
         uri = rel if "://" in rel else store.uri(rel)
-        return DataFile(uri, int(size or 0), dict(values or {}), records)
+        values = dict(values or {})  # keyed by physical name under column mapping
+        logical = {c: values.get(physical.get(c, c), values.get(c)) for c in parts}
+        return DataFile(uri, int(size or 0), logical if parts else values, records)
 
     if start is None or start.version < 0:  # from the empty table: its content at end
         rows = pa.table(dt_end.get_add_actions(flatten=True)).to_pylist()
-        added = tuple(data_file(r["path"], r.get("size_bytes"),
-                                {c: r.get(f"partition.{c}") for c in parts},
-                                r.get("num_records")) for r in rows)
-        return ChangeSet(start, end, added, (), schema, parts, 1)
-    adds: dict[str, DataFile] = {}
-    removes: dict[str, DataFile] = {}
-    old_schema = None
+        deleted = _deleted_rows(dt_end)
+        added = tuple(_skipping(data_file(
+            r["path"], r.get("size_bytes"),
+            {c: r.get(f"partition.{c}", r.get(f"partition.{physical.get(c, c)}"))
+             for c in parts}, r.get("num_records")), deleted.get(unquote(r["path"])))
+            for r in rows)
+        return ChangeSet(start, end, added, (), schema, parts, 1, physical)
+    adds: dict[tuple[str, str], DataFile] = {}
+    removes: dict[tuple[str, str], DataFile] = {}
+    schema_checked = False
     for version, body in bodies.items():
         for line in body.splitlines():
             if not line.strip():
                 continue
             action = json.loads(line)
-            if "add" in action:
+            if "add" in action and action["add"].get("dataChange", True):
                 a = action["add"]
-                if a.get("deletionVector"):
-                    raise _dv_error(spec, version)
                 stats = json.loads(a["stats"]) if a.get("stats") else {}
-                adds[a["path"]] = data_file(a["path"], a.get("size"), a.get("partitionValues"),
-                                            stats.get("numRecords"))
-            elif "remove" in action:
+                adds[(a["path"], _dv_key(a))] = data_file(
+                    a["path"], a.get("size"), a.get("partitionValues"), stats.get("numRecords"))
+            elif "remove" in action and action["remove"].get("dataChange", True):
                 r = action["remove"]
-                if r.get("deletionVector"):
-                    raise _dv_error(spec, version)
-                if r["path"] in adds:  # added and removed inside the range: never seen
-                    del adds[r["path"]]
+                key = (r["path"], _dv_key(r))
+                if key in adds:  # added and removed inside the range: never seen
+                    del adds[key]
                 else:
-                    removes[r["path"]] = data_file(r["path"], r.get("size"),
-                                                   r.get("partitionValues"))
-            elif "metaData" in action:
-                if old_schema is None:
-                    old_schema = schema_at(spec, start, endpoint_url)
-                check_schema(spec.label, old_schema, schema, version)
-    removed = _with_partitions(spec, start, removes, parts, endpoint_url)
+                    removes[key] = data_file(r["path"], r.get("size"), r.get("partitionValues"))
+            elif "metaData" in action and not schema_checked:
+                _check_schema_change(spec, start, dt_end, version, endpoint_url)
+                schema_checked = True
+    added_files, removed_files = _net_of_vectors(
+        spec, start, dt_end, adds, removes, endpoint_url)
+    removed = _with_partitions(spec, start, removed_files, parts, endpoint_url)
     gone = [f for f in removed if not store.exists(store.key_for_uri(f.uri) or "")]
     if gone:
         raise TableInputError(
             f"table input {spec.label!r}: {len(gone)} file(s) removed after version "
             f"{start.version} were already deleted by the table's VACUUM, so their rows "
             f"cannot be retracted; {WAY_FORWARD}")
-    return ChangeSet(start, end, tuple(adds.values()), removed, schema, parts,
-                     end.version - start.version)
+    return ChangeSet(start, end, added_files, removed, schema, parts,
+                     end.version - start.version, physical)
+
+
+def _check_schema_change(spec: TableInput, start: TableVersion, dt_end: DeltaTable,
+                         version: int, endpoint_url: str | None) -> None:
+    """Refuse a schema change from ``start`` to ``dt_end`` that is not an added column
+    (first changed at ``version``); under column mapping, columns are compared by their
+    files' names, so a rename is no change and a drop no refusal."""
+    if _physical_names(dt_end):
+        check_schema(spec.label, _physical_schema(_input_table(spec, endpoint_url,
+                                                                start.version)),
+                     _physical_schema(dt_end), version, drops_allowed=True)
+    else:
+        check_schema(spec.label, schema_at(spec, start, endpoint_url), _arrow_schema(dt_end),
+                     version)
+
+
+def _skipping(f: DataFile, deleted: Any) -> DataFile:
+    import dataclasses
+
+    if deleted is None or not len(deleted):
+        return f
+    return dataclasses.replace(f, skip_rows=tuple(int(i) for i in deleted))
+
+
+def _net_of_vectors(spec: TableInput, start: TableVersion, dt_end: DeltaTable,
+                    adds: dict[tuple[str, str], DataFile],
+                    removes: dict[tuple[str, str], DataFile], endpoint_url: str | None
+                    ) -> tuple[tuple[DataFile, ...], dict[str, DataFile]]:
+    """The added files and the removed ones (by path) with the rows that count: a path
+    removed with one deletion vector and added with another yields the rows deleted in
+    between (retracted) and those no longer deleted (added); a path only added or only
+    removed yields its rows less those its vector deletes at ``end`` or ``start``."""
+    import dataclasses
+
+    import numpy as np
+
+    if not any(k[1] for k in (*adds, *removes)):
+        return tuple(adds.values()), {k[0]: f for k, f in removes.items()}
+    at_end = _deleted_rows(dt_end) if any(k[1] for k in adds) else {}
+    at_start = _deleted_rows(_input_table(spec, endpoint_url, start.version)) \
+        if any(k[1] for k in removes) else {}
+    added_by_path = {k[0]: (k, f) for k, f in adds.items()}
+    added: list[DataFile] = []
+    removed: dict[str, DataFile] = {}
+    for (path, dv), f in removes.items():
+        rel = unquote(path)
+        before = at_start.get(rel) if dv else None
+        pair = added_by_path.pop(path, None)
+        if pair is None:
+            removed[path] = _skipping(f, before)
+            continue
+        (_, dv_after), f_after = pair
+        after = at_end.get(rel) if dv_after else None
+        empty = np.array([], dtype=np.int64)
+        before_set = empty if before is None else before
+        after_set = empty if after is None else after
+        gone = np.setdiff1d(after_set, before_set)  # deleted in between: retract
+        back = np.setdiff1d(before_set, after_set)  # deleted no more: add
+        if len(gone):
+            removed[path] = dataclasses.replace(f, only_rows=tuple(int(i) for i in gone))
+        if len(back):
+            added.append(dataclasses.replace(f_after, only_rows=tuple(int(i) for i in back)))
+    for (path, dv), f in added_by_path.values():
+        added.append(_skipping(f, at_end.get(unquote(path)) if dv else None))
+    return tuple(added), removed
 
 
 def _commit(spec: TableInput, store: Storage, version: int) -> bytes:
@@ -477,14 +591,6 @@ def _commit(spec: TableInput, store: Storage, version: int) -> bytes:
             "(removed by its log retention); the changes since the version the parent epoch "
             f"consumed cannot be read: {WAY_FORWARD}")
     return body
-
-
-def _dv_error(spec: TableInput, version: int) -> Exception:
-
-    return TableInputError(
-        f"table input {spec.label!r}: version {version} uses deletion vectors (Delta table "
-        "feature 'deletionVectors'), which table inputs do not read; disable them on the "
-        "upstream table to read it incrementally")
 
 
 def _with_partitions(spec: TableInput, start: TableVersion, removes: JsonObject,

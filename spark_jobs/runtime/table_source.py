@@ -80,10 +80,18 @@ def read_changes(spark: Any, name: str, spec: TableInput, start: TableVersion | 
                         _frame(spark, cs, cs.removed), cs)
 
 
+#: row positions a filter lists as literals up to this many; more are joined as a frame
+_INLINE_ROWS = 1000
+_ROW = "__ckpt_row_index"
+
+
 def _frame(spark: Any, cs: ChangeSet, files: tuple[DataFile, ...]) -> Any:
     """The rows of ``files``, in the table's schema at the change's end: Spark reads the
-    files (a column added since a file was written reads as null); Delta's partition
-    columns, which its files leave out, come from the log, one literal per partition."""
+    files (a column added since a file was written reads as null; under column mapping, by
+    the name the files give it); Delta's partition columns, which its files leave out, come
+    from the log, one literal per partition. A file with rows that do not count (deletion
+    vectors) is read alone and its rows selected by Parquet's row index (Spark's
+    ``_metadata.row_index``)."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -91,19 +99,56 @@ def _frame(spark: Any, cs: ChangeSet, files: tuple[DataFile, ...]) -> Any:
     if not files:
         return spark.createDataFrame([], schema)
     parts = [c for c in cs.log_partition_columns if c in schema.fieldNames()]
-    data_schema = from_arrow_schema(_without(cs.schema, parts))
+    data = _without(cs.schema, parts)
+    physical = cs.physical_names
+    read_schema = from_arrow_schema(_renamed(data, physical))
     groups: dict[tuple[Any, ...], list[str]] = {}
+    alone: list[tuple[tuple[Any, ...], DataFile]] = []
     for f in files:
         key = tuple(f.partition_values.get(c) for c in parts)
-        groups.setdefault(key, []).append(spark_uri(f.uri))
+        if f.filtered:
+            alone.append((key, f))
+        else:
+            groups.setdefault(key, []).append(spark_uri(f.uri))
+    reads = [(key, spark.read.schema(read_schema).parquet(*uris))
+             for key, uris in sorted(groups.items(),
+                                     key=lambda kv: tuple(str(v) for v in kv[0]))]
+    reads += [(key, _selected(spark, spark.read.schema(read_schema).parquet(spark_uri(f.uri)),
+                              f)) for key, f in alone]
     frame = None
-    for key, uris in sorted(groups.items(), key=lambda kv: tuple(str(v) for v in kv[0])):
-        df = spark.read.schema(data_schema).parquet(*uris)
+    for key, df in reads:
+        df = df.select(*[F.col(_quoted(physical.get(n, n))).alias(n) for n in data.names])
         for col, value in zip(parts, key, strict=True):
             df = df.withColumn(col, F.lit(value).cast(schema[col].dataType))
         df = df.select(*schema.fieldNames())
         frame = df if frame is None else frame.unionByName(df)
     return frame
+
+
+def _selected(spark: Any, df: Any, f: DataFile) -> Any:
+    """``df`` (one file) with just the rows of ``f`` that count, by row index."""
+    from pyspark.sql import functions as F
+
+    rows = f.only_rows if f.only_rows is not None else f.skip_rows
+    keep = f.only_rows is not None
+    df = df.withColumn(_ROW, F.col("_metadata.row_index"))
+    if len(rows) <= _INLINE_ROWS:
+        test = F.col(_ROW).isin(list(rows))
+        return df.where(test if keep else ~test).drop(_ROW)
+    import pandas as pd
+
+    listed = spark.createDataFrame(pd.DataFrame({_ROW: pd.Series(rows, dtype="int64")}))
+    return df.join(F.broadcast(listed), _ROW, "left_semi" if keep else "left_anti").drop(_ROW)
+
+
+def _renamed(schema: Any, names: dict[str, str]) -> Any:
+    import pyarrow as pa
+
+    return pa.schema([f.with_name(names.get(f.name, f.name)) for f in schema])
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
 
 
 def _without(schema: Any, names: list[str]) -> Any:
