@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: install demo docs docs-serve bench-check test test-fast test-integration test-system test-package test-containers lint bench bench-coordinator bench-verify bench-airflow bench-tables bench-sources bench-table-inputs bench-scale bench-scale-topology faults soak drills drills-containers
+.PHONY: install demo docs docs-serve bench-check test test-fast test-integration test-system test-package test-containers lint bench bench-coordinator bench-verify bench-airflow bench-tables bench-sources bench-table-inputs bench-table-inputs-dv bench-scale bench-scale-topology faults soak drills drills-containers
 
 install:
 	scripts/bootstrap.sh
@@ -128,6 +128,11 @@ bench-sources: install
 # table_input_* keys; ARGS="--rows 1000000 --versions 20" for a quicker run).
 bench-table-inputs: install
 	$(PY) bench/table_input_bench.py $(ARGS)
+
+# The same over an upstream Spark writes with deletion vectors (a DELETE and an append of 1 %
+# per step; table_input_dv_* keys).
+bench-table-inputs-dv: install
+	$(PY) bench/table_input_bench.py --dv $(ARGS)
 
 # tpch_daily at scale factor 10 on local storage, Spark Connect (bench/tpch_bench.py, tpch_*
 # keys; about an hour on 2 cores). ARGS="--scale 1" for a quicker run.

@@ -21,7 +21,15 @@ Keys (medians of the measured epochs, written to bench/results/latest.json):
   ``--measure`` epochs) / after about 10 (epochs at versions 2..``--measure`` + 1).
   Target <= 1.2.
 
-    python bench/table_input_bench.py [--rows 10000000] [--versions 100] [--measure 9]
+With ``--dv`` the upstream is written by Spark (Delta's Spark runtime on the same Connect
+server) with deletion vectors on: 100 files of contiguous ids, and each upstream step one
+DELETE of 1 % of the rows (half of two adjacent files: deletion vectors, no rewrite) and an
+append of 1 %, so two table versions per step. Keys ``table_input_dv_vs_full_reread``
+(target <= 0.1) and ``table_input_dv_read_over_changed`` (bytes read / bytes of the files
+the step's commits name, whose deletion vectors changed or which they added; <= 1.5);
+the downstream is compared with Spark's own read of the upstream.
+
+    python bench/table_input_bench.py [--rows 10000000] [--versions 100] [--measure 9] [--dv]
 """
 
 from __future__ import annotations
@@ -64,6 +72,37 @@ def upstream_write(location: str, rows: int, bucket: int | None, seed: int) -> N
                        "bucket": np.full(per, bucket, dtype="int32"),
                        "value": rng.integers(0, 1000, per, dtype="int64")})
     write_deltalake(location, df, mode="overwrite", predicate=f"bucket = {bucket}")
+
+
+def spark_upstream_write(spark: Any, path: str, rows: int, step: int) -> None:
+    """Step 0: the whole table, by Spark, deletion vectors on; step n: a DELETE of 1 % of
+    the rows (the second half of file i, the first half of file i+1) and an append of 1 %."""
+    per = rows // BUCKETS
+    cols = ("id", f"CAST(id % {BUCKETS} AS INT) AS bucket", "id * 7 % 1000 AS value")
+    if step == 0:
+        spark.range(0, rows, 1, BUCKETS).selectExpr(*cols).write.format("delta") \
+            .option("delta.enableDeletionVectors", "true").save(path)
+        return
+    lo = ((step - 1) % (BUCKETS - 1)) * per + per // 2
+    spark.sql(f"DELETE FROM delta.`{path}` WHERE id >= {lo} AND id < {lo + per}")
+    spark.range(rows + (step - 1) * per, rows + step * per, 1, 1).selectExpr(*cols) \
+        .write.format("delta").mode("append").save(path)
+
+
+def log_bytes_changed(location: str, before: int, after: int) -> int:
+    """Bytes of the data files the commits ``before+1 .. after`` name with data change
+    (added, removed, or with a new deletion vector), from the Delta log itself."""
+    import json
+
+    sizes: dict[str, int] = {}
+    for v in range(before + 1, after + 1):
+        for line in Path(f"{location}/_delta_log/{v:020d}.json").read_text().splitlines():
+            action = json.loads(line) if line.strip() else {}
+            for kind in ("add", "remove"):
+                a = action.get(kind)
+                if a and a.get("dataChange", True):
+                    sizes[a["path"]] = int(a.get("size") or 0)
+    return sum(sizes.values())
 
 
 def bytes_changed(location: str, before: int, after: int) -> int:
@@ -125,18 +164,22 @@ def bytes_read(pid: int) -> int:
     return total
 
 
-def run(rows: int, versions: int, measure: int, work: Path) -> dict[str, Any]:
+def run(rows: int, versions: int, measure: int, work: Path, dv: bool = False
+        ) -> dict[str, Any]:
     from spark_jobs.runtime import spark_session
     from spark_jobs.runtime.connect_server import ConnectServer
     from spark_jobs.runtime.processes import free_port
 
     up = f"{work}/upstream"
-    t0 = time.perf_counter()
-    upstream_write(up, rows, None, 0)
-    print(f"upstream: {rows} rows in {time.perf_counter() - t0:.1f}s", flush=True)
     server = ConnectServer(port=free_port(), driver_memory="4g", log_path=work / "connect.log",
                            conf={"spark.sql.shuffle.partitions": "4"}).start()
     spark = spark_session("table-input-bench", remote=server.url)
+    t0 = time.perf_counter()
+    if dv:
+        spark_upstream_write(spark, up, rows, 0)
+    else:
+        upstream_write(up, rows, None, 0)
+    print(f"upstream: {rows} rows in {time.perf_counter() - t0:.1f}s", flush=True)
     storage = LocalStorage(work / "ckpt")
 
     def pipeline(pid: str) -> tuple[Coordinator, Pipeline]:
@@ -159,11 +202,17 @@ def run(rows: int, versions: int, measure: int, work: Path) -> dict[str, Any]:
         first = epoch(c, pipe, "v0")
         print(f"first (full) read: {first['seconds']:.1f}s", flush=True)
         epochs = []
+        version = 0
         for v in range(1, versions + 1):
-            upstream_write(up, rows, v % BUCKETS, v)
+            if dv:
+                spark_upstream_write(spark, up, rows, v)
+            else:
+                upstream_write(up, rows, v % BUCKETS, v)
+            before, version = version, version + (2 if dv else 1)
             e = epoch(c, pipe, f"v{v}")
-            e["upstream_version"] = v
-            e["bytes_changed"] = bytes_changed(up, v - 1, v)
+            e["upstream_version"] = version
+            e["bytes_changed"] = (log_bytes_changed if dv else bytes_changed)(up, before,
+                                                                              version)
             epochs.append(e)
             if v % 10 == 0:
                 print(f"version {v}: {e['seconds']:.2f}s, read {e['input_bytes']} B of "
@@ -172,11 +221,14 @@ def run(rows: int, versions: int, measure: int, work: Path) -> dict[str, Any]:
         for i in range(3):  # the control: the same job reading the whole table, same version
             fc, fpipe = pipeline(f"full{i}")
             full.append(epoch(fc, fpipe, "full"))
-        # equal to an independent computation over the table's final content
+        # equal to an independent computation over the table's final content: Spark's own
+        # Delta reader (which applies deletion vectors itself)
         from deltalake import DeltaTable
+        from pyspark.sql import functions as F
 
-        df = DeltaTable(up).to_pandas()
-        want = {int(b): (len(g), int(g["value"].sum())) for b, g in df.groupby("bucket")}
+        df = spark.read.format("delta").load(up).groupBy("bucket").agg(
+            F.count("*").alias("n"), F.sum("value").alias("total")).toPandas()
+        want = {int(r.bucket): (int(r.n), int(r.total)) for r in df.itertuples()}
         got = DeltaTable(f"{work}/out-down").to_pandas()  # delta-rs: a plain path
         assert {int(r.bucket): (int(r.n), int(r.total)) for r in got.itertuples()} == want
     finally:
@@ -199,6 +251,8 @@ def run(rows: int, versions: int, measure: int, work: Path) -> dict[str, Any]:
     }
     summary["table_input_vs_full_reread"] = round(
         incr / summary["table_input_full_reread_s"], 3)
+    if dv:  # the same figures, under the keys of the deletion-vector upstream
+        summary = {k.replace("table_input_", "table_input_dv_"): v for k, v in summary.items()}
     return {**summary, "details": {"first": first, "epochs": epochs, "full": full}}
 
 
@@ -207,15 +261,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows", type=int, default=10_000_000)
     ap.add_argument("--versions", type=int, default=100)
     ap.add_argument("--measure", type=int, default=9)
+    ap.add_argument("--dv", action="store_true",
+                    help="an upstream written by Spark with deletion vectors")
     ap.add_argument("--out", type=Path, default=RESULTS / "latest.json")
     ap.add_argument("--history", type=Path, default=RESULTS / "history.jsonl")
     a = ap.parse_args(argv)
     from bench.pipeline_bench import record
 
     with tempfile.TemporaryDirectory(prefix="ckpt-table-inputs-") as tmp:
-        result = run(a.rows, a.versions, a.measure, Path(tmp))
+        result = run(a.rows, a.versions, a.measure, Path(tmp), a.dv)
     details = result.pop("details")
-    record(a.out, a.history, "table_inputs", result, details)
+    record(a.out, a.history, "table_inputs_dv" if a.dv else "table_inputs", result, details)
     return 0
 
 
