@@ -30,6 +30,9 @@ settings = CheckpointSettings(
         timeout_seconds=float(os.environ.get("FLIGHTS_EPOCH_TIMEOUT_SECONDS", 3600)),
         tolerable_failed_epochs=int(os.environ.get("FLIGHTS_TOLERABLE_FAILED_EPOCHS", 0)),
         retained_epochs=int(os.environ.get("FLIGHTS_RETAINED_EPOCHS", 3)),
+        # alert once when no epoch completed for this long, runs or no runs (unset: never)
+        max_epoch_age_seconds=float(os.environ["FLIGHTS_MAX_EPOCH_AGE_SECONDS"])
+        if os.environ.get("FLIGHTS_MAX_EPOCH_AGE_SECONDS") else None,
     ),
     # A backfill's preview names the data days whose flights file has not landed.
     daily_inputs=("raw/flights/{data_day}.csv",),

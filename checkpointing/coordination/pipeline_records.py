@@ -10,8 +10,14 @@ from collections.abc import Callable
 
 from checkpointing.config import CheckpointConfig
 from checkpointing.coordination.epoch_store import EpochStore
-from checkpointing.coordination.staleness import StaleAlert, record_stale_alert, stale
-from checkpointing.protocol.documents import parse_iso
+from checkpointing.coordination.staleness import (
+    StaleAlert,
+    StaleResolved,
+    record_resolved,
+    record_stale_alert,
+    stale,
+)
+from checkpointing.protocol.documents import now_iso, parse_iso
 from checkpointing.protocol.registry import MAIN
 from checkpointing.records.alerts import EpochAlert, record_alert
 from checkpointing.records.backfill_lineages import LineageOrigin, delete_origin, record_origin
@@ -45,6 +51,42 @@ class PipelineRecords:
         if alert is None or not record_stale_alert(self.store.storage, self.store.layout, alert):
             return None
         return alert
+
+    def last_completed_age(self, lineage: str = MAIN) -> float | None:
+        """Seconds since ``lineage``'s last completed epoch was decided (Flink's
+        ``lastCheckpointAge``); None before its first."""
+        latest = self.store.latest_completed(lineage)
+        meta = self.store.metadata(latest) if latest is not None else None
+        if meta is None or not meta.decided_at:
+            return None
+        return max(0.0, self.clock() - parse_iso(meta.decided_at))
+
+    def stale_resolved(self, lineage: str = MAIN) -> list[StaleResolved]:
+        """The ends of ``lineage``'s stale periods that this call recorded first (deliver
+        them): each staleness alert keyed by an epoch older than the last completed one,
+        whose end nobody recorded yet (PROTOCOL 5.18)."""
+        latest = self.store.latest_completed(lineage)
+        meta = self.store.metadata(latest) if latest is not None else None
+        if latest is None or meta is None or not meta.decided_at:
+            return []
+        storage, layout = self.store.storage, self.store.layout
+        prefix = layout.stale_alerts_prefix(lineage)
+        keys = {o.key for o in storage.list(prefix)}
+        out = []
+        for key in sorted(keys):
+            if key.endswith(".resolved.json"):
+                continue
+            try:
+                after = int(key[len(prefix):].removesuffix(".json"))
+            except ValueError:
+                continue
+            if after >= latest or layout.stale_resolved(lineage, after) in keys:
+                continue
+            resolved = StaleResolved(self.store.pipeline_id, lineage, after, latest,
+                                     meta.decided_at, now_iso(self.clock()))
+            if record_resolved(storage, layout, resolved):
+                out.append(resolved)
+        return out
 
     def record_origin(self, origin: LineageOrigin) -> None:
         """Record where a backfill lineage starts (PROTOCOL 5.9)."""

@@ -83,6 +83,61 @@ def stale(pipeline_id: str, lineage: str, last_epoch_id: int, last_completed_at:
                       now - decided_ts, max_age, now_iso(now))
 
 
+@dataclass(frozen=True)
+class StaleResolved:
+    """The end of a stale period (PROTOCOL 5.18, 1.17): an epoch of the lineage completed
+    again after its staleness alert. Recorded once, beside the alert it ends."""
+
+    pipeline_id: str
+    lineage: str
+    stale_after_epoch_id: int
+    completed_epoch_id: int
+    completed_at: str
+    detected_at: str
+
+    @property
+    def title(self) -> str:
+        return f"checkpoint epochs of {self.pipeline_id} complete again"
+
+    def message(self) -> str:
+        line = "" if self.lineage == MAIN else f" (lineage {self.lineage})"
+        return (f"{self.title}{line}: epoch {self.completed_epoch_id} completed at "
+                f"{self.completed_at}, after the staleness alert on epoch "
+                f"{self.stale_after_epoch_id}")
+
+    def to_json(self) -> JsonObject:
+        return {"pipeline_id": self.pipeline_id, "lineage": self.lineage,
+                "stale_after_epoch_id": self.stale_after_epoch_id,
+                "completed_epoch_id": self.completed_epoch_id,
+                "completed_at": self.completed_at, "detected_at": self.detected_at,
+                "message": self.message(), "resolved": True}
+
+    def document(self) -> JsonObject:
+        return {**self.to_json(), "writer": writer_identity()}
+
+
+def _build_resolved(d: JsonObject, key: str) -> StaleResolved:
+    return StaleResolved(str(d["pipeline_id"]), str(d["lineage"]),
+                         int(d["stale_after_epoch_id"]), int(d["completed_epoch_id"]),
+                         str(d["completed_at"]), str(d["detected_at"]))
+
+
+RESOLVED_CODEC = Codec("ckpt.stale-resolved", "end of a stale period",
+                       ("pipeline_id", "lineage", "stale_after_epoch_id",
+                        "completed_epoch_id", "completed_at", "detected_at"), _build_resolved)
+
+
+def record_resolved(storage: Storage, layout: Layout, resolved: StaleResolved) -> bool:
+    """Write the end of a stale period; True when this call wrote it (deliver the notice),
+    False when another process already had."""
+    try:
+        storage.create(layout.stale_resolved(resolved.lineage, resolved.stale_after_epoch_id),
+                       RESOLVED_CODEC.encode(resolved.document()))
+    except PreconditionFailed:
+        return False
+    return True
+
+
 def record_stale_alert(storage: Storage, layout: Layout, alert: StaleAlert) -> bool:
     """Write the stale period's record; True when this call wrote it (deliver the alert),
     False when another process already had (stay quiet)."""

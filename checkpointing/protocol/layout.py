@@ -127,6 +127,15 @@ class Layout:
         return (f"{self.base}lineages/{validate_id(lineage, 'lineage')}/"
                 f"stale-after-{epoch_dir_name(last_epoch_id)}.json")
 
+    def stale_resolved(self, lineage: str, last_epoch_id: int) -> str:
+        """That stale period's end: an epoch completed again (1.17), once."""
+        return self.stale_alert(lineage, last_epoch_id).removesuffix(".json") + \
+            ".resolved.json"
+
+    def stale_alerts_prefix(self, lineage: str) -> str:
+        """Where a lineage's staleness alerts and their ends are (1.17)."""
+        return f"{self.base}lineages/{validate_id(lineage, 'lineage')}/stale-after-"
+
     def lineage_promotion(self, lineage: str) -> str:
         return f"{self.base}lineages/{validate_id(lineage, 'lineage')}/promotion.json"
 

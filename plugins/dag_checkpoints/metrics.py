@@ -29,6 +29,28 @@ def _stats() -> Any:
     return stats
 
 
+def initialize_outside_tasks() -> None:
+    """Airflow sets up the Task SDK's metrics (what :func:`_stats` emits through) in task
+    processes only; a scheduler's thread sets them up the same way, from ``[metrics]``,
+    or its figures would go nowhere."""
+    from airflow.sdk._shared.observability.metrics import stats as sdk_stats
+
+    if getattr(sdk_stats, "_factory", None) is None:
+        from airflow.configuration import conf
+        from airflow.sdk.observability.metrics import stats_utils
+
+        sdk_stats.initialize(factory=stats_utils.get_stats_factory(),
+                             export_legacy_names=conf.getboolean("metrics", "legacy_names_on"))
+
+
+def emit_last_completed_age(pipeline_id: str, dag_id: str | None, age: float) -> None:
+    """The seconds since the pipeline's last completed epoch, emitted periodically by the
+    staleness watcher (:mod:`..staleness_watch`), runs or no runs."""
+    initialize_outside_tasks()
+    _stats().gauge(f"{PREFIX}.last_completed_age", age,
+                   tags=AirflowMetrics(pipeline_id, dag_id).tags)
+
+
 class AirflowMetrics(EpochListener):
     """Emits the epoch statistics of pipeline ``pipeline_id`` (owned by DAG ``dag_id``)."""
 

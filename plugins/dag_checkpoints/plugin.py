@@ -1,12 +1,13 @@
 """The Airflow plugin: the REST API, the Epochs page (an external view embedded in each
-DAG's page) and the DAG-run listener that cancels an ended run's pending epoch.
+DAG's page), the DAG-run listener that cancels an ended run's pending epoch and the
+scheduler's staleness watcher.
 Correctness lives in the operators; nothing here is needed for a run to be checkpointed."""
 
 from __future__ import annotations
 
 from airflow.plugins_manager import AirflowPlugin
 
-from . import airflow_fixes, run_listener
+from . import airflow_fixes, run_listener, staleness_watch
 from .api import app
 
 # The api-server loads this plugin: Airflow defects that break clearing a checkpointed
@@ -20,7 +21,9 @@ class DagCheckpointsPlugin(AirflowPlugin):
     name = "dag_checkpoints"
     # A run that ended with its epoch pending (marked failed by an operator, its
     # dagrun_timeout) has the epoch cancelled at once, not at its timeout.
-    listeners = [run_listener]
+    # ... and each scheduler watches every checkpointed DAG's last-completed age, runs or no
+    # runs, so that silence pages (staleness_watch).
+    listeners = [run_listener, staleness_watch]
     fastapi_apps = [{"app": app, "url_prefix": URL_PREFIX, "name": "DAG checkpoints"}]
     external_views = [{
         "name": "Epochs",

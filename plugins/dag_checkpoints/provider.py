@@ -47,5 +47,13 @@ def get_provider_info() -> dict[str, Any]:
                                "CKPT_FAULT_INJECT fail or hang a task after its snapshot, "
                                "for drills. Off: such a run fails in one line.",
                 "version_added": "0.1.0", "type": "boolean", "example": "True",
-                "default": "False"}}}},
+                "default": "False"},
+                "staleness_check_seconds": {
+                "description": "How often each scheduler looks at every checkpointed DAG: "
+                               "emits dag_checkpoints.last_completed_age, alerts once when "
+                               "no epoch completed within max_epoch_age_seconds (runs or "
+                               "no runs) and sends one resolved notice when one completes "
+                               "again. 0 turns the watcher off.",
+                "version_added": "0.2.0", "type": "float", "example": "60",
+                "default": "60"}}}},
     }

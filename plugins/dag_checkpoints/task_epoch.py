@@ -46,7 +46,7 @@ from checkpointing.protocol.registry import MAIN
 from checkpointing.redaction import redact, spellings
 from checkpointing.tables.changes import event_version
 
-from .notifications import announce_stale
+from .notifications import announce_resolved, announce_stale
 from .runconf import BEGIN_TASK_ID, checkpoint_conf, data_interval
 from .settings import CheckpointSettings
 
@@ -87,6 +87,7 @@ def open_run_epoch(settings: CheckpointSettings, plan: dict[str, TaskPlan], cont
     except CheckpointError as exc:
         raise task_failure(exc, "cannot open an epoch", *settings.roots) from None
     announce_stale(coord, settings.alerts, lineage, context)
+    announce_resolved(coord, settings.alerts, lineage, context)
     if runs_in_process():
         hold_lease(coord, settings.storage, barrier.epoch_id)
     log.info("run %s works for epoch %d of %s, lineage %s (parent %s, savepoint %s)%s",

@@ -27,7 +27,8 @@ MODULE_SECONDS = {
     "test_triggers_epoch_deadline.py": 20, "test_lease.py": 25, "test_coordinator.py": 17,
     "test_merge_tables.py": 15, "test_decided_epochs.py": 15,
     "test_lineage.py": 200, "test_expected_input.py": 210, "test_otel_metrics.py": 120,
-    "test_coordinator_on_s3.py": 20, "test_spark_lakehouse.py": 60,
+    "test_coordinator_on_s3.py": 20, "test_spark_lakehouse.py": 270,
+    "test_airflow_staleness.py": 150,
     "test_state_on_s3.py": 20,
 }
 DEFAULT_SECONDS = 10.0

@@ -134,11 +134,25 @@ def test_staleness_alerts_once_per_stale_period(storage, tmp_path):
     c.abort(b.epoch_id, "declined", "bad input")
     clock.advance(day)
     assert c.records.stale_alert() is None  # the same stale period
+    assert c.records.stale_resolved() == []  # still stale: nothing completed since
+    assert c.records.last_completed_age() == pytest.approx(2 * day + 1)
     run_epoch(c, DIAMOND, tmp=tmp_path, run_id="r3")
     assert c.records.stale_alert() is None  # fresh again
+    assert c.records.last_completed_age() == 0
+    # The period's end is recorded once, whoever checks (the watcher of every scheduler,
+    # a begin step): one "resolved" notice.
+    with ThreadPoolExecutor(8) as pool:
+        ends = [r for rs in pool.map(lambda i: (c if i % 2 else other).records
+                                     .stale_resolved(), range(8)) for r in rs]
+    [end] = ends
+    assert (end.stale_after_epoch_id, end.completed_epoch_id) == (1, 3)
+    assert "complete again" in end.message() and "epoch 3 completed" in end.message()
+    assert c.records.stale_resolved() == []
     clock.advance(day + 1)
     again = c.records.stale_alert()
     assert again is not None and again.last_epoch_id == 3
+    run_epoch(c, DIAMOND, tmp=tmp_path, run_id="r4")
+    assert [r.stale_after_epoch_id for r in c.records.stale_resolved()] == [3]
     unconfigured = Coordinator(storage, "flights", clock=clock)
     assert unconfigured.records.stale_alert() is None
     with pytest.raises(ValueError, match="max_epoch_age_seconds"):

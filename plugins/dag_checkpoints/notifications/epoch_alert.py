@@ -17,7 +17,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from checkpointing import Barrier, Coordinator, EpochMetadata
-from checkpointing.coordination.staleness import StaleAlert
+from checkpointing.coordination.staleness import StaleAlert, StaleResolved
 from checkpointing.errors import CheckpointError
 from checkpointing.records.alerts import EpochAlert
 
@@ -55,7 +55,7 @@ class AlertSettings:
                    tuple(d.get("email_to") or ()), d.get("smtp_conn_id"),
                    d.get("email_from") or "airflow@localhost")
 
-    def notifiers(self, alert: EpochAlert | StaleAlert) -> list[Any]:
+    def notifiers(self, alert: EpochAlert | StaleAlert | StaleResolved) -> list[Any]:
         """The Airflow notifiers that deliver ``alert``."""
         out: list[Any] = []
         if self.webhook_conn_id:
@@ -106,9 +106,26 @@ def announce_stale(coord: Coordinator, settings: AlertSettings, lineage: str = "
     return alert
 
 
-def _deliver(alert: EpochAlert | StaleAlert, settings: AlertSettings,
+def announce_resolved(coord: Coordinator, settings: AlertSettings, lineage: str = "main",
+                      context: dict[str, Any] | None = None) -> list[StaleResolved]:
+    """Deliver one "resolved" notice for each stale period of the lineage that an epoch
+    completed since ended, unless another process did. Never raises."""
+    try:
+        ended = coord.records.stale_resolved(lineage)
+    except CheckpointError as exc:
+        log.warning("end of staleness of %s not checked: %s", coord.pipeline_id, exc)
+        return []
+    for resolved in ended:
+        _deliver(resolved, settings, context, f"lineage {lineage}")
+    return ended
+
+
+def _deliver(alert: EpochAlert | StaleAlert | StaleResolved, settings: AlertSettings,
              context: dict[str, Any] | None, what: str) -> None:
-    log.error("CHECKPOINT ALERT %s", alert.message())
+    if isinstance(alert, StaleResolved):
+        log.warning("CHECKPOINT RESOLVED %s", alert.message())
+    else:
+        log.error("CHECKPOINT ALERT %s", alert.message())
     for notifier in settings.notifiers(alert):
         try:
             notifier.notify(context or {})
