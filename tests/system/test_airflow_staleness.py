@@ -42,7 +42,6 @@ def test_a_paused_dag_pages_once_and_resolves_once(tmp_path):
     sa = Standalone(tmp_path / "airflow", CKPT_STORAGE=f"file://{tmp_path}/ckpt",
                     CKPT_DATA=f"file://{tmp_path}/data",
                     FLIGHTS_MAX_EPOCH_AGE_SECONDS=str(MAX_AGE),
-                    AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION="True",
                     AIRFLOW__DAG_CHECKPOINTS__STALENESS_CHECK_SECONDS=str(PERIOD),
                     AIRFLOW__METRICS__STATSD_ON="True",
                     AIRFLOW__METRICS__STATSD_HOST="127.0.0.1",
@@ -50,6 +49,7 @@ def test_a_paused_dag_pages_once_and_resolves_once(tmp_path):
                     AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED="True",
                     CKPT_ALERT_WEBHOOK_CONN="ckpt_webhook", CKPT_ALERT_WEBHOOK_ENDPOINT="/alerts",
                     AIRFLOW_CONN_CKPT_WEBHOOK=hook.url)
+    sa.env["AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION"] = "True"  # deployed paused
     try:
         sa.start()
         assert sa.get(f"/api/v2/dags/{DAG}").json()["is_paused"] is True
