@@ -3,15 +3,19 @@
 configured (a transport in ``[openlineage]``), and nothing at all otherwise.
 
 - a job task's event: its inputs (the data root's prefixes it consumed new files from; each
-  table input, with the version it read up to as a dataset version facet), its table
-  outputs (with the version committed, when its acknowledgement completed the epoch), and
-  the ``checkpoint`` run facet (pipeline, epoch, attempt, lineage, the epoch it restored);
-- the commit step's event: every table output the epoch published, with the table
-  version its completion committed, and the ``checkpoint`` facet with the decision.
+  table input, with the version it read up to as a dataset version facet; each output of
+  the upstream tasks it reads), its outputs as staged for the epoch (``<task>.<output>``),
+  and the ``dagCheckpoints_epoch`` run facet (pipeline, epoch, attempt, lineage, status,
+  the epoch it restored); a failed or declined attempt's event carries the facet too;
+- the commit step's event: the staged outputs it published as inputs, every table output
+  the epoch published, with the table version its completion committed (the one writer of
+  that version), and the facet with the decision (``completed`` or ``aborted``).
 
-Datasets are named as OpenLineage names storage (``s3://bucket`` + path, ``file`` + path);
-an output that is not a table is named by the pipeline (``dag-checkpoints://<pipeline>``
-+ the output): checkpoint storage's own paths and any credential never appear.
+So the graph connects within a DAG (landing -> each task -> the next -> the commit step ->
+each table) and across DAGs (a table -> the tasks reading it). Datasets are named as
+OpenLineage names storage (``s3://bucket`` + path, ``file`` + path); what is not a table is
+named by the pipeline (``dag-checkpoints://<pipeline>`` + ``<task>.<output>``): checkpoint
+storage's own paths and any credential never appear.
 """
 
 from __future__ import annotations
@@ -25,7 +29,9 @@ from openlineage.client.facet_v2 import RunFacet, dataset_version_dataset
 
 from checkpointing.protocol.state_handle import StateHandle
 
-#: where the ``checkpoint`` facet's JSON schema is published (shipped with the package:
+#: the run facet's key: OpenLineage's ``{prefix}_{name}`` for a custom facet
+FACET_KEY = "dagCheckpoints_epoch"
+#: where the facet's JSON schema is published (shipped with the package:
 #: dag_checkpoints/facets/CheckpointRunFacet.json)
 FACET_SCHEMA = ("https://dag-checkpoints.dev/spec/facets/1-0-0/CheckpointRunFacet.json"
                 "#/$defs/CheckpointRunFacet")
@@ -41,6 +47,7 @@ class CheckpointRunFacet(RunFacet):
     status: str
     attempt: int | None = None
     restoredFromEpoch: int | None = None  # noqa: N815 - OpenLineage's camelCase
+    reason: str | None = None
 
     @staticmethod
     def _get_schema() -> str:
@@ -66,12 +73,31 @@ def _version(v: int | None) -> dict[str, Any]:
         "version": dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=str(v))}
 
 
-def _output(pipeline: str, name: str, out: Any, version: int | None) -> OutputDataset:
+def _staged(pipeline: str, task_id: str, name: str) -> tuple[str, str]:
+    """(namespace, name) of a task's output as staged for its epoch."""
+    return f"dag-checkpoints://{pipeline}", f"{task_id}.{name}"
+
+
+def _table(out: Any, version: int | None) -> OutputDataset | None:
     table = (out.meta or {}).get("table") if out is not None else None
     if table and table.get("location"):
         ns, path = dataset_name(table["location"])
         return OutputDataset(ns, path, facets=_version(version))
-    return OutputDataset(f"dag-checkpoints://{pipeline}", name)
+    return None
+
+
+def failed_lineage(coord: Any, epoch_id: int, attempt: int) -> Any:
+    """The OperatorLineage of an attempt that did not acknowledge: no dataset, the facet
+    naming the epoch and the attempt; ``aborted`` with the reason when the epoch was
+    (declined, timed out), else ``failed``."""
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
+    barrier, meta = coord.barrier(epoch_id), coord.metadata(epoch_id)
+    aborted = meta is not None and meta.status == "aborted"
+    facet = CheckpointRunFacet(coord.pipeline_id, epoch_id, barrier.lineage,
+                               "aborted" if aborted else "failed", attempt,
+                               reason=meta.reason if aborted else None)
+    return OperatorLineage(run_facets={FACET_KEY: facet})
 
 
 def task_lineage(coord: Any, data_root: str, epoch_id: int, task_id: str) -> Any:
@@ -82,7 +108,13 @@ def task_lineage(coord: Any, data_root: str, epoch_id: int, task_id: str) -> Any
     handle: StateHandle | None = coord.acknowledged_handle(epoch_id, task_id)
     if handle is None:
         return OperatorLineage()
+    pipeline = coord.pipeline_id
     inputs = []
+    plan = barrier.plan.get(task_id)
+    for up in plan.upstream if plan is not None else ():
+        upstream = coord.acknowledged_handle(epoch_id, up)
+        for name in sorted(upstream.outputs if upstream is not None else ()):
+            inputs.append(InputDataset(*_staged(pipeline, up, name)))
     for prefix in handle.metrics.get("input_prefixes", []):
         ns, path = dataset_name(_join(data_root, prefix))
         inputs.append(InputDataset(ns, path))
@@ -93,13 +125,12 @@ def task_lineage(coord: Any, data_root: str, epoch_id: int, task_id: str) -> Any
             continue
         ns, path = dataset_name(spec.location)
         inputs.append(InputDataset(ns, path, facets=_version(read.get("to_version"))))
-    committed = coord.catalog.published_tables(epoch_id)
-    outputs = [_output(coord.pipeline_id, name, out, committed.get(name))
-               for name, out in sorted(handle.outputs.items())]
-    facet = CheckpointRunFacet(coord.pipeline_id, epoch_id, barrier.lineage, "acknowledged",
+    outputs = [OutputDataset(*_staged(pipeline, task_id, name))
+               for name in sorted(handle.outputs)]
+    facet = CheckpointRunFacet(pipeline, epoch_id, barrier.lineage, "acknowledged",
                                handle.attempt, handle.restored_from.get("epoch_id")
                                if handle.restored_from else None)
-    return OperatorLineage(inputs=inputs, outputs=outputs, run_facets={"checkpoint": facet})
+    return OperatorLineage(inputs=inputs, outputs=outputs, run_facets={FACET_KEY: facet})
 
 
 def commit_lineage(coord: Any, epoch_id: int) -> Any:
@@ -109,14 +140,22 @@ def commit_lineage(coord: Any, epoch_id: int) -> Any:
     meta = coord.metadata(epoch_id)
     barrier = coord.barrier(epoch_id)
     status = meta.status if meta is not None else "pending"
-    outputs = []
+    inputs, outputs = [], []
     manifest = coord.catalog.manifest()
     if meta is not None and meta.completed and manifest is not None:
+        producers = {name: task for task, h in coord.completed_handles(epoch_id).items()
+                     for name in h.outputs}
         for name, out in sorted(manifest.outputs.items()):
-            if out.epoch_id == epoch_id:
-                version = (out.meta or {}).get("table_version")
-                outputs.append(_output(coord.pipeline_id, name, out,
-                                       None if version is None else int(version)))
+            if out.epoch_id != epoch_id:
+                continue
+            version = (out.meta or {}).get("table_version")
+            table = _table(out, None if version is None else int(version))
+            if table is None:
+                continue
+            outputs.append(table)
+            if name in producers:
+                inputs.append(InputDataset(*_staged(coord.pipeline_id, producers[name], name)))
     facet = CheckpointRunFacet(coord.pipeline_id, epoch_id, barrier.lineage, status, None,
-                               barrier.parent_epoch_id)
-    return OperatorLineage(outputs=outputs, run_facets={"checkpoint": facet})
+                               barrier.parent_epoch_id,
+                               meta.reason if meta is not None and not meta.completed else None)
+    return OperatorLineage(inputs=inputs, outputs=outputs, run_facets={FACET_KEY: facet})

@@ -109,18 +109,19 @@ def test_lineage_events_carry_epochs_and_table_versions(af):
                                 "DatasetVersionDatasetFacet")
     for task in ("readings", "summary"):
         ev = complete(task)
-        facet = ev["run"]["facets"]["checkpoint"]
+        facet = ev["run"]["facets"]["dagCheckpoints_epoch"]
         assert not list(facet_schema.iter_errors(facet)), facet
         handle = c.completed_handles(2)[task]
         assert (facet["pipeline"], facet["epoch"], facet["attempt"], facet["status"]) == \
             (PIPELINE, 2, handle.attempt, "acknowledged")
         assert facet["restoredFromEpoch"] == 1
-    # readings: the landing prefix it read, the table it appends to
+    ns = f"dag-checkpoints://{PIPELINE}"
+    # readings: the landing prefix it read, its output as staged for the commit step
     readings = complete("readings")
     assert [(i["namespace"], i["name"]) for i in readings["inputs"]] == \
         [("file", f"{tmp}/data/raw/readings/")]
     assert [(o["namespace"], o["name"]) for o in readings["outputs"]] == \
-        [("file", f"{tmp}/data/tables/landed")]
+        [(ns, "readings.landed")]
     # summary: the table input, at the version the barrier pinned and its state recorded
     summary = complete("summary")
     [table_in] = summary["inputs"]
@@ -129,10 +130,11 @@ def test_lineage_events_carry_epochs_and_table_versions(af):
     assert not list(version_schema.iter_errors(table_in["facets"]["version"]))
     assert table_in["facets"]["version"]["datasetVersion"] == str(read) == "1"
     assert [(o["namespace"], o["name"]) for o in summary["outputs"]] == \
-        [(f"dag-checkpoints://{PIPELINE}", "summary")]
-    # the commit step: the table version the epoch's completion committed
+        [(ns, "summary.summary")]
+    # the commit step: what it published from, the table version it committed
     commit = complete("checkpoint_commit")
-    assert commit["run"]["facets"]["checkpoint"]["status"] == "completed"
+    assert commit["run"]["facets"]["dagCheckpoints_epoch"]["status"] == "completed"
+    assert [(i["namespace"], i["name"]) for i in commit["inputs"]] == [(ns, "readings.landed")]
     committed = c.catalog.published_tables(2)["landed"]
     outs = {o["name"]: o for o in commit["outputs"]}
     landed = outs[f"{tmp}/data/tables/landed"]
@@ -140,3 +142,25 @@ def test_lineage_events_carry_epochs_and_table_versions(af):
     from deltalake import DeltaTable
 
     assert DeltaTable(str(tmp / "data/tables/landed")).version() == committed
+
+    # The graph, from the received events alone: landing -> readings -> the commit step ->
+    # the table -> summary, and one writer of each table version.
+    edges = set()
+    writers: dict[tuple[str, str], list[str]] = {}
+    for ev in events:
+        if ev["eventType"] != "COMPLETE":
+            continue
+        job = ev["job"]["name"]
+        edges |= {(i["name"], job) for i in ev.get("inputs", [])}
+        edges |= {(job, o["name"]) for o in ev.get("outputs", [])}
+        for o in ev.get("outputs", []):
+            if "version" in o.get("facets", {}):
+                key = (o["name"], o["facets"]["version"]["datasetVersion"])
+                writers.setdefault(key, []).append(job)
+    table = f"{tmp}/data/tables/landed"
+    path = [f"{tmp}/data/raw/readings/", f"{DAG}.readings", "readings.landed",
+            f"{DAG}.checkpoint_commit", table, f"{DAG}.summary", "summary.summary"]
+    assert all(edge in edges for edge in zip(path, path[1:], strict=False)), sorted(edges)
+    assert writers and all(jobs == [f"{DAG}.checkpoint_commit"] for jobs in writers.values()), \
+        writers
+

@@ -144,6 +144,8 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
         #: the epoch this attempt acknowledged in this process, for the OpenLineage
         #: provider's call after execute returns (submit mode: read from the XCom)
         self._lineage_epoch: int | None = None
+        #: (epoch, attempt) of this attempt once known, for a failed attempt's lineage
+        self._attempt: tuple[int, int] | None = None
 
     def _checked_settings(self) -> CheckpointSettings:
         """The DAG's settings; a task built outside ``checkpoint_dag`` has none."""
@@ -168,6 +170,7 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
         if self.table_input_grace > 0 and self._may_begin(context):
             self._await_table_versions(context, self.settings, self.epoch_plan)
         epoch, attempt = task_epoch(self, context), context["ti"].try_number
+        self._attempt = (epoch, attempt)
         self._decline_unchanged_tables(context, epoch)
         if self.settings.spark_mode == "submit":
             self._submit(epoch, attempt)
@@ -261,6 +264,21 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
             return OperatorLineage()
         return task_lineage(self.settings.coordinator(), self.settings.data, int(epoch),
                             self.task_id)
+
+    def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
+        """A failed or declined attempt: the run facet naming its epoch and attempt, so a
+        lineage tool ties the FAIL event to the epoch (:mod:`..lineage`)."""
+        from airflow.providers.openlineage.extractors import OperatorLineage
+
+        from ..lineage import failed_lineage
+
+        if self._attempt is None or self.settings is None:
+            return OperatorLineage()
+        try:
+            return failed_lineage(self.settings.coordinator(), *self._attempt)
+        except Exception as exc:  # noqa: BLE001 - lineage must not hide the task's failure
+            self.log.warning("lineage of the failed attempt not read: %s", type(exc).__name__)
+            return OperatorLineage()
 
     def on_kill(self) -> None:
         """Airflow stops this task (marked failed or success, cleared, its run failed, its
