@@ -104,6 +104,17 @@ class Standalone:
             pass
         self.log.close()
 
+    def wait_for(self, pred: Any, timeout: float, what: str, why: Any = None) -> Any:
+        """``pred()``'s first true value, asked every 0.5 s; after ``timeout`` an
+        AssertionError naming ``what`` with ``why()`` (default: the log's tail)."""
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            value = pred()
+            if value:
+                return value
+            time.sleep(0.5)
+        raise AssertionError(f"{what} not within {timeout}s\n{why() if why else self.tail()}")
+
     def tail(self, n: int = 4000) -> str:
         p = self.home / "standalone.log"
         return p.read_text(errors="replace")[-n:] if p.exists() else ""

@@ -79,14 +79,7 @@ def _control(tmp: Path, name: str, on: bool = True) -> None:
 
 def _wait(pred, timeout: float, what: str, sa: Standalone, dag: str = A,
           run: str | None = None):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        value = pred()
-        if value:
-            return value
-        time.sleep(0.5)
-    why = sa.diagnose(dag, run) if run else sa.tail()
-    raise AssertionError(f"{what} not within {timeout}s\n{why}")
+    return sa.wait_for(pred, timeout, what, (lambda: sa.diagnose(dag, run)) if run else None)
 
 
 def _epoch_of(sa: Standalone, tmp: Path, dag: str, run: str) -> int:

@@ -23,16 +23,6 @@ MAX_AGE = 600.0
 PERIOD = 3
 
 
-def _wait(what, timeout: float, sa: Standalone):
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        found = what()
-        if found:
-            return found
-        time.sleep(1)
-    raise AssertionError(f"not within {timeout}s: {sa.tail()}")
-
-
 def test_a_paused_dag_pages_once_and_resolves_once(tmp_path):
     config = CheckpointConfig(max_epoch_age_seconds=MAX_AGE)
     storage = LocalStorage(tmp_path / "ckpt")
@@ -59,8 +49,8 @@ def test_a_paused_dag_pages_once_and_resolves_once(tmp_path):
                     if m.kind == "g" and m.tags.get("pipeline") == DAG]
 
         # The DAG is paused and the scheduler was just started: the first look pages.
-        _wait(lambda: hook.received, 10 * PERIOD + 60, sa)
-        _wait(lambda: len(ages()) >= 3, 10 * PERIOD + 60, sa)
+        sa.wait_for(lambda: hook.received, 10 * PERIOD + 60, "the staleness alert")
+        sa.wait_for(lambda: len(ages()) >= 3, 10 * PERIOD + 60, "three gauges")
         seen = ages()
         assert seen[0] > 2 * MAX_AGE - 120 and seen[-1] > seen[0], seen  # it grows
         time.sleep(3 * PERIOD)  # more looks, no second page
@@ -70,11 +60,11 @@ def test_a_paused_dag_pages_once_and_resolves_once(tmp_path):
         assert sa.get(f"/api/v2/dags/{DAG}/dagRuns").json()["total_entries"] == 0
 
         run_epoch(Coordinator(storage, DAG, config), DIAMOND, tmp=tmp_path, run_id="again")
-        _wait(lambda: len(hook.received) >= 2, 10 * PERIOD + 60, sa)
+        sa.wait_for(lambda: len(hook.received) >= 2, 10 * PERIOD + 60, "the resolved notice")
         time.sleep(3 * PERIOD)
         assert len(hook.received) == 2, hook.received
         assert f"{DAG} complete again" in hook.received[1]["json"]["text"]
-        _wait(lambda: ages()[-1] < 120, 10 * PERIOD + 60, sa)
+        sa.wait_for(lambda: ages()[-1] < 120, 10 * PERIOD + 60, "the gauge's drop")
     finally:
         sa.stop()
         hook.stop()
