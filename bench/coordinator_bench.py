@@ -93,8 +93,9 @@ def page_refresh_requests(c: Coordinator, cache) -> int:  # noqa: ANN001
     from checkpointing.views.listing import list_epochs
 
     c.storage.stats.reset()
-    list_epochs(c, limit=50, per_task=True, cache=cache)  # GET .../epochs
+    list_epochs(c, limit=50, per_task=True, cache=cache, count=True)  # GET .../epochs
     c.latest_completed()
+    c.records.last_completed_age()
     c.catalog.savepoints()  # GET .../savepoints
     c.catalog.manifest()  # GET .../lineages
     for o in c.catalog.origins():

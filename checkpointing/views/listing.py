@@ -9,7 +9,7 @@ costs the listings and one registry read once the rows are cached.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from checkpointing.json_types import JsonObject
 from checkpointing.protocol.epoch_reader import EpochReader
@@ -25,6 +25,8 @@ class EpochListing:
 
     rows: list[EpochStats]
     total: int
+    #: every matching epoch by status (completed, aborted, pending, damaged), when asked
+    counts: dict[str, int] = field(default_factory=dict)
 
 
 def _decided(st: EpochStats) -> bool:
@@ -51,10 +53,11 @@ def epoch_row(epochs: EpochReader, epoch_id: int, per_task: bool, has_files: boo
 
 def list_epochs(epochs: EpochReader, limit: int = 50, lineage: str | None = None,
                 per_task: bool = False, offset: int = 0,
-                cache: SummaryCache = CACHE) -> EpochListing:
+                cache: SummaryCache = CACHE, count: bool = False) -> EpochListing:
     """Epochs that still have files and failed epochs kept in the history, newest first,
     ``offset`` rows skipped. An epoch with damaged documents is listed as ``damaged``,
-    never dropped or fatal."""
+    never dropped or fatal. With ``count``, every matching epoch is read (decided ones from
+    ``cache`` after the first time) and counted by status, for a page's header."""
     with_files = set(epochs.epoch_ids())
     ids = sorted(with_files | set(history_ids(epochs.storage, epochs.layout)),
                  reverse=True)
@@ -68,10 +71,13 @@ def list_epochs(epochs: EpochReader, limit: int = 50, lineage: str | None = None
             st.created_at, st.detail = entry.created_at, "opening: no barrier yet"
         return st
 
-    if lineage is None:
+    if lineage is None and not count:
         return EpochListing([row(e) for e in ids[offset:offset + limit]], len(ids))
-    matching = [st for st in (row(e) for e in ids) if st.lineage == lineage]
-    return EpochListing(matching[offset:offset + limit], len(matching))
+    matching = [st for st in (row(e) for e in ids) if lineage is None or st.lineage == lineage]
+    counts: dict[str, int] = {}
+    for st in matching:
+        counts[st.status] = counts.get(st.status, 0) + 1
+    return EpochListing(matching[offset:offset + limit], len(matching), counts if count else {})
 
 
 def listing_row(st: EpochStats, manifest: Manifest | None) -> JsonObject:

@@ -189,18 +189,22 @@ def get_epochs(dag_id: str = DagId, limit: int = Query(50, ge=1, le=500),
                lineage: str | None = Query(None, pattern=ID_PATTERN)) -> dict[str, Any]:
     """Epochs with files and epochs kept in the history after retention (``source``:
     ``epoch``, ``history`` or ``damaged``), newest first, ``offset`` rows skipped;
-    ``total`` counts every epoch that matches; ``tables``: the table version each table
-    output got from the epoch. Decided epochs come from their summaries (PROTOCOL 5.7) and
-    this server's cache of them."""
+    ``total`` counts every epoch that matches, ``counts`` by status; ``tables``: the table
+    version each table output got from the epoch; ``last_completed_age_seconds``: since
+    the main lineage's last completed epoch. Decided epochs come from their summaries
+    (PROTOCOL 5.7) and this server's cache of them."""
     coord = _coordinator(dag_id)
     try:
         listing = list_epochs(coord, limit=limit, lineage=lineage, per_task=True,
-                              offset=offset)
+                              offset=offset, count=True)
         manifest = coord.catalog.manifest()
         # the per-task rows are the detail route's
         rows = [listing_row(st, manifest) for st in listing.rows]
+        age = coord.records.last_completed_age()
         return {"dag_id": dag_id, "latest_completed": coord.latest_completed(),
-                "epochs": rows, "total": listing.total, "offset": offset, "limit": limit}
+                "last_completed_age_seconds": None if age is None else round(age, 1),
+                "counts": listing.counts, "epochs": rows, "total": listing.total,
+                "offset": offset, "limit": limit}
     except CheckpointError as exc:
         raise _storage_errors(exc, coord) from None
 

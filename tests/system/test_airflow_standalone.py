@@ -341,6 +341,14 @@ def test_epochs_page_in_headless_chromium(af, tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     seen = json.loads(r.stdout.strip().splitlines()[-1])
     assert seen["rows"] == len(expected)
+    # The header: completed and failed epochs, counted as the REST listing counts them
+    # (every epoch, not just this page's), and the last completed epoch's age.
+    listing = sa.get(f"{API}/epochs").json()
+    counts = listing["counts"]
+    assert sum(counts.values()) == listing["total"], listing
+    assert seen["header"]["completed"] == str(counts.get("completed", 0)) != "0", seen
+    assert seen["header"]["failed"] == str(counts.get("aborted", 0)), seen
+    assert seen["header"]["age"].endswith(" ago"), seen["header"]
     # Each row names the table versions its epoch published ("gold_route_stats v3"), as
     # the REST listing and the manifest's history say; the completed epochs published some.
     for e in expected:

@@ -36,6 +36,10 @@ try {
   const rows = frame.locator("#epochs tbody tr");
   await rows.first().waitFor();
   const rowCount = await rows.count();
+  // The header: completed and failed epochs, the last completed epoch's age.
+  const header = { completed: await frame.locator("#count-completed").textContent(),
+    failed: await frame.locator("#count-failed").textContent(),
+    age: await frame.locator("#latest-age").textContent() };
   // The "Tables published" column of each row, epoch id -> text.
   const tablesCells = await frame.locator("#epochs tbody tr").evaluateAll((trs) =>
     Object.fromEntries(trs.map((tr) => [tr.dataset.epochId, tr.querySelector("td.tables")?.textContent ?? null])));
@@ -131,7 +135,7 @@ try {
   const background = await dark.locator("body").evaluate((b) => getComputedStyle(b).backgroundColor);
   if (SCREENSHOT_DARK) await page.screenshot({ path: SCREENSHOT_DARK, fullPage: true });
 
-  console.log(JSON.stringify({ snapshots, sizes, rows: rowCount, tables: tablesCells, attempts: attemptsCells,
+  console.log(JSON.stringify({ header, snapshots, sizes, rows: rowCount, tables: tablesCells, attempts: attemptsCells,
     message_height: messageHeight, task_rows: taskRows,
     restored_from: restoredFrom, row_heights: rowHeights,
     selected: { rows: selectedRow, detail_status: detailStatus, detail_acked: detailAcked,

@@ -253,6 +253,10 @@ def test_after_120_epochs_with_one_retained_the_history_keeps_the_last_100(stora
     # the aborted ones the failure history keeps, with their reason
     assert all(rows[e].status == "aborted" and rows[e].reason == "declined"
                for e in aborted if e in rows)
+    # the page's header counts every listed epoch, not one page of them
+    page = list_epochs(c, limit=10, per_task=True, cache=SummaryCache(), count=True)
+    assert page.counts == {"completed": 101, "aborted": sum(e in rows for e in aborted)}
+    assert len(page.rows) == 10 and page.total == len(rows)
     shown = json.loads(ckpt(storage, "show", str(kept[0]), "--json").stdout)
     assert shown["source"] == "history" and shown["status"] == "completed"
     assert ckpt(storage, "show", str(completed[-102])).returncode == 2  # pruned

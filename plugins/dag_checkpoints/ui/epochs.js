@@ -283,6 +283,13 @@ function epochRow(e) {
   return tr;
 }
 
+function ago(seconds) {
+  if (seconds >= 2 * 86400) return `${(seconds / 86400).toFixed(1)} days`;
+  if (seconds >= 2 * 3600) return `${(seconds / 3600).toFixed(1)} hours`;
+  if (seconds >= 120) return `${Math.round(seconds / 60)} minutes`;
+  return `${Math.round(seconds)} s`;
+}
+
 async function load() {
   const [list, sps, lin] = await Promise.all([
     call(`${api}/epochs?limit=${PAGE}&offset=${offset}`), call(`${api}/savepoints`), call(`${api}/lineages`)]);
@@ -292,6 +299,11 @@ async function load() {
   document.getElementById("newer").disabled = offset === 0;
   document.getElementById("older").disabled = offset + epochs.length >= list.total;
   document.getElementById("latest").textContent = list.latest_completed ?? "none";
+  const counts = list.counts || {};
+  document.getElementById("count-completed").textContent = counts.completed ?? 0;
+  document.getElementById("count-failed").textContent = counts.aborted ?? 0;
+  const age = list.last_completed_age_seconds;
+  document.getElementById("latest-age").textContent = age == null ? "" : `${ago(age)} ago`;
   document.getElementById("savepoints").textContent = sps.savepoints.map((s) => s.name).join(", ") || "none";
   const pub = lin.published;
   document.getElementById("published").textContent = pub ? `epoch ${pub.epoch_id} (${pub.lineage})` : "nothing yet";
