@@ -26,6 +26,7 @@ TASK_TIMERS = {"restore_ms": "task.restore", "run_ms": "task.run",
 def _stats() -> Any:
     from airflow.sdk.observability import stats
 
+    initialize_outside_tasks()  # a scheduler's thread, a triggerer's runner
     return stats
 
 
@@ -46,7 +47,6 @@ def initialize_outside_tasks() -> None:
 def emit_last_completed_age(pipeline_id: str, dag_id: str | None, age: float) -> None:
     """The seconds since the pipeline's last completed epoch, emitted periodically by the
     staleness watcher (:mod:`..staleness_watch`), runs or no runs."""
-    initialize_outside_tasks()
     _stats().gauge(f"{PREFIX}.last_completed_age", age,
                    tags=AirflowMetrics(pipeline_id, dag_id).tags)
 
