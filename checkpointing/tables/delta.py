@@ -415,6 +415,8 @@ def _deleted_rows(dt: DeltaTable) -> dict[str, Any]:
     import numpy as np
     import pyarrow as pa
 
+    if "deletionVectors" not in set(dt.protocol().reader_features or ()):
+        return {}  # no file of it can have one (and delta-rs is not asked to look)
     masks = pa.table(dt.deletion_vectors())
     if not masks.num_rows:
         return {}

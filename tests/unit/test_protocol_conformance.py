@@ -170,6 +170,11 @@ def written_documents(tmp_path: Path) -> dict[str, list[dict]]:
     stale = Coordinator(st, "p", CheckpointConfig(max_epoch_age_seconds=1),
                         clock=lambda: time.time() + 10)
     assert stale.records.stale_alert() is not None
+    from checkpointing.coordination.staleness import StaleResolved, record_resolved
+
+    assert record_resolved(st, c.layout, StaleResolved("p", "main", 1, 3,
+                                                       "2013-01-04T00:05:00.000Z",
+                                                       "2013-01-04T00:06:00.000Z"))
     list_epochs(c, per_task=True)
     out: dict[str, list[dict]] = {"ckpt.lease": [lease]}
     for path in sorted(root.rglob("*")):
@@ -184,6 +189,7 @@ def decoders(tmp_path: Path) -> dict[str, Callable[[bytes], object]]:
     from checkpointing import LocalStorage
     from checkpointing.coordination.lease import lease_ttl
     from checkpointing.coordination.staleness import CODEC as STALE
+    from checkpointing.coordination.staleness import RESOLVED_CODEC
     from checkpointing.protocol.acknowledgement import Acknowledgement
     from checkpointing.protocol.barrier import Barrier
     from checkpointing.protocol.epoch_metadata import EpochMetadata
@@ -214,6 +220,7 @@ def decoders(tmp_path: Path) -> dict[str, Callable[[bytes], object]]:
     out["ckpt.lease"] = lambda data: lease_ttl(data, "doc")
     out["ckpt.operation"] = lambda data: OPERATION.decode(data, "doc")
     out["ckpt.stale-alert"] = lambda data: STALE.decode(data, "doc")
+    out["ckpt.stale-resolved"] = lambda data: RESOLVED_CODEC.decode(data, "doc")
     return out
 
 
