@@ -471,7 +471,11 @@ def read_changes(spec: TableInput, start: TableVersion | None, end: TableVersion
         rel = unquote(path)
         uri = rel if "://" in rel else store.uri(rel)
         values = dict(values or {})  # keyed by physical name under column mapping
-        logical = {c: values.get(physical.get(c, c), values.get(c)) for c in parts}
+        # only the values the action gives: a remove without them (delta-rs writes such)
+        # is completed from the table at start (_with_partitions)
+        keys = {c: next((k for k in (physical.get(c, c), c) if k in values), None)
+                for c in parts}
+        logical = {c: values[k] for c, k in keys.items() if k is not None}
         return DataFile(uri, int(size or 0), logical if parts else values, records)
 
     if start is None or start.version < 0:  # from the empty table: its content at end
