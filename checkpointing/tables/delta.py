@@ -442,15 +442,10 @@ def _dv_key(action: JsonObject) -> str:
 def read_changes(spec: TableInput, start: TableVersion | None, end: TableVersion,
                  endpoint_url: str | None) -> ChangeSet:
     """The change set of (``start``, ``end``]: the whole table at ``end`` when ``start`` is
-    None, else the net ``add``/``remove`` actions of the commits ``start+1 .. end``.
-
-    A file of a Delta table is its path with its deletion vector: a DELETE, UPDATE or MERGE
-    that writes deletion vectors removes (path, old vector) and adds (path, new vector). Net
-    of the range, a path both removed and added retracts just the rows its vector deleted
-    in between (and adds any it no longer deletes, as after a RESTORE); the rows a vector
-    deletes are taken from delta-rs's keep masks at ``start`` and ``end``. Actions with
-    ``dataChange: false`` (OPTIMIZE, Z-ORDER, purging vectors: the same rows in other files)
-    are no change and are skipped: what they remove was added, or is retracted, by value."""
+    None, else the net ``add``/``remove`` actions of the commits ``start+1 .. end``. A file
+    is its path with its deletion vector (:func:`_net_of_vectors` nets a vector that grew);
+    actions with ``dataChange: false`` (OPTIMIZE, Z-ORDER, purging vectors: the same rows in
+    other files) are no change: what they remove was added, or is retracted, by value."""
     import pyarrow as pa
 
     from checkpointing.storage import open_storage
@@ -549,10 +544,12 @@ def _net_of_vectors(spec: TableInput, start: TableVersion, dt_end: DeltaTable,
                     adds: dict[tuple[str, str], DataFile],
                     removes: dict[tuple[str, str], DataFile], endpoint_url: str | None
                     ) -> tuple[tuple[DataFile, ...], dict[str, DataFile]]:
-    """The added files and the removed ones (by path) with the rows that count: a path
-    removed with one deletion vector and added with another yields the rows deleted in
-    between (retracted) and those no longer deleted (added); a path only added or only
-    removed yields its rows less those its vector deletes at ``end`` or ``start``."""
+    """The added files and the removed ones (by path) with the rows that count. A DELETE,
+    UPDATE or MERGE that writes deletion vectors removes (path, old vector) and adds (path,
+    new vector): net of the range, such a path yields the rows deleted in between
+    (retracted) and those no longer deleted (added, as after a RESTORE); a path only added
+    or only removed yields its rows less those its vector deletes at ``end`` or ``start``.
+    The rows come from delta-rs's keep masks at ``start`` and ``end``."""
     import dataclasses
 
     import numpy as np
