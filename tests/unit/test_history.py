@@ -10,8 +10,6 @@ import os
 import subprocess
 import sys
 
-import pytest
-
 from checkpointing import (
     CheckpointConfig,
     Coordinator,
@@ -220,43 +218,3 @@ def test_a_lister_that_read_an_epoch_before_retention_deleted_it_shows_its_histo
     assert [(s.epoch_id, s.tasks_acked, s.tasks_total, s.source) for s in rows] == [
         (2, 4, 4, "epoch"), (1, 4, 4, "history")]
 
-
-def test_after_120_epochs_with_one_retained_the_history_keeps_the_last_100(storage, tmp_path):
-    """Flink keeps a bounded history of checkpoint statistics whatever it retains: with
-    retained_epochs=1 and the default epoch_history (100), 120 completed epochs (every
-    tenth one preceded by an aborted one) leave the retained epoch and the 100 completed
-    ones before it listed with their figures, and the aborted ones with their reason, in
-    the listing the REST API, the page and ``ckpt epochs`` share; older ones are pruned by
-    the history's rule."""
-    if hasattr(storage, "bucket"):
-        pytest.skip("the history's rule is the store's listing, checked on MinIO by the "
-                    "shorter tests here; 120 epochs there would cost minutes")
-    c = Coordinator(storage, "p", CheckpointConfig(retained_epochs=1))
-    assert c.config.epoch_history == 100
-    completed, aborted = [], []
-    for n in range(1, 121):
-        if n % 10 == 0:
-            b = c.begin_epoch(DIAMOND, f"bad{n}")
-            aborted.append(c.abort(b.epoch_id, "declined", "no input").epoch_id)
-        meta = run_epoch(c, tmp=tmp_path, run_id=f"r{n}", payload=str(n).encode())
-        completed.append(meta.epoch_id)
-        run_retention(c)
-    listing = list_epochs(c, limit=500, per_task=True, cache=SummaryCache())  # as REST
-    rows = {r.epoch_id: r for r in listing.rows}
-    kept = [e for e in completed if e in rows]
-    assert kept == completed[-101:], (len(kept), kept[:3])
-    assert all(rows[e].status == "completed" and rows[e].tasks_acked == len(DIAMOND)
-               and rows[e].state_bytes > 0 and rows[e].duration_ms is not None
-               for e in kept)
-    assert rows[completed[-1]].source == "epoch"
-    assert {rows[e].source for e in kept[:-1]} == {"history"}
-    # the aborted ones the failure history keeps, with their reason
-    assert all(rows[e].status == "aborted" and rows[e].reason == "declined"
-               for e in aborted if e in rows)
-    # the page's header counts every listed epoch, not one page of them
-    page = list_epochs(c, limit=10, per_task=True, cache=SummaryCache(), count=True)
-    assert page.counts == {"completed": 101, "aborted": sum(e in rows for e in aborted)}
-    assert len(page.rows) == 10 and page.total == len(rows)
-    shown = json.loads(ckpt(storage, "show", str(kept[0]), "--json").stdout)
-    assert shown["source"] == "history" and shown["status"] == "completed"
-    assert ckpt(storage, "show", str(completed[-102])).returncode == 2  # pruned
