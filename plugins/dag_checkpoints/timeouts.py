@@ -113,7 +113,11 @@ async def deadline_missed(context: dict[str, Any] | None = None, *, pipeline_id:
             await asyncio.sleep(wait + 0.05)
         # Decided meanwhile (completed, or aborted by its watchdog): that decision is
         # returned and nothing is alerted twice (the alert record is created once).
-        await asyncio.to_thread(expire_epoch, settings, coord, barrier, context or {})
+        meta = await asyncio.to_thread(expire_epoch, settings, coord, barrier, context or {})
+        log.info("deadline missed for run %s: its epoch %d of %s is %s", barrier.run_id,
+                 barrier.epoch_id, settings.pipeline_id,
+                 f"{meta.status} ({meta.reason})" if meta and meta.reason
+                 else meta.status if meta else "not past its deadline")
     except Exception:  # the triggerer must survive whatever storage says
         log.exception("checkpoint deadline callback failed")
 
