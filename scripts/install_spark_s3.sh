@@ -12,10 +12,11 @@ HADOOP=3.5.0
 AWSSDK=2.35.4   # hadoop-project 3.5.0's aws-java-sdk-v2.version
 AAL=1.3.1       # its amazon-s3-analyticsaccelerator-s3.version (a compile dependency)
 DELTA=4.4.0     # delta-spark for Spark 4.2 (io.delta:delta-spark_4.2_2.13)
+PGJDBC=42.7.14  # PostgreSQL's JDBC driver: a metastore of Spark's catalog there
 M2=${MAVEN_REPO:-$HOME/.m2/repository}
 want=(".tools/jars/hadoop-aws-$HADOOP.jar" ".tools/jars/bundle-$AWSSDK.jar"
       ".tools/jars/analyticsaccelerator-s3-$AAL.jar" ".tools/jars/delta-spark_4.2_2.13-$DELTA.jar"
-      ".tools/jars/delta-storage-$DELTA.jar")
+      ".tools/jars/delta-storage-$DELTA.jar" ".tools/jars/postgresql-$PGJDBC.jar")
 missing=0
 for w in "${want[@]}"; do [ -e "$w" ] || missing=1; done
 if [ "$missing" = 0 ]; then exit 0; fi
@@ -26,7 +27,8 @@ fi
 mkdir -p .tools/jars
 for art in "org.apache.hadoop:hadoop-aws:$HADOOP" "software.amazon.awssdk:bundle:$AWSSDK" \
            "software.amazon.s3.analyticsaccelerator:analyticsaccelerator-s3:$AAL" \
-           "io.delta:delta-spark_4.2_2.13:$DELTA" "io.delta:delta-storage:$DELTA"; do
+           "io.delta:delta-spark_4.2_2.13:$DELTA" "io.delta:delta-storage:$DELTA" \
+           "org.postgresql:postgresql:$PGJDBC"; do
   mvn -q dependency:get -Dartifact="$art" -Dtransitive=false
 done
 ln -sf "$M2/org/apache/hadoop/hadoop-aws/$HADOOP/hadoop-aws-$HADOOP.jar" "${want[0]}"
@@ -35,3 +37,4 @@ ln -sf "$M2/software/amazon/s3/analyticsaccelerator/analyticsaccelerator-s3/$AAL
   "${want[2]}"
 ln -sf "$M2/io/delta/delta-spark_4.2_2.13/$DELTA/delta-spark_4.2_2.13-$DELTA.jar" "${want[3]}"
 ln -sf "$M2/io/delta/delta-storage/$DELTA/delta-storage-$DELTA.jar" "${want[4]}"
+ln -sf "$M2/org/postgresql/postgresql/$PGJDBC/postgresql-$PGJDBC.jar" "${want[5]}"

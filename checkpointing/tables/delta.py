@@ -321,6 +321,19 @@ _READABLE_FEATURES = frozenset({"deletionVectors", "columnMapping", "timestampNt
                                 "v2Checkpoint", "vacuumProtocolCheck"})
 
 
+def ensure_created(spec: TableSpec, schema_json: str, endpoint_url: str | None = None) -> int:
+    """Create the table (version 0: its schema, no data) unless it exists, as its first
+    commit would; returns its newest version. A table registered under a catalog name
+    before its first epoch completes needs a log for the catalog to point at."""
+    require("deltalake", "delta", "a Delta table output")
+    from deltalake import Schema
+
+    opts = storage_options(spec.location, endpoint_url)
+    dt = DeltaCommitter._open(table_path(spec.location), spec, Schema.from_json(schema_json),
+                              opts)
+    return int(dt.version())
+
+
 def _location(spec: TableInput) -> str:
     """A Delta input's location (its declaration refuses one without)."""
     if not spec.location:

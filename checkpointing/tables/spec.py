@@ -16,6 +16,7 @@ module of its own, reached through :mod:`.table_commit`.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -37,6 +38,8 @@ if TYPE_CHECKING:  # pyarrow comes with the table extras: imported where it is u
 MODES = ("append", "overwrite", "replace_partitions", "merge")
 #: the column a ``merge`` output's staged rows carry: true for a key to delete
 DELETE_COLUMN = "_ckpt_delete"
+#: a table's name in a catalog: ``namespace.table``, plain identifiers (quoted nowhere)
+_CATALOG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
 
 
 class TableCommitError(CheckpointError):
@@ -52,7 +55,10 @@ class TableSpec:
     mode: str = "append"
     partition_by: tuple[str, ...] = ()
     format: str = "delta"
-    #: Iceberg: the table's identifier in its catalog (``namespace.table``)
+    #: Iceberg: the table's identifier in its catalog (``namespace.table``). Delta
+    #: (optional): the name the table is registered under in Spark's session catalog
+    #: (``schema.table``), found by ``spark.table(name)`` and SQL in any session over the
+    #: same metastore (spark_jobs.runtime.catalog)
     name: str | None = None
     #: Iceberg: the catalog's name; its properties (type, uri, warehouse, s3.*) come from
     #: pyiceberg's own configuration (``PYICEBERG_CATALOG__<NAME>__*`` or .pyiceberg.yaml),
@@ -68,6 +74,12 @@ class TableSpec:
         if traits(self.format).catalog_named and (not self.name or "." not in self.name):
             raise ValueError(f"a {self.format} table needs name='namespace.table' (its "
                              "identifier in the catalog)")
+        if self.name is not None and not _CATALOG_NAME.fullmatch(self.name):
+            raise ValueError(f"table name {self.name!r} must be 'namespace.table' (letters, "
+                             "digits and '_')")
+        if self.name is not None and self.format == "delta" and self.name.count(".") != 1:
+            raise ValueError(f"a Delta table's name {self.name!r} must be 'schema.table': "
+                             "Spark's session catalog has one level of schemas")
         if self.mode not in MODES:
             raise ValueError(f"table mode must be one of {', '.join(MODES)}, not {self.mode!r}")
         if self.mode == "replace_partitions" and not self.partition_by:
@@ -83,6 +95,8 @@ class TableSpec:
              "partition_by": list(self.partition_by), "format": self.format}
         if traits(self.format).catalog_named:
             d.update(name=self.name, catalog=self.catalog)
+        elif self.name:
+            d["name"] = self.name  # Delta: its name in Spark's session catalog (1.18)
         if self.keys:
             d["keys"] = list(self.keys)
         if self.change_data_feed:

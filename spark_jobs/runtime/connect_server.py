@@ -28,6 +28,7 @@ from .spark_conf import (
     LOG4J_CONF,
     SERVER_CONF,
     lakehouse_conf,
+    metastore_conf,
     s3a_conf,
     spark_jars,
 )
@@ -66,6 +67,8 @@ class ConnectServer:
     warehouse: Path | None = None
     #: environment of the server beyond this process's (e.g. its S3 credentials)
     extra_env: dict[str, str] = field(default_factory=dict)
+    #: the session catalog's metastore (JDBC URL); default CKPT_METASTORE_URL
+    metastore: str | None = None
     proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -105,6 +108,16 @@ class ConnectServer:
                "--driver-memory", self.driver_memory]
         if jars:
             cmd += ["--jars", ",".join(str(j) for j in jars)]
+        catalog = metastore_conf(self.metastore)
+        if catalog:
+            # In a file only this user reads, not on the command line (the metastore's
+            # password would show in every process listing).
+            props = self.log_file.parent / f"metastore-{self.port}.properties"
+            props.parent.mkdir(parents=True, exist_ok=True)
+            props.touch(mode=0o600)
+            props.chmod(0o600)
+            props.write_text("".join(f"{k}={v}\n" for k, v in catalog.items()))
+            cmd += ["--properties-file", str(props)]
         for k, v in conf.items():
             cmd += ["--conf", f"{k}={v}"]
         return cmd

@@ -109,17 +109,26 @@ class RunOutputs(RunState):
         rows = counted()
         if local:
             parts = sorted(p for p in Path(target).rglob("*.parquet"))
-            self.writer.stage_table_output(output, spec, parts, rows=rows,
-                                           names=[p.relative_to(target).as_posix()
-                                                  for p in parts],
-                                           table_storage=store, schema=schema,
-                                           replaced=replaced)
-            return rows
-        keys = [o.key for o in store.list(prefix + "/") if o.key.endswith(".parquet")
-                and not o.key.rsplit("/", 1)[-1].startswith((".", "_"))]
-        self.writer.stage_stored_table_output(output, spec, keys, schema, rows=rows,
-                                              table_storage=store, replaced=replaced)
+            ref = self.writer.stage_table_output(output, spec, parts, rows=rows,
+                                                 names=[p.relative_to(target).as_posix()
+                                                        for p in parts],
+                                                 table_storage=store, schema=schema,
+                                                 replaced=replaced)
+        else:
+            keys = [o.key for o in store.list(prefix + "/") if o.key.endswith(".parquet")
+                    and not o.key.rsplit("/", 1)[-1].startswith((".", "_"))]
+            ref = self.writer.stage_stored_table_output(output, spec, keys, schema, rows=rows,
+                                                        table_storage=store, replaced=replaced)
+        self._register(spec, ref)
         return rows
+
+    def _register(self, spec: TableSpec, ref: Any) -> None:
+        """A Delta output with a catalog name: registered (once) in Spark's session catalog
+        (:mod:`.catalog`)."""
+        if spec.name and spec.format == "delta":
+            from .catalog import register
+
+            register(self.spark, spec, ref.meta["schema"], self.storage.endpoint_url)
 
     def keep_table(self, output: str, spec: TableSpec, rows: int | None = None,
                    replaced: Any = ()) -> None:
@@ -128,8 +137,9 @@ class RunOutputs(RunState):
         ``replaced`` partitions); its commit records the epoch with no data change."""
         if spec.mode != "replace_partitions":
             raise ValueError(f"keep_table needs mode replace_partitions, not {spec.mode!r}")
-        self.writer.stage_stored_table_output(output, spec, [], None, rows=rows,
-                                              table_storage=None, replaced=replaced)
+        ref = self.writer.stage_stored_table_output(output, spec, [], None, rows=rows,
+                                                    table_storage=None, replaced=replaced)
+        self._register(spec, ref)
 
     def stage_empty(self, output: str) -> None:
         """Stage ``output`` with no rows and no files, without a Spark job (downstream

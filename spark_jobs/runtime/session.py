@@ -18,6 +18,7 @@ from .spark_conf import (
     LOG4J_CONF,
     SESSION_CONF,
     lakehouse_conf,
+    metastore_conf,
     s3a_conf,
     spark_jars,
 )
@@ -76,7 +77,7 @@ def spark_session(app: str, master: str | None = None, *, s3: bool = False,
                            "or set CKPT_SPARK_JARS")
     if jars:
         b = b.config("spark.jars", ",".join(str(j) for j in jars))
-    for k, v in lakehouse_conf(jars).items():
+    for k, v in {**lakehouse_conf(jars), **metastore_conf()}.items():
         b = b.config(k, v)
     if s3:
         for k, v in s3a_conf(endpoint_url).items():

@@ -39,6 +39,40 @@ DELTA_CONF = {"spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
                   "org.apache.spark.sql.delta.catalog.DeltaCatalog"}
 
 
+#: The session catalog's metastore: a JDBC URL (embedded Derby, ``jdbc:derby:;databaseName=
+#: /var/lib/ckpt/metastore;create=true``, or PostgreSQL, ``jdbc:postgresql://host/db``) with
+#: its user and password in CKPT_METASTORE_USER and CKPT_METASTORE_PASSWORD. Unset: Spark's
+#: in-memory catalog, which forgets a table's name when the session ends.
+METASTORE_ENV = "CKPT_METASTORE_URL"
+_JDBC_DRIVERS = {"derby": "org.apache.derby.jdbc.EmbeddedDriver",
+                 "postgresql": "org.postgresql.Driver"}
+
+
+def metastore_conf(url: str | None = None) -> dict[str, str]:
+    """Settings that make Spark's session catalog (Hive's metastore, over ``url`` or
+    CKPT_METASTORE_URL) persistent and shared: a table a Delta output registers under its
+    name (:mod:`spark_jobs.runtime.catalog`) is found by every session configured the
+    same way. Static: set when the session or the Connect server starts. Empty without a
+    URL. The schema is created on first use."""
+    url = url or os.environ.get(METASTORE_ENV)
+    if not url:
+        return {}
+    kind = url.split(":", 2)[1] if url.startswith("jdbc:") else ""
+    if kind not in _JDBC_DRIVERS:
+        raise ValueError(f"{METASTORE_ENV} must be a jdbc:derby: or jdbc:postgresql: URL, not "
+                         f"{url.split(':', 2)[:2]!r}")
+    conf = {"spark.sql.catalogImplementation": "hive",
+            "spark.hadoop.javax.jdo.option.ConnectionURL": url,
+            "spark.hadoop.javax.jdo.option.ConnectionDriverName": _JDBC_DRIVERS[kind],
+            "spark.hadoop.datanucleus.schema.autoCreateAll": "true",
+            "spark.hadoop.hive.metastore.schema.verification": "false"}
+    for env, key in (("CKPT_METASTORE_USER", "ConnectionUserName"),
+                     ("CKPT_METASTORE_PASSWORD", "ConnectionPassword")):
+        if os.environ.get(env):
+            conf[f"spark.hadoop.javax.jdo.option.{key}"] = os.environ[env]
+    return conf
+
+
 def spark_jars() -> list[Path]:
     """The jars every Spark the project starts puts on its class path (S3A, Delta)."""
     return sorted(JARS_DIR.glob("*.jar"))

@@ -256,3 +256,107 @@ def test_a_snapshot_read_is_the_pinned_version_on_every_attempt(spark, tmp_path)
     published = DeltaTable(out.location).to_pandas()
     assert sorted(zip(published["code"], published["name"], strict=True)) == \
         sorted(zip(pinned["code"], pinned["name"].str.upper(), strict=True))
+
+
+_READER = """
+import json, sys
+from spark_jobs.runtime import spark_session
+spark = spark_session("sql-user")
+name, versions = sys.argv[1], json.loads(sys.argv[2])
+out = {"rows": {v: sorted(map(list, spark.sql(
+           f"SELECT day, n FROM {name} VERSION AS OF {v}").collect())) for v in versions},
+       "history": [[r["version"], (r["userMetadata"] or "")] for r in spark.sql(
+           f"DESCRIBE HISTORY {name}").collect()],
+       "names": [r["tableName"] for r in spark.sql("SHOW TABLES IN gold").collect()]}
+print("RESULT " + json.dumps(out))
+spark.stop()
+"""
+
+
+def test_a_delta_output_is_found_by_its_catalog_name_from_a_fresh_session(tmp_path):
+    """A Delta output declared with ``name='gold.daily'`` is registered in Spark's session
+    catalog over a metastore (embedded Derby here, as by default): after three epochs, a
+    Spark that never wrote it (a new local-mode process, the writer's server stopped)
+    reads every version by name, equal to delta-rs's read of it, and ``DESCRIBE HISTORY``
+    shows one version per epoch. A second output naming it at another location is refused
+    in one line, and the table is registered once."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from spark_jobs.runtime import spark_session
+    from spark_jobs.runtime.catalog import CatalogNameError
+    from spark_jobs.runtime.connect_server import ConnectServer
+
+    metastore = f"jdbc:derby:;databaseName={tmp_path}/metastore;create=true"
+    loc = f"file://{tmp_path}/gold/daily"
+    out = TableSpec(loc, mode="append", name="gold.daily")
+
+    def job(run):
+        day = run.epoch_id
+        run.write_table(run.spark.createDataFrame([(f"d{day}", day * 10)], "day string, n long"),
+                        "daily", out)
+        return JobResult()
+
+    pipe = Pipeline({"daily": []}, {"daily": job}, plan_from_edges({"daily": []}, {"daily"}))
+    server = ConnectServer(port=0, driver_memory="1g", log_path=tmp_path / "server.log",
+                           metastore=metastore).start()
+    try:
+        spark = spark_session("catalog", remote=server.url)
+        c = Coordinator(LocalStorage(tmp_path / "ckpt"), "gold")
+        for day in range(1, 4):
+            drive_epoch(pipe, c, spark, "", f"r{day}")
+        other = TableSpec(f"file://{tmp_path}/elsewhere", name="gold.daily")
+
+        def squatter(run):
+            run.write_table(run.spark.createDataFrame([("x", 1)], "day string, n long"),
+                            "daily", other)
+            return JobResult()
+
+        clash = Pipeline({"daily": []}, {"daily": squatter},
+                         plan_from_edges({"daily": []}, {"daily"}))
+        with pytest.raises(CatalogNameError) as refused:
+            drive_epoch(clash, Coordinator(LocalStorage(tmp_path / "ckpt2"), "other"),
+                        spark, "", "r1")
+        assert "\n" not in str(refused.value) and "gold.daily" in str(refused.value)
+        spark.stop()
+    finally:
+        server.stop()
+    versions = list(range(DeltaTable(loc).version() + 1))
+    assert versions == [0, 1, 2, 3]  # version 0 created it; one version per epoch
+    env = {**os.environ, "CKPT_METASTORE_URL": metastore}
+    env.pop("SPARK_CONNECT_MODE_ENABLED", None)
+    env.pop("SPARK_REMOTE", None)
+    r = subprocess.run([sys.executable, "-c", _READER, "gold.daily", json.dumps(versions)],
+                       env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    found = json.loads(r.stdout.split("RESULT ", 1)[1])
+    for v in versions:
+        expected = DeltaTable(loc, version=v).to_pandas()
+        assert found["rows"][str(v)] == sorted(
+            [d, int(n)] for d, n in zip(expected["day"], expected["n"], strict=True)), v
+    assert sorted(v for v, _ in found["history"]) == versions
+    assert found["names"] == ["daily"]
+    epochs = [h.get("ckpt.epoch_id") for h in DeltaTable(loc).history()]
+    assert sorted(e for e in epochs if e) == ["1", "2", "3"]
+
+
+def test_a_catalog_name_without_a_metastore_is_refused_in_one_line(spark, tmp_path):
+    """Spark's in-memory catalog would forget the name with the server: refused, naming
+    the setting, before the table is created; nothing acknowledged."""
+    from spark_jobs.runtime.catalog import CatalogNameError
+
+    out = TableSpec(f"file://{tmp_path}/gold/t", name="gold.t")
+
+    def job(run):
+        run.write_table(run.spark.createDataFrame([("a", 1)], "day string, n long"), "t", out)
+        return JobResult()
+
+    pipe = Pipeline({"t": []}, {"t": job}, plan_from_edges({"t": []}, {"t"}))
+    c = Coordinator(LocalStorage(tmp_path / "ckpt"), "named")
+    with pytest.raises(CatalogNameError, match="CKPT_METASTORE_URL") as refused:
+        drive_epoch(pipe, c, spark, "", "r1")
+    assert "\n" not in str(refused.value)
+    assert not (tmp_path / "gold/t/_delta_log").exists()
+    assert c.latest_completed() is None
