@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: install demo docs docs-serve bench-check test test-fast test-integration test-system test-package test-containers lint bench bench-coordinator bench-verify bench-airflow bench-tables bench-sources bench-table-inputs bench-table-inputs-dv bench-scale bench-scale-topology faults soak drills drills-containers
+.PHONY: install demo docs docs-serve bench-check test test-fast test-integration test-system test-package test-containers lint bench bench-coordinator bench-verify bench-airflow bench-tables bench-sources bench-table-inputs bench-table-inputs-dv bench-catalog bench-scale bench-scale-topology faults soak drills drills-containers
 
 install:
 	scripts/bootstrap.sh
@@ -133,6 +133,11 @@ bench-table-inputs: install
 # per step; table_input_dv_* keys).
 bench-table-inputs-dv: install
 	$(PY) bench/table_input_bench.py --dv $(ARGS)
+
+# What a catalog name costs a Delta output's commits on MinIO (catalog_* keys).
+bench-catalog: install
+	scripts/install_minio.sh
+	$(PY) bench/catalog_bench.py $(ARGS)
 
 # tpch_daily at scale factor 10 on local storage, Spark Connect (bench/tpch_bench.py, tpch_*
 # keys; about an hour on 2 cores). ARGS="--scale 1" for a quicker run.

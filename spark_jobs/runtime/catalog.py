@@ -7,8 +7,9 @@ The registration is an external table over the table's location: the catalog hol
 name and the location, the Delta log holds everything else, so each epoch's commit is
 visible under the name with no catalog write. The task that stages an output registers it
 (Spark is there; the commit step has no Spark), creating the table's version 0 first when
-the table is new, as its first commit would. It costs one catalog lookup per epoch once the
-name exists. A name already registered at another location is refused, naming both.
+the table is new, as its first commit would; a later epoch whose restored handle had the
+output under the same name and location makes no catalog request (RunOutputs._register).
+A name already registered at another location is refused, naming it.
 """
 
 from __future__ import annotations

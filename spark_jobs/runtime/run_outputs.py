@@ -119,16 +119,24 @@ class RunOutputs(RunState):
                     and not o.key.rsplit("/", 1)[-1].startswith((".", "_"))]
             ref = self.writer.stage_stored_table_output(output, spec, keys, schema, rows=rows,
                                                         table_storage=store, replaced=replaced)
-        self._register(spec, ref)
+        self._register(output, spec, ref)
         return rows
 
-    def _register(self, spec: TableSpec, ref: Any) -> None:
-        """A Delta output with a catalog name: registered (once) in Spark's session catalog
-        (:mod:`.catalog`)."""
-        if spec.name and spec.format == "delta":
-            from .catalog import register
+    def _register(self, output: str, spec: TableSpec, ref: Any) -> None:
+        """A Delta output with a catalog name: registered in Spark's built-in catalog
+        (:mod:`.catalog`) unless the epoch it restores from had the output under the same
+        name and location (its task registered it before acknowledging): a later epoch pays
+        no catalog request."""
+        if not spec.name or spec.format != "delta":
+            return
+        previous = self.writer.previous
+        prev = previous.outputs.get(output) if previous else None
+        had = TableSpec.from_json(prev.meta["table"]) if prev and "table" in prev.meta else None
+        if had is not None and (had.name, had.location) == (spec.name, spec.location):
+            return
+        from .catalog import register
 
-            register(self.spark, spec, ref.meta["schema"], self.storage.endpoint_url)
+        register(self.spark, spec, ref.meta["schema"], self.storage.endpoint_url)
 
     def keep_table(self, output: str, spec: TableSpec, rows: int | None = None,
                    replaced: Any = ()) -> None:
@@ -139,7 +147,7 @@ class RunOutputs(RunState):
             raise ValueError(f"keep_table needs mode replace_partitions, not {spec.mode!r}")
         ref = self.writer.stage_stored_table_output(output, spec, [], None, rows=rows,
                                                     table_storage=None, replaced=replaced)
-        self._register(spec, ref)
+        self._register(output, spec, ref)
 
     def stage_empty(self, output: str) -> None:
         """Stage ``output`` with no rows and no files, without a Spark job (downstream

@@ -13,23 +13,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 #: Seconds of each slow module under `make test` (setup + calls, measured with
-#: CKPT_TEST_CPU_LOG on 2 cores, three workers). Other modules count
-#: DEFAULT_SECONDS.
+#: CKPT_TEST_CPU_LOG on 2 cores, three workers). Other modules count DEFAULT_SECONDS.
 MODULE_SECONDS = {
-    "test_spark_jobs.py": 580, "test_topology.py": 525, "test_bench.py": 490,
-    "test_faults_data.py": 480, "test_airflow_timeout.py": 395, "test_spark_connect.py": 265,
-    "test_faults.py": 380, "test_airflow_standalone.py": 360, "test_tpch.py": 295,
-    "test_spark_cluster.py": 245, "test_airflow_dags.py": 210, "test_demo.py": 195,
-    "test_user_pipeline.py": 185,
-    "test_airflow_failure_paths.py": 330, "test_spark_s3.py": 145, "test_airflow_cli.py": 80,
-    "test_iceberg_tables.py": 75, "test_readme_commands.py": 60, "test_table_inputs.py": 60,
-    "test_aircraft_dag.py": 100, "test_cli.py": 45, "test_tables.py": 45,
-    "test_triggers_epoch_deadline.py": 20, "test_lease.py": 25, "test_coordinator.py": 17,
-    "test_merge_tables.py": 15, "test_decided_epochs.py": 15,
-    "test_lineage.py": 200, "test_expected_input.py": 210, "test_otel_metrics.py": 120,
-    "test_coordinator_on_s3.py": 20, "test_spark_lakehouse.py": 270,
-    "test_airflow_staleness.py": 150,
-    "test_state_on_s3.py": 20,
+    "test_spark_jobs.py": 460, "test_airflow_standalone.py": 425, "test_faults.py": 410,
+    "test_topology.py": 335, "test_spark_lakehouse.py": 280, "test_faults_data.py": 280,
+    "test_airflow_failure_paths.py": 290, "test_aircraft_dag.py": 200,
+    "test_spark_connect.py": 250, "test_spark_cluster.py": 220, "test_airflow_dags.py": 220,
+    "test_tpch.py": 220, "test_spark_s3.py": 200, "test_airflow_timeout.py": 190,
+    "test_expected_input.py": 175, "test_otel_metrics.py": 165, "test_airflow_cli.py": 145,
+    "test_readme_commands.py": 135, "test_user_pipeline.py": 135, "test_demo.py": 120,
+    "test_table_inputs.py": 95, "test_airflow_staleness.py": 95, "test_tables.py": 85,
+    "test_lineage.py": 60, "test_iceberg_tables.py": 55, "test_cli_on_s3.py": 55,
+    "test_bench.py": 490, "test_coordinator_on_s3.py": 28, "test_lease.py": 25,
+    "test_cli.py": 20, "test_state_on_s3.py": 15, "test_triggers_epoch_deadline.py": 12,
 }
 DEFAULT_SECONDS = 10.0
 #: xdist's LoadScopeScheduling._reschedule: a worker is given another module when this many

@@ -1,4 +1,5 @@
-"""Checkpoint timeouts under a real `airflow standalone`, on SQLite and on PostgreSQL.
+"""Checkpoint timeouts under a real `airflow standalone` on PostgreSQL, the database a
+deployment runs (SQLite runs the other standalone modules).
 
 Two runs whose first job hangs, triggered together: the second waits in the queue (the DAG
 allows one active run) longer than the timeout. Each epoch is aborted with reason
@@ -35,13 +36,11 @@ DAG = "flights_daily"
 HANG = {"checkpoint": {"fault_inject": "ingest_flights:1:hang"}}
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def af(request, tmp_path_factory, spark_connect):
-    tmp = tmp_path_factory.mktemp(f"timeout-{request.param}")
+@pytest.fixture(scope="module")
+def af(tmp_path_factory, spark_connect):
+    tmp = tmp_path_factory.mktemp("timeout")
     land(LocalStorage(tmp / "data"), [date(2013, 1, 1), date(2013, 1, 2)], seed=3)
-    db_env: dict[str, str] = {}
-    if request.param == "postgres":
-        db_env = airflow_database("ckpt_airflow_timeout")
+    db_env = airflow_database("ckpt_airflow_timeout")
     hook, smtp = WebhookSink(), SmtpSink()
     sa = Standalone(
         tmp / "airflow",
@@ -113,7 +112,8 @@ def test_timeouts_of_running_and_queued_runs_alert_once_and_triggerer_survives(a
     sa.wait_for(callbacks_done, 120, "both runs' Deadline Alert callbacks")
     health = sa.get("/api/v2/monitor/health", user=None).json()
     assert health["triggerer"]["status"] == "healthy", health
-    assert "Error binding parameter" not in sa.tail(2_000_000)
+    log = sa.tail(2_000_000)  # a callback result the database cannot store (SQLite, psycopg2)
+    assert "Error binding parameter" not in log and "can't adapt type" not in log
 
     # Every path that announces has run by now, so a duplicate would be here already: the
     # watchdogs ended before their runs did, and both runs' Deadline Alerts (queued_at +
