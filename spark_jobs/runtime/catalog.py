@@ -41,9 +41,9 @@ def register(spark: Any, spec: TableSpec, schema_json: str,
         return False
     if spark.conf.get("spark.sql.catalogImplementation", "in-memory") != "hive":
         raise CatalogNameError(
-            f"table output {spec.name!r}: this Spark session's catalog is in memory and "
-            "forgets the name when the session ends: set CKPT_METASTORE_URL for every Spark "
-            "the project starts (and the Connect server)")
+            f"table output {spec.name!r}: this Spark's catalog is in memory and forgets the "
+            "name when the Spark stops: set CKPT_METASTORE_URL for every Spark the project "
+            "starts (and the Connect server)")
     from checkpointing.tables.delta import ensure_created
 
     ensure_created(spec, schema_json, endpoint_url)
