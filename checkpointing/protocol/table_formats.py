@@ -30,12 +30,14 @@ class FormatTraits:
     #: an asset event's ``version`` orders like the barrier's pins (a table version; an
     #: Iceberg event names a snapshot id, which orders nothing)
     event_versions_ordered: bool
+    #: an output may be named in Spark's built-in catalog (``schema.table``, 1.18)
+    spark_catalog_named: bool = False
 
 
 TRAITS = {
     "delta": FormatTraits("delta", catalog_named=False, partition_columns_in_files=False,
                           partition_dir_prefix="", schema_encoding="delta-json",
-                          event_versions_ordered=True),
+                          event_versions_ordered=True, spark_catalog_named=True),
     "iceberg": FormatTraits("iceberg", catalog_named=True, partition_columns_in_files=True,
                             partition_dir_prefix="p_", schema_encoding="arrow-ipc",
                             event_versions_ordered=False),

@@ -77,7 +77,8 @@ class TableSpec:
         if self.name is not None and not _CATALOG_NAME.fullmatch(self.name):
             raise ValueError(f"table name {self.name!r} must be 'namespace.table' (letters, "
                              "digits and '_')")
-        if self.name is not None and self.format == "delta" and self.name.count(".") != 1:
+        if (self.name is not None and traits(self.format).spark_catalog_named
+                and self.name.count(".") != 1):
             raise ValueError(f"a Delta table's name {self.name!r} must be 'schema.table': "
                              "Spark's session catalog has one level of schemas")
         if self.mode not in MODES:

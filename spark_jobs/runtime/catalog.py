@@ -33,7 +33,9 @@ def register(spark: Any, spec: TableSpec, schema_json: str,
              endpoint_url: str | None = None) -> bool:
     """Register Delta output ``spec`` under ``spec.name`` unless it is registered; True
     when this call registered it. Nothing for an output without a name."""
-    if spec.format != "delta" or not spec.name:
+    from checkpointing.protocol.table_formats import traits
+
+    if not spec.name or not traits(spec.format).spark_catalog_named:
         return False
     location = spark_uri(spec.location)
     if spark.catalog.tableExists(spec.name):

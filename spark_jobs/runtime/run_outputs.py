@@ -127,7 +127,9 @@ class RunOutputs(RunState):
         (:mod:`.catalog`) unless the epoch it restores from had the output under the same
         name and location (its task registered it before acknowledging): a later epoch pays
         no catalog request."""
-        if not spec.name or spec.format != "delta":
+        from checkpointing.protocol.table_formats import traits
+
+        if not spec.name or not traits(spec.format).spark_catalog_named:
             return
         previous = self.writer.previous
         prev = previous.outputs.get(output) if previous else None

@@ -153,6 +153,20 @@ BLOCKS: dict[tuple[str, str], str] = {
     ("docs/tutorial.md", "{\"checkpoint\": {\"fault_inject\""): "a run conf: the same "
     "fault runs in tests/system/test_airflow_standalone.py (test_triggered_runs_and_a_retry_that_"
     "restores)",
+    ("docs/guides/troubleshooting.md", "table output 'gold.daily': this Spark's catalog"):
+    "messages: tests/integration/test_spark_lakehouse.py raises both (test_a_catalog_name_"
+    "without_a_metastore_is_refused_in_one_line, and the catalog test's name at another "
+    "location)",
+    ("docs/guides/tables.md", "GOLD = TableSpec(\"s3://lake/gold/carrier_stats\""):
+    "a declaration: a named output is registered and read by name by "
+    "tests/integration/test_spark_lakehouse.py (test_a_delta_output_is_found_by_its_catalog_"
+    "name_from_a_fresh_session)",
+    ("docs/guides/tables.md", "export CKPT_METASTORE_URL="):
+    "a deployment's settings (a path and a database of the reader's): the embedded kind is "
+    "what test_spark_lakehouse.py's catalog test configures",
+    ("docs/guides/tables.md", "SELECT * FROM gold.carrier_stats VERSION AS OF 3;"):
+    "SQL in a Spark over the metastore: test_spark_lakehouse.py's catalog test runs both "
+    "statements by name from a fresh Spark",
     ("docs/guides/tables.md", "export PYICEBERG_CATALOG__CKPT__TYPE=sql"):
     "run: test_readme_blocks_run "
     "(with a SQLite catalog in place of the PostgreSQL one)",
