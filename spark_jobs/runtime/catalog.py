@@ -63,9 +63,10 @@ def _check_location(spark: Any, name: str, location: str) -> None:
     rows = spark.sql(f"DESCRIBE TABLE EXTENDED {_quoted(name)}").collect()
     found = next((str(r[1]) for r in rows if str(r[0]).strip() == "Location"), None)
     if found is None or _same(found) != _same(location):
+        # The location is not named: task failures reach logs and alerts, storage paths not.
         raise CatalogNameError(f"catalog name {name!r} is registered at another location "
-                               f"({found}), not this output's: rename the output, or drop "
-                               "the catalog entry")
+                               "than this output's: rename the output, or drop the catalog "
+                               "entry")
 
 
 def _same(uri: str) -> str:

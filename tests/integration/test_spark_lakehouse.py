@@ -292,6 +292,7 @@ def test_a_delta_output_is_found_by_its_catalog_name_from_a_fresh_session(tmp_pa
             drive_epoch(clash, Coordinator(LocalStorage(tmp_path / "ckpt2"), "other"),
                         spark, "", "r1")
         assert "\n" not in str(refused.value) and "gold.daily" in str(refused.value)
+        assert str(tmp_path) not in str(refused.value)  # no storage path in a failure
         spark.stop()
     finally:
         server.stop()
