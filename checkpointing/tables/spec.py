@@ -38,8 +38,8 @@ if TYPE_CHECKING:  # pyarrow comes with the table extras: imported where it is u
 MODES = ("append", "overwrite", "replace_partitions", "merge")
 #: the column a ``merge`` output's staged rows carry: true for a key to delete
 DELETE_COLUMN = "_ckpt_delete"
-#: a table's name in a catalog: ``namespace.table``, plain identifiers (quoted nowhere)
-_CATALOG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+")
+#: a name in Spark's built-in catalog: ``schema.table``, plain identifiers
+_SPARK_CATALOG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*")
 
 
 class TableCommitError(CheckpointError):
@@ -74,13 +74,11 @@ class TableSpec:
         if traits(self.format).catalog_named and (not self.name or "." not in self.name):
             raise ValueError(f"a {self.format} table needs name='namespace.table' (its "
                              "identifier in the catalog)")
-        if self.name is not None and not _CATALOG_NAME.fullmatch(self.name):
-            raise ValueError(f"table name {self.name!r} must be 'namespace.table' (letters, "
-                             "digits and '_')")
         if (self.name is not None and traits(self.format).spark_catalog_named
-                and self.name.count(".") != 1):
-            raise ValueError(f"a Delta table's name {self.name!r} must be 'schema.table': "
-                             "Spark's session catalog has one level of schemas")
+                and not _SPARK_CATALOG_NAME.fullmatch(self.name)):
+            # Spark's built-in catalog has one level of schemas, and the name goes into SQL.
+            raise ValueError(f"a {self.format} table's name {self.name!r} must be "
+                             "'schema.table' (letters, digits and '_')")
         if self.mode not in MODES:
             raise ValueError(f"table mode must be one of {', '.join(MODES)}, not {self.mode!r}")
         if self.mode == "replace_partitions" and not self.partition_by:
