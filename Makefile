@@ -26,7 +26,7 @@ test: install
 	$(PY) -m tests.support.spark_cds
 	CKPT_TEST_PG_URL=$$(scripts/start_postgres.sh) $(PY) -m pytest -q -p no:cacheprovider \
 		-n 3 --dist loadfile --no-loadscope-reorder --durations=25 --ignore=tests/package \
-		--ignore=tests/containers -m "not bench"
+		--ignore=tests/containers --ignore=tests/system/test_tutorial.py -m "not bench"
 
 # The unit tier, tests/unit/: no JVM, no server (the coordinator, the protocol, state, the
 # provider's units): 75-80 s on 2 cores once .venv exists; `make test` runs it with the rest.
@@ -51,7 +51,8 @@ test-system: install
 	scripts/install_toxiproxy.sh
 	$(PY) -m tests.support.spark_cds
 	CKPT_TEST_PG_URL=$$(scripts/start_postgres.sh) $(PY) -m pytest -q -p no:cacheprovider \
-		-n 3 --dist loadfile --no-loadscope-reorder tests/system
+		-n 3 --dist loadfile --no-loadscope-reorder --ignore=tests/system/test_tutorial.py \
+		tests/system
 
 # The benchmark scripts run end to end on little data and write their documented keys
 # (tests/integration/test_bench.py; measurements, so not in `make test`; .ci/run runs it).
@@ -60,9 +61,10 @@ bench-check: install
 
 # The package as users install it: sdist and wheel built by the standard front-end, a fresh
 # virtual environment with Airflow and the wheel's [connect,delta] extras, a user DAG run
-# from it (tests/package/; minutes: installing Airflow afresh).
+# from it (tests/package/; minutes: installing Airflow afresh); and the tutorial, followed
+# in order from `make demo` to a DAG of your own on that wheel (tests/system/test_tutorial.py).
 test-package: install
-	$(PY) -m pytest -q -p no:cacheprovider tests/package
+	$(PY) -m pytest -q -p no:cacheprovider tests/package tests/system/test_tutorial.py
 
 # The image and the compose deployment in containers (podman or Docker; 20-40 minutes, so
 # not in .ci/run): Debian's podman installed as root when no engine runs, the local base

@@ -379,15 +379,24 @@ def main(argv: list[str] | None = None) -> int:
         ontime = Coordinator(open_storage(env["CKPT_STORAGE"]), ONTIME)
         print(f"\nAirflow UI: {url}  (sign in as admin / {password})")
         print(f"Epochs page: {url}/dags/{DAG}/plugin/epochs    Ctrl-C stops the demo\n")
+        spare, next_run = days[-1] + timedelta(days=1), days[-1] + timedelta(days=2)
+        hint = ""
         while True:
             table = progress(coord, session, url, runs)
+            if not hint and f"] {len(runs)}/{len(runs)}" in table:
+                # The runs are done: land the next day's file for a run of the user's own
+                # (the tutorial's retry drill), so that run has its day to consume.
+                land(open_storage(env["CKPT_DATA"]), [spare], malformed_rate=0.002, seed=1,
+                     dims=False)
+                hint = (f"\nNext day landed ({spare}): trigger {DAG} with logical date "
+                        f"{next_run} to run it.")
             print("\033[2J\033[H" if sys.stdout.isatty() else "", end="")
             print(f"Airflow UI: {url}  (admin / {password})   "
                   f"Epochs: {url}/dags/{DAG}/plugin/epochs")
             print(table)
             print(progress(aircraft, session, url, aircraft_runs, AIRCRAFT))
             print(progress(ontime, session, url, None, ONTIME))
-            print(read_them([coord, aircraft, ontime]), flush=True)
+            print(read_them([coord, aircraft, ontime]) + hint, flush=True)
             time.sleep(5)
     except DemoError as exc:
         print(f"demo: error: {exc}", file=sys.stderr)

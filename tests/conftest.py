@@ -102,6 +102,16 @@ def spark_connect(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def tutorial(tmp_path_factory):
+    """The tutorial's /tmp/tutorial after its install block ran as written (the wheel
+    built from a copy of the clone, installed into ``venv/`` with its extras): shared by
+    the package tier and the tutorial's test, since installing takes minutes."""
+    from tests.support.tutorial import install_the_wheel
+
+    return install_the_wheel(tmp_path_factory.mktemp("tutorial"))
+
+
+@pytest.fixture(scope="session")
 def s3_server():
     server = start_s3_server()
     # The library reads credentials from the standard AWS chain, like in production.

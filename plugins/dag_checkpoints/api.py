@@ -46,6 +46,7 @@ from .backfill import (
 )
 from .deployed import deployed_settings
 from .settings import CheckpointSettings
+from .task_tries import task_tries
 
 DagId = Path(pattern=ID_PATTERN, max_length=200, description="DAG id (= pipeline id)")
 EpochId = Path(ge=1, le=10**10 - 1)
@@ -211,11 +212,15 @@ def get_epochs(dag_id: str = DagId, limit: int = Query(50, ge=1, le=500),
 
 @app.get("/api/dags/{dag_id}/epochs/{epoch_id}", dependencies=READ,
          summary="One epoch with per-task statistics")
-def get_epoch(dag_id: str = DagId, epoch_id: int = EpochId) -> dict[str, Any]:
+def get_epoch(session: SessionDep, dag_id: str = DagId,
+              epoch_id: int = EpochId) -> dict[str, Any]:
+    """``tasks[].failed_tries``: Airflow's failed tries of each task (failed, up for retry),
+    with their start and end after the barrier."""
     coord = _coordinator(dag_id)
     try:
         stats = epoch_or_history_stats(coord, epoch_id, per_task=True)
         st = stats.to_json()
+        _add_tries(st, session, dag_id)
         alert = coord.catalog.alert(epoch_id)
         st["alert"] = alert.to_json() if alert else None
         st["barrier"] = _public_barrier(coord.barrier(epoch_id)) \
@@ -225,6 +230,21 @@ def get_epoch(dag_id: str = DagId, epoch_id: int = EpochId) -> dict[str, Any]:
         return st
     except CheckpointError as exc:
         raise _storage_errors(exc, coord) from None
+
+
+def _add_tries(st: dict[str, Any], session: Any, dag_id: str) -> None:
+    """Each task's failed tries, from Airflow's database (the acknowledged attempt is
+    drawn from its handle's timings; a try that succeeded without acknowledging, such as a
+    cleared task that found its acknowledgement, failed nothing)."""
+    from datetime import datetime
+
+    if not st.get("run_id") or not st.get("created_at"):
+        return
+    since = datetime.fromisoformat(st["created_at"])
+    tries = task_tries(session, dag_id, st["run_id"])
+    for t in st["tasks"]:
+        t["failed_tries"] = [x.to_json(since) for x in tries.get(t["task_id"], [])
+                             if x.failed and x.attempt != t.get("acked_attempt")]
 
 
 @app.post("/api/dags/{dag_id}/epochs/{epoch_id}/abort", dependencies=WRITE,

@@ -9,6 +9,7 @@ read is refused in one line and publishes nothing."""
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -22,6 +23,7 @@ from checkpointing.tables.delta import open_table, storage_options, table_path
 from checkpointing.tables.spec import TableSpec
 from spark_jobs.runtime import DeclineEpoch, JobResult, Pipeline, drive_epoch
 
+ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = "key string, total long, n long"
 
 
@@ -356,3 +358,76 @@ def test_a_reader_with_read_only_credentials_continues_an_upstream_table(
     new = after - before  # the upstream writer's version 1: its commit and data file
     assert {k for k in new if not k.endswith(".parquet")} == \
         {"orders/_delta_log/00000000000000000001.json"}, new
+
+
+def _tree(root) -> dict[str, tuple[int, int]]:
+    """Every entry under ``root`` with its size and modification time."""
+    import os
+
+    out = {}
+    for base, dirs, files in os.walk(root):
+        for name in dirs + files:
+            st = os.stat(os.path.join(base, name))
+            out[os.path.relpath(os.path.join(base, name), root)] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def test_a_local_upstream_is_read_without_writing_into_it(spark, tmp_path):
+    """Reading needs only read rights on a directory too. Whole epochs over a local
+    upstream (a first read, then an append and a delete) leave the upstream's directory as
+    its own writer left it: no entry added or touched. And a process of another user, for
+    whom the upstream's directory is read-only (root owns it, mode 755; the suite runs as
+    root, for whom no mode bites), pins and reads the same change sets."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    base = tempfile.mkdtemp(prefix="ckpt-readonly-")  # pytest's tmp_path is root-only
+    try:
+        os.chmod(base, 0o755)
+        up = f"file://{base}/upstream"
+        out = TableSpec(f"file://{tmp_path}/sums", "overwrite")
+        c = Coordinator(LocalStorage(tmp_path / "ckpt"), "down")
+        pipe = pipeline(TableInput(up), out)
+        write(up, None, [("a", "d1", 1), ("b", "d1", 2)], partition_by=["day"])
+        written = _tree(f"{base}/upstream")
+        _, meta = run_epoch(c, pipe, spark, "r1", None)
+        assert meta.completed and _tree(f"{base}/upstream") == written
+        write(up, None, [("c", "d2", 3)], mode="append")
+        open_table(up, None).delete("key = 'a'")
+        written = _tree(f"{base}/upstream")
+        _, meta = run_epoch(c, pipe, spark, "r2", None)
+        assert meta.completed and _tree(f"{base}/upstream") == written
+        assert published(out.location, None) == expected(up, 2, None) == [
+            ("b", 2, 1), ("c", 3, 1)]
+
+        code = f"""
+import os, sys
+from checkpointing.protocol.table_inputs import TableInput
+from checkpointing.tables.changes import changes, pin
+try:
+    open({base!r} + "/upstream/probe", "w")
+    sys.exit("the upstream is writable for this user")
+except PermissionError:
+    pass
+spec = TableInput({up!r})
+end = pin(spec)
+whole = changes(spec, None, end)
+step = changes(spec, type(end)(1), end)
+print(end.version, len(whole.added), len(step.added), len(step.removed))
+"""
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                            sys.executable, "-c", code], cwd=base, capture_output=True,
+                           text=True, timeout=120,
+                           env={**env, "PYTHONPATH": str(ROOT), "HOME": base})
+        assert r.returncode == 0, r.stderr[-2000:]
+        version, whole, added, removed = map(int, r.stdout.split())
+        # version 2: the whole table is two files (b's rewritten day d1, c's day d2); the
+        # step from version 1 removed a's file and added its rewrite.
+        assert (version, whole) == (2, 2) and added >= 1 and removed >= 1, r.stdout
+        assert _tree(f"{base}/upstream") == written
+    finally:
+        shutil.rmtree(base, ignore_errors=True)

@@ -6,8 +6,8 @@ constraints.txt (the tested pins), by the tutorial's own install block; then,
 with no checkout on sys.path, `airflow providers list` and `airflow plugins` show the
 provider and its page, and a user's DAG that is not in the repository (docs/JOBS.md's
 worked example) runs under `airflow dags test` against the test session's Spark Connect
-server: its published tables equal the independent pandas computation; and the tutorial's
-own DAG runs and is read as the tutorial writes it.
+server: its published tables equal the independent pandas computation. The tutorial's own
+DAG runs, from the same environment, in tests/system/test_tutorial.py.
 
 Run by `make test-package` (CI runs it after `make test`): the fresh environment takes
 minutes to install."""
@@ -16,10 +16,8 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shutil
 import subprocess
-import sys
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -30,38 +28,6 @@ from tests.support.airflow_standalone import connect_env
 from tests.system.test_user_pipeline import check, readings_file
 
 ROOT = Path(__file__).resolve().parents[2]
-IGNORE = shutil.ignore_patterns(".venv", ".tools", ".git", "node_modules", "__pycache__",
-                                ".demo", ".cluster", "*.egg-info", "build", "dist",
-                                "spark-warehouse", ".pytest_cache", ".ruff_cache")
-
-
-def _tutorial(first: str, tmp: Path, **put: str) -> str:
-    """The tutorial's block starting with ``first``, its /tmp/tutorial moved into ``tmp``
-    and the clone's interpreter put for ``.venv/bin/python`` (the copy has no .venv)."""
-    from tests.system.test_readme_commands import _block
-
-    text = _block("docs/tutorial.md", first).replace("/tmp/tutorial", str(tmp)) \
-        .replace(".venv/bin/python", sys.executable)
-    for old, new in put.items():
-        text = text.replace(old, new)
-    return text
-
-
-@pytest.fixture(scope="module")
-def tutorial(tmp_path_factory) -> Path:
-    """The tutorial's install block, as written, in a copy of the clone: the standard
-    build front-end builds the sdist and the wheel; a fresh environment gets the wheel with
-    its worker extras, Airflow and the readers, under constraints.txt."""
-    tmp = tmp_path_factory.mktemp("package")
-    src = tmp / "src"
-    shutil.copytree(ROOT, src, ignore=IGNORE)
-    script = _tutorial(".venv/bin/python -m build", tmp)
-    r = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=src,
-                       capture_output=True, text=True, timeout=2400)
-    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-3000:]
-    assert next((src / "dist").glob("dag_checkpoints-*.whl"))
-    assert next((src / "dist").glob("dag_checkpoints-*.tar.gz"))
-    return tmp  # the tutorial's /tmp/tutorial
 
 
 @pytest.fixture(scope="module")
@@ -126,52 +92,3 @@ def test_the_wheel_runs_a_user_dag_in_connect_mode(venv, spark_connect, tmp_path
         assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
         check(c, data, run)
     assert c.latest_completed() == 2
-
-
-def test_the_tutorial_dag_and_its_readers_with_the_wheel(tutorial, venv, spark_connect,
-                                                          tmp_path):
-    """The tutorial's run block and reading block as written, in the fresh environment
-    (its Connect server the test's own: the start line is run by test_spark_connect.py):
-    two `airflow dags test` runs of the README's DAG, one file of clicks each, two epochs;
-    then delta-rs, polars and DuckDB's delta extension (offline, from its PyPI package) read
-    the table: the page totals each prints equal an independent count of the files' rows,
-    and version 0 holds only the first day. The README's own reading block reads it too."""
-    import pandas as pd
-
-    from tests.system.test_readme_commands import _block
-
-    tmp = tutorial
-    src = tmp_path / "src"  # a working directory with docs/examples and no checkout on PATH
-    (src / "docs/examples").mkdir(parents=True)
-    shutil.copy(ROOT / "docs/examples/clickstream.py", src / "docs/examples/clickstream.py")
-    port = str(spark_connect.port)
-    script = _tutorial("mkdir -p /tmp/tutorial/dags", tmp, **{'"port": 15002': f'"port": {port}'})
-    assert f'"port": {port}' in script
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("AIRFLOW", "CKPT_", "PYTHON", "VIRTUAL_ENV", "AWS_"))}
-    env.update(PATH="/usr/bin:/bin", SPARK_LOCAL_IP="127.0.0.1", HOME=str(tmp_path))
-    r = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=src, env=env,
-                       capture_output=True, text=True, timeout=1800)
-    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
-    assert Coordinator(LocalStorage(tmp / "ckpt"), "clickstream").latest_completed() == 2
-    assert re.search(r"^2\s+completed\s", r.stdout, re.M), r.stdout[-2000:]  # ckpt epochs
-    rows = [json.loads(ln) for f in sorted((tmp / "data/raw/clicks").glob("*.json"))
-            for ln in f.read_text().splitlines()]
-    want = pd.DataFrame(rows).groupby("page").size().to_dict()
-    assert want == {"/docs": 2, "/home": 2}  # what the tutorial's text says
-    for code in (_tutorial("import glob", tmp),
-                 _block("README.md", "import glob").replace("/data/", f"{tmp}/data/")):
-        r = subprocess.run([str(venv / "bin/python"), "-c", code], env=_env(venv, tmp_path),
-                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
-        assert r.returncode == 0, r.stderr[-3000:]
-        # Each reader's table shows every page with its total: delta-rs (the rows),
-        # polars and DuckDB (the sums).
-        for page, n in want.items():
-            assert r.stdout.count(page) >= 3, (page, r.stdout)
-            assert re.search(rf"{re.escape(page)}\D+{n}\b", r.stdout), (page, n, r.stdout)
-    from deltalake import DeltaTable
-
-    table = DeltaTable(str(tmp / "data/tables/daily_clicks"))
-    assert table.version() == 2, table.history()  # created empty, then one per epoch
-    first = DeltaTable(str(tmp / "data/tables/daily_clicks"), version=1).to_pandas()
-    assert set(first["day"]) == {"2024-01-01"}, first  # epoch 1's version

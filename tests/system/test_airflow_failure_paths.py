@@ -32,6 +32,7 @@ from checkpointing.protocol.history import read_failure
 from tests.support.airflow_env import ROOT
 from tests.support.airflow_standalone import Standalone, connect_env
 from tests.support.pg import airflow_database
+from tests.support.sinks import WebhookSink
 
 pytestmark = pytest.mark.slow
 A, B, C = "ckpt_fp_a", "ckpt_fp_b", "ckpt_fp_c"
@@ -47,9 +48,12 @@ def af(tmp_path_factory, spark_connect):
     dags.mkdir()
     (dags / "pipelines.py").write_text(
         (ROOT / "tests/dags_failure_paths/pipelines.py").read_text())
+    lineage = WebhookSink()  # an OpenLineage receiver, through the provider's HTTP transport
     sa = Standalone(
         tmp / "airflow", ready_dag=B,
         AIRFLOW__CORE__DAGS_FOLDER=str(dags),
+        AIRFLOW__OPENLINEAGE__TRANSPORT=json.dumps(
+            {"type": "http", "url": lineage.url, "endpoint": "api/v1/lineage"}),
         # The environment's storage stays empty: each DAG names its own.
         CKPT_STORAGE=f"file://{tmp}/env-ckpt", CKPT_DATA=f"file://{tmp}/data",
         CKPT_FP_STORAGE_A=f"file://{tmp}/ckpt-a", CKPT_FP_STORAGE_B=f"file://{tmp}/ckpt-b",
@@ -57,11 +61,13 @@ def af(tmp_path_factory, spark_connect):
         **airflow_database("ckpt_airflow_failure_paths"), **connect_env(spark_connect),
     )
     (tmp / "data/control").mkdir(parents=True)
+    sa.lineage = lineage
     try:
         sa.start()
         yield sa, tmp
     finally:
         sa.stop()
+        lineage.stop()
 
 
 # ------------------------------------------------------------------ helpers
@@ -258,6 +264,16 @@ def test_declined_epoch_ends_the_run(af):
     assert "bad data" in rec.detail
     assert _ended_at(sa, A, run) - _ts(rec.decided_at) <= END_WITHIN_S
     assert "declined epoch" in _log(sa, A, run, "count")
+    # A lineage backend sees the epoch aborted: the declining task's FAIL event names the
+    # epoch, its status and reason in the checkpoint facet.
+    def fails() -> list:
+        return [ev["run"]["facets"].get("dagCheckpoints_epoch") for ev in
+                (b["json"] for b in list(sa.lineage.received))
+                if ev["eventType"] == "FAIL" and ev["job"]["name"] == f"{A}.count"]
+
+    facets = sa.wait_for(fails, 60, "the declining task's FAIL event")
+    assert {"epoch": epoch, "status": "aborted", "reason": "declined"}.items() <= \
+        (facets[-1] or {}).items(), facets
 
 
 def test_ack_after_abort_and_retention_is_refused_and_writes_nothing(af):

@@ -29,6 +29,7 @@ from tests.support import oracle
 from tests.support.airflow_env import ROOT
 from tests.support.airflow_standalone import Standalone, connect_env
 from tests.support.pg import airflow_database
+from tests.support.sinks import WebhookSink
 from tests.support.statsd_sink import StatsdSink
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]  # shares 2 cores with the fault matrix
@@ -44,6 +45,8 @@ def af(tmp_path_factory, spark_connect):
     # A DAG folder of its own: the backfill test deploys a fixed job by editing a DAG file.
     shutil.copytree(ROOT / "dags", tmp / "dags", ignore=shutil.ignore_patterns("__pycache__"))
     statsd = StatsdSink()  # Airflow's own StatsD metrics, with InfluxDB-style tags
+    lineage = WebhookSink()  # an OpenLineage receiver, through the provider's HTTP transport
+    transport = json.dumps({"type": "http", "url": lineage.url, "endpoint": "api/v1/lineage"})
     # PostgreSQL: Airflow supports backfills on SQLite only without concurrent writers (a
     # backfill created while the scheduler writes may be answered 503 and half made).
     db_env = airflow_database("ckpt_airflow_standalone")
@@ -53,14 +56,17 @@ def af(tmp_path_factory, spark_connect):
                     AIRFLOW__METRICS__STATSD_ON="True", AIRFLOW__METRICS__STATSD_HOST="127.0.0.1",
                     AIRFLOW__METRICS__STATSD_PORT=str(statsd.port),
                     AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED="True",
+                    AIRFLOW__OPENLINEAGE__TRANSPORT=transport,
+                    AIRFLOW__OPENLINEAGE__NAMESPACE="ckpt-standalone",
                     **db_env, **connect_env(spark_connect))
-    sa.statsd = statsd
+    sa.statsd, sa.lineage = statsd, lineage
     try:
         sa.start()
         yield sa, tmp
     finally:
         sa.stop()
         statsd.stop()
+        lineage.stop()
 
 
 def coord(tmp: Path) -> Coordinator:
@@ -138,6 +144,14 @@ def test_triggered_runs_and_a_retry_that_restores(af):
     detail = sa.get(f"{API}/epochs/2").json()
     by_task = {t["task_id"]: t for t in detail["tasks"]}
     assert by_task["route_stats"]["acked_attempt"] == 2
+    # Airflow's failed try 1 of route_stats, with its times after the barrier; no other
+    # task failed a try.
+    (killed,) = by_task["route_stats"]["failed_tries"]
+    assert killed["attempt"] == 1 and killed["state"] in ("failed", "up_for_retry"), killed
+    assert 0 < killed["ended_delay_ms"] and killed["started_delay_ms"] < killed["ended_delay_ms"]
+    assert killed["ended_delay_ms"] <= by_task["route_stats"]["ack_delay_ms"], by_task
+    assert all(t["failed_tries"] == [] for n, t in by_task.items() if n != "route_stats"), \
+        by_task
     assert sa.get(f"{API}/epochs/99").status_code == 404
 
     # Clearing one root job of a completed run (Airflow's "clear task"): a 500 before the
@@ -330,6 +344,11 @@ def test_epochs_page_in_headless_chromium(af, tmp_path):
     # tests made (a deployment of its own would cost a minute and a run of each).
     assert expected, "no epochs to show: this test reads what the module's earlier tests " \
         "ran; run the whole module (pytest tests/system/test_airflow_standalone.py)"
+    # The epoch whose route_stats was killed once (the module's first test): its failed
+    # try, as Airflow recorded it, on the page's task timeline.
+    retried = next(e["epoch_id"] for e in expected if e["max_attempt"] > 1)
+    tries = {t["task_id"]: t["failed_tries"]
+             for t in sa.get(f"{API}/epochs/{retried}").json()["tasks"]}
     r = subprocess.run(
         ["node", "epochs.spec.mjs"], cwd=ui, capture_output=True, text=True, timeout=600,
         env={"PATH": "/usr/bin:/bin:/usr/local/bin", "AIRFLOW_URL": sa.url, "DAG_ID": DAG,
@@ -337,7 +356,7 @@ def test_epochs_page_in_headless_chromium(af, tmp_path):
              "SCREENSHOT_DARK": str(shot.with_name("epochs-dark.png")),
              "EPOCH_ID": str(expected[-1]["epoch_id"]), "PREVIEW_FROM": "after-day2",
              "PREVIEW_FIRST": "2013-01-03", "PREVIEW_LAST": "2013-01-05",
-             "REWIND_LAST": "2013-01-03"})
+             "REWIND_LAST": "2013-01-03", "RETRIED_EPOCH_ID": str(retried)})
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     seen = json.loads(r.stdout.strip().splitlines()[-1])
     assert seen["rows"] == len(expected)
@@ -393,6 +412,11 @@ def test_epochs_page_in_headless_chromium(af, tmp_path):
     assert all(any(t in seen["failed_task"][i] for t in e["missing_tasks"])
                for i, e in enumerate(expected) if e in cancelled), seen["failed_task"]
     assert seen["timeline_bars"] == 6  # the oldest epoch completed: every task acked
+    assert seen["failed_tries"] == [[t, str(x["attempt"])] for t, xs in tries.items()
+                                    for x in xs], (seen["failed_tries"], tries)
+    assert seen["failed_tries"], tries
+    # Nothing scrolls sideways at 1280 px: neither the page, its tables, nor Airflow's.
+    assert seen["overflow"] == {"page": 0, "epochs": 0, "tasks": 0, "airflow": 0}, seen
     assert seen["savepoint_message"].startswith("savepoint sp-")
     # The lineage timeline: main and the backfill, its branch from the savepoint's epoch
     # and its promotion back to main; a dot per listed epoch.
@@ -527,6 +551,58 @@ def test_a_downstream_dag_continues_the_pipeline_from_its_table(af):
                   for r in got.itertuples()) == ontime_oracle(upstream, pinned)
     read = down.completed_handles(epoch)["ontime"].metrics["table_inputs"]["flights"]
     assert read["to_version"] == pinned and not read["full"]
+
+
+def test_the_lineage_graph_connects_the_pipelines(af):
+    """From the OpenLineage events the provider sent alone: landing -> each flights_daily
+    task -> its commit step -> each gold table -> airport_ontime's task -> its table, with
+    one writer (the commit step) of each table version; route_stats' killed try (the first
+    test's) names its epoch and attempt in the checkpoint facet of its FAIL event."""
+    sa, tmp = af
+    events = [b["json"] for b in sa.lineage.received]
+    edges: dict[tuple[str, str], set[tuple[str, str]]] = {}
+    writers: dict[tuple[str, str], set[str]] = {}
+    for ev in events:
+        if ev["eventType"] != "COMPLETE" or "." not in ev["job"]["name"]:
+            continue  # a DAG's own events: no datasets
+        job = ("job", ev["job"]["name"])
+        for i in ev.get("inputs", []):
+            edges.setdefault((i["namespace"], i["name"]), set()).add(job)
+        for o in ev.get("outputs", []):
+            edges.setdefault(job, set()).add((o["namespace"], o["name"]))
+            if "version" in o.get("facets", {}):
+                key = (o["name"], o["facets"]["version"]["datasetVersion"])
+                writers.setdefault(key, set()).add(ev["job"]["name"])
+
+    def reachable(start: tuple[str, str]) -> set[tuple[str, str]]:
+        seen, todo = set(), [start]
+        while todo:
+            for nxt in edges.get(todo.pop(), ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return seen
+
+    landing = reachable(("file", f"{tmp}/data/raw/flights/"))
+    tasks = ["ingest_flights", "enrich", "route_stats", "carrier_stats", "validate",
+             "checkpoint_commit"]
+    assert {("job", f"{DAG}.{t}") for t in tasks} <= landing, sorted(landing)
+    gold = {("file", f"{tmp}/data/tables/{t}") for t in
+            ("gold_route_stats", "gold_carrier_stats", "gold_flights_enriched",
+             "gold_airport_ontime")}
+    assert gold <= landing, sorted(landing)  # airport_ontime's table too, across the DAGs
+    assert ("job", "airport_ontime.ontime") in landing
+    assert ("job", f"{DAG}.ingest_weather") in reachable(
+        ("file", f"{tmp}/data/raw/weather/")), sorted(edges)
+    assert writers and all(len(jobs) == 1 and next(iter(jobs)).endswith(".checkpoint_commit")
+                           for jobs in writers.values()), writers
+    c = coord(tmp)
+    killed = [ev["run"]["facets"]["dagCheckpoints_epoch"] for ev in events
+              if ev["eventType"] == "FAIL" and ev["job"]["name"] == f"{DAG}.route_stats"]
+    assert killed and killed[0]["epoch"] == 2 and killed[0]["attempt"] == 1, killed
+    assert killed[0]["status"] == "failed" and c.status(2) == "completed", killed
+    blob = json.dumps(events)
+    assert f"{tmp}/ckpt" not in blob  # checkpoint storage's paths never leave
 
 
 def _checkpoint_keys(c: Coordinator) -> dict[str, str]:

@@ -104,11 +104,12 @@ def test_jobs_md_reading_recipe_runs(tmp_path):
 
 
 # ---------------------------------------------------------------------------- every block
+TUTORIAL = "tests/system/test_tutorial.py (test_the_tutorial_in_order)"
 #: Every fenced block of the README and JOBS.md, by its first line: the test that runs it
 #: here, or why it cannot run here. A new block fails the test below until it is listed.
 BLOCKS: dict[tuple[str, str], str] = {
     ("README.md", "make demo"): "run: test_every_make_target_in_the_readme_exists (make -n); "
-    "the demo itself by tests/system/test_demo.py",
+    "the demo itself, one day, by " + TUTORIAL,
     ("README.md", "Airflow DAG run ──►"): "not code: a diagram",
     ("docs/reference.md", "from checkpointing import Coordinator"): "run: test_readme_blocks_run",
     ("docs/reference.md", "ckpt [--storage URI]"): "run: test_readme_blocks_run (each "
@@ -134,25 +135,25 @@ BLOCKS: dict[tuple[str, str], str] = {
     ("docs/guides/tables.md", "from deltalake import DeltaTable"): "run: test_readme_blocks_run",
     ("README.md", "import glob"): "run: test_readme_reading_recipe_runs (a Delta table, read "
     "by delta-rs, polars and DuckDB's delta extension offline); and in a fresh environment "
-    "with the wheel, on the README DAG's own table, by tests/package/test_wheel.py",
+    "with the wheel, on the README DAG's own table, by " + TUTORIAL,
     ("README.md", "from datetime import datetime"): "a DAG file: docs/examples/clickstream.py "
     "(tests/unit/test_docs.py keeps them equal), run with the wheel in a fresh environment by "
-    "tests/package/test_wheel.py (test_the_tutorial_dag_and_its_readers_with_the_wheel)",
+    + TUTORIAL,
     ("docs/tutorial.md", ".venv/bin/python -m build"): "run as written (the clone's "
-    "interpreter, /tmp/tutorial moved) by tests/package/test_wheel.py's venv fixture",
+    "interpreter, /tmp/tutorial moved) by the tests' tutorial fixture (tests/conftest.py), "
+    "which " + TUTORIAL + " and tests/package/ share",
     ("docs/tutorial.md", ".venv/bin/python -m spark_jobs.runtime.connect_server start"):
-    "run: tests/integration/test_spark_connect.py (connect_server start|status|stop)",
+    "run as written (a free port) by " + TUTORIAL,
     ("docs/tutorial.md", "mkdir -p /tmp/tutorial/dags"): "run as written (/tmp/tutorial "
-    "moved, the test's Connect port) by tests/package/test_wheel.py",
-    ("docs/tutorial.md", "import glob"): "run as written by tests/package/test_wheel.py "
-    "(test_the_tutorial_dag_and_its_readers_with_the_wheel)",
+    "moved, a free Connect port) by " + TUTORIAL,
+    ("docs/tutorial.md", "import glob"): "run as written by " + TUTORIAL,
     ("docs/guides/index.md", "make demo"): "run: test_every_make_target_in_the_readme_exists "
-    "(make -n); the demo itself by tests/system/test_demo.py",
+    "(make -n); the demo itself, one day, by " + TUTORIAL,
     ("docs/reference.md", "Airflow DAG run ──►"): "not code: a diagram",
-    ("docs/tutorial.md", "make demo"): "the demo: tests/system/test_demo.py",
-    ("docs/tutorial.md", "{\"checkpoint\": {\"fault_inject\""): "a run conf: the same "
-    "fault runs in tests/system/test_airflow_standalone.py (test_triggered_runs_and_a_retry_that_"
-    "restores)",
+    ("docs/tutorial.md", "make demo"): "run as `make demo ARGS=...` (one day, free "
+    "ports) by " + TUTORIAL,
+    ("docs/tutorial.md", "{\"checkpoint\": {\"fault_inject\""): "a run conf: triggered "
+    "with it on the demo's printed date by " + TUTORIAL,
     ("docs/guides/troubleshooting.md", "table output 'gold.daily': this Spark's catalog"):
     "messages: tests/integration/test_spark_lakehouse.py raises both (test_a_catalog_name_"
     "without_a_metastore_is_refused_in_one_line, and the catalog test's name at another "

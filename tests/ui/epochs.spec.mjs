@@ -6,13 +6,14 @@
 import { chromium } from "playwright-core";
 
 const { AIRFLOW_URL, DAG_ID, USERNAME, PASSWORD, SCREENSHOT, SCREENSHOT_DARK, EPOCH_ID,
-  PREVIEW_FROM, PREVIEW_FIRST, PREVIEW_LAST, REWIND_LAST } = process.env;
+  PREVIEW_FROM, PREVIEW_FIRST, PREVIEW_LAST, REWIND_LAST, RETRIED_EPOCH_ID } = process.env;
 
 const browser = await chromium.launch({
   executablePath: "/usr/bin/chromium", args: ["--headless", "--no-sandbox"],
 });
 try {
-  const context = await browser.newContext({ viewport: { width: 1400, height: 1000 } });
+  // A laptop's width: the page must fit it without scrolling sideways.
+  const context = await browser.newContext({ viewport: { width: 1280, height: 1000 } });
   const page = await context.newPage();
   // Liveness bounds, not speed targets: on a busy host the Airflow UI's scripts take tens
   // of seconds to load, past Playwright's 30 s defaults.
@@ -64,6 +65,28 @@ try {
   const detailStatus = (await frame.locator("#detail-status").textContent()).split(" · ")[0];
   const detailAcked = await frame.locator("#tasks tbody tr").evaluateAll((trs) =>
     trs.filter((tr) => tr.children[1].textContent === "acked").length);
+
+  // Sideways scrolling at 1280 px: the page's document, its epochs and tasks tables, and
+  // Airflow's page around it (pixels of content beyond the visible width).
+  const overflow = await frame.locator("html").evaluate((html) => {
+    const over = (el) => el.scrollWidth - el.clientWidth;
+    return { page: over(html), epochs: over(document.getElementById("epochs")),
+      tasks: over(document.getElementById("tasks")) };
+  });
+  overflow.airflow = await page.evaluate(() =>
+    document.documentElement.scrollWidth - document.documentElement.clientWidth);
+
+  // An epoch whose task was retried: its failed try on the task timeline.
+  let failedTries = null;
+  if (RETRIED_EPOCH_ID) {
+    await frame.locator(`#epochs tbody tr[data-epoch-id="${RETRIED_EPOCH_ID}"]`).click();
+    await frame.locator(`#detail-status`).filter({ hasText: /./ }).waitFor();
+    await frame.locator("#timeline rect.failed-try").first().waitFor();
+    failedTries = await frame.locator("#timeline rect.failed-try").evaluateAll((rs) =>
+      rs.map((r) => [r.dataset.task, r.dataset.attempt]));
+    await frame.locator(`#epochs tbody tr[data-epoch-id="${EPOCH_ID}"]`).click();
+    await frame.locator("#tasks tbody tr").first().waitFor();
+  }
 
   const lineages = await frame.locator("#lineages").evaluate((svg) => ({ ...svg.dataset }));
   // What the page shows, for the defects it must not have: which epoch each task restored
@@ -143,6 +166,7 @@ try {
     disabled_opacity: disabledOpacity, chart_points: chartPoints,
     savepoint_message: savepointMessage, trigger_message: triggerMessage,
     trigger_date: triggerDate, theme, background, timeline_bars: timelineBars, lineages,
+    overflow, failed_tries: failedTries,
     preview, rewind_preview: rewindPreview,
     start: { before_preview: !disabledBefore, after_preview: startEnabled,
       after_edit: !disabledOnEdit, after_rewind_preview: startAfterRewind } }));

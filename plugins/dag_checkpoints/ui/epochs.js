@@ -144,7 +144,10 @@ function timeline(tasks) {
   const h = top + bottom + rowH * Math.max(tasks.length, 1);
   svg.setAttribute("viewBox", `0 0 ${w} ${h}`);
   svg.style.height = `${h}px`;
-  const end = Math.max(1, ...tasks.map((t) => (t.ack_delay_ms ?? 0) / 1000));
+  // Airflow's failed tries of each task (failed, up for retry) share its row, drawn before
+  // the acknowledged attempt's bar.
+  const tryEnds = tasks.flatMap((t) => (t.failed_tries || []).map((x) => (x.ended_delay_ms ?? 0) / 1000));
+  const end = Math.max(1, ...tasks.map((t) => (t.ack_delay_ms ?? 0) / 1000), ...tryEnds);
   const x = (s) => left + (w - left - right) * s / end;
   svgEl(svg, "line", {x1: left, y1: h - bottom, x2: w - right, y2: h - bottom, class: "axis"});
   for (const f of [0, 0.25, 0.5, 0.75, 1]) {
@@ -154,6 +157,17 @@ function timeline(tasks) {
   tasks.forEach((t, i) => {
     const y = top + i * rowH;
     svgEl(svg, "text", {x: left - 6, y: y + 13, class: "tick", "text-anchor": "end"}, t.task_id);
+    for (const x0 of t.failed_tries || []) {
+      if (x0.started_delay_ms == null) continue;
+      const from = Math.max(0, x0.started_delay_ms / 1000);
+      const to = x0.ended_delay_ms == null ? end : Math.max(from, x0.ended_delay_ms / 1000);
+      const bar = svgEl(svg, "rect", {x: x(from), y: y + 5, height: rowH - 10,
+        width: Math.max(2, x(to) - x(from)), class: "failed-try"});
+      bar.dataset.task = t.task_id;
+      bar.dataset.attempt = String(x0.attempt);
+      hover(bar, `${t.task_id} · attempt ${x0.attempt} · ${x0.state || "unknown"} · ` +
+        `started ${from.toFixed(1)}s · ended ${x0.ended_delay_ms == null ? "–" : to.toFixed(1) + "s"}`);
+    }
     if (t.ack_delay_ms == null) {
       svgEl(svg, "text", {x: left + 4, y: y + 13, class: "tick status-aborted"},
         `${t.status} (attempt ${t.attempts || "–"})`);
@@ -173,6 +187,7 @@ function timeline(tasks) {
       `state ${size(t.state_bytes)}`);
   });
   svg.dataset.bars = String(tasks.filter((t) => t.ack_delay_ms != null).length);
+  svg.dataset.failedTries = String(svg.querySelectorAll("rect.failed-try").length);
 }
 
 // Lineages as branches on one axis of epoch ids: a row per lineage (main first, then each
