@@ -32,6 +32,8 @@ BIN = Path(sys.executable).parent
 DAG = "flights_daily"
 AIRCRAFT = "aircraft_utilisation"
 ONTIME = "airport_ontime"
+DELAYS = "carrier_delays"
+BRONZE = "bronze_flight_status"
 BUCKETS = ("checkpoints", "flights")
 #: Every process the demo starts, and every process those start (task processes, Spark
 #: JVMs), inherits this variable: what carries it is the demo's to stop, nothing else is.
@@ -278,6 +280,43 @@ def trigger_days(session, url: str, days: list[date], dag: str = DAG) -> list[st
     return runs
 
 
+def update_bronze(session, url: str, env: dict[str, str], days: list[date],
+                  connect_port: int | None) -> None:
+    """The bronze table ``bronze_flight_status`` as another team's Spark job keeps it,
+    outside any checkpoint (MERGE, then DELETE with deletion vectors on), one update per
+    landed day, each announced to Airflow as an event of the asset carrier_delays is
+    scheduled on."""
+    from spark_jobs.flights.bronze_status import update
+    from spark_jobs.runtime import spark_session
+
+    deadline = time.time() + 180
+    while True:  # the asset exists once Airflow has parsed carrier_delays
+        r = session.get(f"{url}/api/v2/assets", params={"name_pattern": BRONZE})
+        found = [a for a in (r.json().get("assets", []) if r.ok else []) if a["name"] == BRONZE]
+        if found:
+            break
+        if time.time() > deadline:
+            raise DemoError(f"the asset {BRONZE} did not appear in Airflow; see "
+                            ".demo/airflow.log")
+        time.sleep(2)
+    remote = f"sc://127.0.0.1:{connect_port}" if connect_port else None
+    spark = spark_session("demo-bronze", remote=remote, s3=env["CKPT_DATA"].startswith("s3"),
+                          endpoint_url=env.get("AWS_ENDPOINT_URL"))
+    try:
+        location = f"{env['CKPT_DATA'].rstrip('/')}/tables/{BRONZE}"
+        for d in days:
+            version = update(spark, location, f"{env['CKPT_DATA'].rstrip('/')}/raw/flights/"
+                             f"{d}.csv")
+            r = session.post(f"{url}/api/v2/assets/events",
+                             json={"asset_id": found[0]["id"],
+                                   "extra": {"table_version": version, "data_day": str(d)}})
+            if not r.ok:
+                raise DemoError(f"cannot announce {BRONZE} v{version}: {r.status_code} "
+                                f"{r.text[:200]}")
+    finally:
+        spark.stop()
+
+
 def progress(coord, session, url: str, runs: list[str] | None, dag: str = DAG) -> str:
     """A table of the epochs (with the Delta table versions each published) and a bar of
     the runs finished (``runs`` None: every run of the DAG, for one scheduled on assets)."""
@@ -377,6 +416,12 @@ def main(argv: list[str] | None = None) -> int:
         # The third, airport_ontime, runs by itself: scheduled on flights_daily's table, it
         # reads the table's changes each time flights_daily commits a version.
         ontime = Coordinator(open_storage(env["CKPT_STORAGE"]), ONTIME)
+        # The fourth, carrier_delays, continues a bronze table plain Spark maintains.
+        print(f"updating the bronze Delta table {BRONZE} with plain Spark (MERGE, DELETE "
+              "with deletion vectors) ...", flush=True)
+        update_bronze(session, url, env, days,
+                      a.connect_port if a.spark == "connect" else None)
+        delays = Coordinator(open_storage(env["CKPT_STORAGE"]), DELAYS)
         print(f"\nAirflow UI: {url}  (sign in as admin / {password})")
         print(f"Epochs page: {url}/dags/{DAG}/plugin/epochs    Ctrl-C stops the demo\n")
         spare, next_run = days[-1] + timedelta(days=1), days[-1] + timedelta(days=2)
@@ -396,7 +441,8 @@ def main(argv: list[str] | None = None) -> int:
             print(table)
             print(progress(aircraft, session, url, aircraft_runs, AIRCRAFT))
             print(progress(ontime, session, url, None, ONTIME))
-            print(read_them([coord, aircraft, ontime]) + hint, flush=True)
+            print(progress(delays, session, url, None, DELAYS))
+            print(read_them([coord, aircraft, ontime, delays]) + hint, flush=True)
             time.sleep(5)
     except DemoError as exc:
         print(f"demo: error: {exc}", file=sys.stderr)

@@ -21,7 +21,7 @@ MODULE_SECONDS = {
     "test_spark_connect.py": 250, "test_spark_cluster.py": 220, "test_airflow_dags.py": 220,
     "test_tpch.py": 220, "test_spark_s3.py": 200, "test_airflow_timeout.py": 190,
     "test_expected_input.py": 175, "test_otel_metrics.py": 165, "test_airflow_cli.py": 145,
-    "test_readme_commands.py": 135, "test_user_pipeline.py": 135, "test_demo.py": 120,
+    "test_readme_commands.py": 135, "test_user_pipeline.py": 135, "test_demo.py": 20,
     "test_table_inputs.py": 95, "test_airflow_staleness.py": 95, "test_tables.py": 85,
     "test_lineage.py": 60, "test_iceberg_tables.py": 55, "test_cli_on_s3.py": 55,
     "test_bench.py": 490, "test_coordinator_on_s3.py": 28, "test_lease.py": 25,

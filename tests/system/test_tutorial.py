@@ -182,6 +182,8 @@ def test_the_tutorial_in_order(tutorial, tmp_path):
         # 4. The tables the demo printed, by any Delta reader.
         from deltalake import DeltaTable
 
+        out.wait_for(r"(?m)^\s+gold_carrier_delays\s+v\d+", 600)
+        _bronze_continued_exactly_once(demo_dir, connect_port)
         printed = dict(re.findall(r"^\s+(gold_\w+)\s+v\d+\s+(\S+)$", out.text, re.M))
         assert {"gold_route_stats", "gold_flights_enriched"} <= set(printed), out.text[-3000:]
         for location in printed.values():
@@ -200,6 +202,40 @@ def test_the_tutorial_in_order(tutorial, tmp_path):
         time.sleep(0.2)
     assert _marked(demo_id) == [], "processes the demo started are still running"
     _your_own_dag(tutorial, tmp_path)
+
+
+def _bronze_continued_exactly_once(demo_dir: Path, connect_port: int) -> None:
+    """The demo's bronze table, kept by plain Spark (MERGE, DELETE), has deletion vectors;
+    carrier_delays' published table equals pandas over Spark's own read of the bronze
+    table at the version its latest epoch pinned."""
+    from deltalake import DeltaTable
+
+    from checkpointing import read_manifest
+    from spark_jobs.runtime import spark_session
+
+    bronze = demo_dir / "data/tables/bronze_flight_status"
+    log = "".join(p.read_text() for p in sorted((bronze / "_delta_log").glob("*.json")))
+    assert '"deletionVector":{' in log, "the bronze table's DELETE wrote no deletion vector"
+    c = Coordinator(LocalStorage(demo_dir / "ckpt"), "carrier_delays")
+    epoch = c.latest_completed()
+    pinned = c.barrier(epoch).table_version("status").version
+    spark = spark_session("tutorial-check", remote=f"sc://127.0.0.1:{connect_port}")
+    try:
+        rows = (spark.read.format("delta").option("versionAsOf", pinned)
+                .load(f"file://{bronze}").toPandas())
+    finally:
+        spark.stop()
+    assert len(rows) > 0
+    want = rows.assign(late=(rows["arr_delay"] > 15).astype(int)).groupby("carrier").agg(
+        flights=("carrier", "size"), late=("late", "sum"), delay=("arr_delay", "sum"))
+    out = read_manifest(c.storage, c.layout).outputs["gold_carrier_delays"]
+    got = DeltaTable(out.meta["table"]["location"].removeprefix("file://"),
+                     version=int(out.meta["table_version"])).to_pandas().set_index("carrier")
+    assert sorted(got.index) == sorted(want.index)
+    for carrier, w in want.iterrows():
+        g = got.loc[carrier]
+        assert (int(g["flights"]), int(g["late"])) == (int(w["flights"]), int(w["late"]))
+        assert abs(float(g["delay_minutes"]) - float(w["delay"])) < 1e-6, (carrier, g, w)
 
 
 def _your_own_dag(tmp: Path, work: Path) -> None:

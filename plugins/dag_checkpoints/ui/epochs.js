@@ -38,7 +38,7 @@ function cell(tr, text, cls) {
   const td = document.createElement("td");
   td.textContent = text;
   if (cls) td.className = cls;
-  if (cls && cls.split(" ").includes("long")) td.title = String(text);
+  td.title = String(text);  // whole on hover where the column cuts it
   tr.appendChild(td);
   return td;
 }
