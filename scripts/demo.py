@@ -305,8 +305,18 @@ def update_bronze(session, url: str, env: dict[str, str], days: list[date],
     try:
         location = f"{env['CKPT_DATA'].rstrip('/')}/tables/{BRONZE}"
         for d in days:
-            version = update(spark, location, f"{env['CKPT_DATA'].rstrip('/')}/raw/flights/"
-                             f"{d}.csv")
+            landed = f"{env['CKPT_DATA'].rstrip('/')}/raw/flights/{d}.csv"
+            for attempt in (1, 2):  # MERGE by key and DELETE: safe to run again
+                try:
+                    version = update(spark, location, landed)
+                    break
+                except Exception as exc:  # noqa: BLE001 - named in one line below
+                    line = (str(exc).strip().splitlines() or [""])[0][:300]
+                    if attempt == 2:
+                        raise DemoError(f"the bronze writer failed on {d}: "
+                                        f"{type(exc).__name__}: {line}") from None
+                    print(f"bronze writer: {type(exc).__name__}: {line}; once more",
+                          flush=True)
             r = session.post(f"{url}/api/v2/assets/events",
                              json={"asset_id": found[0]["id"],
                                    "extra": {"table_version": version, "data_day": str(d)}})

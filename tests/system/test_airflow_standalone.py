@@ -331,6 +331,14 @@ def test_backfill_of_a_fixed_job_from_a_savepoint(af):
     assert asked["rewinds"] is True and asked["conflicts"] == []
 
 
+def _size(n: int) -> str:
+    """Bytes as the page shows them ("24.4 KiB")."""
+    units, v, i = ["B", "KiB", "MiB", "GiB"], float(n), 0
+    while v >= 1024 and i < 3:
+        v, i = v / 1024, i + 1
+    return f"{v:.{1 if i else 0}f} {units[i]}"
+
+
 def test_epochs_page_in_headless_chromium(af, tmp_path):
     sa, tmp = af
     ui = ROOT / "tests" / "ui"
@@ -398,7 +406,11 @@ def test_epochs_page_in_headless_chromium(af, tmp_path):
     for t in oldest["tasks"]:
         want = "–" if t["sync_ms"] is None else f"{t['sync_ms'] / 1000:.1f} s / "
         assert seen["snapshots"][t["task_id"]].startswith(want), (t, seen["snapshots"])
-    assert seen["sizes"].startswith("written ") and " of " in seen["sizes"], seen["sizes"]
+    # Flink's incremental against full size counts state only; staged outputs apart.
+    staged = sum(t["metrics"].get("outputs_staged_bytes", 0) for t in oldest["tasks"])
+    assert 0 < staged < oldest["bytes_written"], oldest
+    assert seen["sizes"].startswith("state uploaded ") and " of " in seen["sizes"] and \
+        seen["sizes"].endswith(f"outputs staged {_size(staged)}"), (seen["sizes"], staged)
     assert max(seen["row_heights"]) < 1.6 * min(seen["row_heights"]), seen["row_heights"]
     # The selected row and the detail agree (one read): status and acknowledged tasks.
     sel = seen["selected"]

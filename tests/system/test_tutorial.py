@@ -49,6 +49,7 @@ class _Lines:
     """A process's output, read by a thread so a wait never blocks on a quiet pipe."""
 
     def __init__(self, proc: subprocess.Popen):
+        self.proc = proc
         self.lines: list[str] = []
         self._t = threading.Thread(target=self._read, args=(proc,), daemon=True)
         self._t.start()
@@ -66,6 +67,10 @@ class _Lines:
         while time.time() < deadline:
             if m := re.search(pattern, self.text):
                 return m
+            if self.proc.poll() is not None:
+                time.sleep(1)  # the reader thread's last lines
+                raise AssertionError(f"the process ended ({self.proc.returncode}) before "
+                                     f"{pattern!r}:\n{self.text[-4000:]}")
             time.sleep(1)
         raise AssertionError(f"no {pattern!r} within {timeout}s:\n{self.text[-4000:]}")
 

@@ -371,10 +371,14 @@ async function showEpoch(id) {
   document.getElementById("detail").hidden = false;
   document.getElementById("detail-id").textContent = id;
   document.getElementById("detail-status").textContent = `${e.status} · run ${e.run_id} · lineage ${e.lineage}`;
-  // Flink's incremental vs full checkpoint size: what the epoch wrote / its whole state.
+  // Flink's incremental vs full checkpoint size: the state the epoch uploaded / its whole
+  // state; the outputs it staged for publication are a figure of their own (each handle's
+  // metrics.outputs_staged_bytes, the part of bytes_written that is not state).
+  const staged = (e.tasks || []).reduce((n, t) => n + ((t.metrics || {}).outputs_staged_bytes || 0), 0);
   document.getElementById("detail-sizes").textContent =
-    `written ${size(e.bytes_written)} of ${size(e.state_bytes)} state` +
-    (e.parent_epoch_id == null ? " (from empty state)" : ` (incremental on epoch ${e.parent_epoch_id})`);
+    `state uploaded ${size(Math.max(0, e.bytes_written - staged))} of ${size(e.state_bytes)}` +
+    (e.parent_epoch_id == null ? " (from empty state)" : ` (incremental on epoch ${e.parent_epoch_id})`) +
+    ` · outputs staged ${size(staged)}`;
   document.getElementById("detail-reason").textContent = e.reason
     ? `${e.reason}: ${e.detail || ""}${e.alert ? " (alert sent)" : ""}` : "";
   document.getElementById("detail-reads").textContent = reads(e);
