@@ -545,7 +545,10 @@ def test_a_downstream_dag_continues_the_pipeline_from_its_table(af):
     assert all(r["run_type"] == "asset_triggered" for r in runs)
     completed = [b for b in down.barriers() if down.status(b.epoch_id) == "completed"]
     pins = [b.table_version("flights").version for b in completed]
-    assert pins == sorted(pins) and len(completed) >= 2, pins
+    # Airflow hands the events that arrive while a run is active to one next run, so how
+    # many epochs they make depends on timing: at least one; the triggered run below reads
+    # on from the last of them.
+    assert pins == sorted(pins) and len(completed) >= 1, pins
     offsets = [down.completed_handles(b.epoch_id)["ontime"].table_offsets["flights"]
                for b in completed if down.completed_handles(b.epoch_id)]
     assert offsets[-1] == {"version": pins[-1]}

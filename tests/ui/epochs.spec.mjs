@@ -45,7 +45,7 @@ try {
   const tablesCells = await frame.locator("#epochs tbody tr").evaluateAll((trs) =>
     Object.fromEntries(trs.map((tr) => [tr.dataset.epochId, tr.querySelector("td.tables")?.textContent ?? null])));
 
-  // The "Attempts" column: the highest attempt of any task of each epoch.
+  // The "Tries" column: the highest attempt of any task of each epoch.
   const attemptsCells = await frame.locator("#epochs tbody tr").evaluateAll((trs) =>
     Object.fromEntries(trs.map((tr) => [tr.dataset.epochId, tr.querySelector("td.attempts")?.textContent ?? null])));
   // The status line under the title takes no room while it is empty.
