@@ -78,13 +78,17 @@ try {
 
   // An epoch whose task was retried: its failed try on the task timeline.
   let failedTries = null;
+  // The detail of epoch `id` is drawn (its id, tasks and timeline are set together once its
+  // read returns): a wait on the rows alone would read the previous epoch's.
+  const detailOf = (id) => frame.locator("#detail-id").filter({ hasText: new RegExp(`^${id}$`) }).waitFor();
   if (RETRIED_EPOCH_ID) {
     await frame.locator(`#epochs tbody tr[data-epoch-id="${RETRIED_EPOCH_ID}"]`).click();
-    await frame.locator(`#detail-status`).filter({ hasText: /./ }).waitFor();
+    await detailOf(RETRIED_EPOCH_ID);
     await frame.locator("#timeline rect.failed-try").first().waitFor();
     failedTries = await frame.locator("#timeline rect.failed-try").evaluateAll((rs) =>
       rs.map((r) => [r.dataset.task, r.dataset.attempt]));
     await frame.locator(`#epochs tbody tr[data-epoch-id="${EPOCH_ID}"]`).click();
+    await detailOf(EPOCH_ID);
     await frame.locator("#tasks tbody tr").first().waitFor();
   }
 
