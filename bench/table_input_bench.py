@@ -17,6 +17,8 @@ Keys (medians of the measured epochs, written to bench/results/latest.json):
 - ``table_input_vs_full_reread``: an incremental epoch's time / the time of the same job
   reading the whole table at the same version (a first read: a pipeline of its own each
   time), same server. Target <= 0.1.
+- ``table_input_unchanged_epoch_s`` (a control): the median of three epochs with no
+  upstream change, an empty change set: the epoch's floor (barrier, state, commit).
 - ``table_input_history_ratio``: epoch time after about 100 upstream versions (the last
   ``--measure`` epochs) / after about 10 (epochs at versions 2..``--measure`` + 1).
   Target <= 1.2.
@@ -217,6 +219,9 @@ def run(rows: int, versions: int, measure: int, work: Path, dv: bool = False
             if v % 10 == 0:
                 print(f"version {v}: {e['seconds']:.2f}s, read {e['input_bytes']} B of "
                       f"{e['bytes_changed']} B changed", flush=True)
+        # The floor (a control): epochs of the same pipeline with no upstream change, so
+        # an empty change set: what an epoch costs before it reads anything.
+        unchanged = [epoch(c, pipe, f"same{i}") for i in range(3)]
         full = []
         for i in range(3):  # the control: the same job reading the whole table, same version
             fc, fpipe = pipeline(f"full{i}")
@@ -246,6 +251,8 @@ def run(rows: int, versions: int, measure: int, work: Path, dv: bool = False
             for e in epochs), 3),
         "table_input_epoch_s": round(incr, 2),
         "table_input_full_reread_s": round(statistics.median(f["seconds"] for f in full), 2),
+        "table_input_unchanged_epoch_s": round(statistics.median(
+            e["seconds"] for e in unchanged), 2),
         "table_input_history_ratio": round(statistics.median(e["seconds"] for e in late)
                                            / statistics.median(e["seconds"] for e in early), 3),
     }
@@ -253,7 +260,8 @@ def run(rows: int, versions: int, measure: int, work: Path, dv: bool = False
         incr / summary["table_input_full_reread_s"], 3)
     if dv:  # the same figures, under the keys of the deletion-vector upstream
         summary = {k.replace("table_input_", "table_input_dv_"): v for k, v in summary.items()}
-    return {**summary, "details": {"first": first, "epochs": epochs, "full": full}}
+    return {**summary, "details": {"first": first, "epochs": epochs, "full": full,
+                                   "unchanged": unchanged}}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -69,9 +69,10 @@ CONTAINER_PORTS: dict[str, dict[str, int]] = {
     "airflow-worker": {"logs": 8793},
 }
 #: One-off services: they run to completion during `up` (compose: service_completed_successfully).
-ONE_OFF = ("minio-init", "airflow-init")
+ONE_OFF = ("minio-init", "metastore-init", "airflow-init")
 #: Start order (compose's depends_on, flattened); `down` stops in reverse.
-ORDER = ("postgres", "redis", "minio", "minio-init", "spark-master", "spark-worker",
+ORDER = ("postgres", "redis", "minio", "minio-init", "metastore-init", "spark-master",
+         "spark-worker",
          "spark-connect", "airflow-init", "airflow-apiserver", "airflow-scheduler",
          "airflow-dag-processor", "airflow-triggerer", "airflow-worker")
 #: Directories of the home holding data (compose's volumes); `down --volumes` deletes them.
@@ -378,6 +379,8 @@ def build(compose: dict, home: Path, ports: Ports,
         {**base, **service_env(compose, "minio"), "MINIO_BROWSER": "off"},
         ports.of("minio", "api"))
     add("minio-init", [sys.executable, str(ROOT / "docker" / "minio_init.py")], {**base, **env})
+    add("metastore-init", [sys.executable, str(ROOT / "docker" / "metastore_init.py")],
+        {**base, **env})
     # Spark: the compose commands, host names and ports rewritten.
     for name in ("spark-master", "spark-worker"):
         cmd = _spark_cmd(svcs[name]["command"], spark_home, ports, name)
@@ -509,6 +512,8 @@ def create_pg_role(c: Cluster, compose: dict) -> None:
 
     if psql(f"select 1 from pg_roles where rolname='{user}'") != "1":  # noqa: S608
         psql(f"create role \"{user}\" login password '{pw}'")
+    # metastore-init creates the metastore's database as this role (the image's is superuser)
+    psql(f"alter role \"{user}\" createdb")
     if psql(f"select 1 from pg_database where datname='{db}'") != "1":  # noqa: S608
         psql(f"create database \"{db}\" owner \"{user}\"")
 

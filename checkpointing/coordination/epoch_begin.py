@@ -118,7 +118,8 @@ class EpochBeginner:
             parent = asked
         # Pinned before an id is allocated, as the parent: an unreadable upstream table
         # refuses the begin without leaving a burned id.
-        versions = self.table_pins.pin_all(req.plan, req.min_table_versions)
+        plan = self.table_pins.resolve(req.plan)  # catalog names: the locations they have
+        versions = self.table_pins.pin_all(plan, req.min_table_versions)
         burned = self._own_burned_entry(reg, req.run_id, req.lineage)
         entry, joined = (burned, False) if burned is not None else self._allocate(req)
         if burned is not None:
@@ -135,7 +136,7 @@ class EpochBeginner:
                 return barrier
         barrier = Barrier(
             pipeline_id=self.store.pipeline_id, epoch_id=entry.epoch_id, run_id=req.run_id,
-            lineage=req.lineage, plan=dict(req.plan), created_at=entry.created_at,
+            lineage=req.lineage, plan=plan, created_at=entry.created_at,
             deadline=entry.deadline, config=self.config, mode=self.config.mode,
             data_interval=req.data_interval, input_range=req.input_range,
             parent_epoch_id=parent,

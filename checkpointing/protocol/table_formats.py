@@ -9,7 +9,11 @@ imports no format library, so the declarations (:class:`~.tables.TableSpec`,
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+
+#: a name in Spark's built-in catalog: ``schema.table``, plain identifiers (it goes into SQL)
+SPARK_CATALOG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass(frozen=True)
@@ -30,7 +34,8 @@ class FormatTraits:
     #: an asset event's ``version`` orders like the barrier's pins (a table version; an
     #: Iceberg event names a snapshot id, which orders nothing)
     event_versions_ordered: bool
-    #: an output may be named in Spark's built-in catalog (``schema.table``, 1.18)
+    #: an output may be named in Spark's built-in catalog (``schema.table``, 1.18), and a
+    #: table input by its name there (1.19)
     spark_catalog_named: bool = False
 
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from checkpointing.errors import CheckpointError
 from checkpointing.ids import validate_id
 from checkpointing.json_types import JsonObject
-from checkpointing.protocol.table_formats import traits
+from checkpointing.protocol.table_formats import SPARK_CATALOG_NAME, traits
 
 if TYPE_CHECKING:  # pyarrow comes with the table extras: imported where it is used
     import pyarrow as pa
@@ -49,10 +49,13 @@ class IncompatibleSchema(TableInputError):
 class TableInput:
     """An upstream table a task reads incrementally.
 
-    :param location: the table's URI (Delta: required; Iceberg: informative, the catalog
-        locates the table).
+    :param location: the table's URI (Delta: its location, or None with ``name``;
+        Iceberg: informative, the catalog locates the table).
     :param format: ``"delta"`` or ``"iceberg"``.
     :param name: Iceberg: the table's identifier in its catalog (``namespace.table``).
+        Delta (1.19): its name in Spark's session catalog (``schema.table``), resolved to
+        its location when an epoch begins (:mod:`checkpointing.tables.metastore`); the
+        barrier's plan holds both.
     :param catalog: Iceberg: the catalog's name, configured by pyiceberg's own settings.
     :param starting_version: the first epoch reads the changes from this version on
         (Delta: a table version; Iceberg: a snapshot's sequence number) instead of the
@@ -70,11 +73,18 @@ class TableInput:
     expect_new_version: bool = False
 
     def __post_init__(self) -> None:
-        if traits(self.format).catalog_named:
+        fmt = traits(self.format)
+        if fmt.catalog_named:
             if not self.name or "." not in self.name:
                 raise ValueError(f"a {self.format} table input needs name='namespace.table'")
+        elif self.name is not None:
+            if not fmt.spark_catalog_named or not SPARK_CATALOG_NAME.fullmatch(self.name):
+                raise ValueError(f"a {self.format} table input's name {self.name!r} must be "
+                                 "'schema.table' (letters, digits and '_'), its name in "
+                                 "Spark's catalog")
         elif not (self.location or "").strip():
-            raise ValueError(f"a {self.format} table input needs its location")
+            raise ValueError(f"a {self.format} table input needs its location, or its name "
+                             "in Spark's catalog (name='schema.table')")
         if self.location is not None and self.location != self.location.rstrip("/"):
             raise ValueError(f"table location {self.location!r} must be a URI without a "
                              "trailing '/'")

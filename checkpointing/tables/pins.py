@@ -9,21 +9,43 @@ exactly that version, whatever is committed to the upstream table meanwhile.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 
 from checkpointing.json_types import JsonObject
 from checkpointing.protocol.barrier import TaskPlan, plan_table_inputs
+from checkpointing.protocol.table_formats import traits
 from checkpointing.protocol.table_inputs import TableInput, TableInputError, TableVersion
 from checkpointing.tables.changes import pin
+from checkpointing.tables.metastore import MetastoreNames, TableNames
 
 
 class TablePins:
     """Pins the table inputs of a plan; ``read`` (injectable) reads a table's newest
-    version."""
+    version, ``names`` where a Delta input named in Spark's catalog lives (by default the
+    metastore CKPT_METASTORE_URL names, read only for a plan with such an input)."""
 
     def __init__(self, endpoint_url: str | None = None,
-                 read: Callable[[TableInput, str | None], TableVersion] = pin):
+                 read: Callable[[TableInput, str | None], TableVersion] = pin,
+                 names: TableNames | None = None):
         self.endpoint_url = endpoint_url
         self.read = read
+        self.names = names
+
+    def resolve(self, plan: Mapping[str, TaskPlan]) -> dict[str, TaskPlan]:
+        """The plan with each Delta input named in Spark's catalog given the location the
+        name has now: the barrier records it, and every attempt of the epoch reads that
+        table (PROTOCOL 6.14, 1.19)."""
+        named = {name: spec for name, spec in plan_table_inputs(dict(plan)).items()
+                 if spec.name and not traits(spec.format).catalog_named
+                 and spec.location is None}
+        if not named:
+            return dict(plan)
+        names = self.names or MetastoreNames.from_env()
+        found = {name: names.location_of(spec.name or "") for name, spec in named.items()}
+        return {task: replace(p, table_inputs={
+                    n: replace(s, location=found[n]) if n in found else s
+                    for n, s in p.table_inputs.items()})
+                for task, p in plan.items()}
 
     def pin_all(self, plan: Mapping[str, TaskPlan],
                 min_versions: Mapping[str, int] | None = None) -> dict[str, JsonObject]:

@@ -16,7 +16,6 @@ module of its own, reached through :mod:`.table_commit`.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
@@ -25,7 +24,7 @@ from urllib.parse import unquote
 from checkpointing.errors import CheckpointError
 from checkpointing.json_types import JsonObject
 from checkpointing.protocol.state_handle import FileRef
-from checkpointing.protocol.table_formats import traits
+from checkpointing.protocol.table_formats import SPARK_CATALOG_NAME, traits
 
 if TYPE_CHECKING:  # pyarrow comes with the table extras: imported where it is used
     import pyarrow as pa
@@ -38,8 +37,6 @@ if TYPE_CHECKING:  # pyarrow comes with the table extras: imported where it is u
 MODES = ("append", "overwrite", "replace_partitions", "merge")
 #: the column a ``merge`` output's staged rows carry: true for a key to delete
 DELETE_COLUMN = "_ckpt_delete"
-#: a name in Spark's built-in catalog: ``schema.table``, plain identifiers
-_SPARK_CATALOG_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*")
 
 
 class TableCommitError(CheckpointError):
@@ -75,7 +72,7 @@ class TableSpec:
             raise ValueError(f"a {self.format} table needs name='namespace.table' (its "
                              "identifier in the catalog)")
         if (self.name is not None and traits(self.format).spark_catalog_named
-                and not _SPARK_CATALOG_NAME.fullmatch(self.name)):
+                and not SPARK_CATALOG_NAME.fullmatch(self.name)):
             # Spark's built-in catalog has one level of schemas, and the name goes into SQL.
             raise ValueError(f"a {self.format} table's name {self.name!r} must be "
                              "'schema.table' (letters, digits and '_')")

@@ -13,21 +13,24 @@ configured (a transport in ``[openlineage]``), and nothing at all otherwise.
 
 So the graph connects within a DAG (landing -> each task -> the next -> the commit step ->
 each table) and across DAGs (a table -> the tasks reading it). Datasets are named as
-OpenLineage names storage (``s3://bucket`` + path, ``file`` + path); what is not a table is
+OpenLineage names storage (``s3://bucket`` + path, ``file`` + path), a Delta table named in
+Spark's catalog carrying that name in a ``symlinks`` facet; what is not a table is
 named by the pipeline (``dag-checkpoints://<pipeline>`` + ``<task>.<output>``): checkpoint
 storage's own paths and any credential never appear.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 from urllib.parse import urlparse
 
 import attr
 from openlineage.client.event_v2 import InputDataset, OutputDataset
-from openlineage.client.facet_v2 import RunFacet, dataset_version_dataset
+from openlineage.client.facet_v2 import RunFacet, dataset_version_dataset, symlinks_dataset
 
 from checkpointing.protocol.state_handle import StateHandle
+from checkpointing.protocol.table_formats import traits
 
 #: the run facet's key: OpenLineage's ``{prefix}_{name}`` for a custom facet
 FACET_KEY = "dagCheckpoints_epoch"
@@ -73,6 +76,19 @@ def _version(v: int | None) -> dict[str, Any]:
         "version": dataset_version_dataset.DatasetVersionDatasetFacet(datasetVersion=str(v))}
 
 
+def _catalog_name(name: str | None, fmt: str) -> dict[str, Any]:
+    """The symlinks facet of a Delta table named in Spark's catalog: the same dataset as
+    SQL users name it (``gold.carrier_stats``), as OpenLineage's Spark integration links a
+    catalog table to its location. The namespace is the metastore's (``hive://host:port``
+    of its PostgreSQL; ``hive`` for an embedded one): no credential, no storage path."""
+    if not name or traits(fmt).catalog_named:
+        return {}
+    u = urlparse((os.environ.get("CKPT_METASTORE_URL") or "").removeprefix("jdbc:"))
+    ns = f"hive://{u.hostname}:{u.port or 5432}" if u.scheme == "postgresql" else "hive"
+    return {"symlinks": symlinks_dataset.SymlinksDatasetFacet(
+        identifiers=[symlinks_dataset.Identifier(ns, name, "TABLE")])}
+
+
 def _staged(pipeline: str, task_id: str, name: str) -> tuple[str, str]:
     """(namespace, name) of a task's output as staged for its epoch."""
     return f"dag-checkpoints://{pipeline}", f"{task_id}.{name}"
@@ -82,7 +98,9 @@ def _table(out: Any, version: int | None) -> OutputDataset | None:
     table = (out.meta or {}).get("table") if out is not None else None
     if table and table.get("location"):
         ns, path = dataset_name(table["location"])
-        return OutputDataset(ns, path, facets=_version(version))
+        return OutputDataset(ns, path, facets={
+            **_version(version), **_catalog_name(table.get("name"),
+                                                 table.get("format", "delta"))})
     return None
 
 
@@ -124,7 +142,8 @@ def task_lineage(coord: Any, data_root: str, epoch_id: int, task_id: str) -> Any
         if spec is None or spec.location is None:
             continue
         ns, path = dataset_name(spec.location)
-        inputs.append(InputDataset(ns, path, facets=_version(read.get("to_version"))))
+        inputs.append(InputDataset(ns, path, facets={
+            **_version(read.get("to_version")), **_catalog_name(spec.name, spec.format)}))
     outputs = [OutputDataset(*_staged(pipeline, task_id, name))
                for name in sorted(handle.outputs)]
     facet = CheckpointRunFacet(pipeline, epoch_id, barrier.lineage, "acknowledged",

@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .metastore_schema import ensure_schema
 from .processes import free_port, listening, stop_group, tail
 from .spark_conf import (
     LOCAL_CONF,
@@ -153,6 +154,9 @@ class ConnectServer:
                                "server (or something else) already listens there")
         log_path = self.log_file
         log_path.parent.mkdir(parents=True, exist_ok=True)
+        # A PostgreSQL metastore's tables, before the server's catalog first needs them
+        # (created lazily, the first CREATE TABLE there deadlocks: metastore_schema).
+        ensure_schema(self.metastore)
         with open(log_path, "w") as log:
             self.proc = subprocess.Popen(self.command(), env=self.env(), stdout=log,  # noqa: S603
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

@@ -66,6 +66,12 @@ def metastore_conf(url: str | None = None) -> dict[str, str]:
             "spark.hadoop.javax.jdo.option.ConnectionDriverName": _JDBC_DRIVERS[kind],
             "spark.hadoop.datanucleus.schema.autoCreateAll": "true",
             "spark.hadoop.hive.metastore.schema.verification": "false"}
+    if kind == "postgresql":
+        # Hive's metastore client finds its JDBC driver through the JVM's own class path:
+        # on spark.jars (a class loader of the application's) DriverManager sees no driver.
+        driver = [str(j) for j in spark_jars() if j.name.startswith("postgresql-")]
+        if driver:
+            conf["spark.driver.extraClassPath"] = driver[0]
     for env, key in (("CKPT_METASTORE_USER", "ConnectionUserName"),
                      ("CKPT_METASTORE_PASSWORD", "ConnectionPassword")):
         if os.environ.get(env):

@@ -98,7 +98,8 @@ def test_spark_written_delta_tables_continue_exactly_once(spark, tmp_path, epoch
 SUMS = "key string, total long, n long"
 
 
-def _sums_pipeline(upstream: str, out: TableSpec, fail: dict) -> Pipeline:
+def _sums_pipeline(upstream: str | TableInput, out: TableSpec, fail: dict,
+                   value: str = "value") -> Pipeline:
     """key -> (sum of value, rows) over the upstream's content, kept as state from
     ``run.table_changes``; ``fail["once"]`` kills the attempt after its state is written."""
     from checkpointing.protocol.table_inputs import TableInput as Input
@@ -109,7 +110,7 @@ def _sums_pipeline(upstream: str, out: TableSpec, fail: dict) -> Pipeline:
         ch = run.table_changes("src")
         state = run.read_parquet(run.files(run.previous, "sums/"), SUMS)
         delta = ch.signed().groupBy("key").agg(
-            (F.sum(F.col("value") * F.col("_sign"))).alias("total"), F.sum("_sign").alias("n"))
+            (F.sum(F.col(value) * F.col("_sign"))).alias("total"), F.sum("_sign").alias("n"))
         new = (state.unionByName(delta).groupBy("key")
                .agg(F.sum("total").alias("total"), F.sum("n").alias("n")).where("n != 0"))
         run.write_state(new, "sums")
@@ -119,7 +120,8 @@ def _sums_pipeline(upstream: str, out: TableSpec, fail: dict) -> Pipeline:
         return JobResult()
 
     return Pipeline({"agg": []}, {"agg": job},
-                    plan_from_edges({"agg": []}, {"agg"}, {"agg": {"src": Input(upstream)}}))
+                    plan_from_edges({"agg": []}, {"agg"}, {"agg": {"src": upstream if isinstance(
+                        upstream, Input) else Input(upstream)}}))
 
 
 def test_a_pipeline_over_a_spark_written_table_survives_a_kill_exactly_once(spark, tmp_path):
@@ -333,3 +335,78 @@ def test_a_catalog_name_without_a_metastore_is_refused_in_one_line(spark, tmp_pa
     assert "\n" not in str(refused.value)
     assert not (tmp_path / "gold/t/_delta_log").exists()
     assert c.latest_completed() is None
+
+
+def test_table_inputs_named_in_spark_s_catalog_over_a_postgresql_metastore(tmp_path,
+                                                                          monkeypatch):
+    """Spark's catalog over a PostgreSQL metastore, as the deployment shares it: a bronze
+    table plain Spark created by name, read as the table input ``bronze.orders``; the begin
+    step (no Spark) finds its location in the metastore and the barrier records it. The
+    pipeline's output, named ``gold.sums``, is read by a second pipeline as the input
+    ``gold.sums``. After every epoch each equals Spark's own query of the name at the
+    version the barrier pinned. A name the catalog lacks and a table that is not Delta are
+    refused at the begin in one line, allocating nothing."""
+    from pyspark.sql import functions as F
+    from sqlalchemy.engine import make_url
+
+    from spark_jobs.runtime import spark_session
+    from spark_jobs.runtime.connect_server import ConnectServer
+    from tests.support.pg import fresh_database
+
+    db = make_url(fresh_database("metastore_lakehouse"))
+    jdbc = f"jdbc:postgresql://{db.host}:{db.port or 5432}/{db.database}"
+    monkeypatch.setenv("CKPT_METASTORE_URL", jdbc)
+    monkeypatch.setenv("CKPT_METASTORE_USER", db.username or "")
+    monkeypatch.setenv("CKPT_METASTORE_PASSWORD", db.password or "")
+    server = ConnectServer(port=0, driver_memory="1g", log_path=tmp_path / "server.log",
+                           metastore=jdbc).start()
+    try:
+        spark = spark_session("named-inputs", remote=server.url)
+        orders = f"{tmp_path}/bronze/orders"
+        spark.sql("CREATE SCHEMA IF NOT EXISTS bronze")
+        spark.sql(f"CREATE TABLE bronze.orders (key STRING, value BIGINT) USING delta "
+                  f"LOCATION '{orders}' TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
+        spark.sql("INSERT INTO bronze.orders SELECT CAST(id % 11 AS STRING), id "
+                  "FROM range(0, 1500, 1, 3)")
+        sums = TableSpec(f"file://{tmp_path}/gold/sums", "overwrite", name="gold.sums")
+        first = _sums_pipeline(TableInput(name="bronze.orders"), sums, {})
+        c = Coordinator(LocalStorage(tmp_path / "ckpt"), "sums")
+        counts = TableSpec(f"file://{tmp_path}/gold/counts", "overwrite")
+        second = _sums_pipeline(TableInput(name="gold.sums"), counts, {}, value="total")
+        c2 = Coordinator(LocalStorage(tmp_path / "ckpt"), "sums_of_sums")
+
+        def query(name: str, version: int, value: str) -> list:
+            return sorted((r.key, int(r.total), int(r.n)) for r in spark.sql(
+                f"SELECT * FROM {name} VERSION AS OF {version}").groupBy("key").agg(
+                F.sum(value).alias("total"), F.count("*").alias("n")).collect())
+
+        for i, sql in enumerate(["", "DELETE FROM bronze.orders WHERE value % 5 = 0",
+                                 "UPDATE bronze.orders SET value = value * 2 WHERE key = '4'"]):
+            if sql:
+                spark.sql(sql)
+            epoch, meta = drive_epoch(first, c, spark, "", f"r{i}")
+            assert meta is not None and meta.completed, meta
+            barrier = c.barrier(epoch)
+            assert barrier.plan["agg"].table_inputs["src"] == TableInput(
+                f"file://{orders}", name="bronze.orders")
+            got = DeltaTable(sums.location).to_pandas()
+            assert sorted((r.key, int(r.total), int(r.n)) for r in got.itertuples()) == \
+                query("bronze.orders", barrier.table_version("src").version, "value"), i
+            epoch2, meta2 = drive_epoch(second, c2, spark, "", f"r{i}")
+            assert meta2 is not None and meta2.completed, meta2
+            pinned = c2.barrier(epoch2).table_version("src").version
+            got2 = DeltaTable(counts.location).to_pandas()
+            assert sorted((r.key, int(r.total), int(r.n)) for r in got2.itertuples()) == \
+                query("gold.sums", pinned, "total"), i
+        spark.sql(f"CREATE TABLE bronze.flat (a INT) USING parquet "
+                  f"LOCATION '{tmp_path}/bronze/flat'")
+        for name, words in (("bronze.missing", "no such table"), ("bronze.flat", "parquet")):
+            other = Coordinator(LocalStorage(tmp_path / "ckpt"), f"refused_{name[7:]}")
+            pipe = _sums_pipeline(TableInput(name=name), counts, {})
+            with pytest.raises(TableInputError, match=words) as refused:
+                drive_epoch(pipe, other, spark, "", "r1")
+            assert "\n" not in str(refused.value) and str(tmp_path) not in str(refused.value)
+            assert other.store.registry().last_epoch_id == 0
+        spark.stop()
+    finally:
+        server.stop()

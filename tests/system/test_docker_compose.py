@@ -137,6 +137,16 @@ def test_services_agree_on_hosts_ports_buckets_and_credentials(compose):
     init = (DOCKER / "minio_init.py").read_text()
     assert all(var in init for var in ("CKPT_STORAGE", "CKPT_DATA"))
 
+    # Spark's catalog: a metastore database on the deployment's PostgreSQL, created by
+    # metastore-init from the same variables, before the Connect server starts.
+    meta = urlparse(env["CKPT_METASTORE_URL"].removeprefix("jdbc:"))
+    assert (meta.scheme, meta.hostname) == ("postgresql", db.hostname)
+    assert (env["CKPT_METASTORE_USER"], env["CKPT_METASTORE_PASSWORD"]) == \
+        (db.username, db.password)
+    assert _env(compose, "metastore-init") == env
+    assert "CKPT_METASTORE_URL" in (DOCKER / "metastore_init.py").read_text()
+    assert "metastore-init" in svcs["spark-connect"]["depends_on"]
+
     import json
 
     conn = json.loads(env["AIRFLOW_CONN_SPARK_CLUSTER"])
@@ -171,7 +181,7 @@ def test_docker_requirements_resolve_with_the_project_pins():
 
 
 def test_every_long_running_service_has_a_health_check(compose):
-    one_off = {"minio-init", "airflow-init"}
+    one_off = {"minio-init", "metastore-init", "airflow-init"}
     for name, svc in services(compose).items():
         if name not in one_off:
             assert svc.get("healthcheck", {}).get("test"), f"{name} has no health check"

@@ -162,6 +162,9 @@ BLOCKS: dict[tuple[str, str], str] = {
     "a declaration: a named output is registered and read by name by "
     "tests/integration/test_spark_lakehouse.py (test_a_delta_output_is_found_by_its_catalog_"
     "name_from_a_fresh_session)",
+    ("docs/guides/tables.md", "table_inputs={\"orders\": TableInput(name=\"bronze.orders\")}"):
+    "a declaration: tests/integration/test_spark_lakehouse.py (test_table_inputs_named_in_"
+    "spark_s_catalog_over_a_postgresql_metastore) reads inputs declared so",
     ("docs/guides/tables.md", "export CKPT_METASTORE_URL="):
     "a deployment's settings (a path and a database of the reader's): the embedded kind is "
     "what test_spark_lakehouse.py's catalog test configures",
