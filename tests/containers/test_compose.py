@@ -100,6 +100,31 @@ def test_daily_epochs_and_a_killed_worker_container(deployment):
     assert (verdict, lost, dup) == ("ok", 0, 0)
 
 
+_CATALOG_PROBE = """
+from checkpointing.tables.metastore import MetastoreNames
+from spark_jobs.runtime import spark_session
+spark = spark_session("catalog-probe", remote="sc://spark-connect:15002")
+spark.sql("CREATE SCHEMA IF NOT EXISTS probe")
+spark.sql("CREATE TABLE IF NOT EXISTS probe.t (a INT) USING delta "
+          "LOCATION 's3a://flights/probe/t'")
+spark.sql("INSERT INTO probe.t VALUES (1), (2)")
+print("LOCATION", MetastoreNames.from_env().location_of("probe.t"))
+print("ROWS", spark.sql("SELECT count(*) FROM probe.t").collect()[0][0])
+spark.stop()
+"""
+
+
+def test_spark_s_catalog_lives_on_the_deployment_s_postgresql(deployment):
+    """Spark's catalog over the metastore metastore-init made on the deployment's
+    PostgreSQL: from a worker container, a Delta table created by name through the Connect
+    server, queried by name, and its location found by the lookup an epoch's begin makes
+    for a table input named in the catalog."""
+    worker = sorted(n for n, c in deployment.containers().items()
+                    if c["service"] == "airflow-worker")[0]
+    out = _sh(deployment.engine, "exec", worker, "python", "-c", _CATALOG_PROBE, timeout=600)
+    assert "LOCATION s3://flights/probe/t" in out and "ROWS 2" in out, out[-2000:]
+
+
 def test_every_service_runs_in_its_container_healthy(deployment):
     """(The module's teardown asserts that `down -v` leaves nothing.)"""
     cs = deployment.containers()
