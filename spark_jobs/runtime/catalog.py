@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from checkpointing.tables.metastore import project_uri
 from checkpointing.tables.spec import TableSpec
 
 from .session import spark_uri
@@ -62,19 +63,12 @@ def register(spark: Any, spec: TableSpec, schema_json: str,
 def _check_location(spark: Any, name: str, location: str) -> None:
     rows = spark.sql(f"DESCRIBE TABLE EXTENDED {_quoted(name)}").collect()
     found = next((str(r[1]) for r in rows if str(r[0]).strip() == "Location"), None)
-    if found is None or _same(found) != _same(location):
+    # as the catalog and the output may each spell it (file:/x, file:///x, s3a://, s3://)
+    if found is None or project_uri(found) != project_uri(location):
         # The location is not named: task failures reach logs and alerts, storage paths not.
         raise CatalogNameError(f"catalog name {name!r} is registered at another location "
                                "than this output's: rename the output, or drop the catalog "
                                "entry")
-
-
-def _same(uri: str) -> str:
-    """A location as the catalog and the output may each spell it (file:/x, file:///x)."""
-    uri = uri.rstrip("/")
-    if uri.startswith("file:"):
-        return "file://" + "/" + uri[len("file:"):].lstrip("/")
-    return uri
 
 
 def _quoted(name: str) -> str:
