@@ -19,10 +19,13 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import Protocol
-from urllib.parse import quote, urlsplit
+from typing import TYPE_CHECKING, Protocol
+from urllib.parse import urlsplit
 
 from checkpointing.protocol.table_inputs import TableInputError
+
+if TYPE_CHECKING:  # SQLAlchemy is imported where a metastore is read
+    from sqlalchemy.engine import URL
 
 #: the metastore every Spark of the deployment shares, and its credentials
 METASTORE_ENV = "CKPT_METASTORE_URL"
@@ -95,7 +98,7 @@ class MetastoreNames:
                                   f"for it ({table_type})")
         return project_uri(location)
 
-    def _sqlalchemy_url(self, name: str) -> str:
+    def _sqlalchemy_url(self, name: str) -> URL:
         if not self.url:
             raise TableInputError(
                 f"table input {name!r} names a table in Spark's catalog, but no metastore "
@@ -110,14 +113,13 @@ class MetastoreNames:
         if not self.url.startswith("jdbc:postgresql://"):
             raise TableInputError(f"table input {name!r}: {METASTORE_ENV} must be a "
                                   "jdbc:postgresql: URL to be read where epochs begin")
+        import sqlalchemy
+
         parts = urlsplit(self.url[len("jdbc:"):])
-        auth = ""
-        if self.user:
-            auth = quote(self.user, safe="")
-            if self.password:
-                auth += ":" + quote(self.password, safe="")
-            auth += "@"
-        return f"postgresql+psycopg2://{auth}{parts.netloc}{parts.path}"
+        # SQLAlchemy quotes the user and password itself (and masks the password in text)
+        return sqlalchemy.engine.URL.create(
+            "postgresql+psycopg2", username=self.user, password=self.password,
+            host=parts.hostname, port=parts.port, database=parts.path.lstrip("/"))
 
 
 def project_uri(location: str) -> str:
