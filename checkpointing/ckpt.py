@@ -135,14 +135,17 @@ def _cmd_epochs(args: argparse.Namespace, coord: Coordinator, out: TextIO) -> in
         json.dump([listing_row(st, manifest) for st in listing.rows], out, indent=2)
         out.write("\n")
     else:
-        rows = [{"epoch": st.epoch_id, "status": st.status, "run": st.run_id,
+        # "state": whether the epoch's files are still kept (a restore or a backfill can
+        # start there) or retention deleted them and only its record is left (history)
+        rows = [{"epoch": st.epoch_id, "status": st.status,
+                 "state": {"epoch": "kept"}.get(st.source, st.source), "run": st.run_id,
                  "lineage": st.lineage, "acked": f"{st.tasks_acked}/{st.tasks_total}",
                  "duration_s": "" if st.duration_ms is None else
                  f"{st.duration_ms / 1000:.1f}", "started": st.created_at,
                  "reason": st.reason or "", "failed_task": st.declined_by or ""}
                 for st in listing.rows]
-        print(_table(rows, ["epoch", "status", "run", "lineage", "acked", "duration_s",
-                            "started", "reason", "failed_task"]), file=out)
+        print(_table(rows, ["epoch", "status", "state", "run", "lineage", "acked",
+                            "duration_s", "started", "reason", "failed_task"]), file=out)
         if listing.total > len(rows):
             print(f"({len(rows)} of {listing.total}; --limit N for more)", file=out)
     return 0

@@ -14,6 +14,10 @@ if ! "$PY" -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)
   exit 1
 fi
 
+# Building the wheel (the tutorial's `python -m build`) leaves dag_checkpoints.egg-info in
+# the tree; beside the installed .dist-info, Airflow would load the plugin twice ("already
+# registered"). The installed .dist-info is the one that counts.
+rm -rf dag_checkpoints.egg-info
 stamp=.venv/.installed
 inputs="requirements.txt requirements-dev.txt pyproject.toml"
 if [ -f "$stamp" ] && [ -z "$(find $inputs -newer "$stamp" 2>/dev/null)" ]; then

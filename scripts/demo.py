@@ -38,6 +38,8 @@ BUCKETS = ("checkpoints", "flights")
 #: Every process the demo starts, and every process those start (task processes, Spark
 #: JVMs), inherits this variable: what carries it is the demo's to stop, nothing else is.
 MARKER = "CKPT_DEMO_ID"
+#: In .demo/ after a demo stopped on an error: the next one starts clean.
+FAILED = "last-demo-failed"
 DEMO_ID = os.environ.get(MARKER) or secrets.token_hex(8)
 
 
@@ -154,16 +156,29 @@ def marked_processes(demo_id: str) -> list[int]:
     return pids
 
 
+def _install(script: str) -> None:
+    r = subprocess.run([str(ROOT / "scripts" / script)], cwd=ROOT)  # noqa: S603
+    if r.returncode != 0:
+        raise DemoError(f"scripts/{script} failed (exit {r.returncode}); see its output "
+                        "above")
+
+
+def ensure_spark_jars() -> None:
+    """Spark's jars: Delta Lake's Spark runtime (the bronze writer and the jobs read and
+    write Delta through Spark), the S3A connector and PostgreSQL's driver, fetched from
+    Maven Central into .tools/jars on the first demo of a clone."""
+    if not list((ROOT / ".tools/jars").glob("delta-spark_*.jar")):
+        print("fetching Spark's jars from Maven Central (Delta Lake's runtime, S3A; first "
+              "time only, about a minute) ...", flush=True)
+    _install("install_spark_s3.sh")
+
+
 def ensure_s3_tools() -> None:
-    """MinIO and the S3A jars, installed by the project's scripts when absent."""
+    """MinIO, installed by the project's script when absent."""
     if not (ROOT / ".tools/bin/minio").exists():
         print("building MinIO with Go (first time only: 3 to 11 minutes on 2 cores) ...",
               flush=True)
-    for script in ("install_minio.sh", "install_spark_s3.sh"):
-        r = subprocess.run([str(ROOT / "scripts" / script)], cwd=ROOT)  # noqa: S603
-        if r.returncode != 0:
-            raise DemoError(f"scripts/{script} failed (exit {r.returncode}); see its output "
-                            "above")
+    _install("install_minio.sh")
     if not (ROOT / ".tools/bin/minio").exists():
         raise DemoError("no MinIO binary after scripts/install_minio.sh (Go is needed to "
                         "build it); run without --s3 for local storage")
@@ -317,9 +332,13 @@ def update_bronze(session, url: str, env: dict[str, str], days: list[date],
                                         f"{type(exc).__name__}: {line}") from None
                     print(f"bronze writer: {type(exc).__name__}: {line}; once more",
                           flush=True)
-            r = session.post(f"{url}/api/v2/assets/events",
-                             json={"asset_id": found[0]["id"],
-                                   "extra": {"table_version": version, "data_day": str(d)}})
+            event = {"asset_id": found[0]["id"],
+                     "extra": {"table_version": version, "data_day": str(d)}}
+            for _ in range(10):  # SQLite under `standalone` answers 500 while it is busy
+                r = session.post(f"{url}/api/v2/assets/events", json=event)
+                if r.status_code < 500:
+                    break
+                time.sleep(3)
             if not r.ok:
                 raise DemoError(f"cannot announce {BRONZE} v{version}: {r.status_code} "
                                 f"{r.text[:200]}")
@@ -376,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--days", type=int, default=5, help="days of January 2013 to run")
     ap.add_argument("--s3", action="store_true",
                     help="MinIO (S3) storage instead of local files; the first time builds "
-                         "MinIO (3-11 minutes) and fetches the S3A jars")
+                         "MinIO (3-11 minutes)")
     ap.add_argument("--local", action="store_true", help=argparse.SUPPRESS)  # the default
     ap.add_argument("--port", type=int, default=8080, help="Airflow UI port")
     ap.add_argument("--s3-port", type=int, default=9000, help="MinIO port")
@@ -386,12 +405,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--connect-port", type=int, default=15002, help="Spark Connect port")
     ap.add_argument("--fresh", action="store_true", help="wipe .demo/ first")
     a = ap.parse_args(argv)
-    if a.fresh and DEMO.exists():
+    failed = DEMO / FAILED
+    if failed.exists() and not a.fresh:
+        print("the last demo stopped on an error: starting clean (its runs and state are "
+              "not resumed)", flush=True)
+    if (a.fresh or failed.exists()) and DEMO.exists():
         shutil.rmtree(DEMO)
     DEMO.mkdir(exist_ok=True)
     svc = Services()
-    for sig in (signal.SIGTERM, signal.SIGHUP):  # closing the terminal: SIGHUP
-        signal.signal(sig, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    # Ctrl-C (SIGINT), SIGTERM and closing the terminal (SIGHUP) stop the demo once: `make`
+    # forwards a signal to its child as well, and a second one must not interrupt the stop.
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _stop)
     try:
         check_java()
         check_port_free(a.port, "Airflow UI")
@@ -400,6 +425,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.s3:
             check_port_free(a.s3_port, "S3/MinIO")
             ensure_s3_tools()
+        ensure_spark_jars()
         if not a.s3:
             env = {"CKPT_STORAGE": f"file://{DEMO}/ckpt", "CKPT_DATA": f"file://{DEMO}/data"}
         else:
@@ -455,14 +481,24 @@ def main(argv: list[str] | None = None) -> int:
             print(read_them([coord, aircraft, ontime, delays]) + hint, flush=True)
             time.sleep(5)
     except DemoError as exc:
+        # the next demo starts clean rather than resuming this one's queued runs
+        failed.write_text(f"{exc}\n")
         print(f"demo: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         _say("\nstopping the demo")
         return 0
     finally:
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)  # finish stopping whatever comes
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)  # finish stopping whatever comes
         svc.stop()
+
+
+def _stop(*_: object) -> None:
+    """The first stop signal interrupts the demo; any later one is ignored."""
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, signal.SIG_IGN)
+    raise KeyboardInterrupt
 
 
 def _say(text: str) -> None:

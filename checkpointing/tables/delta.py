@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
@@ -455,10 +456,18 @@ def _dv_key(action: JsonObject) -> str:
 def read_changes(spec: TableInput, start: TableVersion | None, end: TableVersion,
                  endpoint_url: str | None) -> ChangeSet:
     """The change set of (``start``, ``end``]: the whole table at ``end`` when ``start`` is
-    None, else the net ``add``/``remove`` actions of the commits ``start+1 .. end``. A file
-    is its path with its deletion vector (:func:`_net_of_vectors` nets a vector that grew);
-    actions with ``dataChange: false`` (OPTIMIZE, Z-ORDER, purging vectors: the same rows in
-    other files) are no change: what they remove was added, or is retracted, by value."""
+    None, else the signed sum of what the commits ``start+1 .. end`` did to the table's rows.
+
+    A row of a Delta table is a position in a data file, and a file in the table is the pair
+    (path, deletion vector): an ``add`` with ``dataChange: true`` adds that file's rows less
+    those its vector deletes, a ``remove`` retracts them. Each action is one signed term;
+    a term and its opposite (the same path and vector) cancel whatever lies between them,
+    and each vector that remains is resolved at a version where its pair is live (an add's
+    own version, the version before a remove), never at ``end``, where a later OPTIMIZE or
+    PURGE may have compacted the file away. Actions with ``dataChange: false`` (OPTIMIZE,
+    Z-ORDER, REORG PURGE) move the same rows into other files: they are no term. So the sum
+    equals the content at ``end`` less the content at ``start``, whatever sequence of
+    commits lies between (PROTOCOL 6.14, "Change sets")."""
     import pyarrow as pa
 
     from checkpointing.storage import open_storage
@@ -480,7 +489,7 @@ def read_changes(spec: TableInput, start: TableVersion | None, end: TableVersion
         uri = rel if "://" in rel else store.uri(rel)
         values = dict(values or {})  # keyed by physical name under column mapping
         # only the values the action gives: a remove without them (delta-rs writes such)
-        # is completed from the table at start (_with_partitions)
+        # is completed from the table where the file is live (_with_partitions)
         keys = {c: next((k for k in (physical.get(c, c), c) if k in values), None)
                 for c in parts}
         logical = {c: values[k] for c, k in keys.items() if k is not None}
@@ -488,15 +497,14 @@ def read_changes(spec: TableInput, start: TableVersion | None, end: TableVersion
 
     if start is None or start.version < 0:  # from the empty table: its content at end
         rows = pa.table(dt_end.get_add_actions(flatten=True)).to_pylist()
-        deleted = _deleted_rows(dt_end)
+        deleted = _vectors_at(spec, dt_end, end.version)
         added = tuple(_skipping(data_file(
             r["path"], r.get("size_bytes"),
             {c: r.get(f"partition.{c}", r.get(f"partition.{physical.get(c, c)}"))
              for c in parts}, r.get("num_records")), deleted.get(unquote(r["path"])))
             for r in rows)
         return ChangeSet(start, end, added, (), schema, parts, 1, physical)
-    adds: dict[tuple[str, str], DataFile] = {}
-    removes: dict[tuple[str, str], DataFile] = {}
+    terms: dict[tuple[str, str], _Term] = {}
     schema_checked = False
     for version, body in bodies.items():
         for line in body.splitlines():
@@ -506,29 +514,71 @@ def read_changes(spec: TableInput, start: TableVersion | None, end: TableVersion
             if "add" in action and action["add"].get("dataChange", True):
                 a = action["add"]
                 stats = json.loads(a["stats"]) if a.get("stats") else {}
-                adds[(a["path"], _dv_key(a))] = data_file(
-                    a["path"], a.get("size"), a.get("partitionValues"), stats.get("numRecords"))
+                _count(terms, (a["path"], _dv_key(a)), +1, version, data_file(
+                    a["path"], a.get("size"), a.get("partitionValues"),
+                    stats.get("numRecords")))
             elif "remove" in action and action["remove"].get("dataChange", True):
                 r = action["remove"]
-                key = (r["path"], _dv_key(r))
-                if key in adds:  # added and removed inside the range: never seen
-                    del adds[key]
-                else:
-                    removes[key] = data_file(r["path"], r.get("size"), r.get("partitionValues"))
+                _count(terms, (r["path"], _dv_key(r)), -1, version - 1,
+                       data_file(r["path"], r.get("size"), r.get("partitionValues")))
             elif "metaData" in action and not schema_checked:
                 _check_schema_change(spec, start, dt_end, version, endpoint_url)
                 schema_checked = True
-    added_files, removed_files = _net_of_vectors(
-        spec, start, dt_end, adds, removes, endpoint_url)
-    removed = _with_partitions(spec, start, removed_files, parts, endpoint_url)
-    gone = [f for f in removed if not store.exists(store.key_for_uri(f.uri) or "")]
-    if gone:
-        raise TableInputError(
-            f"table input {spec.label!r}: {len(gone)} file(s) removed after version "
-            f"{start.version} were already deleted by the table's VACUUM, so their rows "
-            f"cannot be retracted; {WAY_FORWARD}")
+    live = {k: t for k, t in terms.items() if t.count}
+    added_files, removed_files = _net_of_vectors(spec, live, dt_end, endpoint_url)
+    removed = _with_partitions(spec, removed_files, live, parts, endpoint_url)
+    _require_present(spec, store, start, added_files, removed)
     return ChangeSet(start, end, added_files, removed, schema, parts,
                      end.version - start.version, physical)
+
+
+@dataclass
+class _Term:
+    """One (path, deletion vector) pair of a range: its net count (+1 added, -1 removed,
+    0 cancelled) and a version where the pair is live, where its vector is resolved."""
+
+    count: int
+    live: int
+    file: DataFile
+
+
+def _count(terms: dict[tuple[str, str], _Term], key: tuple[str, str], sign: int,
+           live: int, file: DataFile) -> None:
+    t = terms.get(key)
+    if t is None:
+        terms[key] = _Term(sign, live, file)
+        return
+    t.count += sign
+    t.live = live
+    if sign > 0:  # an add's action carries the file's statistics
+        t.file = file
+
+
+def _vectors_at(spec: TableInput, dt: DeltaTable, version: int) -> dict[str, Any]:
+    """:func:`_deleted_rows` at ``version``, a vector file deleted (VACUUM) refused in one
+    line: its rows cannot be told apart."""
+    try:
+        return _deleted_rows(dt)
+    except Exception as exc:  # noqa: BLE001 - delta-rs raises plain errors for I/O
+        if "not found" not in str(exc).lower():
+            raise
+        raise TableInputError(
+            f"table input {spec.label!r}: a deletion vector of version {version} was "
+            "already deleted by the table's VACUUM, so the rows it deletes cannot be told "
+            f"apart; {WAY_FORWARD}") from None
+
+
+def _require_present(spec: TableInput, store: Storage, start: TableVersion,
+                     added: tuple[DataFile, ...], removed: tuple[DataFile, ...]) -> None:
+    """Every data file the change set reads still exists: a file added or removed after
+    ``start`` and since compacted and vacuumed has rows no one can read again."""
+    gone = [f for f in (*added, *removed)
+            if not store.exists(store.key_for_uri(f.uri) or "")]
+    if gone:
+        raise TableInputError(
+            f"table input {spec.label!r}: {len(gone)} file(s) added or removed after version "
+            f"{start.version} were already deleted by the table's VACUUM, so their rows "
+            f"cannot be read; {WAY_FORWARD}")
 
 
 def _check_schema_change(spec: TableInput, start: TableVersion, dt_end: DeltaTable,
@@ -553,48 +603,62 @@ def _skipping(f: DataFile, deleted: Any) -> DataFile:
     return dataclasses.replace(f, skip_rows=tuple(int(i) for i in deleted))
 
 
-def _net_of_vectors(spec: TableInput, start: TableVersion, dt_end: DeltaTable,
-                    adds: dict[tuple[str, str], DataFile],
-                    removes: dict[tuple[str, str], DataFile], endpoint_url: str | None
-                    ) -> tuple[tuple[DataFile, ...], dict[str, DataFile]]:
-    """The added files and the removed ones (by path) with the rows that count. A DELETE,
-    UPDATE or MERGE that writes deletion vectors removes (path, old vector) and adds (path,
-    new vector): net of the range, such a path yields the rows deleted in between
-    (retracted) and those no longer deleted (added, as after a RESTORE); a path only added
-    or only removed yields its rows less those its vector deletes at ``end`` or ``start``.
-    The rows come from delta-rs's keep masks at ``start`` and ``end``."""
+def _net_of_vectors(spec: TableInput, live: dict[tuple[str, str], _Term], dt_end: DeltaTable,
+                    endpoint_url: str | None
+                    ) -> tuple[tuple[DataFile, ...], list[tuple[str, DataFile]]]:
+    """The added files and the removed ones (with their paths in the log) with the rows
+    that count. Each term's vector is read at the term's own live version. A path with one
+    added and one removed term (a DELETE, UPDATE or MERGE that wrote a deletion vector; a
+    RESTORE) is one file whose vector changed: it yields the rows deleted in between
+    (retracted) and those no longer deleted (added); any other term yields the file's rows
+    less its vector's."""
     import dataclasses
 
     import numpy as np
 
-    if not any(k[1] for k in (*adds, *removes)):
-        return tuple(adds.values()), {k[0]: f for k, f in removes.items()}
-    at_end = _deleted_rows(dt_end) if any(k[1] for k in adds) else {}
-    at_start = _deleted_rows(_input_table(spec, endpoint_url, start.version)) \
-        if any(k[1] for k in removes) else {}
-    added_by_path = {k[0]: (k, f) for k, f in adds.items()}
+    versions = sorted({t.live for (_, dv), t in live.items() if dv})
+    vectors: dict[int, dict[str, Any]] = {}
+    for v in versions:
+        dt = dt_end if v == int(dt_end.version()) else _input_table(spec, endpoint_url, v)
+        vectors[v] = _vectors_at(spec, dt, v)
+
+    def rows_of(key: tuple[str, str], t: _Term) -> Any:
+        path, dv = key
+        if not dv:
+            return np.array([], dtype=np.int64)
+        found = vectors[t.live].get(unquote(path))
+        if found is None:  # a vector the log names and delta-rs does not list: never guess
+            raise TableInputError(
+                f"table input {spec.label!r}: the deletion vector of a file live at version "
+                f"{t.live} cannot be read; {WAY_FORWARD}")
+        return found
+
+    by_path: dict[str, list[tuple[tuple[str, str], _Term]]] = {}
+    for key, t in live.items():
+        by_path.setdefault(key[0], []).append((key, t))
     added: list[DataFile] = []
-    removed: dict[str, DataFile] = {}
-    for (path, dv), f in removes.items():
-        rel = unquote(path)
-        before = at_start.get(rel) if dv else None
-        pair = added_by_path.pop(path, None)
-        if pair is None:
-            removed[path] = _skipping(f, before)
+    removed: list[tuple[str, DataFile]] = []
+    for path, entries in by_path.items():
+        plus = [(k, t) for k, t in entries if t.count > 0]
+        minus = [(k, t) for k, t in entries if t.count < 0]
+        if len(plus) == 1 and len(minus) == 1 and plus[0][1].count == 1 \
+                and minus[0][1].count == -1:
+            before, after = rows_of(*minus[0]), rows_of(*plus[0])
+            gone = np.setdiff1d(after, before)  # deleted in between: retract
+            back = np.setdiff1d(before, after)  # deleted no more: add
+            if len(gone):
+                removed.append((path, dataclasses.replace(
+                    minus[0][1].file, only_rows=tuple(int(i) for i in gone))))
+            if len(back):
+                added.append(dataclasses.replace(plus[0][1].file,
+                                                 only_rows=tuple(int(i) for i in back)))
             continue
-        (_, dv_after), f_after = pair
-        after = at_end.get(rel) if dv_after else None
-        empty = np.array([], dtype=np.int64)
-        before_set = empty if before is None else before
-        after_set = empty if after is None else after
-        gone = np.setdiff1d(after_set, before_set)  # deleted in between: retract
-        back = np.setdiff1d(before_set, after_set)  # deleted no more: add
-        if len(gone):
-            removed[path] = dataclasses.replace(f, only_rows=tuple(int(i) for i in gone))
-        if len(back):
-            added.append(dataclasses.replace(f_after, only_rows=tuple(int(i) for i in back)))
-    for (path, dv), f in added_by_path.values():
-        added.append(_skipping(f, at_end.get(unquote(path)) if dv else None))
+        for key, t in entries:
+            f = _skipping(t.file, rows_of(key, t))
+            if t.count > 0:
+                added.extend([f] * t.count)
+            else:
+                removed.extend([(path, f)] * -t.count)
     return tuple(added), removed
 
 
@@ -609,27 +673,32 @@ def _commit(spec: TableInput, store: Storage, version: int) -> bytes:
     return body
 
 
-def _with_partitions(spec: TableInput, start: TableVersion, removes: JsonObject,
-                     parts: tuple[str, ...],
-                     endpoint_url: str | None) -> tuple[Any, ...]:
+def _with_partitions(spec: TableInput, removes: list[tuple[str, DataFile]],
+                     live: dict[tuple[str, str], _Term], parts: tuple[str, ...],
+                     endpoint_url: str | None) -> tuple[DataFile, ...]:
     """Removed files with their partition values: from the ``remove`` actions, or, for a
-    writer that left them out, from the table at ``start``."""
+    writer that left them out, from the table at the version before the file's removal."""
     import dataclasses
 
     import pyarrow as pa
 
-    missing = [p for p, f in removes.items() if parts and not f.partition_values]
-    if not missing:
-        return tuple(removes.values())
-    rows = {r["path"]: r for r in pa.table(_input_table(spec, endpoint_url, start.version)
-                                           .get_add_actions(flatten=True)).to_pylist()}
+    if not parts or all(f.partition_values for _, f in removes):
+        return tuple(f for _, f in removes)
+    at = {p: t.live for (p, _), t in live.items() if t.count < 0}
+    tables: dict[int, dict[str, Any]] = {}
     out = []
-    for path, f in removes.items():
-        row = rows.get(path)
-        if path in missing and row is not None:
-            f = dataclasses.replace(f, partition_values={c: row.get(f"partition.{c}")
-                                                         for c in parts},
-                                    size=f.size or int(row.get("size_bytes") or 0))
+    for path, f in removes:
+        if not f.partition_values and path in at:
+            v = at[path]
+            if v not in tables:
+                tables[v] = {r["path"]: r for r in pa.table(
+                    _input_table(spec, endpoint_url, v).get_add_actions(flatten=True)
+                ).to_pylist()}
+            row = tables[v].get(path)
+            if row is not None:
+                f = dataclasses.replace(f, partition_values={c: row.get(f"partition.{c}")
+                                                             for c in parts},
+                                        size=f.size or int(row.get("size_bytes") or 0))
         out.append(f)
     return tuple(out)
 

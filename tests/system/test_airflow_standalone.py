@@ -453,6 +453,7 @@ def test_epochs_page_in_headless_chromium(af, tmp_path):
     next_day = (date.fromisoformat(newest) + timedelta(days=1)).isoformat()
     assert seen["trigger_date"] == next_day
     assert run.json()["logical_date"][:10] == next_day
+    assert run.json()["conf"] == {"checkpoint": {"enabled": True}}  # the page's run conf
     assert seen["theme"] == "dark" and seen["background"] != "rgb(255, 255, 255)", seen
     assert shot.exists() and shot.stat().st_size > 10_000
     names = [s["name"] for s in sa.get(f"{API}/savepoints").json()["savepoints"]]

@@ -73,3 +73,53 @@ def test_port_check_ignores_time_wait_but_not_a_listener():
     ss = subprocess.run(["ss", "-tan", f"sport = :{port}"], capture_output=True, text=True)
     assert "TIME-WAIT" in ss.stdout, ss.stdout
     demo.check_port_free(port, "Airflow")  # does not raise
+
+
+def test_a_demo_that_failed_starts_clean_and_says_so(tmp_path):
+    """A demo stopped by an error leaves queued runs and state in its directory; the next
+    one must not resume them silently (a first epoch showing "Tries 2" with no drill)."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        (tmp_path / "demo" / "airflow").mkdir(parents=True)
+        (tmp_path / "demo" / "airflow" / "queued-run").write_text("from the failed demo")
+        first = _demo(tmp_path, "--port", str(port), "--days", "1")
+        out, _ = first.communicate(timeout=300)
+        assert first.returncode == 2 and "is busy" in out
+        assert (tmp_path / "demo" / "airflow" / "queued-run").exists()  # an error wipes nothing
+        again = _demo(tmp_path, "--port", str(port), "--days", "1")
+        out, _ = again.communicate(timeout=300)
+    assert "the last demo stopped on an error: starting clean" in out, out[-2000:]
+    assert not (tmp_path / "demo" / "airflow" / "queued-run").exists()
+
+
+def test_sigterm_twice_stops_the_demo_without_a_traceback(tmp_path):
+    """`make` forwards a SIGTERM to the demo as well: the second, arriving while the demo
+    stops its services, must not interrupt the stop with a KeyboardInterrupt traceback."""
+    import signal
+    import threading
+    import time
+
+    p = _demo(tmp_path, "--days", "1", "--port", str(free_port()),
+              "--connect-port", str(free_port()))
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(p.stdout.readline, "")),
+                              daemon=True)
+    reader.start()
+
+    def wait_for(text: str, timeout: float) -> None:
+        deadline = time.time() + timeout
+        while not any(text in line for line in lines):
+            assert time.time() < deadline and p.poll() is None, "".join(lines)[-3000:]
+            time.sleep(0.05)
+
+    wait_for("starting airflow standalone", 600)  # the Spark Connect server is up
+    p.send_signal(signal.SIGTERM)
+    wait_for("stopping the demo", 60)
+    p.send_signal(signal.SIGTERM)  # while its services stop
+    p.wait(timeout=180)
+    reader.join(timeout=10)
+    out = "".join(lines)
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out, out[-3000:]
+    assert p.returncode == 0, out[-3000:]

@@ -125,6 +125,10 @@ def _inline(start: str) -> str:
 
 
 def test_the_tutorial_in_order(tutorial, tmp_path):
+    if os.environ.get("CKPT_TUTORIAL_FROM_FRESH_CLONE"):
+        # .ci/run: the demo must fetch what it needs itself, as on a newcomer's clone
+        assert not (ROOT / ".tools/jars").exists() and not (ROOT / ".demo").exists(), \
+            "the tutorial must start from what a fresh clone has"
     port, connect_port = free_port(), free_port()
     demo_dir, demo_id = tmp_path / "demo", f"tutorial-{os.getpid()}-{time.time_ns()}"
     # 1. make demo: one day (the page's five take longer), the test's ports and directory.
@@ -140,6 +144,8 @@ def test_the_tutorial_in_order(tutorial, tmp_path):
         hint = out.wait_for(r"Next day landed \((\S+)\): trigger flights_daily with logical "
                             r"date (\S+) to run it", 900)
         spare, logical = hint.group(1), hint.group(2)
+        assert list((ROOT / ".tools/jars").glob("delta-spark_*.jar")), \
+            "the demo ran without fetching Delta's Spark runtime"
         assert (demo_dir / f"data/raw/flights/{spare}.csv").exists()
 
         # 2. The retry drill: the tutorial's run conf, on the date the demo printed.
@@ -170,12 +176,13 @@ def test_the_tutorial_in_order(tutorial, tmp_path):
                       "dry_run": True})
         assert r.status_code == 200, r.text
         line = _inline("AIRFLOW_API_URL=")
-        assert "--from-epoch 4 --first-day 2013-01-05 --last-day 2013-01-05" in line, line
-        # the demo's five days have epoch 4 (day 2013-01-04) and day 5 after it; one day
-        # has epoch 1 (day 2013-01-01) and the landed next day after it
+        assert "--from-epoch 5 --first-day 2013-01-06 --last-day 2013-01-06" in line, line
+        # the page's five days have epoch 5 (day 2013-01-05) and the drill's day 2013-01-06
+        # after it; the test's one day has epoch 1 (day 2013-01-01) and the drill's day,
+        # the landed next day, after it: the same steps in the same order
         line = (line.replace("127.0.0.1:8080", f"127.0.0.1:{port}")
-                .replace("<password>", m.group(1)).replace("--from-epoch 4", "--from-epoch 1")
-                .replace("2013-01-05", spare))
+                .replace("<password>", m.group(1)).replace("--from-epoch 5", "--from-epoch 1")
+                .replace("2013-01-06", spare))
         r = subprocess.run(["bash", "-c", line], cwd=ROOT, capture_output=True, text=True,
                            timeout=300, env={k: v for k, v in os.environ.items()
                                              if not k.startswith("AIRFLOW")})

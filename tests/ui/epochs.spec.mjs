@@ -149,6 +149,7 @@ try {
   // Trigger a run from the page (Airflow's REST API, with the same session), with the
   // logical date the page proposes (the next data day).
   const triggerDate = await frame.locator("#trigger-date").inputValue();
+  await frame.locator("#trigger-conf").fill('{"checkpoint": {"enabled": true}}');
   await frame.locator("#trigger-run").click();
   await message.filter({ hasText: /triggered run|trigger failed/ }).waitFor();
   const triggerMessage = (await message.textContent()).trim();

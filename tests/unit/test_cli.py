@@ -54,8 +54,16 @@ def test_epochs_table_and_json(populated):
     assert set(rows[1]) - {"max_attempt"} <= set(shown), set(rows[1]) - set(shown)
     assert (shown["epoch_id"], shown["run_id"]) == (rows[1]["epoch_id"], rows[1]["run_id"])
     table = ckpt(env, "epochs").stdout
-    assert table.splitlines()[0].split()[:3] == ["EPOCH", "STATUS", "RUN"]
+    assert table.splitlines()[0].split()[:4] == ["EPOCH", "STATUS", "STATE", "RUN"]
     assert "scheduled__2013-01-03" in table
+    state = {line.split()[0]: line.split()[2] for line in table.splitlines()[1:]}
+    assert state == {"3": "kept", "2": "kept", "1": "kept"}, table
+    # once retention (the last completed epoch by default) deleted epoch 1's files, its
+    # line still says completed, and that only its record is left
+    assert ckpt(env, "retention").returncode == 0
+    table = ckpt(env, "epochs").stdout
+    state = {line.split()[0]: line.split()[1:3] for line in table.splitlines()[1:]}
+    assert state["1"] == ["completed", "history"] and state["2"] == ["completed", "kept"], table
 
 
 def test_a_reader_that_stops_early_is_no_error(populated):

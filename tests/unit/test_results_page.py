@@ -113,3 +113,29 @@ def test_the_scale_bench_sizes_its_server_by_the_documented_rule():
         "2048m", "2048m", "2048m", "6144m", "61440m"]
     guide = (Path(__file__).resolve().parents[2] / "docs/guides/tpch.md").read_text()
     assert "about 0.6 GB of heap per scale factor, at least 2 GB" in " ".join(guide.split())
+
+
+def test_families_modes_and_two_column_tables_have_their_targets(tmp_path):
+    charts = _charts()
+    readme = tmp_path / "README.md"
+    readme.write_text("| key | how | target |\n|---|---|---|\n"
+                      "| `r_d{30,180}` | a family | >= 20 at D=180 |\n"
+                      "| `s_scale{1,10}` | another | <= 1.0 at scale 7 |\n"
+                      "| `o_<mode>` | per mode | <= 2.5 (connect) |\n\n"
+                      "| key | target |\n|---|---|\n| `dv_ratio` | <= 0.1 |\n")
+    assert [t.key for t in charts.targets(readme)] == ["r_d180", "o_connect", "dv_ratio"]
+
+
+def test_the_readme_shows_every_target_met_or_not():
+    """README.md's Results table is the one the benchmark results give: every key of
+    bench/README.md with a target and a figure, the misses beside the hits (regenerate it
+    with `python docs/charts.py --readme`)."""
+    charts = _charts()
+    readme = (ROOT / "README.md").read_text()
+    block = charts.readme_block()
+    assert block in readme, "README.md's Results table is stale: python docs/charts.py --readme"
+    found, _ = charts.results()
+    keys = {t.key for t in charts.targets() for s3, r in found
+            if s3 == t.s3 and r.get(t.key) is not None}
+    for key in keys:
+        assert f"`{key}`" in block

@@ -424,8 +424,18 @@ document.getElementById("trigger-run").addEventListener("click", async () => {
   try {
     const day = document.getElementById("trigger-date").value;
     if (!day) { say("choose the logical date of the run first", true); return; }
+    const text = document.getElementById("trigger-conf").value.trim();
+    let conf = {};
+    if (text) {
+      try { conf = JSON.parse(text); } catch (e) {
+        say("the run conf is not JSON: write it as {\"checkpoint\": {...}}", true); return;
+      }
+      if (conf === null || typeof conf !== "object" || Array.isArray(conf)) {
+        say("the run conf must be a JSON object", true); return;
+      }
+    }
     const r = await call(`/api/v2/dags/${encodeURIComponent(dagId)}/dagRuns`, {
-      method: "POST", body: JSON.stringify({logical_date: `${day}T00:00:00Z`})});
+      method: "POST", body: JSON.stringify({logical_date: `${day}T00:00:00Z`, conf})});
     say(`triggered run ${r.dag_run_id}`);
   } catch (e) { say(`trigger failed: ${e.message}`, true); }
 });
