@@ -96,15 +96,22 @@ bench: install
 	$(PY) bench/airflow_bench.py $(filter --quick,$(ARGS))
 
 # The fault-injection matrix (bench/results/faults.json); `make soak` repeats it over 5 seeds
-# (bench/results/soak.json, next to the one-seed results).
+# (bench/results/soak.json, next to the one-seed results)
 faults: install
 	scripts/install_minio.sh
 	scripts/install_spark_s3.sh
 	scripts/install_toxiproxy.sh
 	$(PY) bench/faults.py --remote auto $(ARGS)
 
+# ... and the table-input histories' properties (Spark-, delta-rs- and pyiceberg-written
+# upstreams) with many examples each (HISTORY_EXAMPLES, default 60; `make test` draws 3,
+# 25 and 15), the Spark one printing how many it drew.
 soak: install
 	$(MAKE) faults ARGS="--soak --out bench/results/soak.json $(ARGS)"
+	scripts/install_spark_s3.sh
+	CKPT_HISTORY_EXAMPLES=$${HISTORY_EXAMPLES:-60} $(PY) -m pytest -q -s -p no:cacheprovider \
+		tests/integration/test_delta_histories.py tests/unit/test_delta_rs_histories.py \
+		tests/unit/test_iceberg_histories.py -k "sum_to"
 
 bench-coordinator: install
 	$(PY) bench/coordinator_bench.py

@@ -47,6 +47,11 @@ class CheckpointConfig:
     #: alert once when a lineage's last completed epoch is older than this (Flink's users
     #: alert on ``lastCheckpointAge``); checked at every abort and every begin; None: never
     max_epoch_age_seconds: float | None = None
+    #: every this many epochs (by epoch id), each table input's change set is checked
+    #: against the difference of the table's content at the two versions, read whole, and
+    #: the epoch is declined on a mismatch: a reader bug cannot publish silently. 0: never
+    #: (``run.table_changes(name, verify=True)`` checks one read on demand)
+    verify_table_inputs_every: int = 0
 
     def __post_init__(self) -> None:
         if self.timeout_seconds <= 0:
@@ -67,6 +72,8 @@ class CheckpointConfig:
             raise ValueError("failure_history must be >= 0")
         if self.epoch_history < 0:
             raise ValueError("epoch_history must be >= 0")
+        if self.verify_table_inputs_every < 0:
+            raise ValueError("verify_table_inputs_every must be >= 0 (0: never)")
         if self.mode not in ("exactly_once", "at_least_once"):
             raise ValueError("mode must be 'exactly_once' or 'at_least_once'")
 

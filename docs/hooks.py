@@ -14,6 +14,7 @@ hand.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import re
 import subprocess
@@ -106,6 +107,9 @@ def _cli_page() -> str:
 
 def _rest_page() -> str:
     os.environ.setdefault("AIRFLOW_HOME", str(ROOT / "site" / ".airflow"))
+    # importing the plugin configures Airflow's logging: the build prints warnings only
+    os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")
+    logging.getLogger("dag_checkpoints").setLevel(logging.WARNING)
     from dag_checkpoints.api import app
     from dag_checkpoints.plugin import URL_PREFIX
 
@@ -118,7 +122,9 @@ def _rest_page() -> str:
            "| method | path | what it does |", "|---|---|---|"]
     for path, ops in schema["paths"].items():
         for method, op in ops.items():
-            out.append(f"| `{method.upper()}` | `{URL_PREFIX}{path}` | {_what(op)} |")
+            # a path is one word: it must not break across lines in a narrow column
+            out.append(f"| `{method.upper()}` | <code style=\"white-space: nowrap\">"
+                       f"{URL_PREFIX}{path}</code> | {_what(op)} |")
     return "\n".join(out) + "\n"
 
 

@@ -188,6 +188,10 @@ class ChangeSet:
     #: the name each column has in the data files, where it differs from the table's
     #: (Delta's column mapping: files name columns by a physical name that a rename keeps)
     physical_names: dict[str, str] = field(default_factory=dict)
+    #: columns renamed in the range (Delta's column mapping): old name -> (new name, the
+    #: version of the first schema change), so that a job still reading an old name is
+    #: told which rename it missed
+    renamed: dict[str, tuple[str, int]] = field(default_factory=dict)
 
     @property
     def full(self) -> bool:

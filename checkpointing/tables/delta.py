@@ -62,6 +62,14 @@ CHECKPOINT_INTERVAL = 10
 _HISTORY_SEARCH = 200  # commits searched for the version that holds an epoch's transaction
 
 
+def commit_metadata(app: str, epoch_id: int) -> dict[str, str]:
+    """What an epoch's commit records in its ``commitInfo``: ``ckpt.app_id`` and
+    ``ckpt.epoch_id`` (how the version of an epoch is found again), and the same as Delta's
+    ``userMetadata``, the commit field Spark's ``DESCRIBE HISTORY`` shows as a column."""
+    return {"ckpt.app_id": app, "ckpt.epoch_id": str(epoch_id),
+            "userMetadata": json.dumps({"ckpt.app_id": app, "ckpt.epoch_id": epoch_id})}
+
+
 def _ident(name: str) -> str:
     """A column name quoted for delta-rs's SQL expressions (DataFusion lowercases bare
     identifiers)."""
@@ -141,8 +149,7 @@ class DeltaCommitter:
             _same_partitioning(dt, spec, app)
             actions = self._actions(dt, spec, app, epoch_id, files, meta)
             props = CommitProperties(
-                custom_metadata={"ckpt.app_id": app, "ckpt.epoch_id": str(epoch_id)},
-                max_commit_retries=0,
+                custom_metadata=commit_metadata(app, epoch_id), max_commit_retries=0,
                 app_transactions=[Transaction(app, epoch_id, int(time.time() * 1000))])
             try:
                 dt.create_write_transaction(actions, mode="append", schema=schema,
@@ -211,8 +218,7 @@ class DeltaCommitter:
         from deltalake.transaction import CommitProperties, Transaction
 
         return CommitProperties(
-            custom_metadata={"ckpt.app_id": app, "ckpt.epoch_id": str(epoch_id)},
-            max_commit_retries=0,
+            custom_metadata=commit_metadata(app, epoch_id), max_commit_retries=0,
             app_transactions=[Transaction(app, epoch_id, int(time.time() * 1000))])
 
     @staticmethod
@@ -506,6 +512,7 @@ def read_changes(spec: TableInput, start: TableVersion | None, end: TableVersion
         return ChangeSet(start, end, added, (), schema, parts, 1, physical)
     terms: dict[tuple[str, str], _Term] = {}
     schema_checked = False
+    renamed: dict[str, tuple[str, int]] = {}
     for version, body in bodies.items():
         for line in body.splitlines():
             if not line.strip():
@@ -522,14 +529,14 @@ def read_changes(spec: TableInput, start: TableVersion | None, end: TableVersion
                 _count(terms, (r["path"], _dv_key(r)), -1, version - 1,
                        data_file(r["path"], r.get("size"), r.get("partitionValues")))
             elif "metaData" in action and not schema_checked:
-                _check_schema_change(spec, start, dt_end, version, endpoint_url)
+                renamed = _check_schema_change(spec, start, dt_end, version, endpoint_url)
                 schema_checked = True
     live = {k: t for k, t in terms.items() if t.count}
     added_files, removed_files = _net_of_vectors(spec, live, dt_end, endpoint_url)
     removed = _with_partitions(spec, removed_files, live, parts, endpoint_url)
     _require_present(spec, store, start, added_files, removed)
     return ChangeSet(start, end, added_files, removed, schema, parts,
-                     end.version - start.version, physical)
+                     end.version - start.version, physical, renamed)
 
 
 @dataclass
@@ -582,17 +589,25 @@ def _require_present(spec: TableInput, store: Storage, start: TableVersion,
 
 
 def _check_schema_change(spec: TableInput, start: TableVersion, dt_end: DeltaTable,
-                         version: int, endpoint_url: str | None) -> None:
+                         version: int, endpoint_url: str | None
+                         ) -> dict[str, tuple[str, int]]:
     """Refuse a schema change from ``start`` to ``dt_end`` that is not an added column
     (first changed at ``version``); under column mapping, columns are compared by their
-    files' names, so a rename is no change and a drop no refusal."""
+    files' names, so a rename is no change and a drop no refusal. Returns the renames
+    (old name -> new name and ``version``)."""
     if _physical_names(dt_end):
-        check_schema(spec.label, _physical_schema(_input_table(spec, endpoint_url,
-                                                                start.version)),
-                     _physical_schema(dt_end), version, drops_allowed=True)
-    else:
-        check_schema(spec.label, schema_at(spec, start, endpoint_url), _arrow_schema(dt_end),
-                     version)
+        dt_start = _input_table(spec, endpoint_url, start.version)
+        check_schema(spec.label, _physical_schema(dt_start), _physical_schema(dt_end),
+                     version, drops_allowed=True)
+        old = {_physical_names(dt_start).get(f.name, f.name): f.name
+               for f in dt_start.schema().fields}
+        new = {_physical_names(dt_end).get(f.name, f.name): f.name
+               for f in dt_end.schema().fields}
+        return {old[k]: (new[k], version) for k in old.keys() & new.keys()
+                if old[k] != new[k]}
+    check_schema(spec.label, schema_at(spec, start, endpoint_url), _arrow_schema(dt_end),
+                 version)
+    return {}
 
 
 def _skipping(f: DataFile, deleted: Any) -> DataFile:

@@ -127,6 +127,9 @@ class JobRun(RunOutputs):
     table_offsets: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: what each table input read this attempt (the handle's ``metrics.table_inputs``)
     table_reads: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: per table input read this attempt, its columns renamed in the range read (old name
+    #: -> new name, version): a job failing on an old name is told the rename
+    table_renames: dict[str, dict[str, tuple[str, int]]] = field(default_factory=dict)
     #: the data root's prefixes :meth:`new_input` read (the handle's
     #: ``metrics.input_prefixes``: what lineage names as the task's file inputs)
     input_prefixes: list[str] = field(default_factory=list)
@@ -134,6 +137,28 @@ class JobRun(RunOutputs):
     _write_lock: Any = field(default_factory=threading.Lock, repr=False, compare=False)
     _writes_running: int = field(default=0, repr=False, compare=False)
     _writes_since: float = field(default=0.0, repr=False, compare=False)
+
+
+def missed_rename(exc: BaseException,
+                  renames: dict[str, dict[str, tuple[str, int]]]) -> str | None:
+    """One line naming the rename behind ``exc`` when it is Spark's unresolved column of a
+    column a table input renamed in the range the job read; None otherwise."""
+    condition = getattr(exc, "getCondition", None) or getattr(exc, "getErrorClass", None)
+    try:
+        kind = str(condition() if callable(condition) else "")
+    except Exception:  # noqa: BLE001 - an error without Spark's error class
+        kind = ""
+    if not kind.startswith("UNRESOLVED_COLUMN"):
+        return None
+    text = str(exc)
+    for name, renamed in renames.items():
+        for old, (new, version) in renamed.items():
+            if f"`{old}`" in text:
+                return (f"table input {name!r}: column {old!r} was renamed to {new!r} at "
+                        f"version {version}, and the job still reads {old!r}: read "
+                        f"{new!r} instead (the epoch is declined; the next reads the same "
+                        "change once the job is updated)")
+    return None
 
 
 def _restored_from(coordinator: Coordinator, epoch_id: int,
@@ -217,6 +242,10 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
         except Exception as exc:
             if is_connect(spark) and (msg := unsupported_feature(exc)):
                 raise ConnectUnsupported(f"task {task_id}: {msg}") from None
+            missed = missed_rename(exc, run.table_renames)
+            if missed is not None:  # the job reads a column its upstream renamed
+                coordinator.decline(epoch_id, task_id, attempt, missed)
+                raise DeclineEpoch(missed) from None
             raise
         run_ms = (time.monotonic() - t1) * 1000  # includes writing the state files
         handle = writer.handle(

@@ -6,9 +6,11 @@ first needs them (DataNucleus's ``autoCreateAll``). On PostgreSQL that deadlocks
 creates ``TBL_PRIVS`` with a foreign key to ``TBLS``, and waits for that transaction's lock
 for ever. Hive's answer is its schematool, which runs SQL scripts pyspark does not ship; the
 same schema comes from DataNucleus's own SchemaTool over Hive's ``package.jdo``, both in
-pyspark's jars. Creating it is idempotent (about 2 s when it exists): the Connect server
-runs it before it starts over a PostgreSQL metastore, and the deployments' metastore-init
-when it creates the database.
+pyspark's jars. Creating it is idempotent (about 2 s when it exists): wherever a Spark can
+be the first to use the metastore, it runs first: the Connect server before it starts, a
+local or spark-submit session before its catalog opens (once per process and URL:
+:func:`ensure_schema_once`), and the deployments' metastore-init when it creates the
+database.
 """
 
 from __future__ import annotations
@@ -70,6 +72,20 @@ def ensure_schema(url: str | None = None, timeout: float = 300) -> bool:
         raise MetastoreSchemaError(f"the metastore's tables could not be created: "
                                    f"{lines[0].strip()[:300]}")
     return True
+
+
+_ENSURED: set[str] = set()
+
+
+def ensure_schema_once(url: str | None = None) -> bool:
+    """:func:`ensure_schema`, once per process and metastore URL: a session starting
+    after the first in the same process finds the tables made."""
+    url = url or os.environ.get(METASTORE_ENV)
+    if not url or url in _ENSURED:
+        return False
+    made = ensure_schema(url)
+    _ENSURED.add(url)
+    return made
 
 
 def _spark_home() -> Path:

@@ -36,6 +36,7 @@ class RunContext:
     resumed: list[str]
     table_offsets: dict[str, dict[str, Any]]
     table_reads: dict[str, dict[str, Any]]
+    table_renames: dict[str, dict[str, tuple[str, int]]]
     input_prefixes: list[str]
     _write_lock: threading.Lock
     _writes_running: int

@@ -88,7 +88,7 @@ class RunInputs(RunContext):
             self.writer.add_file(f"{SEEN_FILES}{bucket}.json", path)
         return found
 
-    def table_changes(self, name: str) -> TableChanges:
+    def table_changes(self, name: str, *, verify: bool | None = None) -> TableChanges:
         """The rows upstream table input ``name`` (declared on the task: ``table_inputs=``
         of the operator or decorator) added and removed since the version this task's
         parent epoch consumed, up to the version the epoch's barrier pinned (PROTOCOL
@@ -98,19 +98,37 @@ class RunInputs(RunContext):
         of the epoch reads the same change; the consumed version is recorded in the
         task's state handle (``table_offsets``) when it acknowledges. A change that cannot
         be read (an incompatible schema change, a version the table's VACUUM or log
-        retention removed, deletion vectors) declines the epoch with one line."""
-        from .table_source import read_changes
+        retention removed, deletion vectors) declines the epoch with one line.
+
+        ``verify`` (default: every ``verify_table_inputs_every`` epochs of the pipeline's
+        configuration) checks the change set against the difference of the table's whole
+        content at the two versions and declines the epoch on a mismatch
+        (:func:`~spark_jobs.runtime.table_source.verify_changes`); it reads the table twice."""
+        import time
+
+        from .table_source import read_changes, verify_changes
 
         spec, end = self._pinned_input(name)
         prev = self.table_offsets.get(name)
         start = TableVersion.from_json(prev) if prev is not None else None
+        if verify is None:
+            every = self.coordinator.barrier(self.epoch_id).config.verify_table_inputs_every
+            verify = bool(every) and self.epoch_id % every == 0
         try:
             found = read_changes(self.spark, name, spec, start, end,
                                  self.storage.endpoint_url)
+            checked = time.perf_counter()
+            if verify:
+                verify_changes(self.spark, name, spec, found, self.storage.endpoint_url)
         except TableInputError as exc:
             raise DeclineEpoch(str(exc)) from None
         self.table_offsets[name] = end.to_json()
         self.table_reads[name] = found.metrics()
+        if found.change_set.renamed:
+            self.table_renames[name] = found.change_set.renamed
+        if verify:
+            self.table_reads[name]["verified_ms"] = round(
+                (time.perf_counter() - checked) * 1000, 1)
         log.info("task %s reads table input %s: versions %s..%s, %d file(s) added, %d "
                  "removed", self.task_id, name, "start" if start is None else start.version,
                  end.version, len(found.change_set.added), len(found.change_set.removed))

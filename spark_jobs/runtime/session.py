@@ -13,6 +13,7 @@ from urllib.parse import unquote
 
 from checkpointing.extras import require
 
+from .metastore_schema import ensure_schema_once
 from .spark_conf import (
     LOCAL_CONF,
     LOG4J_CONF,
@@ -77,6 +78,9 @@ def spark_session(app: str, master: str | None = None, *, s3: bool = False,
                            "or set CKPT_SPARK_JARS")
     if jars:
         b = b.config("spark.jars", ",".join(str(j) for j in jars))
+    # A session that is the first to use a fresh PostgreSQL metastore would deadlock on
+    # its first CREATE TABLE (metastore_schema): its tables are created before it opens.
+    ensure_schema_once()
     for k, v in {**lakehouse_conf(jars), **metastore_conf()}.items():
         b = b.config(k, v)
     if s3:

@@ -80,6 +80,54 @@ def read_changes(spark: Any, name: str, spec: TableInput, start: TableVersion | 
                         _frame(spark, cs, cs.removed), cs)
 
 
+class ChangeMismatch(TableInputError):
+    """A change set that differs from the difference of the two snapshots it lies
+    between: a reader's bug, refused before anything is published."""
+
+
+def verify_changes(spark: Any, name: str, spec: TableInput, found: TableChanges,
+                   endpoint_url: str | None) -> None:
+    """Check ``found`` against the table itself: the table's whole content at ``end`` less
+    its content at ``start`` (each read as a first read is, every data file of that
+    version with its deletes applied, not from the log between them), as signed row
+    counts, must equal the change set's added less its removed rows. Columns are matched
+    by the name the files give them (a rename under column mapping is the same column);
+    a column added since ``start`` is null before it. Raises :class:`ChangeMismatch`,
+    naming how many rows differ, on any difference."""
+    from pyspark.sql import functions as F
+
+    if found.full or found.start is None:
+        return  # a first read is the snapshot itself
+    before = changes(spec, None, found.start, endpoint_url)
+    after = found.change_set
+    old_physical = {before.physical_names.get(c, c): c for c in before.schema.names}
+    columns = [c for c in after.schema.names]
+    prior = _frame(spark, before, before.added)
+    renamed = []
+    for c in columns:
+        source = old_physical.get(after.physical_names.get(c, c))
+        renamed.append(F.col(_quoted(source)).alias(c) if source is not None
+                       else F.lit(None).cast(found.added.schema[c].dataType).alias(c))
+    prior = prior.select(*renamed)
+    now = read_changes(spark, name, spec, None, found.end, endpoint_url).added
+    keys = [F.col(_quoted(c)) for c in columns]
+
+    def net(plus: Any, minus: Any) -> Any:
+        return (plus.withColumn(SIGN, F.lit(1))
+                .unionByName(minus.select(*columns).withColumn(SIGN, F.lit(-1)))
+                .groupBy(*keys).agg(F.sum(SIGN).alias(SIGN)).where(F.col(SIGN) != 0))
+
+    truth = net(now.select(*columns), prior)
+    claimed = net(found.added.select(*columns), found.removed)
+    differ = truth.exceptAll(claimed).count() + claimed.exceptAll(truth).count()
+    if differ:
+        raise ChangeMismatch(
+            f"table input {spec.label!r}: the change set of versions "
+            f"{found.start.version}..{found.end.version} differs from the difference of the "
+            f"table's content at those versions ({differ} row group(s)); the epoch is "
+            "declined and nothing is published: report it with the two versions")
+
+
 #: row positions a filter lists as literals up to this many; more are joined as a frame
 _INLINE_ROWS = 1000
 _ROW = "__ckpt_row_index"
@@ -157,4 +205,5 @@ def _without(schema: Any, names: list[str]) -> Any:
     return pa.schema([f for f in schema if f.name not in names])
 
 
-__all__ = ["SIGN", "TableChanges", "TableInputError", "read_changes"]
+__all__ = ["SIGN", "ChangeMismatch", "TableChanges", "TableInputError", "read_changes",
+           "verify_changes"]

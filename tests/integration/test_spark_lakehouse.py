@@ -312,6 +312,8 @@ def test_a_delta_output_is_found_by_its_catalog_name_from_a_fresh_session(tmp_pa
         assert found["rows"][str(v)] == sorted(
             [d, int(n)] for d, n in zip(expected["day"], expected["n"], strict=True)), v
     assert sorted(v for v, _ in found["history"]) == versions
+    # the epoch of each version, in the column Spark's DESCRIBE HISTORY shows
+    assert sorted(json.loads(m)["ckpt.epoch_id"] for _, m in found["history"] if m) == [1, 2, 3]
     assert found["names"] == ["daily"]
     epochs = [h.get("ckpt.epoch_id") for h in DeltaTable(loc).history()]
     assert sorted(e for e in epochs if e) == ["1", "2", "3"]

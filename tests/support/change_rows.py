@@ -1,0 +1,48 @@
+"""A change set's rows without Spark: each data file read by pyarrow, its rows selected by
+position (a deletion vector's ``skip_rows`` or ``only_rows``), Delta's partition values
+from the log, columns by the name the files give them. What a test compares with a table
+reader's own read of a version; independent of the job runtime's Spark reading."""
+
+from __future__ import annotations
+
+from collections import Counter
+from urllib.parse import unquote, urlparse
+
+from checkpointing.protocol.table_inputs import ChangeSet, DataFile
+
+
+def _path(uri: str) -> str:
+    return unquote(urlparse(uri).path) if uri.startswith("file://") else uri
+
+
+def file_rows(cs: ChangeSet, f: DataFile, columns: list[str]) -> list[tuple]:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(_path(f.uri))
+    n = table.num_rows
+    if f.only_rows is not None:
+        keep = sorted(f.only_rows)
+    else:
+        skip = set(f.skip_rows)
+        keep = [i for i in range(n) if i not in skip]
+    out = []
+    data = {}
+    for c in columns:
+        if c in cs.log_partition_columns:
+            data[c] = [f.partition_values.get(c)] * n
+            continue
+        name = cs.physical_names.get(c, c)
+        data[c] = table.column(name).to_pylist() if name in table.column_names else [None] * n
+    for i in keep:
+        out.append(tuple(data[c][i] for c in columns))
+    return out
+
+
+def signed_rows(cs: ChangeSet, columns: list[str]) -> Counter:
+    """The change set as signed row counts: +1 per added row, -1 per removed one."""
+    counts: Counter = Counter()
+    for f in cs.added:
+        counts.update(file_rows(cs, f, columns))
+    for f in cs.removed:
+        counts.subtract(file_rows(cs, f, columns))
+    return counts
