@@ -48,6 +48,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from checkpointing import Coordinator, LocalStorage, TableInput, TableSpec  # noqa: E402
+from checkpointing.config import CheckpointConfig  # noqa: E402
 from checkpointing.protocol.barrier import plan_from_edges  # noqa: E402
 from spark_jobs.runtime import JobResult, Pipeline, drive_epoch  # noqa: E402
 
@@ -184,10 +185,11 @@ def run(rows: int, versions: int, measure: int, work: Path, dv: bool = False
     print(f"upstream: {rows} rows in {time.perf_counter() - t0:.1f}s", flush=True)
     storage = LocalStorage(work / "ckpt")
 
-    def pipeline(pid: str) -> tuple[Coordinator, Pipeline]:
+    def pipeline(pid: str, verify: bool = False) -> tuple[Coordinator, Pipeline]:
         plan = plan_from_edges({"agg": []}, {"agg"}, {"agg": {"src": TableInput(up)}})
         job = sums_job(f"file://{work}/out-{pid}")
-        return Coordinator(storage, pid), Pipeline({"agg": []}, {"agg": job}, plan)
+        config = CheckpointConfig(verify_table_inputs_every=1) if verify else None
+        return Coordinator(storage, pid, config), Pipeline({"agg": []}, {"agg": job}, plan)
 
     def epoch(c: Coordinator, pipe: Pipeline, run_id: str) -> dict[str, Any]:
         before = bytes_read(server.proc.pid)
@@ -219,6 +221,19 @@ def run(rows: int, versions: int, measure: int, work: Path, dv: bool = False
             if v % 10 == 0:
                 print(f"version {v}: {e['seconds']:.2f}s, read {e['input_bytes']} B of "
                       f"{e['bytes_changed']} B changed", flush=True)
+        # The verify switch's cost: a second pipeline checking every change set against the
+        # difference of the two snapshots, each of its epochs paired with a plain one over
+        # the same upstream version.
+        vc, vpipe = pipeline("verified", verify=True)
+        epoch(vc, vpipe, "v0")
+        paired = []
+        for v in range(versions + 1, versions + 4):
+            if dv:
+                spark_upstream_write(spark, up, rows, v)
+            else:
+                upstream_write(up, rows, v % BUCKETS, v)
+            paired.append((epoch(c, pipe, f"v{v}")["seconds"],
+                           epoch(vc, vpipe, f"v{v}")["seconds"]))
         # The floor (a control): epochs of the same pipeline with no upstream change, so
         # an empty change set: what an epoch costs before it reads anything.
         unchanged = [epoch(c, pipe, f"same{i}") for i in range(3)]
@@ -258,10 +273,12 @@ def run(rows: int, versions: int, measure: int, work: Path, dv: bool = False
     }
     summary["table_input_vs_full_reread"] = round(
         incr / summary["table_input_full_reread_s"], 3)
+    summary["table_input_verified_epoch_ratio"] = round(
+        statistics.median(b for _, b in paired) / statistics.median(a for a, _ in paired), 3)
     if dv:  # the same figures, under the keys of the deletion-vector upstream
         summary = {k.replace("table_input_", "table_input_dv_"): v for k, v in summary.items()}
     return {**summary, "details": {"first": first, "epochs": epochs, "full": full,
-                                   "unchanged": unchanged}}
+                                   "unchanged": unchanged, "verified_pairs": paired}}
 
 
 def main(argv: list[str] | None = None) -> int:

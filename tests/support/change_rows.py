@@ -46,3 +46,28 @@ def signed_rows(cs: ChangeSet, columns: list[str]) -> Counter:
     for f in cs.removed:
         counts.subtract(file_rows(cs, f, columns))
     return counts
+
+
+def arrow_counts(table, columns: list[str]) -> Counter:
+    """A reader's Arrow table as row counts over ``columns``."""
+    return Counter(zip(*(table.column(c).to_pylist() for c in columns), strict=True))
+
+
+def histories(ops: list[str], max_epochs: int):
+    """Hypothesis' strategy of epochs of operations: 2 to ``max_epochs`` epochs, each of zero
+    to four (operation, small number) pairs."""
+    from hypothesis import strategies as st
+
+    return st.lists(st.lists(st.tuples(st.sampled_from(ops), st.integers(0, 6)), max_size=4),
+                    min_size=2, max_size=max_epochs)
+
+
+def history_settings(examples: int):
+    """The histories' fixed-seed profile: ``examples`` examples, no deadline (a step is a
+    table commit)."""
+    from hypothesis import HealthCheck, seed, settings
+
+    profile = settings(max_examples=examples, deadline=None,
+                       suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                              HealthCheck.too_slow])
+    return lambda test: seed(20261204)(profile(test))

@@ -11,12 +11,12 @@ import os
 from collections import Counter
 
 import pyarrow as pa
-from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from checkpointing.protocol.table_inputs import TableInput, TableInputError, TableVersion
 from checkpointing.tables.changes import changes, pin
-from tests.support.change_rows import signed_rows
+from tests.support.change_rows import arrow_counts, histories, history_settings, signed_rows
 
 EXAMPLES = int(os.environ.get("CKPT_HISTORY_EXAMPLES", "15"))
 READ = ["key", "day", "value"]
@@ -66,14 +66,11 @@ def _apply(catalog, op: str, n: int, state: dict) -> None:
 def _content(catalog, version: TableVersion) -> Counter:
     t = catalog.load_table("bronze.events").scan(snapshot_id=version.snapshot_id,
                                                  selected_fields=tuple(READ)).to_arrow()
-    return Counter(zip(*(t.column(c).to_pylist() for c in READ), strict=True))
+    return arrow_counts(t, READ)
 
 
-@seed(20261204)
-@settings(max_examples=EXAMPLES, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(epochs=st.lists(st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 6)),
-                                max_size=4), min_size=2, max_size=5),
+@history_settings(EXAMPLES)
+@given(epochs=histories(OPS, 5),
        retry_after=st.lists(st.booleans(), min_size=1, max_size=3))
 def test_change_sets_of_pyiceberg_histories_sum_to_the_content(tmp_path_factory, epochs,
                                                                retry_after):
