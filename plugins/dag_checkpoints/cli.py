@@ -88,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     except (AirflowApiError, ValueError) as exc:
         print(f"ckpt-airflow: error: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(result, indent=2))  # read by people; any JSON parser takes it
+    # indented for a person at a terminal; one line for a program reading a pipe
+    print(json.dumps(result, indent=2 if sys.stdout.isatty() else None))
     return 1 if a.dry_run and result.get("conflicts") else 0
 
 

@@ -210,6 +210,12 @@ BLOCKS: dict[tuple[str, str], str] = {
     ("docs/guides/troubleshooting.md", "export AIRFLOW_API_URL=http://127.0.0.1:8080"):
     "needs a running Airflow api-server and a user: the same command runs in "
     "tests/system/test_airflow_cli.py",
+    ("docs/guides/troubleshooting.md", "ckpt: error: pipeline 'flights_daily' has no"):
+        "not code: messages ckpt prints (tests/unit/test_cli.py: test_bad_input_is_one_line, "
+        "test_unreachable_endpoint_and_missing_config)",
+    ("docs/guides/troubleshooting.md", "table input 'orders': 2 file(s) added or removed"):
+        "not code: messages a table input's refusals print (tests/integration/"
+        "test_delta_histories.py, tests/unit/test_delta_rs_histories.py)",
     ("docs/guides/troubleshooting.md", "route_stats declined epoch 7"): "not code: messages "
     "of declined epochs (test_expected_input.py, test_airflow_failure_paths.py)",
     ("docs/guides/troubleshooting.md", "table input 'orders': the table uses"): "not code: "
