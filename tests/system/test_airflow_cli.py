@@ -128,6 +128,31 @@ def test_dry_run_previews_and_starts_nothing(af):
                          {"logical_date": "2013-01-10", "data_day": "2013-01-09"}]
     assert p["origin"]["epoch_id"] == 1 and p["conflicts"] == []
     assert list_origins(c.storage, c.layout) == before and _backfill_rows(tmp) == rows
+    # At a terminal (a pseudo-terminal here) the same preview is indented for a person.
+    import os
+    import pty
+
+    leader, follower = pty.openpty()
+    proc = subprocess.Popen(
+        [CKPT_AIRFLOW, "backfill", "--dag-id", "flights_daily", "--from-epoch", "1",
+         "--first-day", "2013-01-08", "--last-day", "2013-01-09", "--dry-run"],
+        env={**server.env, "AIRFLOW_API_URL": server.url,
+             "AIRFLOW_API_TOKEN": server.token("admin")},
+        stdout=follower, stderr=subprocess.PIPE)
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal closed with the process
+            break
+        if not chunk:
+            break
+        shown += chunk
+    assert proc.wait(timeout=120) == 0
+    os.close(leader)
+    text = shown.decode().replace("\r\n", "\n")
+    assert text.startswith("{\n  ") and json.loads(text) == p, text[:400]
 
 
 def test_backfill_over_a_run_in_flight_is_refused_naming_the_date(af):
