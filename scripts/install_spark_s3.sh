@@ -39,10 +39,10 @@ fetch() {
         echo "error: cannot download $a $v from Maven Central ($url)" >&2
         exit 1
       fi
-      local want got
-      want=$(curl -fsSL --retry 3 "$url.sha1" | cut -c1-40)
+      local sum got
+      sum=$(curl -fsSL --retry 3 "$url.sha1" | cut -c1-40)
       got=$(sha1sum "$dir/$a-$v.jar.part" | cut -c1-40)
-      if [ "$want" != "$got" ]; then
+      if [ "$sum" != "$got" ]; then
         echo "error: $a $v from Maven Central does not match its published SHA-1" >&2
         rm -f "$dir/$a-$v.jar.part"
         exit 1

@@ -483,7 +483,8 @@ def read_changes(spec: TableInput, start: TableVersion | None, end: TableVersion
     # before delta-rs fails to load the version without it.
     bodies = {} if start is None or start.version < 0 else \
         {v: _commit(spec, store, v) for v in range(start.version + 1, end.version + 1)}
-    dt_end = _input_table(spec, endpoint_url, end.version)
+    versions = _Versions(spec, endpoint_url)
+    dt_end = versions.at(end.version)
     _check_features(spec, dt_end)
     schema = _arrow_schema(dt_end)
     parts = tuple(dt_end.metadata().partition_columns)
@@ -529,14 +530,28 @@ def read_changes(spec: TableInput, start: TableVersion | None, end: TableVersion
                 _count(terms, (r["path"], _dv_key(r)), -1, version - 1,
                        data_file(r["path"], r.get("size"), r.get("partitionValues")))
             elif "metaData" in action and not schema_checked:
-                renamed = _check_schema_change(spec, start, dt_end, version, endpoint_url)
+                renamed = _check_schema_change(spec, versions.at(start.version), dt_end,
+                                               version)
                 schema_checked = True
     live = {k: t for k, t in terms.items() if t.count}
-    added_files, removed_files = _net_of_vectors(spec, live, dt_end, endpoint_url)
-    removed = _with_partitions(spec, removed_files, live, parts, endpoint_url)
+    added_files, removed_files = _net_of_vectors(spec, live, versions)
+    removed = _with_partitions(removed_files, live, parts, versions)
     _require_present(spec, store, start, added_files, removed)
     return ChangeSet(start, end, added_files, removed, schema, parts,
                      end.version - start.version, physical, renamed)
+
+
+class _Versions:
+    """The input table opened at each version one change-set read needs, each once."""
+
+    def __init__(self, spec: TableInput, endpoint_url: str | None):
+        self.spec, self.endpoint_url = spec, endpoint_url
+        self._open: dict[int, DeltaTable] = {}
+
+    def at(self, version: int) -> DeltaTable:
+        if version not in self._open:
+            self._open[version] = _input_table(self.spec, self.endpoint_url, version)
+        return self._open[version]
 
 
 @dataclass
@@ -588,26 +603,21 @@ def _require_present(spec: TableInput, store: Storage, start: TableVersion,
             f"cannot be read; {WAY_FORWARD}")
 
 
-def _check_schema_change(spec: TableInput, start: TableVersion, dt_end: DeltaTable,
-                         version: int, endpoint_url: str | None
-                         ) -> dict[str, tuple[str, int]]:
-    """Refuse a schema change from ``start`` to ``dt_end`` that is not an added column
+def _check_schema_change(spec: TableInput, dt_start: DeltaTable, dt_end: DeltaTable,
+                         version: int) -> dict[str, tuple[str, int]]:
+    """Refuse a schema change from ``dt_start`` to ``dt_end`` that is not an added column
     (first changed at ``version``); under column mapping, columns are compared by their
     files' names, so a rename is no change and a drop no refusal. Returns the renames
     (old name -> new name and ``version``)."""
-    if _physical_names(dt_end):
-        dt_start = _input_table(spec, endpoint_url, start.version)
-        check_schema(spec.label, _physical_schema(dt_start), _physical_schema(dt_end),
-                     version, drops_allowed=True)
-        old = {_physical_names(dt_start).get(f.name, f.name): f.name
-               for f in dt_start.schema().fields}
-        new = {_physical_names(dt_end).get(f.name, f.name): f.name
-               for f in dt_end.schema().fields}
-        return {old[k]: (new[k], version) for k in old.keys() & new.keys()
-                if old[k] != new[k]}
-    check_schema(spec.label, schema_at(spec, start, endpoint_url), _arrow_schema(dt_end),
-                 version)
-    return {}
+    if not _physical_names(dt_end):
+        check_schema(spec.label, _arrow_schema(dt_start), _arrow_schema(dt_end), version)
+        return {}
+    check_schema(spec.label, _physical_schema(dt_start), _physical_schema(dt_end), version,
+                 drops_allowed=True)
+    old, new = ({names.get(f.name, f.name): f.name for f in dt.schema().fields}
+                for dt, names in ((dt_start, _physical_names(dt_start)),
+                                  (dt_end, _physical_names(dt_end))))
+    return {old[k]: (new[k], version) for k in old.keys() & new.keys() if old[k] != new[k]}
 
 
 def _skipping(f: DataFile, deleted: Any) -> DataFile:
@@ -618,8 +628,7 @@ def _skipping(f: DataFile, deleted: Any) -> DataFile:
     return dataclasses.replace(f, skip_rows=tuple(int(i) for i in deleted))
 
 
-def _net_of_vectors(spec: TableInput, live: dict[tuple[str, str], _Term], dt_end: DeltaTable,
-                    endpoint_url: str | None
+def _net_of_vectors(spec: TableInput, live: dict[tuple[str, str], _Term], versions: _Versions
                     ) -> tuple[tuple[DataFile, ...], list[tuple[str, DataFile]]]:
     """The added files and the removed ones (with their paths in the log) with the rows
     that count. Each term's vector is read at the term's own live version. A path with one
@@ -631,11 +640,8 @@ def _net_of_vectors(spec: TableInput, live: dict[tuple[str, str], _Term], dt_end
 
     import numpy as np
 
-    versions = sorted({t.live for (_, dv), t in live.items() if dv})
-    vectors: dict[int, dict[str, Any]] = {}
-    for v in versions:
-        dt = dt_end if v == int(dt_end.version()) else _input_table(spec, endpoint_url, v)
-        vectors[v] = _vectors_at(spec, dt, v)
+    vectors = {v: _vectors_at(spec, versions.at(v), v)
+               for v in sorted({t.live for (_, dv), t in live.items() if dv})}
 
     def rows_of(key: tuple[str, str], t: _Term) -> Any:
         path, dv = key
@@ -688,9 +694,8 @@ def _commit(spec: TableInput, store: Storage, version: int) -> bytes:
     return body
 
 
-def _with_partitions(spec: TableInput, removes: list[tuple[str, DataFile]],
-                     live: dict[tuple[str, str], _Term], parts: tuple[str, ...],
-                     endpoint_url: str | None) -> tuple[DataFile, ...]:
+def _with_partitions(removes: list[tuple[str, DataFile]], live: dict[tuple[str, str], _Term],
+                     parts: tuple[str, ...], versions: _Versions) -> tuple[DataFile, ...]:
     """Removed files with their partition values: from the ``remove`` actions, or, for a
     writer that left them out, from the table at the version before the file's removal."""
     import dataclasses
@@ -707,8 +712,7 @@ def _with_partitions(spec: TableInput, removes: list[tuple[str, DataFile]],
             v = at[path]
             if v not in tables:
                 tables[v] = {r["path"]: r for r in pa.table(
-                    _input_table(spec, endpoint_url, v).get_add_actions(flatten=True)
-                ).to_pylist()}
+                    versions.at(v).get_add_actions(flatten=True)).to_pylist()}
             row = tables[v].get(path)
             if row is not None:
                 f = dataclasses.replace(f, partition_values={c: row.get(f"partition.{c}")

@@ -101,7 +101,7 @@ def verify_changes(spark: Any, name: str, spec: TableInput, found: TableChanges,
     before = changes(spec, None, found.start, endpoint_url)
     after = found.change_set
     old_physical = {before.physical_names.get(c, c): c for c in before.schema.names}
-    columns = [c for c in after.schema.names]
+    columns = list(after.schema.names)
     prior = _frame(spark, before, before.added)
     renamed = []
     for c in columns:
