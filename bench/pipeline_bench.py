@@ -23,7 +23,6 @@ import sys
 import tempfile
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -47,12 +46,16 @@ from checkpointing import (  # noqa: E402
     StateHandle,
     open_storage,
 )
+from checkpointing.config import CheckpointConfig  # noqa: E402
+from checkpointing.protocol.barrier import Barrier  # noqa: E402
+from checkpointing.protocol.documents import now_iso  # noqa: E402
 from checkpointing.protocol.layout import Layout  # noqa: E402
 from checkpointing.state.task_storage import TaskStorage  # noqa: E402
 from spark_jobs.flights.landing import land  # noqa: E402
 from spark_jobs.flights.pipeline import EDGES, JOBS, PLAN  # noqa: E402
 from spark_jobs.runtime import JobRun, run_task  # noqa: E402
 from spark_jobs.runtime.attempt_cache import attempt_caches  # noqa: E402
+from spark_jobs.runtime.run_context import NoOperationLog  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 ROUTE, CARRIER = ["origin", "dest"], ["carrier"]
@@ -138,37 +141,35 @@ class PassThroughWriter(SnapshotWriter):
         return self._outputs[output]
 
 
-@dataclass
-class _Interval:
-    data_interval: dict[str, str]
-
-
 class _NoCoordinator:
-    """What a job asks of its coordinator when checkpointing is off: where its scratch
-    lives (local) and the epoch's input bound. No documents are read or written."""
+    """Where the jobs' scratch lives when checkpointing is off (local); no documents are
+    read or written, and each epoch's barrier is made here, for the jobs only."""
 
     def __init__(self, root: Path):
         self.storage, self.layout = LocalStorage(root), Layout("off")
-        self.until: dict[int, dict[str, str]] = {}
 
-    def barrier(self, epoch_id: int) -> _Interval:
-        return _Interval(self.until[epoch_id])
+    def barrier(self, epoch_id: int, until: int) -> Barrier:
+        now = now_iso(time.time())
+        return Barrier(pipeline_id="flights_daily", epoch_id=epoch_id, run_id=f"off-{epoch_id}",
+                       lineage="off", plan=dict(PLAN), created_at=now, deadline=now,
+                       config=CheckpointConfig(), mode="exactly_once",
+                       data_interval=interval_until(until), publish_on_complete=False)
 
 
 def run_unchecked(nc: _NoCoordinator, spark, data_uri: str, n: int, until: int,
                   previous: dict[str, StateHandle], work: Path) -> tuple[dict, float]:
     """One epoch of the same jobs with checkpointing off; state stays in ``work``."""
     t0 = time.perf_counter()
-    nc.until[n] = interval_until(until)
+    barrier = nc.barrier(n, until)
     handles: dict[str, StateHandle] = {}
     for task, ups in EDGES.items():
         scratch = work / f"e{n}" / task
         scratch.mkdir(parents=True)
         writer = PassThroughWriter(nc.storage, nc.layout, n, task, 1,
                                    previous=previous.get(task))
-        run = JobRun(nc, n, task, 1, spark, open_storage(data_uri), previous.get(task),
+        run = JobRun(barrier, n, task, 1, spark, open_storage(data_uri), previous.get(task),
                      {u: handles[u] for u in ups}, writer, scratch,
-                     TaskStorage(nc.storage, nc.layout, n, task, 1))
+                     TaskStorage(nc.storage, nc.layout, n, task, 1), NoOperationLog())
         with attempt_caches():  # as run_task unpersists what each task cached
             res = JOBS[task](run)
         handles[task] = writer.handle(offsets=res.offsets, row_counts=res.row_counts)

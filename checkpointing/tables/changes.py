@@ -6,6 +6,9 @@ epoch pins, and the change set between two versions. Each format's module declar
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from checkpointing.json_types import JsonObject
 from checkpointing.protocol.table_formats import traits
 from checkpointing.protocol.table_inputs import (
@@ -22,10 +25,14 @@ def _reader(fmt: str) -> TableReader:
     return implementation(fmt).reader
 
 
-def pin(spec: TableInput, endpoint_url: str | None = None) -> TableVersion:
-    """The table's newest version: what an epoch beginning now reads up to."""
+@contextmanager
+def _declining(spec: TableInput) -> Iterator[None]:
+    """Every call into a table format's library goes through here: what the library raises
+    (I/O, a missing or malformed log or metadata file, a version gone) becomes the one-line
+    :class:`TableInputError` that declines the epoch, the table's location replaced by its
+    label. A reader's own refusals pass as they are."""
     try:
-        return _reader(spec.format).pin_version(spec, endpoint_url)
+        yield
     except TableInputError:
         raise
     except Exception as exc:  # noqa: BLE001 - the libraries raise plain errors for I/O
@@ -33,17 +40,28 @@ def pin(spec: TableInput, endpoint_url: str | None = None) -> TableVersion:
                               f"{type(exc).__name__}: {_first_line(exc, spec)}") from None
 
 
+def pin(spec: TableInput, endpoint_url: str | None = None) -> TableVersion:
+    """The table's newest version: what an epoch beginning now reads up to."""
+    with _declining(spec):
+        return _reader(spec.format).pin_version(spec, endpoint_url)
+
+
 def changes(spec: TableInput, start: TableVersion | None, end: TableVersion,
             endpoint_url: str | None = None) -> ChangeSet:
     """The change set of ``spec`` in ``(start, end]``; ``start`` None: the first read, the
     whole table at ``end`` (or the changes from ``spec.starting_version`` on)."""
+    with _declining(spec):
+        return _changes(_reader(spec.format), spec, start, end, endpoint_url)
+
+
+def _changes(reader: TableReader, spec: TableInput, start: TableVersion | None,
+             end: TableVersion, endpoint_url: str | None) -> ChangeSet:
     if start is None and spec.starting_version is not None:
         if spec.starting_version > end.version + 1:
             raise TableInputError(
                 f"table input {spec.label!r}: starting_version {spec.starting_version} is "
                 f"after the pinned version {end.version}")
-        start = _reader(spec.format).version_before(spec, spec.starting_version,
-                                                    endpoint_url)
+        start = reader.version_before(spec, spec.starting_version, endpoint_url)
     if start is not None and end.version < start.version:
         raise TableInputError(
             f"table input {spec.label!r}: the pinned version {end.version} is older than "
@@ -51,27 +69,17 @@ def changes(spec: TableInput, start: TableVersion | None, end: TableVersion,
             "restored or recreated); restore the task from a savepoint taken before, or "
             "start its state afresh")
     if start is not None and start == end:
-        return ChangeSet(start, end, (), (), _reader(spec.format).schema_at(
-            spec, end, endpoint_url), _log_partitions(spec, end, endpoint_url))
-    try:
-        return _reader(spec.format).read_changes(spec, start, end, endpoint_url)
-    except TableInputError:
-        raise
-    except Exception as exc:  # noqa: BLE001 - the libraries raise plain errors for I/O
-        raise TableInputError(f"table input {spec.label!r} ({spec.format}) cannot be read: "
-                              f"{type(exc).__name__}: {_first_line(exc, spec)}") from None
+        return ChangeSet(start, end, (), (), reader.schema_at(spec, end, endpoint_url),
+                         tuple(reader.log_partition_columns(spec, end, endpoint_url)))
+    return reader.read_changes(spec, start, end, endpoint_url)
 
 
 def committed_version(spec: TableInput, committed: int,
                       endpoint_url: str | None = None) -> TableVersion:
     """The version a table commit of this project recorded (a manifest's
     ``table_version``: Delta's version, Iceberg's snapshot id) as a reader's version."""
-    return _reader(spec.format).committed_version(spec, committed, endpoint_url)
-
-
-def _log_partitions(spec: TableInput, end: TableVersion,
-                    endpoint_url: str | None) -> tuple[str, ...]:
-    return tuple(_reader(spec.format).log_partition_columns(spec, end, endpoint_url))
+    with _declining(spec):
+        return _reader(spec.format).committed_version(spec, committed, endpoint_url)
 
 
 def event_version(spec: TableInput, table: JsonObject) -> int | None:

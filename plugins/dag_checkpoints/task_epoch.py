@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -56,6 +57,10 @@ log = logging.getLogger(__name__)
 EPOCH_XCOM_KEY = "checkpoint_epoch"
 #: how long a main run waits before it looks again for a promoting backfill
 WAIT_FOR_BACKFILL_SECONDS = 30
+#: tries of a call for the run's task states, beyond the SDK's own retries of the HTTP
+#: request, and the pause between them (:func:`task_states`)
+STATE_CALL_TRIES = 3
+STATE_CALL_PAUSE_SECONDS = 2.0
 
 
 def open_run_epoch(settings: CheckpointSettings, plan: dict[str, TaskPlan], context: Any,
@@ -299,10 +304,31 @@ def _begun_epoch(ti: Any, context: Any, begin_task_id: str) -> int | None:
 
 
 def task_states(context: Any) -> dict[str, str]:
-    """Airflow's state of each task of this run (empty outside a real task runner)."""
+    """Airflow's state of each task of this run (``ti.get_task_states``, which the task's
+    supervisor asks of the API server, retrying as ``[workers] execution_api_retries``
+    says). A call that still fails is asked again, :data:`STATE_CALL_TRIES` times in all,
+    :data:`STATE_CALL_PAUSE_SECONDS` apart, then fails the task in one line naming the
+    call (a retryable failure): a state guessed empty would skip a run whose job failed, label a failed task "not run", or
+    have a root begin an epoch the begin step already began."""
     ti, run = context["ti"], context["dag_run"]
-    try:
-        states = ti.get_task_states(dag_id=run.dag_id, run_ids=[run.run_id])
-    except Exception:  # noqa: BLE001 - outside a real task runner: no state to consult
-        return {}
-    return dict(states.get(run.run_id, {}))
+    tries = STATE_CALL_TRIES
+    for n in range(1, tries + 1):
+        try:
+            states = ti.get_task_states(dag_id=run.dag_id, run_ids=[run.run_id])
+        except Exception as exc:  # noqa: BLE001 - whatever the SDK raises, named below
+            why = _first_line(exc)
+            if n == tries:
+                raise AirflowException(
+                    f"Airflow's API did not answer get_task_states (run {run.run_id!r} of "
+                    f"DAG {run.dag_id!r}) after {tries} tries: {why}") from None
+            log.warning("get_task_states (run %s) failed, try %d of %d: %s", run.run_id, n,
+                        tries, why)
+            time.sleep(STATE_CALL_PAUSE_SECONDS)
+            continue
+        return dict(states.get(run.run_id, {}))
+    raise AssertionError("unreachable: the last try returns or raises")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__

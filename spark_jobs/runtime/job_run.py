@@ -30,6 +30,7 @@ from checkpointing import (
     StateHandle,
 )
 from checkpointing.errors import EpochAlreadyDecided
+from checkpointing.protocol.barrier import Barrier
 from checkpointing.protocol.documents import now_iso
 from checkpointing.state.task_storage import TaskStorage
 from checkpointing.storage import Storage, open_storage
@@ -38,6 +39,7 @@ from .attempt_cache import attempt_caches
 from .connect import is_connect, unsupported_feature
 from .errors import ConnectUnsupported, DeclineEpoch, JobResultError
 from .reattach import release_session
+from .run_context import OperationLog
 from .run_outputs import RunOutputs
 
 log = logging.getLogger("spark_jobs.runtime")
@@ -101,7 +103,8 @@ def check_result(result: Any, task_id: str) -> JobResult:
 class JobRun(RunOutputs):
     """Everything a job needs for one attempt of one task in one epoch."""
 
-    coordinator: Coordinator
+    #: the epoch's barrier (what the job reads of its epoch; see RunContext)
+    barrier: Barrier
     epoch_id: int
     task_id: str
     attempt: int
@@ -113,6 +116,9 @@ class JobRun(RunOutputs):
     scratch: Path
     #: the attempt's view of checkpoint storage (its state and staging areas)
     storage: TaskStorage
+    #: where the attempt records the engine operations it starts (a later attempt resumes
+    #: them): the coordinator in a checked run, :class:`NoOperationLog` without an epoch
+    operations: OperationLog
     #: milliseconds Spark spent writing the snapshot's state and staged outputs: the
     #: ``sync_ms`` of the handle's timings (the job waits for it, as Flink's synchronous
     #: part); making them durable afterwards is the writer's ``async_ms``
@@ -161,10 +167,8 @@ def missed_rename(exc: BaseException,
     return None
 
 
-def _restored_from(coordinator: Coordinator, epoch_id: int,
-                   previous: StateHandle | None) -> str:
+def _restored_from(barrier: Barrier, previous: StateHandle | None) -> str:
     """What a task restores, for its log: a retry's first question is "from where?"."""
-    barrier = coordinator.barrier(epoch_id)
     if previous is None:
         source = (f"savepoint {barrier.parent_savepoint!r}" if barrier.parent_savepoint else
                   f"epoch {barrier.parent_epoch_id}" if barrier.parent_epoch_id else None)
@@ -212,17 +216,18 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
         return start.existing
     t0 = time.monotonic()
     started_at = now_iso(time.time())
+    barrier = coordinator.barrier(epoch_id)
     previous = coordinator.restore_handle(epoch_id, task_id)
     upstream = coordinator.upstream_handles(epoch_id, task_id)
     restore_ms = (time.monotonic() - t0) * 1000
     log.info("task %s attempt %d of epoch %d %s", task_id, attempt, epoch_id,
-             _restored_from(coordinator, epoch_id, previous))
+             _restored_from(barrier, previous))
     scratch = Path(tempfile.mkdtemp(prefix=f"ckpt-{task_id}-e{epoch_id}-a{attempt}-"))
     storage = coordinator.task_storage(epoch_id, task_id, attempt)
     writer = storage.writer(previous)
-    run = JobRun(coordinator, epoch_id, task_id, attempt, spark,
+    run = JobRun(barrier, epoch_id, task_id, attempt, spark,
                  open_storage(data_uri, endpoint_url=endpoint_url) if data_uri else None,
-                 previous, upstream, writer, scratch, storage,
+                 previous, upstream, writer, scratch, storage, coordinator,
                  resume=start.resume if is_connect(spark) else None,
                  table_offsets=dict(previous.table_offsets) if previous else {})
     tag = job_tag(coordinator.pipeline_id, epoch_id, task_id, attempt)
@@ -264,7 +269,7 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
             timings={"started_at": started_at, "restore_ms": round(restore_ms, 1),
                      "run_ms": round(run_ms, 1), "sync_ms": round(run.snapshot_write_ms, 1)},
             restored_from={"epoch_id": previous.epoch_id if previous else None},
-            delivery=coordinator.barrier(epoch_id).mode,
+            delivery=barrier.mode,
             table_offsets=run.table_offsets,
         )
         try:

@@ -9,17 +9,36 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from checkpointing import Coordinator, EngineOperation, SnapshotWriter, StateHandle
+from checkpointing import EngineOperation, SnapshotWriter, StateHandle
+from checkpointing.protocol.barrier import Barrier
 from checkpointing.state.task_storage import TaskStorage
 from checkpointing.storage import Storage
+
+
+class OperationLog(Protocol):
+    """Where an attempt records the long engine action it starts (PROTOCOL 5.17), so that a
+    later attempt of the epoch can reattach to it: the coordinator, in a checked run."""
+
+    def record_operation(self, epoch_id: int, op: EngineOperation) -> None: ...
+
+
+class NoOperationLog:
+    """A run without an epoch (checkpointing disabled, a benchmark's control): no later
+    attempt resumes its operations, so none is recorded."""
+
+    def record_operation(self, epoch_id: int, op: EngineOperation) -> None:
+        """Nothing to record."""
 
 
 class RunContext:
     """The attributes of one attempt (documented on :class:`JobRun`)."""
 
-    coordinator: Coordinator
+    #: the epoch's barrier: its plan (the task's table inputs), pinned versions, data
+    #: interval, parent and configuration; all a job reads of its epoch
+    barrier: Barrier
+    operations: OperationLog
     epoch_id: int
     task_id: str
     attempt: int

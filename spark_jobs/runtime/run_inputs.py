@@ -25,16 +25,14 @@ log = logging.getLogger("spark_jobs.runtime")
 
 
 class RunInputs(RunContext):
-    """A job run's reading side (JobRun's fields: coordinator, epoch_id, task_id, spark,
+    """A job run's reading side (JobRun's fields: barrier, epoch_id, task_id, spark,
     data, previous, writer, scratch, storage, table_offsets, table_reads)."""
 
     @property
     def input_until(self) -> str | None:
         """The day (ISO date) at which this epoch's input stops, from the barrier's data
         interval end; None when the epoch has no interval (consume everything new)."""
-        interval = self.coordinator.barrier(self.epoch_id).data_interval or {}
-        end = interval.get("end")
-        return str(end)[:10] if end else None
+        return self.barrier.input_until
 
     def files(self, handle: StateHandle | None, prefix: str,
               outputs: str | None = None) -> list[FileRef]:
@@ -112,7 +110,7 @@ class RunInputs(RunContext):
         prev = self.table_offsets.get(name)
         start = TableVersion.from_json(prev) if prev is not None else None
         if verify is None:
-            every = self.coordinator.barrier(self.epoch_id).config.verify_table_inputs_every
+            every = self.barrier.config.verify_table_inputs_every
             verify = bool(every) and self.epoch_id % every == 0
         try:
             found = read_changes(self.spark, name, spec, start, end,
@@ -152,7 +150,7 @@ class RunInputs(RunContext):
 
     def _pinned_input(self, name: str) -> tuple[TableInput, TableVersion]:
         """Table input ``name`` of this task and the version the epoch's barrier pinned."""
-        barrier = self.coordinator.barrier(self.epoch_id)
+        barrier = self.barrier
         spec = barrier.plan[self.task_id].table_inputs.get(name) \
             if self.task_id in barrier.plan else None
         end = barrier.table_version(name)

@@ -30,7 +30,7 @@ _NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 
 class RunState(RunInputs):
-    """A job run's state writes (JobRun's fields: coordinator, epoch_id, task_id, attempt,
+    """A job run's state writes (JobRun's fields: operations, epoch_id, task_id, attempt,
     spark, previous, writer, scratch, storage, resume, resumed, snapshot_write_ms)."""
 
     @property
@@ -74,7 +74,7 @@ class RunState(RunInputs):
                 write(df, t)
                 return t
             rec = new_operation(self.spark, self.task_id, self.attempt, action, df, time.time())
-            self.coordinator.record_operation(self.epoch_id, rec)
+            self.operations.record_operation(self.epoch_id, rec)
             with operation_id(self.spark, rec.operation_id):
                 write(df, t)
             return t

@@ -24,46 +24,48 @@ import logging
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from checkpointing import Coordinator, StateHandle
+from checkpointing.protocol.barrier import Barrier, TaskPlan
 from checkpointing.protocol.documents import now_iso
+from checkpointing.protocol.table_inputs import TableInput, TableInputError
 from checkpointing.storage import open_storage
 from checkpointing.tables.commit import commit_tables
+from checkpointing.tables.pins import TablePins
 
 from .attempt_cache import attempt_caches
+from .errors import DeclineEpoch
 from .job_run import Job, JobRun, check_result, end_of_task, job_tag
+from .run_context import NoOperationLog
 
 log = logging.getLogger("spark_jobs.runtime.unchecked")
 LINEAGE = "unchecked"
 
 
-@dataclass(frozen=True)
-class _Barrier:
-    """What a job and the runtime read of an epoch's barrier."""
-
-    data_interval: dict[str, str] | None
-    parent_epoch_id: int | None
-    parent_savepoint: str | None = None
-    mode: str = LINEAGE
-
-
-@dataclass
-class UncheckedCoordinator:
-    """What a job asks of its coordinator, with no epoch behind it: the run's data
-    interval and parent."""
-
-    pipeline_id: str
-    interval: dict[str, str] | None
-    parent_epoch_id: int | None
-
-    def barrier(self, epoch_id: int) -> _Barrier:
-        return _Barrier(self.interval, self.parent_epoch_id)
-
-    def record_operation(self, epoch_id: int, op: Any) -> None:
-        """Nothing: no epoch, so no later attempt resumes this run's operations."""
+def unchecked_barrier(coordinator: Coordinator, run_id: str, task_id: str, epoch_id: int,
+                      parent: int | None, interval: dict[str, str] | None,
+                      table_inputs: Mapping[str, TableInput], *,
+                      endpoint_url: str | None = None) -> Barrier:
+    """The barrier a task of an unchecked run reads, written nowhere: the run's data
+    interval and the latest completed epoch as its parent, and the task's table inputs
+    pinned now, at their newest versions (the task's own pin: there is no epoch across
+    the run's tasks to share one). An input that cannot be pinned fails the task in one
+    line, as it refuses a checked epoch's begin."""
+    pins = TablePins(endpoint_url)
+    plan = pins.resolve({task_id: TaskPlan(table_inputs=dict(table_inputs))})
+    try:
+        versions = pins.pin_all(plan)
+    except TableInputError as exc:
+        raise DeclineEpoch(str(exc)) from None
+    now = now_iso(time.time())
+    return Barrier(pipeline_id=coordinator.pipeline_id, epoch_id=epoch_id, run_id=run_id,
+                   lineage=LINEAGE, plan=plan, created_at=now, deadline=now,
+                   config=coordinator.config, mode=coordinator.config.mode,
+                   data_interval=interval, parent_epoch_id=parent,
+                   publish_on_complete=False, table_versions=versions)
 
 
 def latest_state(coordinator: Coordinator) -> tuple[int | None, dict[str, StateHandle]]:
@@ -75,21 +77,27 @@ def latest_state(coordinator: Coordinator) -> tuple[int | None, dict[str, StateH
 def run_unchecked_task(job: Job, coordinator: Coordinator, run_id: str, task_id: str,
                        spark: Any, data_uri: str, upstream: dict[str, StateHandle],
                        interval: dict[str, str] | None, *,
+                       table_inputs: Mapping[str, TableInput] | None = None,
                        endpoint_url: str | None = None) -> StateHandle:
     """Run ``job`` once with checkpointing disabled (module docstring) and return its
-    handle, for the run's downstream tasks; its table outputs are committed already."""
+    handle, for the run's downstream tasks; its table outputs are committed already.
+    ``table_inputs``: the task's upstream tables, read from the versions the restored
+    state consumed up to their newest (``run.table_changes`` and ``run.table_snapshot``
+    work as in a checked epoch)."""
     parent, handles = latest_state(coordinator)
     previous = handles.get(task_id)
     # An epoch id for the attempt's table directories and the tables' transaction: the
     # clock in seconds, increasing from one unchecked run to the next.
     epoch_id = int(time.time())
-    unchecked = UncheckedCoordinator(coordinator.pipeline_id, interval, parent)
+    barrier = unchecked_barrier(coordinator, run_id, task_id, epoch_id, parent, interval,
+                                table_inputs or {}, endpoint_url=endpoint_url)
     storage = coordinator.unchecked_run(run_id).task_storage(task_id, epoch_id)
     writer = storage.writer(previous, shared=False, digests=False)
     scratch = Path(tempfile.mkdtemp(prefix=f"ckpt-unchecked-{task_id}-"))
-    run = JobRun(unchecked, epoch_id, task_id, 1, spark,  # type: ignore[arg-type]
+    run = JobRun(barrier, epoch_id, task_id, 1, spark,
                  open_storage(data_uri, endpoint_url=endpoint_url) if data_uri else None,
-                 previous, upstream, writer, scratch, storage)
+                 previous, upstream, writer, scratch, storage, NoOperationLog(),
+                 table_offsets=dict(previous.table_offsets) if previous else {})
     tag = job_tag(coordinator.pipeline_id, epoch_id, task_id, 1)
     spark.addTag(tag)
     log.info("task %s runs with checkpointing disabled, from %s", task_id,
@@ -107,7 +115,8 @@ def run_unchecked_task(job: Job, coordinator: Coordinator, run_id: str, task_id:
                            timings={"started_at": started,
                                     "run_ms": round((time.monotonic() - t0) * 1000, 1),
                                     "sync_ms": round(run.snapshot_write_ms, 1)},
-                           restored_from={"epoch_id": parent if previous else None})
+                           restored_from={"epoch_id": parent if previous else None},
+                           table_offsets=run.table_offsets)
     tables = {n: o for n, o in handle.outputs.items() if "table" in o.meta}
     if tables:
         commit_tables(coordinator.pipeline_id, LINEAGE, epoch_id, tables,

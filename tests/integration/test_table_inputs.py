@@ -170,6 +170,40 @@ def test_retry_reads_the_pinned_change_set_whatever_the_upstream_did_meanwhile(e
         ("b", 2, 1), ("c", 30, 1)]
 
 
+def test_a_run_with_checkpointing_disabled_reads_its_table_inputs(env):
+    """Checkpointing switched off (run conf ``{"checkpoint": {"enabled": false}}``) runs the
+    same job code: the task's barrier is a real one, made for it and written nowhere, with
+    its table inputs pinned when it starts. ``table_changes`` reads from the version the
+    latest completed epoch consumed, ``table_snapshot`` the newest content; the table
+    output is committed at once and no epoch is written."""
+    from spark_jobs.runtime.unchecked import run_unchecked_task
+
+    c, root, endpoint, spark = env
+    up, out = f"{root}/upstream", TableSpec(f"{root}/sums", "overwrite")
+    src = TableInput(up)
+    write(up, endpoint, [("a", "d1", 1), ("b", "d1", 2)], partition_by=["day"])
+    epoch, meta = run_epoch(c, pipeline(src, out), spark, "r1", endpoint)
+    assert meta.completed
+    write(up, endpoint, [("c", "d2", 10), ("a", "d2", 5)], mode="append")
+    open_table(up, endpoint).delete("key = 'b'")
+    newest = pin(src, endpoint).version
+
+    seen: dict[str, int] = {}
+
+    def job(run):
+        seen["snapshot_rows"] = run.table_snapshot("src").count()
+        return sums_job(out)(run)
+
+    handle = run_unchecked_task(job, c, "manual__off", "agg", spark, "", {}, None,
+                                table_inputs={"src": src}, endpoint_url=endpoint)
+    assert handle.table_offsets == {"src": {"version": newest}}
+    assert handle.metrics["read"]["from_version"] == c.barrier(epoch).table_version("src").version
+    assert not handle.metrics["read"]["full"]
+    assert published(out.location, endpoint) == expected(up, newest, endpoint)
+    assert seen["snapshot_rows"] == len(open_table(up, endpoint, newest).to_pandas())
+    assert c.epoch_ids() == [epoch] and c.latest_completed() == epoch
+
+
 def test_what_cannot_be_read_declines_the_epoch_in_one_line_and_publishes_nothing(env):
     c, root, endpoint, spark = env
     up, out = f"{root}/upstream", TableSpec(f"{root}/sums", "overwrite")

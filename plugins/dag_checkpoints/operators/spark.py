@@ -381,7 +381,8 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
                 with_fault(self.job_callable(), self.task_id, ti.try_number,
                            fault_spec(context)),
                 s.coordinator(), context["dag_run"].run_id, self.task_id, spark, s.data,
-                upstream, data_interval(context), endpoint_url=s.endpoint_url)
+                upstream, data_interval(context), table_inputs=self.table_inputs,
+                endpoint_url=s.endpoint_url)
         except Exception as exc:
             if (failure := self._job_failure(exc)) is None:
                 raise

@@ -108,3 +108,64 @@ def test_every_spelling_of_a_root_is_redacted_in_our_lines_and_masked_in_others(
     assert masked(text) == text  # nothing masked before the task says what
     mask_roots(local, s3)
     assert masked(text) == "at ***/p/_metadata, ***/p/x.json, ***/a.csv and ***/b.csv"
+
+
+def test_an_airflow_api_that_does_not_answer_fails_the_step_naming_the_call(tmp_path,
+                                                                            monkeypatch):
+    """The run's task states come from Airflow's API (through the task's supervisor). When
+    it does not answer (the error the supervisor sends back for a refused connection), the
+    call is asked again a bounded number of times, then the step fails in one line naming
+    it, as a retryable failure: never an empty answer taken for "nothing ran", which would
+    skip a run whose job failed and call its failed tasks "not run"."""
+    from types import SimpleNamespace
+
+    from airflow.sdk.exceptions import (
+        AirflowException,
+        AirflowRuntimeError,
+        AirflowSkipException,
+        ErrorType,
+    )
+    from airflow.sdk.execution_time.comms import ErrorResponse
+    from dag_checkpoints import CheckpointSettings, task_epoch
+    from dag_checkpoints.operators.epoch import CommitEpochOperator
+
+    monkeypatch.setattr(task_epoch, "STATE_CALL_PAUSE_SECONDS", 0.0)
+    calls: list[list[str]] = []
+    answers: list[dict | None] = []
+
+    class TI:
+        def get_task_states(self, dag_id, run_ids):
+            calls.append(run_ids)
+            answer = answers.pop(0) if answers else None
+            if answer is None:
+                raise AirflowRuntimeError(ErrorResponse(
+                    error=ErrorType.API_SERVER_ERROR,
+                    detail={"status_code": None, "exception_type": "ConnectError",
+                            "message": "[Errno 111] Connection refused"}))
+            return answer
+
+    context = {"ti": TI(), "dag_run": SimpleNamespace(
+        dag_id="d", run_id="r", conf={"checkpoint": {"enabled": False}})}
+    with pytest.raises(AirflowException) as exc:
+        task_epoch.task_states(context)
+    assert type(exc.value) is AirflowException  # retryable: not a Fail or a Skip
+    msg = str(exc.value)
+    assert "get_task_states" in msg and "run 'r' of DAG 'd'" in msg and "\n" not in msg
+    assert "Connection refused" in msg and f"{task_epoch.STATE_CALL_TRIES} tries" in msg
+    assert len(calls) == task_epoch.STATE_CALL_TRIES
+
+    # The commit step of a run with checkpointing disabled whose job failed: it used to
+    # read no state, find no failed task and skip the run as if it had succeeded.
+    step = CommitEpochOperator(task_id="checkpoint_commit", job_task_ids=["job"],
+                               settings=CheckpointSettings("p", storage=f"file://{tmp_path}"))
+    with pytest.raises(AirflowException) as exc:
+        step._unchecked(context)
+    assert not isinstance(exc.value, AirflowSkipException)
+    assert "get_task_states" in str(exc.value)
+
+    # An API that answers on a later try is believed: the job's failure fails the run.
+    calls.clear()
+    answers[:] = [None, {"r": {"job": "failed"}}]
+    with pytest.raises(AirflowException, match=r"task\(s\) \['job'\] failed"):
+        step._unchecked(context)
+    assert len(calls) == 2
