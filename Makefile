@@ -55,9 +55,10 @@ test-system: install
 		tests/system
 
 # The benchmark scripts run end to end on little data and write their documented keys
-# (tests/integration/test_bench.py; measurements, so not in `make test`; .ci/run runs it).
+# (tests/integration/test_bench.py; measurements, so not in `make test`; .ci/run runs it),
+# two scripts at a time (one alone leaves a core idle for most of its run).
 bench-check: install
-	$(PY) -m pytest -q -p no:cacheprovider -m bench tests/integration/test_bench.py
+	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist load -m bench tests/integration/test_bench.py
 
 # The package as users install it: sdist and wheel built by the standard front-end, a fresh
 # virtual environment with Airflow and the wheel's [connect,delta] extras, a user DAG run

@@ -17,13 +17,11 @@ decision), :class:`PromotionRule`, :class:`FailureManager` (the failure budget),
 
 from __future__ import annotations
 
-import functools
 import logging
 import time
-import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import Unpack
 
 from checkpointing.config import CheckpointConfig
 from checkpointing.coordination.epoch_begin import BeginOptions, BeginRequest, EpochBeginner
@@ -54,7 +52,6 @@ from checkpointing.protocol.state_handle import StateHandle
 from checkpointing.state.task_storage import TaskStorage
 from checkpointing.state.unchecked_runs import UncheckedRun
 from checkpointing.storage import Storage
-from checkpointing.tables import expectations
 from checkpointing.tables.pins import TablePins
 from checkpointing.views.catalog import Catalog
 
@@ -62,25 +59,6 @@ log = logging.getLogger("checkpointing.coordination.coordinator")
 
 __all__ = ["AbortListener", "AlignmentError", "AttemptStart", "BeginRequest", "Coordinator",
            "RestoreMappingError"]
-
-
-#: Methods of the coordinator that moved to the collaborator that owns them: the old
-#: names still work, with a DeprecationWarning, until the next minor release.
-_MOVED = {
-    "check_failure_budget": "Coordinator.failures.check",
-    "failure_budget_exhausted": "Coordinator.failures.exhausted",
-    "record_alert": "Coordinator.records.record_alert",
-    "stale_alert": "Coordinator.records.stale_alert",
-    "record_origin": "Coordinator.records.record_origin",
-    "delete_origin": "Coordinator.records.delete_origin",
-    "epochs_of_run": "Coordinator.runs.epochs_of_run",
-    "completed_epoch_of_run": "Coordinator.runs.completed_epoch_of_run",
-    "open_epoch_for_run": "Coordinator.runs.open_epoch_for_run",
-    "expire_lost_runners": "Coordinator.decisions.expire_lost_runners",
-    "storage_locations": "Coordinator.catalog.storage_locations",
-    "awaited_table_versions": "checkpointing.tables.expectations.awaited_table_versions",
-    "unchanged_table_inputs": "checkpointing.tables.expectations.unchanged_table_inputs",
-}
 
 
 class Coordinator:
@@ -141,18 +119,6 @@ class Coordinator:
         #: the S3-compatible endpoint checkpoint storage is reached at (None: AWS, files):
         #: what Spark and the table libraries are given for the tables next to it
         self.endpoint_url = storage.endpoint_url
-
-    if not TYPE_CHECKING:  # hidden from the type checker: a moved name is no API to it
-        def __getattr__(self, name: str) -> Any:
-            """A moved method (``_MOVED``), with a DeprecationWarning."""
-            if name not in _MOVED:
-                raise AttributeError(f"'Coordinator' object has no attribute {name!r}")
-            warnings.warn(f"Coordinator.{name} moved to {_MOVED[name]}; the old name goes "
-                          "in the next minor release", DeprecationWarning, stacklevel=2)
-            owner, _, attr = _MOVED[name].rpartition(".")
-            if owner == "checkpointing.tables.expectations":
-                return functools.partial(getattr(expectations, attr), self)
-            return getattr(getattr(self, owner.removeprefix("Coordinator.")), attr)
 
     def task_storage(self, epoch_id: int, task_id: str, attempt: int) -> TaskStorage:
         """Attempt ``attempt`` of task ``task_id``'s view of storage (its state and

@@ -308,8 +308,9 @@ def task_states(context: Any) -> dict[str, str]:
     supervisor asks of the API server, retrying as ``[workers] execution_api_retries``
     says). A call that still fails is asked again, :data:`STATE_CALL_TRIES` times in all,
     :data:`STATE_CALL_PAUSE_SECONDS` apart, then fails the task in one line naming the
-    call (a retryable failure): a state guessed empty would skip a run whose job failed, label a failed task "not run", or
-    have a root begin an epoch the begin step already began."""
+    call (a retryable failure): a state guessed empty would skip a run whose job failed,
+    label a failed task "not run", or have a root begin an epoch the begin step already
+    began."""
     ti, run = context["ti"], context["dag_run"]
     tries = STATE_CALL_TRIES
     for n in range(1, tries + 1):

@@ -445,23 +445,3 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
             code = f"exit code {m.group(1)}" if m else "no exit code"
             raise AirflowException(f"{self.task_id}: spark-submit failed ({code}); its "
                                    "output is in the task log") from None
-
-
-#: Names this module held before the Spark connections moved to ``hooks.spark`` and the
-#: drills to ``drills``: still served, with a DeprecationWarning, until the next minor release.
-#: (``fault_spec`` and ``with_fault``, which this module uses, are still its names.)
-_MOVED = {"spark_connect_url": "hooks.spark", "spark_master": "hooks.spark",
-          "check_master_reachable": "hooks.spark", "drills_enabled": "drills",
-          "FAULT_ENV": "drills"}
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _MOVED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-    import warnings
-
-    new = f"dag_checkpoints.{_MOVED[name]}"
-    warnings.warn(f"{__name__}.{name} moved to {new}.{name}; the old name goes in the next "
-                  "minor release", DeprecationWarning, stacklevel=2)
-    return getattr(importlib.import_module(new), name)
