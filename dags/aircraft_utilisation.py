@@ -116,7 +116,7 @@ def utilisation(run: JobRun) -> JobResult:
     planes = (run.spark.read.option("header", True)
               .schema("tailnum string, year int, type string, manufacturer string, "
                       "model string, engines int, seats int, speed double, engine string")
-              .csv(spark_uri(run.data.uri("raw/dims/planes.csv")))
+              .csv(run.data_uri("raw/dims/planes.csv"))
               .select("tailnum", "manufacturer", "model", "seats",
                       F.col("year").alias("year_built")))
     totals = summed.join(planes, "tailnum", "left").select(*[

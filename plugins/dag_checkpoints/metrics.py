@@ -116,9 +116,14 @@ class AirflowMetrics(EpochListener):
                         max(0.0, decided - parse_iso(last_completed_at)), tags=self._tags())
 
     def tables_committed(self, meta: Any, barrier: Any, tables: list[Any]) -> None:
+        # An epoch is published by its last acknowledgement and again by the commit step
+        # (PROTOCOL 6.5): the second finds the table committed and commits nothing. Only a
+        # commit that made a table version is timed and counted, so that the timer's count
+        # is the tables' new versions.
         stats = _stats()
         for t in tables:
-            tags = self._tags(output=t.output)
-            stats.timing(f"{PREFIX}.table.commit", timedelta(seconds=t.seconds), tags=tags)
             if t.committed:
+                tags = self._tags(output=t.output)
+                stats.timing(f"{PREFIX}.table.commit", timedelta(seconds=t.seconds),
+                             tags=tags)
                 stats.incr(f"{PREFIX}.table.commits", tags=tags)

@@ -14,7 +14,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..runtime import JobResult, JobRun, spark_uri
+from ..runtime import JobResult, JobRun
 from .ingest_flights import BRONZE_SCHEMA as FLIGHTS_SCHEMA
 from .ingest_weather import BRONZE_SCHEMA as WEATHER_SCHEMA
 from .stats import gold_table
@@ -44,8 +44,8 @@ def _bronze_for(run: JobRun, task: str, schema: T.StructType, dates: set[str]) -
 
 def _dims(run: JobRun) -> tuple[DataFrame, DataFrame]:
     def csv(name: str) -> DataFrame:
-        return run.spark.read.option("header", True).csv(spark_uri(run.data.uri(
-            f"raw/dims/{name}.csv")))
+        return run.spark.read.option("header", True).csv(
+            run.data_uri(f"raw/dims/{name}.csv"))
 
     return (csv("airlines").select(F.col("carrier"), F.col("name").alias("airline")),
             csv("airports").select(F.col("faa"), F.col("name").alias("airport")))

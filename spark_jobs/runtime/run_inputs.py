@@ -86,6 +86,15 @@ class RunInputs(RunContext):
             self.writer.add_file(f"{SEEN_FILES}{bucket}.json", path)
         return found
 
+    def data_uri(self, key: str) -> str:
+        """The URI Spark reads ``key`` of the data root at (a reference file read whole
+        every epoch: a dimension CSV), recorded as a file input of the task, so that its
+        lineage names the read as it names :meth:`new_input`'s prefixes."""
+        if self.data is None:
+            raise ValueError("data_uri needs the run's data root (--data / CKPT_DATA)")
+        self.input_prefixes.append(key)
+        return spark_uri(self.data.uri(key))
+
     def table_changes(self, name: str, *, verify: bool | None = None) -> TableChanges:
         """The rows upstream table input ``name`` (declared on the task: ``table_inputs=``
         of the operator or decorator) added and removed since the version this task's

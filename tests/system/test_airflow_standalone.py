@@ -572,8 +572,8 @@ def test_a_downstream_dag_continues_the_pipeline_from_its_table(af):
 
 def test_the_lineage_graph_connects_the_pipelines(af):
     """From the OpenLineage events the provider sent alone: landing -> each flights_daily
-    task -> its commit step -> each gold table -> airport_ontime's task -> its table, with
-    one writer (the commit step) of each table version; route_stats' killed try (the first
+    task -> its commit step -> each gold table -> airport_ontime's task -> its table, and
+    the dimension files enrich reads -> enrich, with one writer (the commit step) of each table version; route_stats' killed try (the first
     test's) names its epoch and attempt in the checkpoint facet of its FAIL event."""
     sa, tmp = af
     events = [b["json"] for b in sa.lineage.received]
@@ -611,6 +611,10 @@ def test_the_lineage_graph_connects_the_pipelines(af):
     assert ("job", "airport_ontime.ontime") in landing
     assert ("job", f"{DAG}.ingest_weather") in reachable(
         ("file", f"{tmp}/data/raw/weather/")), sorted(edges)
+    # enrich's reference files, read whole every epoch, are its inputs too
+    for dim in ("airlines", "airports"):
+        assert ("job", f"{DAG}.enrich") in edges.get(
+            ("file", f"{tmp}/data/raw/dims/{dim}.csv"), set()), sorted(edges)
     assert writers and all(len(jobs) == 1 and next(iter(jobs)).endswith(".checkpoint_commit")
                            for jobs in writers.values()), writers
     c = coord(tmp)
@@ -732,6 +736,8 @@ def test_epoch_statistics_reach_a_statsd_receiver(af):
         t: h.state_size for t, h in handles.items()}
     assert by["table.commits"] and {m.tags["output"] for m in by["table.commit"]} == {
         o for h in handles.values() for o, ref in h.outputs.items() if "table" in ref.meta}
+    # the timer is one per new table version: a publish that committed nothing is neither
+    assert len(by["table.commit"]) == sum(m.value for m in by["table.commits"])
 
     # an abort decided by the api-server
     from checkpointing import plan_from_edges
