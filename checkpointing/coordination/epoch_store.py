@@ -97,6 +97,11 @@ class EpochStore:
                 data, _ = self.storage.read(key)
             except NotFound:
                 # No storage path in the message: it reaches API answers and task logs.
+                if 0 < epoch_id <= self.registry().last_epoch_id:
+                    raise EpochNotFound(
+                        f"epoch {epoch_id} of pipeline {self.pipeline_id!r} is not kept: "
+                        "retention deleted its files and it is beyond the epoch_history "
+                        "kept (or its begin never wrote a barrier)") from None
                 raise EpochNotFound(
                     f"epoch {epoch_id} of pipeline {self.pipeline_id!r} does not exist "
                     "(it has no barrier)") from None

@@ -29,13 +29,18 @@ def drills_enabled() -> bool:
 def fault_spec(context: Any) -> str:
     """The drill a run asks for: ``conf["checkpoint"]["fault_inject"]``, else the
     ``CKPT_FAULT_INJECT`` environment variable (in-process mode only); refused in one
-    line unless the deployment enables drills (:func:`drills_enabled`)."""
+    line unless the deployment enables drills (:func:`drills_enabled`).
+
+    Every step of the run asks before its epoch is begun or joined (the begin step, the
+    root jobs, the commit step), so a refused drill begins no epoch: nothing is aborted,
+    no failure is counted against ``tolerable_failed_epochs``, and no one is paged."""
     conf = checkpoint_conf(getattr(context.get("dag_run"), "conf", None))
     spec = str(conf.get("fault_inject") or os.environ.get(FAULT_ENV, ""))
     if spec and not drills_enabled():
         raise AirflowFailException(
             f"fault injection ({spec!r}) is a drill, and drills are off in this deployment: "
-            "enable them with AIRFLOW__DAG_CHECKPOINTS__DRILLS=True on the workers")
+            "the run is refused before its epoch begins; enable them with "
+            "AIRFLOW__DAG_CHECKPOINTS__DRILLS=True on the workers")
     return spec
 
 

@@ -29,6 +29,7 @@ import attr
 from openlineage.client.event_v2 import InputDataset, OutputDataset
 from openlineage.client.facet_v2 import RunFacet, dataset_version_dataset, symlinks_dataset
 
+from checkpointing.errors import EpochNotFound
 from checkpointing.protocol.state_handle import StateHandle
 from checkpointing.protocol.table_formats import traits
 
@@ -156,8 +157,13 @@ def commit_lineage(coord: Any, epoch_id: int) -> Any:
     """The OperatorLineage of the commit step: what the epoch's completion published."""
     from airflow.providers.openlineage.extractors import OperatorLineage
 
+    try:
+        barrier = coord.barrier(epoch_id)
+    except EpochNotFound:
+        # Retention deleted the epoch's files (an aborted epoch goes at once): its failure
+        # record or kept summary still says how it ended, and published nothing.
+        return _kept_record_lineage(coord, epoch_id)
     meta = coord.metadata(epoch_id)
-    barrier = coord.barrier(epoch_id)
     status = meta.status if meta is not None else "pending"
     inputs, outputs = [], []
     manifest = coord.catalog.manifest()
@@ -178,3 +184,17 @@ def commit_lineage(coord: Any, epoch_id: int) -> Any:
                                barrier.parent_epoch_id,
                                meta.reason if meta is not None and not meta.completed else None)
     return OperatorLineage(inputs=inputs, outputs=outputs, run_facets={FACET_KEY: facet})
+
+
+def _kept_record_lineage(coord: Any, epoch_id: int) -> Any:
+    """The commit step's lineage of an epoch retention deleted: the facet from what
+    history keeps of it (status, lineage, parent, abort reason), no dataset."""
+    from airflow.providers.openlineage.extractors import OperatorLineage
+
+    from checkpointing.views.stats import epoch_or_history_stats
+
+    kept = epoch_or_history_stats(coord, epoch_id, per_task=False)
+    facet = CheckpointRunFacet(coord.pipeline_id, epoch_id, kept.lineage, kept.status, None,
+                               kept.parent_epoch_id,
+                               kept.reason if kept.status != "completed" else None)
+    return OperatorLineage(run_facets={FACET_KEY: facet})

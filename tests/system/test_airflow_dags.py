@@ -38,7 +38,7 @@ def test_a_run_is_one_completed_epoch_and_a_retry_restores_without_double_counti
     """Two `airflow dags test` runs (each one costs an Airflow process and a DAG run, so the
     second continues from the first): a run is one completed epoch over the days before its
     logical date; in the next, a task that dies after its snapshot is retried, restores from
-    the last completed epoch and counts nothing twice."""
+    the last completed epoch and counts nothing twice. Then a drill refused, begun nowhere."""
     env, tmp = af
     land(LocalStorage(tmp / "data"), [date(2013, 1, 2)], dims=False)  # not the first run's
     r = airflow(env, "dags", "test", "flights_daily", "2013-01-02")
@@ -77,6 +77,20 @@ def test_a_run_is_one_completed_epoch_and_a_retry_restores_without_double_counti
                                       until="2013-01-03")
     oracle.assert_gold_matches_oracle(c, data, ["carrier"], "gold_carrier_stats",
                                       until="2013-01-03")
+
+    # A drill asked of a deployment with drills off is refused before its epoch begins:
+    # every step fails in one line saying so, no epoch is begun (none aborted, none
+    # counted against tolerable_failed_epochs) and no alert is recorded.
+    refused = {**env, "CKPT_FAULT_INJECT": "route_stats:1",
+               "AIRFLOW__DAG_CHECKPOINTS__DRILLS": "False"}
+    before = c.epoch_ids()
+    r = airflow(refused, "dags", "test", "flights_daily", "2013-01-03T12:00:00")
+    out = r.stdout + r.stderr
+    assert "drills are off in this deployment: the run is refused before its epoch " \
+        "begins" in out, out[-4000:]
+    assert c.epoch_ids() == before and c.latest_completed() == 2
+    assert c.registry().lineage("main").consecutive_failed == 0
+    assert all(c.catalog.alert(e) is None for e in before)
 
     # The whole `dags test` process SIGKILLed once route_stats wrote its state, before its
     # acknowledgement: the next run (the next interval) is not refused for the pending

@@ -573,8 +573,9 @@ def test_a_downstream_dag_continues_the_pipeline_from_its_table(af):
 def test_the_lineage_graph_connects_the_pipelines(af):
     """From the OpenLineage events the provider sent alone: landing -> each flights_daily
     task -> its commit step -> each gold table -> airport_ontime's task -> its table, and
-    the dimension files enrich reads -> enrich, with one writer (the commit step) of each table version; route_stats' killed try (the first
-    test's) names its epoch and attempt in the checkpoint facet of its FAIL event."""
+    the dimension files enrich reads -> enrich, with one writer (the commit step) of each
+    table version; route_stats' killed try (the first test's) names its epoch and attempt
+    in the checkpoint facet of its FAIL event."""
     sa, tmp = af
     events = [b["json"] for b in sa.lineage.received]
     edges: dict[tuple[str, str], set[tuple[str, str]]] = {}

@@ -28,6 +28,7 @@ from checkpointing.protocol.barrier import plan_to_json
 from checkpointing.protocol.epoch_metadata import AbortReason
 from checkpointing.redaction import redact
 
+from ..drills import fault_spec
 from ..notifications import announce
 from ..runconf import BEGIN_TASK_ID, checkpointing_enabled, foreground_test_run
 from ..settings import CheckpointSettings
@@ -77,6 +78,7 @@ class BeginEpochOperator(AwaitsTableVersions, BaseOperator):
     def execute(self, context: Any) -> int:
         if not checkpointing_enabled(context):
             return self._unchecked(context)
+        fault_spec(context)  # a refused drill begins no epoch (nothing aborted, no page)
         self._register_settings(context["dag_run"].dag_id)
         begun = epoch_begun_by_a_job(self.settings, context)
         if begun is not None:
@@ -155,6 +157,7 @@ class CommitEpochOperator(BaseOperator):
         enabled = checkpointing_enabled(context)
         epoch = 0
         if enabled:
+            fault_spec(context)  # the run's drill was refused: no epoch to commit
             found = context["ti"].xcom_pull(task_ids=self.begin_task_id)
             if found is None:
                 raise AirflowFailException("no epoch to commit: the begin step did not run")

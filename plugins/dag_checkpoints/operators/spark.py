@@ -165,6 +165,7 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
         if self.epoch_plan is None:
             raise AirflowFailException(f"{self.task_id}: not part of a checkpointed DAG; "
                                        "call dag_checkpoints.checkpoint_dag(dag, settings)")
+        drill = fault_spec(context)  # a refused drill fails before any epoch is begun
         if self.expects:
             self._await_expected_input(context)
         if self.table_input_grace > 0 and self._may_begin(context):
@@ -175,7 +176,7 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
         if self.settings.spark_mode == "submit":
             self._submit(epoch, attempt)
             return None
-        return self._in_process(self.job_callable(), epoch, attempt, fault_spec(context),
+        return self._in_process(self.job_callable(), epoch, attempt, drill,
                                 remote=remote_url(self.settings))
 
     def _await_expected_input(self, context: Any) -> None:

@@ -23,7 +23,8 @@ def test_fault_injection_is_a_drill_refused_unless_the_deployment_enables_drills
         fault_spec(drill)
     assert str(refused.value) == (
         "fault injection ('stats:1') is a drill, and drills are off in this deployment: "
-        "enable them with AIRFLOW__DAG_CHECKPOINTS__DRILLS=True on the workers")
+        "the run is refused before its epoch begins; enable them with "
+        "AIRFLOW__DAG_CHECKPOINTS__DRILLS=True on the workers")
     monkeypatch.setenv(FAULT_ENV, "stats:2:hang")
     with pytest.raises(AirflowFailException, match="drills are off"):
         fault_spec(plain)
