@@ -7,6 +7,7 @@ it first: that process delivers it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from checkpointing.config import CheckpointConfig
 from checkpointing.coordination.epoch_store import EpochStore
@@ -21,6 +22,17 @@ from checkpointing.protocol.documents import now_iso, parse_iso
 from checkpointing.protocol.registry import MAIN
 from checkpointing.records.alerts import EpochAlert, record_alert
 from checkpointing.records.backfill_lineages import LineageOrigin, delete_origin, record_origin
+
+
+@dataclass(frozen=True)
+class Staleness:
+    """A lineage that has not completed an epoch for longer than its maximum age."""
+
+    #: the epoch it last completed, and when that epoch's age passed the maximum
+    last_epoch_id: int
+    since: str
+    #: whether its staleness alert was recorded (someone was paged)
+    alerted: bool
 
 
 class PipelineRecords:
@@ -51,6 +63,22 @@ class PipelineRecords:
         if alert is None or not record_stale_alert(self.store.storage, self.store.layout, alert):
             return None
         return alert
+
+    def staleness(self, lineage: str = MAIN) -> Staleness | None:
+        """``lineage``'s staleness now: its last completed epoch older than
+        ``config.max_epoch_age_seconds``, since when, and whether the alert was recorded;
+        None when it is not stale (or no age is configured, or nothing completed yet).
+        Read only: unlike :meth:`stale_alert`, it records nothing."""
+        max_age = self.config.max_epoch_age_seconds
+        latest = self.store.latest_completed(lineage) if max_age is not None else None
+        meta = self.store.metadata(latest) if latest is not None else None
+        if max_age is None or latest is None or meta is None or not meta.decided_at:
+            return None
+        became = parse_iso(meta.decided_at) + max_age
+        if self.clock() <= became:
+            return None
+        alerted = self.store.storage.exists(self.store.layout.stale_alert(lineage, latest))
+        return Staleness(latest, now_iso(became), alerted)
 
     def last_completed_age(self, lineage: str = MAIN) -> float | None:
         """Seconds since ``lineage``'s last completed epoch was decided (Flink's

@@ -192,8 +192,10 @@ def get_epochs(dag_id: str = DagId, limit: int = Query(50, ge=1, le=500),
     ``epoch``, ``history`` or ``damaged``), newest first, ``offset`` rows skipped;
     ``total`` counts every epoch that matches, ``counts`` by status; ``tables``: the table
     version each table output got from the epoch; ``last_completed_age_seconds``: since
-    the main lineage's last completed epoch. Decided epochs come from their summaries
-    (PROTOCOL 5.7) and this server's cache of them."""
+    the main lineage's last completed epoch; ``stale``: when that epoch is older than the
+    configured ``max_epoch_age_seconds``, since when and whether the alert was sent.
+    Decided epochs come from their summaries (PROTOCOL 5.7) and this server's cache of
+    them."""
     coord = _coordinator(dag_id)
     try:
         listing = list_epochs(coord, limit=limit, lineage=lineage, per_task=True,
@@ -202,8 +204,13 @@ def get_epochs(dag_id: str = DagId, limit: int = Query(50, ge=1, le=500),
         # the per-task rows are the detail route's
         rows = [listing_row(st, manifest) for st in listing.rows]
         age = coord.records.last_completed_age()
+        stale = coord.records.staleness()
         return {"dag_id": dag_id, "latest_completed": coord.latest_completed(),
                 "last_completed_age_seconds": None if age is None else round(age, 1),
+                "stale": None if stale is None else {
+                    "since": stale.since, "last_epoch_id": stale.last_epoch_id,
+                    "alerted": stale.alerted,
+                    "max_epoch_age_seconds": coord.config.max_epoch_age_seconds},
                 "counts": listing.counts, "epochs": rows, "total": listing.total,
                 "offset": offset, "limit": limit}
     except CheckpointError as exc:

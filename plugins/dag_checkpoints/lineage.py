@@ -6,7 +6,9 @@ configured (a transport in ``[openlineage]``), and nothing at all otherwise.
   table input, with the version it read up to as a dataset version facet; each output of
   the upstream tasks it reads), its outputs as staged for the epoch (``<task>.<output>``),
   and the ``dagCheckpoints_epoch`` run facet (pipeline, epoch, attempt, lineage, status,
-  the epoch it restored); a failed or declined attempt's event carries the facet too;
+  the epoch it restored); a failed or declined attempt's event carries the facet too, and
+  each try sends a RUNNING event with it once its epoch is known (a killed try's only
+  link to its epoch);
 - the commit step's event: the staged outputs it published as inputs, every table output
   the epoch published, with the table version its completion committed (the one writer of
   that version), and the facet with the decision (``completed`` or ``aborted``).
@@ -21,6 +23,7 @@ storage's own paths and any credential never appear.
 
 from __future__ import annotations
 
+import logging
 import os
 from typing import Any
 from urllib.parse import urlparse
@@ -33,6 +36,7 @@ from checkpointing.errors import EpochNotFound
 from checkpointing.protocol.state_handle import StateHandle
 from checkpointing.protocol.table_formats import traits
 
+log = logging.getLogger(__name__)
 #: the run facet's key: OpenLineage's ``{prefix}_{name}`` for a custom facet
 FACET_KEY = "dagCheckpoints_epoch"
 #: where the facet's JSON schema is published (shipped with the package:
@@ -198,3 +202,36 @@ def _kept_record_lineage(coord: Any, epoch_id: int) -> Any:
                                kept.parent_epoch_id,
                                kept.reason if kept.status != "completed" else None)
     return OperatorLineage(run_facets={FACET_KEY: facet})
+
+
+def announce_attempt(context: Any, coord: Any, epoch_id: int, attempt: int) -> None:
+    """A RUNNING event of this try naming its epoch and attempt, sent once both are known.
+
+    A try that is killed (SIGKILL, the out-of-memory killer, a lost worker) never reaches
+    the operator's failure call: its START event was sent before its epoch was known, and
+    the FAIL event the scheduler sends for it runs no code of ours. This event shares the
+    try's OpenLineage run id, so a lineage tool ties the crashed try to its epoch and
+    attempt. Sent only when OpenLineage is configured; never fails the task."""
+    try:
+        from airflow.providers.openlineage import conf as ol_conf
+
+        if ol_conf.is_disabled():
+            return
+        from datetime import UTC, datetime
+
+        from airflow.providers.openlineage.plugins.adapter import OpenLineageAdapter
+        from airflow.providers.openlineage.plugins.listener import get_openlineage_listener
+        from openlineage.client.event_v2 import Job, Run, RunEvent, RunState
+
+        ti, run = context["ti"], context["dag_run"]
+        run_id = OpenLineageAdapter.build_task_instance_run_id(
+            dag_id=run.dag_id, task_id=ti.task_id, try_number=ti.try_number,
+            logical_date=run.logical_date or run.run_after, map_index=ti.map_index)
+        facet = CheckpointRunFacet(coord.pipeline_id, epoch_id,
+                                   coord.barrier(epoch_id).lineage, "running", attempt)
+        get_openlineage_listener().adapter.emit(RunEvent(
+            eventType=RunState.RUNNING, eventTime=datetime.now(UTC).isoformat(),
+            run=Run(runId=run_id, facets={FACET_KEY: facet}),
+            job=Job(namespace=ol_conf.namespace(), name=f"{run.dag_id}.{ti.task_id}")))
+    except Exception as exc:  # noqa: BLE001 - lineage must not fail the task
+        log.warning("lineage: the try's epoch was not announced (%s)", type(exc).__name__)

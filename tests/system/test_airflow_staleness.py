@@ -12,6 +12,7 @@ import time
 import pytest
 
 from checkpointing import CheckpointConfig, Coordinator, LocalStorage
+from checkpointing.protocol.documents import parse_iso
 from tests.support.airflow_standalone import Standalone
 from tests.support.helpers import DIAMOND, run_epoch
 from tests.support.sinks import WebhookSink
@@ -27,7 +28,7 @@ def test_a_paused_dag_pages_once_and_resolves_once(tmp_path):
     config = CheckpointConfig(max_epoch_age_seconds=MAX_AGE)
     storage = LocalStorage(tmp_path / "ckpt")
     old = Coordinator(storage, DAG, config, clock=lambda: time.time() - 2 * MAX_AGE)
-    run_epoch(old, DIAMOND, tmp=tmp_path, run_id="long_ago")
+    first = run_epoch(old, DIAMOND, tmp=tmp_path, run_id="long_ago")
     hook, statsd = WebhookSink(), StatsdSink()
     sa = Standalone(tmp_path / "airflow", CKPT_STORAGE=f"file://{tmp_path}/ckpt",
                     CKPT_DATA=f"file://{tmp_path}/data",
@@ -58,6 +59,13 @@ def test_a_paused_dag_pages_once_and_resolves_once(tmp_path):
         text = hook.received[0]["json"]["text"]
         assert f"no checkpoint epoch of {DAG} completed for" in text, text
         assert sa.get(f"/api/v2/dags/{DAG}/dagRuns").json()["total_entries"] == 0
+        # What the Epochs page shows in its header: stale since the epoch's age passed the
+        # maximum, the alert sent.
+        listing = sa.get(f"/ckpt/api/dags/{DAG}/epochs").json()
+        decided = parse_iso(first.decided_at)
+        assert listing["stale"]["alerted"] is True
+        assert listing["stale"]["last_epoch_id"] == first.epoch_id
+        assert parse_iso(listing["stale"]["since"]) == pytest.approx(decided + MAX_AGE, abs=1)
 
         run_epoch(Coordinator(storage, DAG, config), DIAMOND, tmp=tmp_path, run_id="again")
         sa.wait_for(lambda: len(hook.received) >= 2, 10 * PERIOD + 60, "the resolved notice")
@@ -65,6 +73,7 @@ def test_a_paused_dag_pages_once_and_resolves_once(tmp_path):
         assert len(hook.received) == 2, hook.received
         assert f"{DAG} complete again" in hook.received[1]["json"]["text"]
         sa.wait_for(lambda: ages()[-1] < 120, 10 * PERIOD + 60, "the gauge's drop")
+        assert sa.get(f"/ckpt/api/dags/{DAG}/epochs").json()["stale"] is None
     finally:
         sa.stop()
         hook.stop()

@@ -383,6 +383,20 @@ def test_epochs_page_in_headless_chromium(af, tmp_path):
         want = ", ".join(f"{t} v{v}" for t, v in sorted(e["tables"].items()))
         assert seen["tables"][str(e["epoch_id"])] == want, (e, seen["tables"])
     assert any("gold_route_stats v" in t for t in seen["tables"].values()), seen["tables"]
+    # The Run column tells runs apart at 1280 px: the kind of run as an icon and its
+    # logical date, shown whole (not cut); the whole run id on hover. No stale header: this
+    # pipeline has no maximum age.
+    for e in expected:
+        run = seen["runs"][str(e["epoch_id"])]
+        assert run["title"].endswith(f"run {e['run_id']}") and not run["cut"], (e, run)
+        if e["logical_date"]:
+            assert run["text"].endswith(e["logical_date"][:10]), (e, run)
+        assert "__" not in run["text"], run
+    # runs of different data days never share a label
+    dates = {e["logical_date"][:10] for e in expected if e["logical_date"]}
+    assert len({seen["runs"][str(e["epoch_id"])]["text"] for e in expected
+                if e["logical_date"]}) >= len(dates), seen["runs"]
+    assert seen["stale"] is None, seen["stale"]
     # Each row's highest attempt of any task, as the REST listing says; every epoch that
     # ran its tasks shows one (the listing's per-task figures are the detail route's).
     for e in expected:
@@ -756,3 +770,66 @@ def test_epoch_statistics_reach_a_statsd_receiver(af):
     every_tag = {v for m in sa.statsd.metrics("airflow.dag_checkpoints.")
                  for v in m.tags.values()}
     assert not any(str(tmp) in v or "file:" in v for v in every_tag), every_tag
+
+
+def test_a_try_killed_outright_is_tied_to_its_epoch_in_lineage(af):
+    """enrich's first try is SIGKILLed once its job ran (the hang drill holds it before its
+    acknowledgement): no failure code of ours runs in a process that is gone, and the
+    scheduler's FAIL event runs none either. The RUNNING event the try sent once its epoch
+    was known carries the facet with the epoch and the attempt under the try's own run id,
+    the id of its START event; the retry completes the epoch."""
+    import signal
+
+    sa, tmp = af
+    c = coord(tmp)
+    deadline = time.time() + 300
+    while sa.get(f"/api/v2/dags/{DAG}/dagRuns",
+                 params={"state": ["queued", "running"]}).json()["total_entries"]:
+        assert time.time() < deadline, sa.tail()
+        time.sleep(2)
+    run = sa.trigger(DAG, "2013-01-11T00:00:00Z",
+                     {"checkpoint": {"fault_inject": "enrich:1:hang"}})
+
+    def running_event() -> dict | None:
+        for body in sa.lineage.received:
+            ev = body["json"]
+            facet = ev["run"].get("facets", {}).get("dagCheckpoints_epoch")
+            if ev["eventType"] == "RUNNING" and ev["job"]["name"] == f"{DAG}.enrich" \
+                    and facet and facet["attempt"] == 1 and c.barrier(facet["epoch"]).run_id \
+                    == run:
+                return ev
+        return None
+
+    deadline = time.time() + 600
+    while (announced := running_event()) is None:
+        assert time.time() < deadline and sa.run_state(DAG, run) == "running", sa.tail()
+        time.sleep(2)
+    ti = sa.get(f"/api/v2/dags/{DAG}/dagRuns/{run}/taskInstances/enrich").json()
+    # The try's process: the task runner titles itself "airflow worker -- <ti id>".
+    pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()
+            and f"airflow worker -- {ti['id']}" in _cmdline(p)]
+    epoch = announced["run"]["facets"]["dagCheckpoints_epoch"]["epoch"]
+    state = tmp / "ckpt" / DAG / "epochs" / f"{epoch:010d}" / "state" / "enrich"
+    while not (state.is_dir() and any(f.is_file() for f in state.rglob("*"))):
+        assert time.time() < deadline, sa.tail()
+        time.sleep(1)
+    assert pids, f"no process of try {ti['try_number']} of enrich"
+    for pid in pids:
+        os.kill(pid, signal.SIGKILL)
+    assert sa.wait_run(DAG, run) == "success", sa.diagnose(DAG, run)
+
+    facet = announced["run"]["facets"]["dagCheckpoints_epoch"]
+    assert (facet["status"], facet["lineage"], facet["pipeline"]) == ("running", "main", DAG)
+    assert c.status(epoch) == "completed" and c.completed_handles(epoch)["enrich"].attempt == 2
+    events = [b["json"] for b in sa.lineage.received
+              if b["json"]["job"]["name"] == f"{DAG}.enrich"]
+    killed = [ev for ev in events if ev["run"]["runId"] == announced["run"]["runId"]]
+    assert "START" in {ev["eventType"] for ev in killed}, killed
+    assert "COMPLETE" not in {ev["eventType"] for ev in killed}, killed
+
+
+def _cmdline(proc: Path) -> str:
+    try:
+        return (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""

@@ -45,6 +45,14 @@ try {
   const tablesCells = await frame.locator("#epochs tbody tr").evaluateAll((trs) =>
     Object.fromEntries(trs.map((tr) => [tr.dataset.epochId, tr.querySelector("td.tables")?.textContent ?? null])));
 
+  // The "Run" column: what tells the runs apart (the kind's icon and the logical date),
+  // as shown (the cell's visible width) and on hover.
+  const runCells = await frame.locator("#epochs tbody tr").evaluateAll((trs) =>
+    Object.fromEntries(trs.map((tr) => {
+      const td = tr.querySelector("td.run");
+      return [tr.dataset.epochId, { text: td?.textContent ?? null, title: td?.title ?? null,
+        cut: td ? td.scrollWidth > td.clientWidth : null }];
+    })));
   // The "Tries" column: the highest attempt of any task of each epoch.
   const attemptsCells = await frame.locator("#epochs tbody tr").evaluateAll((trs) =>
     Object.fromEntries(trs.map((tr) => [tr.dataset.epochId, tr.querySelector("td.attempts")?.textContent ?? null])));
@@ -63,6 +71,7 @@ try {
     trs.map((tr) => ({ id: tr.dataset.epochId, status: tr.children[2].textContent,
       acked: tr.children[5].textContent })));
   const detailStatus = (await frame.locator("#detail-status").textContent()).split(" · ")[0];
+  const stale = await frame.locator("#stale").evaluate((el) => (el.hidden ? null : el.textContent));
   const detailAcked = await frame.locator("#tasks tbody tr").evaluateAll((trs) =>
     trs.filter((tr) => tr.children[1].textContent === "acked").length);
 
@@ -164,6 +173,7 @@ try {
   if (SCREENSHOT_DARK) await page.screenshot({ path: SCREENSHOT_DARK, fullPage: true });
 
   console.log(JSON.stringify({ header, snapshots, sizes, rows: rowCount, tables: tablesCells, attempts: attemptsCells,
+    runs: runCells, stale,
     message_height: messageHeight, task_rows: taskRows,
     restored_from: restoredFrom, row_heights: rowHeights,
     selected: { rows: selectedRow, detail_status: detailStatus, detail_acked: detailAcked,

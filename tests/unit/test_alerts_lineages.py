@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import pytest
 
 from checkpointing import CheckpointConfig, Coordinator, read_manifest
 from checkpointing.errors import CheckpointError, MalformedDocument
+from checkpointing.protocol.documents import parse_iso
 from checkpointing.records.alerts import EpochAlert, read_alert, record_alert
 from checkpointing.records.backfill_lineages import (
     LineageExists,
@@ -118,8 +120,15 @@ def test_staleness_alerts_once_per_stale_period(storage, tmp_path):
     assert c.records.stale_alert() is None  # nothing completed yet: the timeouts alert instead
     run_epoch(c, DIAMOND, tmp=tmp_path, run_id="r1")
     clock.advance(day - 1)
-    assert c.records.stale_alert() is None
+    assert c.records.stale_alert() is None and c.records.staleness() is None
     clock.advance(2)
+    # What the page shows, read only: stale since the epoch's age passed the maximum, the
+    # alert not sent yet; reading it records nothing.
+    seen = c.records.staleness()
+    decided = parse_iso(c.metadata(1).decided_at)
+    assert seen is not None and (seen.last_epoch_id, seen.alerted) == (1, False)
+    assert parse_iso(seen.since) == pytest.approx(decided + day, abs=0.01)
+    assert c.records.staleness() == seen
     other = Coordinator(storage, "flights", CheckpointConfig(max_epoch_age_seconds=day),
                         clock=clock)
     with ThreadPoolExecutor(8) as pool:
@@ -130,6 +139,7 @@ def test_staleness_alerts_once_per_stale_period(storage, tmp_path):
     assert "the last completed epoch is 1" in alert.message()
     key = c.layout.stale_alert("main", 1)
     assert CODEC.decode(storage.read(key)[0], key).last_epoch_id == 1
+    assert c.records.staleness() == replace(seen, alerted=True)
     b = c.begin_epoch(DIAMOND, "r2")
     c.abort(b.epoch_id, "declined", "bad input")
     clock.advance(day)

@@ -172,6 +172,7 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
             self._await_table_versions(context, self.settings, self.epoch_plan)
         epoch, attempt = task_epoch(self, context), context["ti"].try_number
         self._attempt = (epoch, attempt)
+        self._announce_attempt(context, epoch, attempt)
         self._decline_unchanged_tables(context, epoch)
         if self.settings.spark_mode == "submit":
             self._submit(epoch, attempt)
@@ -248,6 +249,15 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
         except CheckpointError as exc:
             raise task_failure(exc, self.task_id, *self._checked_settings().roots) from None
         raise AirflowFailException(f"{self.task_id} declined epoch {epoch}: {reason}")
+
+    def _announce_attempt(self, context: Any, epoch: int, attempt: int) -> None:
+        """The try's RUNNING lineage event naming its epoch (:func:`..lineage.announce_attempt`),
+        when the OpenLineage provider is installed."""
+        try:
+            from ..lineage import announce_attempt
+        except ImportError:  # the OpenLineage provider is not installed: no lineage at all
+            return
+        announce_attempt(context, self._checked_settings().coordinator(), epoch, attempt)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """The OpenLineage provider's call (only when it is configured): the inputs the job

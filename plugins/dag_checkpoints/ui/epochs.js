@@ -269,12 +269,28 @@ function dataDay(logical) {
   return d.toISOString().slice(0, 10);
 }
 
+// What tells runs apart in a narrow cell: the kind of run as an icon (Airflow's run
+// types: the prefix of its id) and its logical date, else the time in its id; the whole
+// run id on hover and in the epoch's detail.
+const RUN_KINDS = {manual: ["\u25B6", "manual"], scheduled: ["\u23F1", "scheduled"],
+  backfill: ["\u21BA", "backfill"], asset_triggered: ["\u25C6", "asset-triggered"],
+  dataset_triggered: ["\u25C6", "asset-triggered"]};
+function runLabel(e) {
+  const id = String(e.run_id || "");
+  const [prefix, rest] = id.includes("__") ? id.split("__", 2) : ["", id];
+  const [icon, kind] = RUN_KINDS[prefix] || ["\u2022", "run"];
+  const when = e.logical_date ? String(e.logical_date).slice(0, 10)
+    : (rest || id).replace("T", " ").slice(0, 19);
+  return {text: `${icon} ${when}`, title: `${kind} run ${id}`};
+}
+
 // One row of the epochs table, from a list row or an epoch's detail (same fields).
 function epochRow(e) {
   const tr = document.createElement("tr");
   tr.dataset.epochId = e.epoch_id;
   cell(tr, e.epoch_id);
-  cell(tr, e.run_id, "long");
+  const run = runLabel(e);
+  cell(tr, run.text, "long run").title = run.title;
   cell(tr, e.status, `status-${e.status}`);
   cell(tr, secs(e.duration_ms));
   cell(tr, size(e.state_bytes));
@@ -319,6 +335,13 @@ async function load() {
   document.getElementById("count-failed").textContent = counts.aborted ?? 0;
   const age = list.last_completed_age_seconds;
   document.getElementById("latest-age").textContent = age == null ? "" : `${ago(age)} ago`;
+  // A pipeline whose last completed epoch is older than its maximum age: since when, and
+  // whether the alert went out (the page is where its on-call person looks first).
+  const stale = document.getElementById("stale");
+  stale.hidden = !list.stale;
+  stale.textContent = list.stale ? `Stale since ${list.stale.since.replace("T", " ").slice(0, 16)} UTC` +
+    ` (no epoch completed after ${list.stale.last_epoch_id} within ` +
+    `${ago(list.stale.max_epoch_age_seconds)}; ${list.stale.alerted ? "alert sent" : "alert not sent yet"})` : "";
   document.getElementById("savepoints").textContent = sps.savepoints.map((s) => s.name).join(", ") || "none";
   const pub = lin.published;
   document.getElementById("published").textContent = pub ? `epoch ${pub.epoch_id} (${pub.lineage})` : "nothing yet";
@@ -332,7 +355,7 @@ async function load() {
   const dateInput = document.getElementById("trigger-date");
   if (!dateInput.dataset.touched && offset === 0) dateInput.value = nextLogicalDate();
   chart("chart-size", history.map((e) => ({id: e.epoch_id, reason: e.reason,
-    y: e.source === "epoch" ? e.state_bytes / 1024 : null, status: e.status,
+    y: e.source === "damaged" || e.state_bytes == null ? null : e.state_bytes / 1024, status: e.status,
     label: size(e.state_bytes)})), "KiB");
   lineageTimeline(epochs, lin, sps);
   const from = document.querySelector("#backfill-form select[name=from_savepoint]");
@@ -371,6 +394,12 @@ async function showEpoch(id) {
   document.getElementById("detail").hidden = false;
   document.getElementById("detail-id").textContent = id;
   document.getElementById("detail-status").textContent = `${e.status} · run ${e.run_id} · lineage ${e.lineage}`;
+  // What the row's narrow cells cut: the task that failed it and the tables it published.
+  const failed = e.declined_by || (e.status === "aborted" ? (e.missing_tasks || []).join(", ") : "");
+  const tables = Object.entries(e.tables || {}).map(([t, v]) => `${t} v${v}`).join(", ");
+  document.getElementById("detail-outcome").textContent = [
+    failed ? `failed task: ${failed}` : "", tables ? `tables published: ${tables}` : ""]
+    .filter(Boolean).join(" · ");
   // Flink's incremental vs full checkpoint size: the state the epoch uploaded / its whole
   // state; the outputs it staged for publication are a figure of their own (each handle's
   // metrics.outputs_staged_bytes, the part of bytes_written that is not state).
