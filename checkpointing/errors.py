@@ -37,6 +37,10 @@ class EpochNotFound(CheckpointError):
     """No barrier exists for the epoch id."""
 
 
+class EpochNotKept(EpochNotFound):
+    """The epoch was allocated, and none of its files is left: retention deleted them."""
+
+
 class UnknownTask(CheckpointError):
     """The task is not in the epoch's plan."""
 

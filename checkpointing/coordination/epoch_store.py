@@ -16,6 +16,7 @@ from checkpointing.errors import (
     CheckpointError,
     EpochAlreadyDecided,
     EpochNotFound,
+    EpochNotKept,
     NotFound,
     PreconditionFailed,
     StorageError,
@@ -97,11 +98,12 @@ class EpochStore:
                 data, _ = self.storage.read(key)
             except NotFound:
                 # No storage path in the message: it reaches API answers and task logs.
-                if 0 < epoch_id <= self.registry().last_epoch_id:
-                    raise EpochNotFound(
+                if 0 < epoch_id <= self.registry().last_epoch_id and not any(
+                        True for _ in self.storage.list(self.layout.epoch_prefix(epoch_id))):
+                    raise EpochNotKept(
                         f"epoch {epoch_id} of pipeline {self.pipeline_id!r} is not kept: "
-                        "retention deleted its files and it is beyond the epoch_history "
-                        "kept (or its begin never wrote a barrier)") from None
+                        "retention deleted its files (or its begin never wrote a barrier)"
+                    ) from None
                 raise EpochNotFound(
                     f"epoch {epoch_id} of pipeline {self.pipeline_id!r} does not exist "
                     "(it has no barrier)") from None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
 
-from checkpointing.errors import EpochNotFound, MalformedDocument
+from checkpointing.errors import EpochNotFound, EpochNotKept, MalformedDocument
 from checkpointing.json_types import JsonObject
 from checkpointing.protocol.attempts import scan_epoch_tasks
 from checkpointing.protocol.barrier import TaskPlan
@@ -123,7 +123,7 @@ def epoch_stats(epochs: EpochReader, epoch_id: int, per_task: bool = True) -> Ep
     if meta is None and epochs.decision(epoch_id, metadata_absent=True) is not None:
         # Decided and deleted (6.11): a barrier this process cached earlier must not turn
         # it back into "pending"; its failure record describes it.
-        raise EpochNotFound(f"epoch {epoch_id} was decided and deleted by retention")
+        raise EpochNotKept(f"epoch {epoch_id} was decided and deleted by retention")
     created = parse_iso(barrier.created_at)
     tasks = scan_epoch_tasks(epochs.storage, epochs.layout, epoch_id)
     stats = EpochStats(
@@ -232,11 +232,16 @@ def epoch_or_history_stats(epochs: EpochReader, epoch_id: int,
     unknown epoch."""
     try:
         return epoch_stats(epochs, epoch_id, per_task)
-    except EpochNotFound:
+    except EpochNotFound as missing:
         kept = read_kept_summary(epochs.storage, epochs.layout, epoch_id)
         if kept is not None:
             return kept
         rec = read_failure(epochs.storage, epochs.layout, epoch_id)
         if rec is None:
+            if isinstance(missing, EpochNotKept):
+                raise EpochNotKept(
+                    f"epoch {epoch_id} of pipeline {epochs.pipeline_id!r} is beyond the kept "
+                    "history: retention deleted its files, and epoch_history keeps no "
+                    "record this old") from None
             raise
         return failure_stats(rec)
