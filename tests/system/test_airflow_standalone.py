@@ -803,7 +803,8 @@ def test_a_try_killed_outright_is_tied_to_its_epoch_in_lineage(af):
 
     deadline = time.time() + 600
     while (announced := running_event()) is None:
-        assert time.time() < deadline and sa.run_state(DAG, run) == "running", sa.tail()
+        assert time.time() < deadline and sa.run_state(DAG, run) in ("queued", "running"), \
+            sa.tail()
         time.sleep(2)
     ti = sa.get(f"/api/v2/dags/{DAG}/dagRuns/{run}/taskInstances/enrich").json()
     # The try's process: the task runner titles itself "airflow worker -- <ti id>".
