@@ -73,6 +73,15 @@ def coord(tmp: Path) -> Coordinator:
     return Coordinator(LocalStorage(tmp / "ckpt"), DAG)
 
 
+def _wait_until_no_run_is_active(sa: Standalone) -> None:
+    """Until no run of the DAG is queued or running (an earlier test's may still be)."""
+    deadline = time.time() + 300
+    while sa.get(f"/api/v2/dags/{DAG}/dagRuns",
+                 params={"state": ["queued", "running"]}).json()["total_entries"]:
+        assert time.time() < deadline, sa.tail()
+        time.sleep(2)
+
+
 def test_rest_api_requires_airflow_auth(af):
     sa, _ = af
     assert sa.get(f"{API}/epochs", user=None).status_code == 401
@@ -706,11 +715,7 @@ def test_epoch_statistics_reach_a_statsd_receiver(af):
     no tag holds a path."""
     sa, tmp = af
     c = coord(tmp)
-    deadline = time.time() + 300
-    while sa.get(f"/api/v2/dags/{DAG}/dagRuns",
-                 params={"state": ["queued", "running"]}).json()["total_entries"]:
-        assert time.time() < deadline, sa.tail()
-        time.sleep(2)
+    _wait_until_no_run_is_active(sa)
     time.sleep(1)
     sa.statsd.lines.clear()
     run = sa.trigger(DAG, "2013-01-09T00:00:00Z",
@@ -782,11 +787,7 @@ def test_a_try_killed_outright_is_tied_to_its_epoch_in_lineage(af):
 
     sa, tmp = af
     c = coord(tmp)
-    deadline = time.time() + 300
-    while sa.get(f"/api/v2/dags/{DAG}/dagRuns",
-                 params={"state": ["queued", "running"]}).json()["total_entries"]:
-        assert time.time() < deadline, sa.tail()
-        time.sleep(2)
+    _wait_until_no_run_is_active(sa)
     before = len(sa.lineage.received)  # earlier runs' events (their epochs may be gone)
     run = sa.trigger(DAG, "2013-01-11T00:00:00Z",
                      {"checkpoint": {"fault_inject": "enrich:1:hang"}})

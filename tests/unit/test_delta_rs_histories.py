@@ -2,8 +2,10 @@
 deletion vectors): Hypothesis draws appends, overwrites, DELETE, UPDATE, MERGE, compaction,
 RESTORE, VACUUM and an added column, zero to four commits an epoch, and after every epoch
 the rows kept from the change sets equal delta-rs's own read of the pinned version. A
-retry reads the pinned range again after the upstream moved on. A refusal is one line
-without a path; the task then starts afresh from the table's content (its way forward).
+retry reads the pinned range again after the upstream moved on; a run with checkpointing
+disabled in between reads through the barrier made for its task and leaves the checked
+line alone. A refusal is one line without a path; the task then starts afresh from the
+table's content (its way forward).
 The same property for tables delta-spark writes, with deletion vectors and column mapping,
 is tests/integration/test_delta_histories.py."""
 
@@ -85,10 +87,20 @@ def _content(path: str, version: int) -> Counter:
 @history_settings(EXAMPLES)
 @given(epochs=histories(OPS, 6),
        partitioned=st.booleans(), retry_after=st.lists(st.booleans(), min_size=1,
-                                                       max_size=3))
+                                                       max_size=3),
+       unchecked_after=st.lists(st.booleans(), min_size=1, max_size=3))
 def test_change_sets_of_delta_rs_histories_sum_to_the_content(tmp_path_factory, epochs,
-                                                               partitioned, retry_after):
-    path = str(tmp_path_factory.mktemp("delta-rs") / "t")
+                                                               partitioned, retry_after,
+                                                               unchecked_after):
+    """Runs with checkpointing disabled come in between (``unchecked_after``): each reads
+    through the barrier made for its task (pinned when it starts, after one more upstream
+    commit) from the version the checked line consumed; its rows on top of the kept ones
+    equal the content at its own pin, and the checked line is left where it was."""
+    from checkpointing import Coordinator, LocalStorage
+
+    root = tmp_path_factory.mktemp("delta-rs")
+    coordinator = Coordinator(LocalStorage(root / "ckpt"), "down")
+    path = str(root / "t")
     write_deltalake(path, _rows(0, 30, False), partition_by=["p"] if partitioned else None)
     state = {"next": 30}
     spec = TableInput(f"file://{path}")
@@ -110,6 +122,27 @@ def test_change_sets_of_delta_rs_histories_sum_to_the_content(tmp_path_factory, 
         want = _content(path, end.version)
         assert kept == want, (i, end.version, ops, len(kept - want), len(want - kept))
         start = end
+        if unchecked_after[i % len(unchecked_after)]:
+            _unchecked_read(coordinator, spec, start, kept, path, state)
+
+
+def _unchecked_read(coordinator, spec: TableInput, start: TableVersion | None,
+                    kept: Counter, path: str, state: dict) -> None:
+    from spark_jobs.runtime.errors import DeclineEpoch
+    from spark_jobs.runtime.unchecked import unchecked_barrier
+
+    _apply(path, "append", 1, state)  # committed after the checked epoch's pin
+    barrier = unchecked_barrier(coordinator, "manual__off", "agg", 1, None, None,
+                                {"src": spec})
+    end = barrier.table_version("src")
+    assert end is not None and end == pin(spec)
+    try:
+        rows = Counter(kept)
+        rows.update(signed_rows(changes(spec, start, end), READ))
+    except (TableInputError, DeclineEpoch):
+        rows = Counter(signed_rows(changes(spec, None, end), READ))
+    assert +rows == _content(path, end.version), (end.version, start)
+    assert coordinator.epoch_ids() == []  # nothing written for the checked line
 
 
 def test_files_appended_compacted_and_vacuumed_before_the_read_are_refused_in_one_line(
