@@ -204,7 +204,10 @@ def get_epochs(dag_id: str = DagId, limit: int = Query(50, ge=1, le=500),
         # the per-task rows are the detail route's
         rows = [listing_row(st, manifest) for st in listing.rows]
         age = coord.records.last_completed_age()
-        stale = coord.records.staleness()
+        # Read again only when the age says stale: the page asks every 15 s.
+        max_age = coord.config.max_epoch_age_seconds
+        stale = coord.records.staleness() if age is not None and max_age is not None \
+            and age > max_age else None
         return {"dag_id": dag_id, "latest_completed": coord.latest_completed(),
                 "last_completed_age_seconds": None if age is None else round(age, 1),
                 "stale": None if stale is None else {

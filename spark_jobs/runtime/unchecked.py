@@ -34,7 +34,6 @@ from checkpointing.protocol.documents import now_iso
 from checkpointing.protocol.table_inputs import TableInput, TableInputError
 from checkpointing.storage import open_storage
 from checkpointing.tables.commit import commit_tables
-from checkpointing.tables.pins import TablePins
 
 from .attempt_cache import attempt_caches
 from .errors import DeclineEpoch
@@ -47,14 +46,13 @@ LINEAGE = "unchecked"
 
 def unchecked_barrier(coordinator: Coordinator, run_id: str, task_id: str, epoch_id: int,
                       parent: int | None, interval: dict[str, str] | None,
-                      table_inputs: Mapping[str, TableInput], *,
-                      endpoint_url: str | None = None) -> Barrier:
+                      table_inputs: Mapping[str, TableInput]) -> Barrier:
     """The barrier a task of an unchecked run reads, written nowhere: the run's data
     interval and the latest completed epoch as its parent, and the task's table inputs
     pinned now, at their newest versions (the task's own pin: there is no epoch across
     the run's tasks to share one). An input that cannot be pinned fails the task in one
     line, as it refuses a checked epoch's begin."""
-    pins = TablePins(endpoint_url)
+    pins = coordinator.table_pins  # as the coordinator pins a checked epoch's inputs
     plan = pins.resolve({task_id: TaskPlan(table_inputs=dict(table_inputs))})
     try:
         versions = pins.pin_all(plan)
@@ -90,7 +88,7 @@ def run_unchecked_task(job: Job, coordinator: Coordinator, run_id: str, task_id:
     # clock in seconds, increasing from one unchecked run to the next.
     epoch_id = int(time.time())
     barrier = unchecked_barrier(coordinator, run_id, task_id, epoch_id, parent, interval,
-                                table_inputs or {}, endpoint_url=endpoint_url)
+                                table_inputs or {})
     storage = coordinator.unchecked_run(run_id).task_storage(task_id, epoch_id)
     writer = storage.writer(previous, shared=False, digests=False)
     scratch = Path(tempfile.mkdtemp(prefix=f"ckpt-unchecked-{task_id}-"))
