@@ -25,6 +25,15 @@ if [ -f "$stamp" ] && [ -z "$(find $inputs -newer "$stamp" 2>/dev/null)" ]; then
 fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
 .venv/bin/python -m pip install -q --upgrade pip
+# pyspark and pyspark-client install the same files: moving both to another version in place
+# would let the second one's uninstall delete files the first had just written. Remove both
+# first when the pinned version changed.
+want=$(sed -n 's/^pyspark==//p' requirements.txt)
+have=$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("pyspark"))' \
+       2>/dev/null || true)
+if [ -n "$have" ] && [ "$have" != "$want" ]; then
+  .venv/bin/python -m pip uninstall -q -y pyspark pyspark-client
+fi
 .venv/bin/python -m pip install -q -r requirements.txt -r requirements-dev.txt
 .venv/bin/python -m pip install -q --no-deps -e .
 # The editable build leaves dag_checkpoints.egg-info in the source tree. With the tree on

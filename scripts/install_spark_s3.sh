@@ -1,28 +1,41 @@
 #!/usr/bin/env bash
 # Fetches Spark's jars from Maven Central and links them into .tools/jars, where every Spark
 # the project starts finds them (spark_jobs.runtime.spark_session, the Connect server,
-# spark-submit, the image): the S3A connector matching the Hadoop client that pyspark 4.2.0
-# ships (3.5.0, as 4.3.0) with the AWS SDK bundle it is built against, and Delta Lake's Spark
-# runtime for Spark 4.2 (delta-spark_4.2_2.13 4.4.0, the build of delta-spark 4.4 for
-# pyspark 4.2.0) with its storage layer. Iceberg publishes no Spark runtime for Spark 4.2
-# yet (the newest, iceberg-spark-runtime-4.1_2.13 1.12.0, does not load on 4.2).
+# spark-submit, the image): the S3A connector matching the Hadoop client that pyspark 4.1.3
+# ships (3.4.2) with the AWS SDK bundle and the analytics accelerator it is built against,
+# Delta Lake's runtime for Spark 4.1 (delta-spark_4.1_2.13) with its storage layer, Iceberg's
+# runtime for Spark 4.1, and the JDBC drivers of the catalogs' databases (PostgreSQL for
+# Spark's metastore and an Iceberg SQL catalog; SQLite for an embedded Iceberg catalog).
 # Maven is not needed: without mvn the jars come from Maven Central by curl. `make demo` runs
 # it on every start (Spark reads and writes Delta in every demo), `make test` too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-HADOOP=3.5.0
-AWSSDK=2.35.4   # hadoop-project 3.5.0's aws-java-sdk-v2.version
-AAL=1.3.1       # its amazon-s3-analyticsaccelerator-s3.version (a compile dependency)
-DELTA=4.4.0     # delta-spark for Spark 4.2 (io.delta:delta-spark_4.2_2.13)
-PGJDBC=42.7.14  # PostgreSQL's JDBC driver: a metastore of Spark's catalog there
+SPARK_LINE=4.1   # the Spark line every runtime below is built for (pyspark==4.1.* pinned)
+HADOOP=3.4.2     # the Hadoop client pyspark 4.1.3 bundles
+AWSSDK=2.29.52   # hadoop-project 3.4.2's aws-java-sdk-v2.version
+AAL=1.2.1        # its amazon-s3-analyticsaccelerator-s3.version (a compile dependency)
+DELTA=4.4.0      # delta-spark for Spark 4.1 (io.delta:delta-spark_4.1_2.13)
+ICEBERG=1.12.0   # iceberg-spark-runtime for Spark 4.1 (none is published for 4.2)
+PGJDBC=42.7.14   # PostgreSQL's JDBC driver: a metastore of Spark's catalog, an Iceberg catalog
+SQLITE=3.54.1.0  # SQLite's JDBC driver: an embedded Iceberg SQL catalog shared with pyiceberg
 M2=${MAVEN_REPO:-$HOME/.m2/repository}
 want=(".tools/jars/hadoop-aws-$HADOOP.jar" ".tools/jars/bundle-$AWSSDK.jar"
-      ".tools/jars/analyticsaccelerator-s3-$AAL.jar" ".tools/jars/delta-spark_4.2_2.13-$DELTA.jar"
-      ".tools/jars/delta-storage-$DELTA.jar" ".tools/jars/postgresql-$PGJDBC.jar")
+      ".tools/jars/analyticsaccelerator-s3-$AAL.jar"
+      ".tools/jars/delta-spark_${SPARK_LINE}_2.13-$DELTA.jar" ".tools/jars/delta-storage-$DELTA.jar"
+      ".tools/jars/iceberg-spark-runtime-${SPARK_LINE}_2.13-$ICEBERG.jar"
+      ".tools/jars/postgresql-$PGJDBC.jar" ".tools/jars/sqlite-jdbc-$SQLITE.jar")
 missing=0
 for w in "${want[@]}"; do [ -e "$w" ] || missing=1; done
 if [ "$missing" = 0 ]; then exit 0; fi
 mkdir -p .tools/jars
+# Links left by another pin (another Spark line's runtimes, another Hadoop's connector) would
+# put two versions of the same classes on every class path: only the wanted ones stay.
+for j in .tools/jars/*.jar; do
+  [ -e "$j" ] || [ -L "$j" ] || continue
+  keep=0
+  for w in "${want[@]}"; do [ "$j" = "$w" ] && keep=1; done
+  [ "$keep" = 1 ] || rm -f "$j"
+done
 # fetch GROUP ARTIFACT VERSION: into Maven's local repository with mvn when it is installed
 # (shared with every other build on the machine), else straight from Maven Central with
 # curl, checked against the SHA-1 Central publishes beside it; linked into .tools/jars.
@@ -55,6 +68,8 @@ fetch() {
 fetch org.apache.hadoop hadoop-aws "$HADOOP"
 fetch software.amazon.awssdk bundle "$AWSSDK"
 fetch software.amazon.s3.analyticsaccelerator analyticsaccelerator-s3 "$AAL"
-fetch io.delta delta-spark_4.2_2.13 "$DELTA"
+fetch io.delta "delta-spark_${SPARK_LINE}_2.13" "$DELTA"
 fetch io.delta delta-storage "$DELTA"
+fetch org.apache.iceberg "iceberg-spark-runtime-${SPARK_LINE}_2.13" "$ICEBERG"
 fetch org.postgresql postgresql "$PGJDBC"
+fetch org.xerial sqlite-jdbc "$SQLITE"

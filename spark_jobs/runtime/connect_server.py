@@ -28,6 +28,7 @@ from .spark_conf import (
     LOCAL_CONF,
     LOG4J_CONF,
     SERVER_CONF,
+    is_secret_key,
     lakehouse_conf,
     metastore_conf,
     s3a_conf,
@@ -110,9 +111,11 @@ class ConnectServer:
         if jars:
             cmd += ["--jars", ",".join(str(j) for j in jars)]
         catalog = metastore_conf(self.metastore)
+        catalog.update({k: v for k, v in conf.items() if is_secret_key(k)})
+        conf = {k: v for k, v in conf.items() if not is_secret_key(k)}
         if catalog:
-            # In a file only this user reads, not on the command line (the metastore's
-            # password would show in every process listing).
+            # In a file only this user reads, not on the command line (the metastore's or
+            # an Iceberg catalog's password would show in every process listing).
             props = self.log_file.parent / f"metastore-{self.port}.properties"
             props.parent.mkdir(parents=True, exist_ok=True)
             props.touch(mode=0o600)

@@ -3,6 +3,7 @@ and by the Connect server it starts."""
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -84,16 +85,122 @@ def spark_jars() -> list[Path]:
     return sorted(JARS_DIR.glob("*.jar"))
 
 
+#: Iceberg's Spark runtime (its jar in ``JARS_DIR``): the session extensions behind Iceberg's
+#: SQL in Spark (``CALL`` procedures, ``MERGE``/``UPDATE``/``DELETE`` on Iceberg tables,
+#: ``ALTER TABLE ... WRITE ORDERED BY``). Static, like Delta's.
+ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+_SPARK_CATALOG = "org.apache.iceberg.spark.SparkCatalog"
+#: Spark redacts configuration keys that match this in its UI, logs and ``SET`` output
+#: (spark.redaction.regex); the Connect server also keeps them off its command line.
+SECRET_KEY_WORDS = ("password", "secret", "token", "credential")
+
+log = logging.getLogger(__name__)
+
+
 def lakehouse_conf(jars: list[Path]) -> dict[str, str]:
-    """The table formats' session settings for a Spark with ``jars``: Delta's when its
-    runtime is among them (else none: a session without it reads no Delta table)."""
-    return dict(DELTA_CONF) if any(j.name.startswith("delta-spark_") for j in jars) else {}
+    """The table formats' session settings for a Spark with ``jars``: Delta's extension and
+    session catalog when its runtime is among them; Iceberg's extensions and, for every
+    Iceberg catalog pyiceberg is configured with (``PYICEBERG_CATALOG__<NAME>__*`` or
+    ``.pyiceberg.yaml``), a Spark catalog of the same name over the same database
+    (:func:`iceberg_catalogs_conf`), when Iceberg's runtime is. A format whose runtime is
+    absent gets nothing: such a session reads none of its tables."""
+    names = [j.name for j in jars]
+    conf: dict[str, str] = {}
+    extensions = []
+    if any(n.startswith("delta-spark_") for n in names):
+        conf.update(DELTA_CONF)
+        extensions.append(DELTA_CONF["spark.sql.extensions"])
+    if any(n.startswith("iceberg-spark-runtime-") for n in names):
+        extensions.append(ICEBERG_EXTENSIONS)
+        conf.update(iceberg_catalogs_conf())
+    if extensions:
+        conf["spark.sql.extensions"] = ",".join(extensions)
+    return conf
+
+
+def iceberg_catalogs_conf() -> dict[str, str]:
+    """Spark settings naming each of pyiceberg's configured catalogs in Spark under the same
+    name, so that the committer (pyiceberg) and Spark share one catalog: what an epoch
+    commits, ``spark.table("<name>.db.t")`` reads, ``VERSION AS OF`` its snapshot.
+
+    A SQL catalog (``type: sql``) becomes Iceberg's JDBC catalog over the same database (the
+    two keep the same tables, ``iceberg_tables`` and ``iceberg_namespace_properties``, and
+    the catalog's name is the key of its rows): SQLite by its file, PostgreSQL by host and
+    database, with the user and password as the JDBC catalog's own properties. A REST or
+    Hive catalog keeps its URI. Another type is left for the deployment to configure
+    (``spark.sql.catalog.<name>``), said in one warning. Nothing without pyiceberg."""
+    try:
+        from pyiceberg.utils.config import Config
+    except ImportError:
+        return {}
+    catalogs = Config().config.get("catalog") or {}
+    conf: dict[str, str] = {}
+    for name, props in catalogs.items():
+        if not isinstance(props, dict):
+            continue
+        kind = str(props.get("type", "rest" if "uri" in props else "")).lower()
+        uri = str(props.get("uri", ""))
+        prefix = f"spark.sql.catalog.{name}"
+        own: dict[str, str] = {}
+        if kind == "sql" and uri:
+            own = _jdbc_catalog(uri)
+        elif kind in ("rest", "hive") and uri:
+            own = {"type": kind, "uri": uri}
+            for key in ("credential", "token"):
+                if props.get(key):
+                    own[key] = str(props[key])
+        if not own:
+            log.warning("Iceberg catalog %r (type %r) is not given to Spark: set "
+                        "spark.sql.catalog.%s in the deployment's Spark configuration",
+                        name, kind or "unknown", name)
+            continue
+        # Iceberg's JDBC catalog refuses to start without a warehouse, where pyiceberg
+        # needs none (every table the project commits has its own location): a table
+        # Spark creates without a location then goes where Spark's own tables go.
+        own["warehouse"] = str(props.get("warehouse")
+                               or Path("spark-warehouse", "iceberg", name).resolve().as_uri())
+        conf[prefix] = _SPARK_CATALOG
+        conf.update({f"{prefix}.{k}": v for k, v in own.items()})
+    return conf
+
+
+def _jdbc_catalog(uri: str) -> dict[str, str]:
+    """Iceberg's JDBC catalog properties for pyiceberg's SQLAlchemy URL ``uri`` (SQLite or
+    PostgreSQL; another database: none)."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(uri)
+    backend = url.get_backend_name()
+    if backend == "sqlite" and url.database:
+        # Absolute: a Connect server does not run in this process's directory.
+        return {"type": "jdbc", "uri": f"jdbc:sqlite:{Path(url.database).resolve()}"}
+    if backend == "postgresql" and url.database:
+        host = url.host or "localhost"
+        port = f":{url.port}" if url.port else ""
+        query = "&".join(f"{k}={v}" for k, v in url.query.items() if isinstance(v, str))
+        own = {"type": "jdbc",
+               "uri": f"jdbc:postgresql://{host}{port}/{url.database}"
+                      + (f"?{query}" if query else "")}
+        if url.username:
+            own["jdbc.user"] = url.username
+        if url.password:
+            own["jdbc.password"] = str(url.password)
+        return own
+    return {}
+
+
+def is_secret_key(key: str) -> bool:
+    """A configuration key whose value must not show in a process listing or a log."""
+    return any(w in key.lower() for w in SECRET_KEY_WORDS)
 
 
 def s3a_conf(endpoint_url: str | None) -> dict[str, str]:
     """Hadoop S3A settings. Credentials come from the standard AWS chain (environment,
     profile, instance role): nothing secret is put in the Spark configuration."""
     conf = {"spark.hadoop.fs.s3a.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+            # pyiceberg writes s3:// locations into Iceberg's metadata, which Spark's
+            # Iceberg reads through Hadoop's file systems: the same connector for both.
+            "spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
             "spark.hadoop.fs.s3a.endpoint.region": os.environ.get("AWS_DEFAULT_REGION",
                                                                   "us-east-1"),
             # S3 verifies and stores each file's SHA-256 at upload: a snapshot reads it with

@@ -281,3 +281,64 @@ def test_vacuum_keeps_the_snapshots_retained_epochs_and_savepoints_published(env
     vacuum_tables(c, min_retention_hours=0)
     assert data_files() == 2
     assert rows_pyiceberg(spec, endpoint) == [("d1", "a", 1), ("d2", "b", 4)]
+
+
+#: Run in a fresh process: a Spark session that never wrote the table, configured only by
+#: the runtime from pyiceberg's environment (the catalog translated by lakehouse_conf).
+_FRESH_SESSION_READ = """
+import json, sys
+from spark_jobs.runtime import spark_session
+name, endpoint, versions = sys.argv[1], sys.argv[2] or None, json.loads(sys.argv[3])
+spark = spark_session("fresh-reader", s3=bool(endpoint), endpoint_url=endpoint)
+snaps = spark.sql(f"SELECT snapshot_id, summary['ckpt.epoch_id'] AS epoch, committed_at "
+                  f"FROM ckpt.{name}.snapshots ORDER BY committed_at").collect()
+out = {"snapshots": [[r.snapshot_id, r.epoch] for r in snaps],
+       "history": spark.sql(f"SELECT count(*) AS n FROM ckpt.{name}.history").first().n,
+       "by_version": {}, "by_time": {}}
+for v in versions:
+    q = f"SELECT day, key, value FROM ckpt.{name} VERSION AS OF {v}"
+    out["by_version"][str(v)] = sorted([list(r) for r in spark.sql(q).collect()])
+for r in snaps:
+    q = (f"SELECT day, key, value FROM ckpt.{name} "
+         f"TIMESTAMP AS OF '{r.committed_at.isoformat()}'")
+    out["by_time"][str(r.snapshot_id)] = sorted([list(x) for x in spark.sql(q).collect()])
+spark.stop()
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_a_fresh_spark_session_reads_each_epoch_s_snapshot_by_catalog_name(env, tmp_path,
+                                                                            monkeypatch):
+    """One Iceberg catalog shared by the committer and Spark: a Spark session that never
+    wrote the table names it ``ckpt.<namespace>.<table>``, its ``snapshots`` and
+    ``history`` tables show one snapshot per completed epoch, and ``VERSION AS OF`` and
+    ``TIMESTAMP AS OF`` each snapshot read what pyiceberg reads there. The catalog is a
+    SQLite file on local storage and the tests' PostgreSQL on the S3 server."""
+    import json
+    import subprocess
+    import sys
+
+    c, wh, endpoint = env
+    if endpoint is None:
+        monkeypatch.setenv("PYICEBERG_CATALOG__CKPT__URI", f"sqlite:///{tmp_path}/catalog.db")
+    spec = _spec(wh, "append")
+    _epoch(c, tmp_path, spec, [("a", 1, "d1"), ("b", 2, "d1")], "r1")
+    aborted = _epoch(c, tmp_path, spec, [("x", 9, "dX")], "r2", complete=False)
+    c.abort(aborted.epoch_id, "declined", "bad rows")
+    _epoch(c, tmp_path, spec, [("c", 3, "d2")], "r3")
+    versions = [s.snapshot_id for s in open_table(spec, endpoint).snapshots()]
+    proc = subprocess.run(
+        [sys.executable, "-c", _FRESH_SESSION_READ, spec.name, endpoint or "",
+         json.dumps(versions)], cwd=ROOT, capture_output=True, text=True, timeout=600,
+        check=False)
+    lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    out = json.loads(lines[-1].removeprefix("RESULT "))
+    assert out["snapshots"] == [[v, e] for v, e in zip(versions, ["1", "3"], strict=True)]
+    assert out["history"] == len(versions)
+    for v in versions:
+        expected = [list(r) for r in rows_pyiceberg(spec, endpoint, v)]
+        assert out["by_version"][str(v)] == expected
+        assert out["by_time"][str(v)] == expected
+    assert out["by_version"][str(versions[-1])] == [["d1", "a", 1], ["d1", "b", 2],
+                                                    ["d2", "c", 3]]
