@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from checkpointing.errors import NotFound
@@ -271,8 +272,13 @@ def _arrow_schema(encoded: str) -> pa.Schema:
 # ---------------------------------------------------------------------- table inputs
 # An Iceberg table as an incremental input (PROTOCOL 6.14): the current snapshot pins the
 # epoch (its sequence number orders versions); the change of (start, end] is the difference
-# between the two snapshots' data files, read from their manifests (the table's metadata,
-# not its data). Delete files (merge-on-read deletes) are refused, not misread.
+# between the two snapshots' live rows, a row named by its data file and its position in
+# it: files only one snapshot has are added or removed (less the rows their delete files
+# delete), and a file both have whose deleted positions differ (a merge-on-read DELETE,
+# UPDATE or MERGE wrote position deletes or a deletion vector for it) retracts exactly the
+# rows deleted in between. Which delete files apply comes from the manifests (the table's
+# metadata); only the delete files of the files that changed are read. Equality deletes
+# name rows by value, not position: refused, not misread.
 
 def _input_table(spec: TableInput, endpoint_url: str | None) -> Table:
     from pyiceberg.exceptions import NoSuchTableError
@@ -362,23 +368,60 @@ def log_partition_columns(spec: TableInput, version: TableVersion,
     return []  # Iceberg's data files hold their partition columns
 
 
-def _files(spec: TableInput, table: Table, snap: Snapshot) -> dict[str, IcebergFile]:
+@dataclass(frozen=True)
+class _Live:
+    """A data file of a snapshot and the delete files that apply to it there."""
+
+    file: IcebergFile
+    deletes: tuple[IcebergFile, ...]
+
+    @property
+    def delete_paths(self) -> frozenset[str]:
+        return frozenset(d.file_path for d in self.deletes)
+
+
+def _files(spec: TableInput, table: Table, snap: Snapshot) -> dict[str, _Live]:
+    from pyiceberg.manifest import DataFileContent
 
     files = {}
     for task in table.scan(snapshot_id=snap.snapshot_id).plan_files():
-        if task.delete_files:
+        if any(d.content == DataFileContent.EQUALITY_DELETES for d in task.delete_files):
             raise TableInputError(
-                f"table input {spec.label!r}: snapshot {snap.snapshot_id} has delete files "
-                "(Iceberg merge-on-read deletes), which table inputs do not read; compact "
-                "the table (rewrite its data files) or write it copy-on-write")
-        files[task.file.file_path] = task.file
+                f"table input {spec.label!r}: snapshot {snap.snapshot_id} has equality "
+                "deletes (written by streaming writers), which name deleted rows by value "
+                "and which table inputs do not read; compact the table "
+                "(rewrite_data_files applies them) or write it with position deletes")
+        files[task.file.file_path] = _Live(task.file, tuple(task.delete_files))
     return files
+
+
+def _deleted(table: Table, live: _Live, cache: dict[str, dict[str, Any]]) -> Any:
+    """The positions the delete files of ``live`` delete in its data file, sorted (Parquet
+    position delete files and format 3's deletion vectors, read by pyiceberg's own reader
+    of them, each delete file once per change set)."""
+    import numpy as np
+    from pyiceberg.io.pyarrow import _read_deletes
+
+    found = []
+    for d in live.deletes:
+        if d.file_path not in cache:
+            cache[d.file_path] = _read_deletes(table.io, d)
+        positions = cache[d.file_path].get(live.file.file_path)
+        if positions is not None:
+            found.append(np.asarray(positions.to_numpy() if hasattr(positions, "to_numpy")
+                                    else positions, dtype=np.int64))
+    return np.unique(np.concatenate(found)) if found else np.array([], dtype=np.int64)
 
 
 def read_changes(spec: TableInput, start: TableVersion | None, end: TableVersion,
                  endpoint_url: str | None) -> ChangeSet:
-    """The change set of (``start``, ``end``]: the data files of snapshot ``end`` that
-    ``start`` lacks (added) and those of ``start`` that ``end`` lacks (removed)."""
+    """The change set of (``start``, ``end``]: the rows live at snapshot ``end`` that are
+    not live at ``start`` (added) and those live at ``start`` and not at ``end``
+    (removed), by data file and position."""
+    import dataclasses
+
+    import numpy as np
+
     from checkpointing.storage import open_storage
 
     table = _input_table(spec, endpoint_url)
@@ -389,27 +432,47 @@ def read_changes(spec: TableInput, start: TableVersion | None, end: TableVersion
     end_snap = _snapshot(spec, table, end)
     schema = _snapshot_schema(table, end_snap)
     now = _files(spec, table, end_snap)
-    before: dict[str, IcebergFile] = {}
+    before: dict[str, _Live] = {}
     reads = 1
     if start is not None and start.snapshot_id is not None:
         start_snap = _snapshot(spec, table, start)
         check_schema(spec.label, _snapshot_schema(table, start_snap), schema, end.version)
         before, reads = _files(spec, table, start_snap), 2
+    cache: dict[str, dict[str, Any]] = {}
 
     def data_file(path: str, f: IcebergFile) -> DataFile:
         return DataFile(path, int(f.file_size_in_bytes), {}, int(f.record_count))
 
-    added = tuple(data_file(p, f) for p, f in now.items() if p not in before)
-    removed = tuple(data_file(p, f) for p, f in before.items() if p not in now)
+    def whole(path: str, live: _Live) -> DataFile:
+        f = data_file(path, live.file)
+        gone = _deleted(table, live, cache) if live.deletes else ()
+        return dataclasses.replace(f, skip_rows=tuple(int(i) for i in gone)) if len(gone) \
+            else f
+
+    added = [whole(p, f) for p, f in now.items() if p not in before]
+    removed = [whole(p, f) for p, f in before.items() if p not in now]
+    for path in now.keys() & before.keys():
+        old, new = before[path], now[path]
+        if old.delete_paths == new.delete_paths:
+            continue  # the same delete files: the same rows live
+        was, now_deleted = _deleted(table, old, cache), _deleted(table, new, cache)
+        gone = np.setdiff1d(now_deleted, was)  # deleted in between: retract
+        back = np.setdiff1d(was, now_deleted)  # deleted no more (a rollback): add
+        if len(gone):
+            removed.append(dataclasses.replace(data_file(path, new.file),
+                                               only_rows=tuple(int(i) for i in gone)))
+        if len(back):
+            added.append(dataclasses.replace(data_file(path, new.file),
+                                             only_rows=tuple(int(i) for i in back)))
     if removed:
         store = open_storage(table.location(), endpoint_url=endpoint_url)
-        gone = [f for f in removed if not store.exists(store.key_for_uri(f.uri) or "")]
-        if gone and start is not None:  # files are removed only since a start
+        gone_files = [f for f in removed if not store.exists(store.key_for_uri(f.uri) or "")]
+        if gone_files and start is not None:  # files are removed only since a start
             raise TableInputError(
-                f"table input {spec.label!r}: {len(gone)} file(s) removed after snapshot "
+                f"table input {spec.label!r}: {len(gone_files)} file(s) removed after snapshot "
                 f"{start.snapshot_id} were already deleted (orphan-file cleanup), so their "
                 f"rows cannot be retracted; {WAY_FORWARD}")
-    return ChangeSet(start, end, added, removed, schema, (), reads)
+    return ChangeSet(start, end, tuple(added), tuple(removed), schema, (), reads)
 
 
 # ---------------------------------------------------------------------- VACUUM (6.13)

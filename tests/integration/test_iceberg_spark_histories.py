@@ -1,0 +1,144 @@
+"""Table inputs over histories of an Iceberg table that Spark writes: Hypothesis draws
+INSERTs, DELETEs, UPDATEs and MERGEs (merge-on-read: position delete files in format 2, a
+deletion vector per data file in format 3; or copy-on-write), data-file and delete-file
+compactions (``rewrite_data_files``, ``rewrite_position_delete_files``), zero to three
+commits an epoch. After every epoch, the rows summed from the change sets of the pinned
+range equal Spark's own read of the table ``VERSION AS OF`` the pinned snapshot, computed
+independently (Iceberg's Spark runtime applies the deletes; the change sets are read by
+pyarrow by position). The table is shared through one catalog: Iceberg's JDBC catalog in
+Spark and pyiceberg's SQL catalog over the same SQLite file."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections import Counter
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from checkpointing.protocol.table_inputs import TableInput, TableInputError
+from checkpointing.tables.changes import changes, pin
+from tests.support.change_rows import histories, history_settings, signed_rows
+
+EXAMPLES = int(os.environ.get("CKPT_HISTORY_EXAMPLES", "6"))
+READ = ["id", "key", "value"]
+OPS = ["insert", "insert", "delete", "update", "merge", "rewrite_data",
+       "rewrite_deletes"]
+#: How the table is written: (format version, write mode of DELETE/UPDATE/MERGE)
+LAYOUTS = [(2, "merge-on-read"), (3, "merge-on-read"), (2, "copy-on-write")]
+
+
+@pytest.fixture(scope="module")
+def lake(spark_connect, tmp_path_factory):
+    """A Spark Connect session with the catalog ``up`` over a SQLite file that pyiceberg is
+    configured with too (catalogs are looked up by name when first used: set at run time)."""
+    from spark_jobs.runtime import spark_session
+
+    root = tmp_path_factory.mktemp("iceberg-up")
+    os.environ["PYICEBERG_CATALOG__UP__TYPE"] = "sql"
+    os.environ["PYICEBERG_CATALOG__UP__URI"] = f"sqlite:///{root}/catalog.db"
+    spark = spark_session("iceberg-histories", remote=spark_connect.url)
+    spark.conf.set("spark.sql.catalog.up", "org.apache.iceberg.spark.SparkCatalog")
+    spark.conf.set("spark.sql.catalog.up.type", "jdbc")
+    spark.conf.set("spark.sql.catalog.up.uri", f"jdbc:sqlite:{root}/catalog.db")
+    spark.conf.set("spark.sql.catalog.up.warehouse", f"file://{root}/wh")
+    spark.sql("CREATE NAMESPACE IF NOT EXISTS up.bronze")
+    yield spark
+    spark.stop()
+    for k in ("PYICEBERG_CATALOG__UP__TYPE", "PYICEBERG_CATALOG__UP__URI"):
+        os.environ.pop(k, None)
+
+
+def _apply(spark, table: str, op: str, n: int, state: dict) -> None:
+    if op == "insert":
+        lo = state["next"]
+        state["next"] += 8 + n
+        values = ", ".join(f"({i}, 'k{i % 5}', {i})" for i in range(lo, state["next"]))
+        spark.sql(f"INSERT INTO {table} VALUES {values}")
+    elif op == "delete":
+        spark.sql(f"DELETE FROM {table} WHERE key = 'k{n % 5}'")
+    elif op == "update":
+        # a key moving between groups too: the updated rows change key and value
+        spark.sql(f"UPDATE {table} SET value = value + 100, key = 'k{(n + 1) % 5}' "
+                  f"WHERE key = 'k{n % 5}' AND id % 2 = 0")
+    elif op == "merge":
+        lo = state["next"]
+        state["next"] += 3
+        spark.sql(f"""MERGE INTO {table} t USING (SELECT * FROM VALUES
+                      ({n}, 'k{n % 5}', -1), ({n + 1}, 'k0', -2), ({lo}, 'k1', {lo}),
+                      ({lo + 1}, 'k2', {lo + 1}) AS s(id, key, value)) s
+                      ON t.id = s.id
+                      WHEN MATCHED AND s.value = -2 THEN DELETE
+                      WHEN MATCHED THEN UPDATE SET t.value = t.value + 1000
+                      WHEN NOT MATCHED THEN INSERT *""")
+    elif op == "rewrite_data":
+        spark.sql(f"CALL up.system.rewrite_data_files(table => '{table.split('.', 1)[1]}', "
+                  "options => map('min-input-files', '2'))")
+    elif op == "rewrite_deletes":
+        spark.sql(f"CALL up.system.rewrite_position_delete_files("
+                  f"table => '{table.split('.', 1)[1]}', options => map('rewrite-all', 'true'))")
+
+
+def _spark_rows(spark, table: str, snapshot_id: int | None) -> Counter:
+    if snapshot_id is None:
+        return Counter()
+    rows = spark.sql(f"SELECT {', '.join(READ)} FROM {table} VERSION AS OF {snapshot_id}")
+    return Counter(tuple(r) for r in rows.collect())
+
+
+@history_settings(EXAMPLES)
+@given(epochs=histories(OPS, 4), layout=st.sampled_from(LAYOUTS))
+def test_change_sets_of_spark_written_histories_sum_to_spark_s_read(lake, epochs, layout):
+    spark = lake
+    version, mode = layout
+    name = f"bronze.t_{uuid.uuid4().hex[:8]}"
+    table = f"up.{name}"
+    spark.sql(f"""CREATE TABLE {table} (id BIGINT, key STRING, value BIGINT) USING iceberg
+                  TBLPROPERTIES ('format-version' = '{version}',
+                                 'write.delete.mode' = '{mode}',
+                                 'write.update.mode' = '{mode}',
+                                 'write.merge.mode' = '{mode}')""")
+    spec = TableInput(name, "iceberg", name=name, catalog="up")
+    state = {"next": 0}
+    _apply(spark, table, "insert", 3, state)
+    consumed = None
+    total: Counter = Counter()
+    for commits in epochs:
+        for op, n in commits:
+            _apply(spark, table, op, n, state)
+        pinned = pin(spec)
+        cs = changes(spec, consumed, pinned)
+        total.update(signed_rows(cs, READ))
+        total = +total
+        expected = _spark_rows(spark, table, pinned.snapshot_id)
+        assert total == expected, (version, mode, epochs)
+        # a retry of the epoch reads the same range again, whatever came after it
+        _apply(spark, table, "insert", 1, state)
+        assert signed_rows(changes(spec, consumed, pinned), READ) == \
+            signed_rows(cs, READ)
+        consumed = pinned
+        total = Counter(expected)
+        # what the retry's extra insert added is read by the next epoch
+    spark.sql(f"DROP TABLE {table}")
+
+
+def test_a_needed_snapshot_expired_is_declined_in_one_line(lake):
+    spark = lake
+    name = f"bronze.t_{uuid.uuid4().hex[:8]}"
+    table = f"up.{name}"
+    spark.sql(f"CREATE TABLE {table} (id BIGINT, key STRING, value BIGINT) USING iceberg "
+              "TBLPROPERTIES ('format-version' = '2', 'write.delete.mode' = 'merge-on-read')")
+    spec = TableInput(name, "iceberg", name=name, catalog="up")
+    state = {"next": 0}
+    _apply(spark, table, "insert", 1, state)
+    consumed = pin(spec)
+    _apply(spark, table, "delete", 1, state)
+    _apply(spark, table, "insert", 2, state)
+    spark.sql(f"CALL up.system.expire_snapshots(table => '{name}', "
+              "older_than => TIMESTAMP '2999-01-01 00:00:00', retain_last => 1)")
+    with pytest.raises(TableInputError) as err:
+        changes(spec, consumed, pin(spec))
+    message = str(err.value)
+    assert "\n" not in message and "expired" in message and "/" not in message.split(":")[0]
