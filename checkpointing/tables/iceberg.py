@@ -383,14 +383,19 @@ class _Live:
 def _files(spec: TableInput, table: Table, snap: Snapshot) -> dict[str, _Live]:
     from pyiceberg.manifest import DataFileContent
 
+    refusal = TableInputError(
+        f"table input {spec.label!r}: snapshot {snap.snapshot_id} has equality deletes "
+        "(written by streaming writers), which name deleted rows by value and which table "
+        "inputs do not read; compact the table (rewrite_data_files applies them) or write "
+        "it with position deletes")
+    # The snapshot's summary counts them (pyiceberg's planner refuses them with a raw
+    # error of its own): said before planning, in one line.
+    if int((snap.summary or {}).get("total-equality-deletes", "0") or 0) > 0:
+        raise refusal
     files = {}
     for task in table.scan(snapshot_id=snap.snapshot_id).plan_files():
         if any(d.content == DataFileContent.EQUALITY_DELETES for d in task.delete_files):
-            raise TableInputError(
-                f"table input {spec.label!r}: snapshot {snap.snapshot_id} has equality "
-                "deletes (written by streaming writers), which name deleted rows by value "
-                "and which table inputs do not read; compact the table "
-                "(rewrite_data_files applies them) or write it with position deletes")
+            raise refusal
         files[task.file.file_path] = _Live(task.file, tuple(task.delete_files))
     return files
 

@@ -39,6 +39,7 @@ def lake(spark_connect, tmp_path_factory):
     root = tmp_path_factory.mktemp("iceberg-up")
     os.environ["PYICEBERG_CATALOG__UP__TYPE"] = "sql"
     os.environ["PYICEBERG_CATALOG__UP__URI"] = f"sqlite:///{root}/catalog.db"
+    os.environ["PYICEBERG_CATALOG__UP__WAREHOUSE"] = f"file://{root}/wh"
     spark = spark_session("iceberg-histories", remote=spark_connect.url)
     spark.conf.set("spark.sql.catalog.up", "org.apache.iceberg.spark.SparkCatalog")
     spark.conf.set("spark.sql.catalog.up.type", "jdbc")
@@ -47,7 +48,8 @@ def lake(spark_connect, tmp_path_factory):
     spark.sql("CREATE NAMESPACE IF NOT EXISTS up.bronze")
     yield spark
     spark.stop()
-    for k in ("PYICEBERG_CATALOG__UP__TYPE", "PYICEBERG_CATALOG__UP__URI"):
+    for k in ("PYICEBERG_CATALOG__UP__TYPE", "PYICEBERG_CATALOG__UP__URI",
+              "PYICEBERG_CATALOG__UP__WAREHOUSE"):
         os.environ.pop(k, None)
 
 
@@ -142,3 +144,66 @@ def test_a_needed_snapshot_expired_is_declined_in_one_line(lake):
         changes(spec, consumed, pin(spec))
     message = str(err.value)
     assert "\n" not in message and "expired" in message and "/" not in message.split(":")[0]
+
+
+#: Run in a fresh process with a local Spark (py4j reaches Iceberg's Java API): a table with
+#: one equality delete file, committed by Iceberg's own RowDelta (Spark SQL writes none;
+#: streaming writers do). The file is written by pyarrow with Iceberg's field ids.
+_EQUALITY_DELETE = """
+import json, sys
+import pyarrow as pa, pyarrow.parquet as pq
+from spark_jobs.runtime import spark_session
+name, path = sys.argv[1], sys.argv[2]
+spark = spark_session("equality-deletes")
+spark.sql(f"CREATE TABLE up.{name} (id BIGINT NOT NULL, key STRING, value BIGINT) "
+          "USING iceberg TBLPROPERTIES ('format-version' = '2')")
+spark.sql(f"INSERT INTO up.{name} VALUES (1, 'k1', 1), (2, 'k2', 2), (3, 'k3', 3)")
+field = pa.field("id", pa.int64(), nullable=False, metadata={b"PARQUET:field_id": b"1"})
+pq.write_table(pa.table({"id": pa.array([2], pa.int64())}, schema=pa.schema([field])), path)
+jvm, gw = spark._jvm, spark.sparkContext._gateway
+catalog = spark._jsparkSession.sessionState().catalogManager().catalog("up")
+table = catalog.icebergCatalog().loadTable(
+    jvm.org.apache.iceberg.catalog.TableIdentifier.parse(name))
+ids = gw.new_array(gw.jvm.int, 1)
+ids[0] = 1
+import os
+delete = (jvm.org.apache.iceberg.FileMetadata.deleteFileBuilder(table.spec())
+          .ofEqualityDeletes(ids).withPath(path).withFormat("parquet")
+          .withFileSizeInBytes(os.path.getsize(path)).withRecordCount(1).build())
+table.newRowDelta().addDeletes(delete).commit()
+print("RESULT " + json.dumps(sorted(r.id for r in spark.sql(f"SELECT id FROM up.{name}")
+                                    .collect())))
+spark.stop()
+"""
+
+
+def test_equality_deletes_are_declined_in_one_line(lake, tmp_path):
+    """A table that really has an equality delete file: Spark's read applies it (row 2 is
+    gone), and a table input declines the snapshot in one line, without a path."""
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    name = f"bronze.eq_{uuid.uuid4().hex[:8]}"
+    proc = subprocess.run([sys.executable, "-c", _EQUALITY_DELETE, name,
+                           str(tmp_path / "eq-deletes.parquet")],
+                          cwd=Path(__file__).resolve().parents[2], capture_output=True,
+                          text=True, timeout=600, check=False,
+                          env=_without_connect_mode())
+    lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
+    assert proc.returncode == 0 and lines, proc.stderr[-3000:]
+    assert json.loads(lines[-1].removeprefix("RESULT ")) == [1, 3]
+    spec = TableInput(name, "iceberg", name=name, catalog="up")
+    with pytest.raises(TableInputError) as err:
+        changes(spec, None, pin(spec))
+    message = str(err.value)
+    assert "\n" not in message and "equality deletes" in message
+    assert str(tmp_path) not in message and "https://" not in message
+
+
+def _without_connect_mode() -> dict[str, str]:
+    """This process's environment for a child that starts a local Spark: a Connect session
+    made here sets SPARK_CONNECT_MODE_ENABLED, which would make the child's builder insist
+    on a remote."""
+    return {k: v for k, v in os.environ.items() if k != "SPARK_CONNECT_MODE_ENABLED"}

@@ -330,7 +330,8 @@ def test_a_fresh_spark_session_reads_each_epoch_s_snapshot_by_catalog_name(env, 
     proc = subprocess.run(
         [sys.executable, "-c", _FRESH_SESSION_READ, spec.name, endpoint or "",
          json.dumps(versions)], cwd=ROOT, capture_output=True, text=True, timeout=600,
-        check=False)
+        check=False,
+        env=_without_connect_mode())
     lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, proc.stderr[-3000:]
     out = json.loads(lines[-1].removeprefix("RESULT "))
@@ -342,3 +343,10 @@ def test_a_fresh_spark_session_reads_each_epoch_s_snapshot_by_catalog_name(env, 
         assert out["by_time"][str(v)] == expected
     assert out["by_version"][str(versions[-1])] == [["d1", "a", 1], ["d1", "b", 2],
                                                     ["d2", "c", 3]]
+
+
+def _without_connect_mode() -> dict[str, str]:
+    """This process's environment for a child that starts a local Spark: a Connect session
+    made here sets SPARK_CONNECT_MODE_ENABLED, which would make the child's builder insist
+    on a remote."""
+    return {k: v for k, v in os.environ.items() if k != "SPARK_CONNECT_MODE_ENABLED"}
