@@ -102,7 +102,7 @@ def test_change_sets_of_spark_written_histories_sum_to_spark_s_read(lake, epochs
                                  'write.delete.mode' = '{mode}',
                                  'write.update.mode' = '{mode}',
                                  'write.merge.mode' = '{mode}')""")
-    spec = TableInput(name, "iceberg", name=name, catalog="up")
+    spec = TableInput(None, "iceberg", name=name, catalog="up")
     state = {"next": 0}
     _apply(spark, table, "insert", 3, state)
     consumed = None
@@ -132,7 +132,7 @@ def test_a_needed_snapshot_expired_is_declined_in_one_line(lake):
     table = f"up.{name}"
     spark.sql(f"CREATE TABLE {table} (id BIGINT, key STRING, value BIGINT) USING iceberg "
               "TBLPROPERTIES ('format-version' = '2', 'write.delete.mode' = 'merge-on-read')")
-    spec = TableInput(name, "iceberg", name=name, catalog="up")
+    spec = TableInput(None, "iceberg", name=name, catalog="up")
     state = {"next": 0}
     _apply(spark, table, "insert", 1, state)
     consumed = pin(spec)
@@ -194,7 +194,7 @@ def test_equality_deletes_are_declined_in_one_line(lake, tmp_path):
     lines = [x for x in proc.stdout.splitlines() if x.startswith("RESULT ")]
     assert proc.returncode == 0 and lines, proc.stderr[-3000:]
     assert json.loads(lines[-1].removeprefix("RESULT ")) == [1, 3]
-    spec = TableInput(name, "iceberg", name=name, catalog="up")
+    spec = TableInput(None, "iceberg", name=name, catalog="up")
     with pytest.raises(TableInputError) as err:
         changes(spec, None, pin(spec))
     message = str(err.value)
@@ -207,3 +207,72 @@ def _without_connect_mode() -> dict[str, str]:
     made here sets SPARK_CONNECT_MODE_ENABLED, which would make the child's builder insist
     on a remote."""
     return {k: v for k, v in os.environ.items() if k != "SPARK_CONNECT_MODE_ENABLED"}
+
+
+@pytest.mark.parametrize("version", [2, 3], ids=["position-deletes", "deletion-vectors"])
+def test_a_pipeline_over_a_spark_written_iceberg_table_survives_a_kill_exactly_once(
+        lake, tmp_path, version):
+    """A checkpointed pipeline over an Iceberg table Spark writes merge-on-read: two commits
+    between epochs, an epoch with no change, a compaction, and an attempt killed between
+    its snapshot and its acknowledgement while the upstream deletes more rows before the
+    retry. After every epoch the published aggregate equals Spark's own aggregate of the
+    upstream ``VERSION AS OF`` the snapshot the barrier pinned."""
+    from deltalake import DeltaTable
+    from pyspark.sql import functions as F
+
+    from checkpointing import Coordinator, LocalStorage
+    from checkpointing.tables.spec import TableSpec
+    from spark_jobs.runtime import drive_epoch
+    from tests.integration.test_spark_lakehouse import _sums_pipeline
+
+    spark = lake
+    name = f"bronze.orders_{uuid.uuid4().hex[:8]}"
+    t = f"up.{name}"
+    spark.sql(f"CREATE TABLE {t} (key STRING, value BIGINT) USING iceberg TBLPROPERTIES "
+              f"('format-version' = '{version}', 'write.delete.mode' = 'merge-on-read', "
+              "'write.update.mode' = 'merge-on-read', 'write.merge.mode' = 'merge-on-read')")
+    spark.sql(f"INSERT INTO {t} SELECT CAST(id % 13 AS STRING), id FROM range(0, 2000, 1, 4)")
+    out = TableSpec(f"file://{tmp_path}/gold/sums", "overwrite")
+    fail: dict = {}
+    pipe = _sums_pipeline(TableInput(None, "iceberg", name=name, catalog="up"), out, fail)
+    c = Coordinator(LocalStorage(tmp_path / "ckpt"), "sums")
+
+    def check(epoch: int) -> None:
+        pinned = c.barrier(epoch).table_version("src").snapshot_id
+        want = spark.sql(f"SELECT * FROM {t} VERSION AS OF {pinned}") \
+            .groupBy("key").agg(F.sum("value").alias("total"), F.count("*").alias("n"))
+        got = DeltaTable(f"{tmp_path}/gold/sums").to_pandas()
+        assert sorted((r.key, int(r.total), int(r.n)) for r in got.itertuples()) == \
+            sorted((r.key, int(r.total), int(r.n)) for r in want.collect()), epoch
+
+    steps = [
+        [],
+        [f"DELETE FROM {t} WHERE value % 7 = 0",
+         f"UPDATE {t} SET value = value + 1 WHERE key = '3'"],
+        [],  # no change
+        [f"MERGE INTO {t} USING (SELECT CAST(id % 13 AS STRING) AS key, id AS value FROM "
+         f"range(1990, 2010)) s ON {t}.value = s.value WHEN MATCHED THEN DELETE "
+         "WHEN NOT MATCHED THEN INSERT *"],
+        [f"CALL up.system.rewrite_position_delete_files(table => '{name}', "
+         "options => map('rewrite-all', 'true'))",
+         f"CALL up.system.rewrite_data_files(table => '{name}', "
+         "options => map('rewrite-all', 'true'))"],  # compactions: no change for the job
+    ]
+    for i, statements in enumerate(steps):
+        for sql in statements:
+            spark.sql(sql)
+        epoch, meta = drive_epoch(pipe, c, spark, "", f"r{i}")
+        assert meta is not None and meta.completed, meta
+        check(epoch)
+    spark.sql(f"DELETE FROM {t} WHERE key = '5'")
+    fail["once"] = True
+    with pytest.raises(RuntimeError, match="killed"):
+        drive_epoch(pipe, c, spark, "", "killed")
+    epoch = c.runs.open_epoch_for_run("killed").epoch_id
+    spark.sql(f"DELETE FROM {t} WHERE key = '6'")
+    again, meta = drive_epoch(pipe, c, spark, "", "killed", attempt=2)
+    assert again == epoch and meta is not None and meta.completed
+    check(epoch)
+    epoch, meta = drive_epoch(pipe, c, spark, "", "after")  # reads the later delete once
+    assert meta is not None and meta.completed
+    check(epoch)
