@@ -178,6 +178,8 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str
         markdown = _rewrite_links(markdown, page.file.src_uri)
     if "{{ compatibility }}" in markdown:
         markdown = markdown.replace("{{ compatibility }}", _compatibility())
+    if "{{ spark_jars }}" in markdown:
+        markdown = markdown.replace("{{ spark_jars }}", _spark_jars())
     if "{{ checkpoint_settings_fields }}" in markdown:
         markdown = markdown.replace("{{ checkpoint_settings_fields }}", _settings_fields())
     return (markdown.replace("{{ protocol_version }}", PROTOCOL_VERSION)
@@ -203,6 +205,32 @@ def _compatibility() -> str:
                            (ROOT / "constraints.txt").read_text(), re.M))
     out = ["| package | version tested | used for |", "|---|---|---|"]
     out += [f"| `{name}` | {pins[name]} | {what} |" for name, what in TESTED]
+    return "\n".join(out)
+
+
+#: the jars scripts/install_spark_s3.sh puts on every Spark: its version variable, the
+#: artifact (``{line}``: the Spark line), and what each is for
+SPARK_JARS = (("HADOOP", "org.apache.hadoop:hadoop-aws", "S3A, matching pyspark's Hadoop"),
+              ("AWSSDK", "software.amazon.awssdk:bundle", "the AWS SDK S3A is built on"),
+              ("AAL", "software.amazon.s3.analyticsaccelerator:analyticsaccelerator-s3",
+               "S3A's read layer"),
+              ("DELTA", "io.delta:delta-spark_{line}_2.13", "Delta tables in Spark"),
+              ("DELTA", "io.delta:delta-storage", "Delta's storage layer"),
+              ("ICEBERG", "org.apache.iceberg:iceberg-spark-runtime-{line}_2.13",
+               "Iceberg tables and catalogs in Spark"),
+              ("PGJDBC", "org.postgresql:postgresql",
+               "Spark's metastore, an Iceberg catalog on PostgreSQL"),
+              ("SQLITE", "org.xerial:sqlite-jdbc", "an embedded Iceberg catalog"))
+
+
+def _spark_jars() -> str:
+    """The Maven artifacts every Spark the project starts carries, at the versions
+    scripts/install_spark_s3.sh pins."""
+    pins = dict(re.findall(r"^([A-Z_]+)=(\S+)", (ROOT / "scripts" / "install_spark_s3.sh")
+                           .read_text(), re.M))
+    out = ["| artifact | version | used for |", "|---|---|---|"]
+    out += [f"| `{art.format(line=pins['SPARK_LINE'])}` | {pins[var]} | {what} |"
+            for var, art, what in SPARK_JARS]
     return "\n".join(out)
 
 
