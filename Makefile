@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: install demo docs docs-serve bench-check test test-fast test-integration test-system test-package test-containers lint bench bench-coordinator bench-verify bench-airflow bench-tables bench-sources bench-table-inputs bench-table-inputs-dv bench-catalog bench-scale bench-scale-topology faults soak drills drills-containers
+.PHONY: install demo docs docs-serve bench-check test test-fast test-integration test-system test-package test-containers lint bench bench-coordinator bench-verify bench-airflow bench-tables bench-sources bench-table-inputs bench-table-inputs-dv bench-table-inputs-iceberg bench-catalog bench-scale bench-scale-topology faults soak drills drills-containers
 
 install:
 	scripts/bootstrap.sh
@@ -143,6 +143,11 @@ bench-table-inputs: install
 # per step; table_input_dv_* keys).
 bench-table-inputs-dv: install
 	$(PY) bench/table_input_bench.py --dv $(ARGS)
+
+# The same over an Iceberg upstream Spark writes merge-on-read (position delete files; a
+# DELETE and an append of 1 % per step; table_input_iceberg_deletes_* keys).
+bench-table-inputs-iceberg: install
+	$(PY) bench/table_input_bench.py --iceberg $(ARGS)
 
 # What a catalog name costs a Delta output's commits on MinIO (catalog_* keys).
 bench-catalog: install

@@ -31,7 +31,16 @@ append of 1 %, so two table versions per step. Keys ``table_input_dv_vs_full_rer
 the step's commits name, whose deletion vectors changed or which they added; <= 1.5);
 the downstream is compared with Spark's own read of the upstream.
 
-    python bench/table_input_bench.py [--rows 10000000] [--versions 100] [--measure 9] [--dv]
+With ``--iceberg`` the upstream is an Iceberg table (format 2) Spark writes merge-on-read in
+a SQL catalog over SQLite, which pyiceberg reads too: the same 100 files and the same step
+(a DELETE of 1 %, which writes position delete files, and an append of 1 %). Keys
+``table_input_iceberg_deletes_vs_full_reread`` (target <= 0.1) and
+``table_input_iceberg_deletes_read_over_changed`` (bytes read / bytes of the data files the
+step added or whose deletes changed, plus the delete files it wrote, found from pyiceberg's
+plan of the two snapshots; <= 1.5).
+
+    python bench/table_input_bench.py [--rows 10000000] [--versions 100] [--measure 9]
+                                      [--dv | --iceberg]
 """
 
 from __future__ import annotations
@@ -90,6 +99,52 @@ def spark_upstream_write(spark: Any, path: str, rows: int, step: int) -> None:
     spark.sql(f"DELETE FROM delta.`{path}` WHERE id >= {lo} AND id < {lo + per}")
     spark.range(rows + (step - 1) * per, rows + step * per, 1, 1).selectExpr(*cols) \
         .write.format("delta").mode("append").save(path)
+
+
+ICEBERG_TABLE = "bench.bench.up"
+
+
+def iceberg_upstream_write(spark: Any, rows: int, step: int) -> None:
+    """Step 0: the whole table, by Spark, merge-on-read deletes; step n: a DELETE of 1 % of
+    the rows (position delete files for two adjacent data files) and an append of 1 %."""
+    per = rows // BUCKETS
+    cols = ("id", f"CAST(id % {BUCKETS} AS INT) AS bucket", "id * 7 % 1000 AS value")
+    if step == 0:
+        spark.sql(f"CREATE TABLE {ICEBERG_TABLE} (id BIGINT, bucket INT, value BIGINT) "
+                  "USING iceberg TBLPROPERTIES ('format-version' = '2', "
+                  "'write.delete.mode' = 'merge-on-read', "
+                  "'write.distribution-mode' = 'none')")
+        spark.range(0, rows, 1, BUCKETS).selectExpr(*cols).writeTo(ICEBERG_TABLE).append()
+        return
+    lo = ((step - 1) % (BUCKETS - 1)) * per + per // 2
+    spark.sql(f"DELETE FROM {ICEBERG_TABLE} WHERE id >= {lo} AND id < {lo + per}")
+    spark.range(rows + (step - 1) * per, rows + step * per, 1, 1).selectExpr(*cols) \
+        .writeTo(ICEBERG_TABLE).append()
+
+
+def iceberg_bytes_changed(before: int | None, after: int | None) -> int:
+    """Bytes a change between two snapshots has to read at least: the data files added or
+    removed or whose delete files changed, and the delete files ``after`` has that
+    ``before`` lacks (pyiceberg's plan of each snapshot, independent of the reader)."""
+    from pyiceberg.catalog import load_catalog
+
+    table = load_catalog("bench").load_table("bench.up")
+
+    def plan(snap: int | None) -> dict[str, tuple[int, dict[str, int]]]:
+        if snap is None:
+            return {}
+        return {t.file.file_path: (int(t.file.file_size_in_bytes),
+                                   {d.file_path: int(d.file_size_in_bytes)
+                                    for d in t.delete_files})
+                for t in table.scan(snapshot_id=snap).plan_files()}
+
+    a, b = plan(before), plan(after)
+    changed = {p for p in a.keys() | b.keys()
+               if p not in a or p not in b or a[p][1].keys() != b[p][1].keys()}
+    old_deletes = {d for _, ds in a.values() for d in ds}
+    new_deletes = {d: size for _, ds in b.values() for d, size in ds.items()
+                   if d not in old_deletes}
+    return sum((a.get(p) or b[p])[0] for p in changed) + sum(new_deletes.values())
 
 
 def log_bytes_changed(location: str, before: int, after: int) -> int:
@@ -167,26 +222,47 @@ def bytes_read(pid: int) -> int:
     return total
 
 
-def run(rows: int, versions: int, measure: int, work: Path, dv: bool = False
-        ) -> dict[str, Any]:
+def run(rows: int, versions: int, measure: int, work: Path, dv: bool = False,
+        iceberg: bool = False) -> dict[str, Any]:
+    import os
+
     from spark_jobs.runtime import spark_session
     from spark_jobs.runtime.connect_server import ConnectServer
     from spark_jobs.runtime.processes import free_port
 
     up = f"{work}/upstream"
+    if iceberg:  # one catalog: the server's Iceberg JDBC catalog and pyiceberg's SQL one
+        os.environ["PYICEBERG_CATALOG__BENCH__TYPE"] = "sql"
+        os.environ["PYICEBERG_CATALOG__BENCH__URI"] = f"sqlite:///{work}/catalog.db"
+        os.environ["PYICEBERG_CATALOG__BENCH__WAREHOUSE"] = f"file://{work}/warehouse"
     server = ConnectServer(port=free_port(), driver_memory="4g", log_path=work / "connect.log",
                            conf={"spark.sql.shuffle.partitions": "4"}).start()
     spark = spark_session("table-input-bench", remote=server.url)
     t0 = time.perf_counter()
-    if dv:
-        spark_upstream_write(spark, up, rows, 0)
-    else:
-        upstream_write(up, rows, None, 0)
+    snapshots: list[int | None] = []
+
+    def write(step: int) -> None:
+        if iceberg:
+            iceberg_upstream_write(spark, rows, step)
+            from pyiceberg.catalog import load_catalog
+
+            snap = load_catalog("bench").load_table("bench.up").current_snapshot()
+            snapshots.append(snap.snapshot_id if snap else None)
+        elif dv:
+            spark_upstream_write(spark, up, rows, step)
+        else:
+            upstream_write(up, rows, None if step == 0 else step % BUCKETS, step)
+
+    if iceberg:
+        spark.sql("CREATE NAMESPACE IF NOT EXISTS bench.bench")
+    write(0)
     print(f"upstream: {rows} rows in {time.perf_counter() - t0:.1f}s", flush=True)
     storage = LocalStorage(work / "ckpt")
 
     def pipeline(pid: str, verify: bool = False) -> tuple[Coordinator, Pipeline]:
-        plan = plan_from_edges({"agg": []}, {"agg"}, {"agg": {"src": TableInput(up)}})
+        src = TableInput(None, "iceberg", name="bench.up", catalog="bench") if iceberg \
+            else TableInput(up)
+        plan = plan_from_edges({"agg": []}, {"agg"}, {"agg": {"src": src}})
         job = sums_job(f"file://{work}/out-{pid}")
         config = CheckpointConfig(verify_table_inputs_every=1) if verify else None
         return Coordinator(storage, pid, config), Pipeline({"agg": []}, {"agg": job}, plan)
@@ -208,15 +284,15 @@ def run(rows: int, versions: int, measure: int, work: Path, dv: bool = False
         epochs = []
         version = 0
         for v in range(1, versions + 1):
-            if dv:
-                spark_upstream_write(spark, up, rows, v)
-            else:
-                upstream_write(up, rows, v % BUCKETS, v)
-            before, version = version, version + (2 if dv else 1)
+            write(v)
+            before, version = version, version + (2 if dv or iceberg else 1)
             e = epoch(c, pipe, f"v{v}")
             e["upstream_version"] = version
-            e["bytes_changed"] = (log_bytes_changed if dv else bytes_changed)(up, before,
-                                                                              version)
+            if iceberg:
+                e["bytes_changed"] = iceberg_bytes_changed(snapshots[-2], snapshots[-1])
+            else:
+                e["bytes_changed"] = (log_bytes_changed if dv else bytes_changed)(
+                    up, before, version)
             epochs.append(e)
             if v % 10 == 0:
                 print(f"version {v}: {e['seconds']:.2f}s, read {e['input_bytes']} B of "
@@ -228,10 +304,7 @@ def run(rows: int, versions: int, measure: int, work: Path, dv: bool = False
         epoch(vc, vpipe, "v0")
         paired = []
         for v in range(versions + 1, versions + 4):
-            if dv:
-                spark_upstream_write(spark, up, rows, v)
-            else:
-                upstream_write(up, rows, v % BUCKETS, v)
+            write(v)
             paired.append((epoch(c, pipe, f"v{v}")["seconds"],
                            epoch(vc, vpipe, f"v{v}")["seconds"]))
         # The floor (a control): epochs of the same pipeline with no upstream change, so
@@ -246,7 +319,9 @@ def run(rows: int, versions: int, measure: int, work: Path, dv: bool = False
         from deltalake import DeltaTable
         from pyspark.sql import functions as F
 
-        df = spark.read.format("delta").load(up).groupBy("bucket").agg(
+        upstream = spark.table(ICEBERG_TABLE) if iceberg else \
+            spark.read.format("delta").load(up)
+        df = upstream.groupBy("bucket").agg(
             F.count("*").alias("n"), F.sum("value").alias("total")).toPandas()
         want = {int(r.bucket): (int(r.n), int(r.total)) for r in df.itertuples()}
         got = DeltaTable(f"{work}/out-down").to_pandas()  # delta-rs: a plain path
@@ -277,6 +352,9 @@ def run(rows: int, versions: int, measure: int, work: Path, dv: bool = False
         statistics.median(b for _, b in paired) / statistics.median(a for a, _ in paired), 3)
     if dv:  # the same figures, under the keys of the deletion-vector upstream
         summary = {k.replace("table_input_", "table_input_dv_"): v for k, v in summary.items()}
+    if iceberg:  # and of the Iceberg upstream with position deletes
+        summary = {k.replace("table_input_", "table_input_iceberg_deletes_"): v
+                   for k, v in summary.items()}
     return {**summary, "details": {"first": first, "epochs": epochs, "full": full,
                                    "unchanged": unchanged, "verified_pairs": paired}}
 
@@ -288,15 +366,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--measure", type=int, default=9)
     ap.add_argument("--dv", action="store_true",
                     help="an upstream written by Spark with deletion vectors")
+    ap.add_argument("--iceberg", action="store_true",
+                    help="an Iceberg upstream written by Spark with merge-on-read deletes")
     ap.add_argument("--out", type=Path, default=RESULTS / "latest.json")
     ap.add_argument("--history", type=Path, default=RESULTS / "history.jsonl")
     a = ap.parse_args(argv)
     from bench.pipeline_bench import record
 
     with tempfile.TemporaryDirectory(prefix="ckpt-table-inputs-") as tmp:
-        result = run(a.rows, a.versions, a.measure, Path(tmp), a.dv)
+        result = run(a.rows, a.versions, a.measure, Path(tmp), a.dv, a.iceberg)
     details = result.pop("details")
-    record(a.out, a.history, "table_inputs_dv" if a.dv else "table_inputs", result, details)
+    kind = "table_inputs_iceberg" if a.iceberg else "table_inputs_dv" if a.dv \
+        else "table_inputs"
+    record(a.out, a.history, kind, result, details)
     return 0
 
 

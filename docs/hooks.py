@@ -210,7 +210,7 @@ def _compatibility() -> str:
 
 #: the jars scripts/install_spark_s3.sh puts on every Spark: its version variable, the
 #: artifact (``{line}``: the Spark line), and what each is for
-SPARK_JARS = (("HADOOP", "org.apache.hadoop:hadoop-aws", "S3A, matching pyspark's Hadoop"),
+SPARK_JARS = (("HADOOP", "org.apache.hadoop:hadoop-aws", "S3A, of the Hadoop line pyspark bundles"),
               ("AWSSDK", "software.amazon.awssdk:bundle", "the AWS SDK S3A is built on"),
               ("AAL", "software.amazon.s3.analyticsaccelerator:analyticsaccelerator-s3",
                "S3A's read layer"),

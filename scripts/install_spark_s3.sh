@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Fetches Spark's jars from Maven Central and links them into .tools/jars, where every Spark
 # the project starts finds them (spark_jobs.runtime.spark_session, the Connect server,
-# spark-submit, the image): the S3A connector matching the Hadoop client that pyspark 4.1.3
-# ships (3.4.2) with the AWS SDK bundle and the analytics accelerator it is built against,
+# spark-submit, the image): the S3A connector of the Hadoop line pyspark 4.1.3 ships (3.4)
+# with the AWS SDK bundle and the analytics accelerator it is built against,
 # Delta Lake's runtime for Spark 4.1 (delta-spark_4.1_2.13) with its storage layer, Iceberg's
 # runtime for Spark 4.1, and the JDBC drivers of the catalogs' databases (PostgreSQL for
 # Spark's metastore and an Iceberg SQL catalog; SQLite for an embedded Iceberg catalog).
@@ -11,9 +11,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SPARK_LINE=4.1   # the Spark line every runtime below is built for (pyspark==4.1.* pinned)
-HADOOP=3.4.2     # the Hadoop client pyspark 4.1.3 bundles
-AWSSDK=2.29.52   # hadoop-project 3.4.2's aws-java-sdk-v2.version
-AAL=1.2.1        # its amazon-s3-analyticsaccelerator-s3.version (a compile dependency)
+# S3A of Hadoop 3.4.3 over the Hadoop 3.4.2 client pyspark 4.1.3 bundles (the same line):
+# 3.4.2's S3A with its AWS SDK (2.29.52) sends a SHA-256 that S3 servers other than AWS
+# (MinIO) reject as not matching the body (XAmzContentChecksumMismatch), so every write with
+# fs.s3a.create.checksum.algorithm=SHA256 failed; 3.4.3 moved to SDK 2.35.4 and keeps the
+# SDK's new checksum behaviour off (HADOOP-19654).
+HADOOP=3.4.3     # hadoop-aws
+AWSSDK=2.35.4    # hadoop-project 3.4.3's aws-java-sdk-v2.version
+AAL=1.3.1        # its amazon-s3-analyticsaccelerator-s3.version (a compile dependency)
 DELTA=4.4.0      # delta-spark for Spark 4.1 (io.delta:delta-spark_4.1_2.13)
 ICEBERG=1.12.0   # iceberg-spark-runtime for Spark 4.1 (none is published for 4.2)
 PGJDBC=42.7.14   # PostgreSQL's JDBC driver: a metastore of Spark's catalog, an Iceberg catalog

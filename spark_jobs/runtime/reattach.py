@@ -83,6 +83,12 @@ def operation_id(spark: Any, op_id: str) -> Iterator[None]:
         _NEXT_ID.value = None
 
 
+def _failed(m: Any) -> bool:
+    """Whether observed metrics ``m`` report an error instead of figures (Spark 4.2's
+    ``root_error_idx``; Spark 4.1's protocol has no such field, and never fails them)."""
+    return "root_error_idx" in m.DESCRIPTOR.fields_by_name and m.HasField("root_error_idx")
+
+
 def reattach(spark: Any, op: EngineOperation, df: Any) -> str | None:
     """Wait for operation ``op`` to finish and copy its observed metrics onto ``df``'s
     observations (matched by position: the same job declares them in the same order).
@@ -104,8 +110,7 @@ def reattach(spark: Any, op: EngineOperation, df: Any) -> str | None:
                 req.last_response_id = resp.response_id
                 for m in resp.observed_metrics:
                     obs = ours.get(m.name)
-                    if obs is not None and obs._result is not None and \
-                            not m.HasField("root_error_idx"):
+                    if obs is not None and obs._result is not None and not _failed(m):
                         obs._result.update({k: LiteralExpression._to_value(v)
                                             for k, v in zip(m.keys, m.values, strict=False)})
                 if resp.HasField("result_complete"):
