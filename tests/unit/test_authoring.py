@@ -105,7 +105,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 #: the core's rooms, lowest first: a module imports only from its own room or a lower one
 #: (the top-level modules errors, ids, config, extras, redaction and storage/ are the
 #: ground floor; ckpt, the command line, is the roof)
-LAYERS = ("storage", "protocol", "records", "views", "tables", "state", "coordination")
+LAYERS = ("storage", "protocol", "records", "views", "tables", "ivm", "state", "coordination")
 
 
 def _room(module: str) -> int:

@@ -1,0 +1,335 @@
+"""From a view's SQL to its incremental plan (:mod:`checkpointing.ivm.operators`), with a
+real SQL parser: sqlglot reads the query (Spark's dialect by default), qualifies every
+column against the inputs' schemas, and the planner maps each clause to an operator. What
+cannot be maintained from changes alone makes the whole view a full recompute, with the
+reason in one line (:class:`ViewPlan.fallback`); a query that is wrong (an unknown table or
+column, a column neither grouped nor aggregated) is refused with :class:`ViewQueryError`.
+
+The planner needs no JVM: it reads the query and the schemas, nothing else."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError, SqlglotError
+
+from checkpointing.ivm.operators import (
+    Aggregate,
+    AggregateCall,
+    Distinct,
+    Filter,
+    Join,
+    Node,
+    Project,
+    Scan,
+    UnionAll,
+    ViewPlan,
+)
+
+
+class ViewQueryError(ValueError):
+    """The view's query is not valid over its inputs (one line)."""
+
+
+class _Fallback(Exception):  # noqa: N818 - a reason, not an error: the view is recomputed
+    """Some part of the query is not maintained incrementally; the message says which."""
+
+
+#: functions whose value is not a function of the row: a recompute differs from a change
+_NON_DETERMINISTIC = tuple(getattr(exp, n) for n in (
+    "Rand", "Randn", "Uuid", "CurrentTimestamp", "CurrentDate", "CurrentTime",
+    "CurrentTimestampLTZ", "UnixTimestamp") if hasattr(exp, n))
+#: aggregates with an incremental rule, by sqlglot class
+_AGGREGATES = {exp.Count: "COUNT", exp.Sum: "SUM", exp.Avg: "AVG", exp.Min: "MIN",
+               exp.Max: "MAX"}
+
+
+def plan_view(sql: str, schemas: dict[str, object], dialect: str = "spark"
+              ) -> ViewPlan:
+    """The incremental plan of ``sql`` over inputs named in ``schemas`` (name -> column ->
+    SQL type), or its fallback to a full recompute with the reason."""
+    try:
+        tree = sqlglot.parse_one(sql, read=dialect)
+    except ParseError as exc:
+        raise ViewQueryError(f"the view's query does not parse: {_first(exc)}") from None
+    if not isinstance(tree, exp.Query):
+        raise ViewQueryError("a view is a query (SELECT ...), not "
+                             f"{tree.key.upper()}")
+    from sqlglot.optimizer.qualify import qualify
+
+    try:
+        tree = qualify(tree, schema=schemas, dialect=dialect, validate_qualify_columns=True,
+                       quote_identifiers=False)
+    except SqlglotError as exc:
+        raise ViewQueryError(f"the view's query does not fit its inputs: {_first(exc)}"
+                             ) from None
+    inputs = tuple(sorted({t.name for t in tree.find_all(exp.Table)}))
+    columns = tuple(s.alias_or_name for s in tree.selects)
+    builder = _Builder()
+    try:
+        root, key = builder.query(tree)
+    except _Fallback as why:
+        return ViewPlan(sql, inputs, columns, fallback=str(why))
+    return ViewPlan(sql, inputs, columns, root=root, key=key)
+
+
+def _first(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else type(exc).__name__
+
+
+@dataclass
+class _Builder:
+    next_id: int = 0
+    notes: list[str] = field(default_factory=list)
+
+    def _id(self) -> int:
+        self.next_id += 1
+        return self.next_id
+
+    def query(self, q: exp.Expr) -> tuple[Node, tuple[str, ...]]:
+        if isinstance(q, exp.Union):
+            if q.args.get("distinct"):
+                node: Node = Distinct(self._id(), self._union(q))
+                return node, ()
+            return self._union(q), ()
+        if isinstance(q, exp.Intersect | exp.Except):
+            raise _Fallback(f"{q.key.upper()} is not maintained incrementally yet")
+        if isinstance(q, exp.Subquery):
+            return self.query(q.this)
+        if not isinstance(q, exp.Select):
+            raise _Fallback(f"a {q.key.upper()} query is not maintained incrementally")
+        return self._select(q)
+
+    def _union(self, q: exp.Union) -> Node:
+        sides: list[Node] = []
+        for side in (q.this, q.expression):
+            node, _ = self.query(side)
+            sides.extend(node.children if isinstance(node, UnionAll) else (node,))
+        return UnionAll(self._id(), tuple(sides))
+
+    def _select(self, q: exp.Select) -> tuple[Node, tuple[str, ...]]:
+        _refuse_unmaintainable(q)
+        node = self._from(q)
+        aggregated = bool(q.args.get("group")) or any(
+            _aggregate_calls(e) for e in [*q.expressions, q.args.get("having")] if e)
+        if aggregated:
+            node, outputs, key = self._aggregate(q, node)
+        else:
+            if q.args.get("having"):
+                raise ViewQueryError("HAVING without GROUP BY or an aggregate")
+            outputs = tuple((s.alias_or_name, _renamed(_unaliased(s)))
+                            for s in q.expressions)
+            key = ()
+        node = Project(self._id(), node, outputs)
+        if q.args.get("distinct"):
+            node = Distinct(self._id(), node)
+            key = node.names()
+        return node, key
+
+    # FROM, JOIN and WHERE: scans, filters pushed to the scan they name, equi-joins
+    def _from(self, q: exp.Select) -> Node:
+        sources = [q.args["from_"].this] + [j.this for j in q.args.get("joins") or []]
+        where = q.args.get("where")
+        conjuncts = list(_conjuncts(where.this if where else None))
+        for j in q.args.get("joins") or []:
+            side, kind = (j.args.get("side") or "").upper(), (j.args.get("kind") or "").upper()
+            if side or kind in ("SEMI", "ANTI", "OUTER"):
+                raise _Fallback(f"a {' '.join(x for x in (side, kind) if x)} JOIN is not "
+                                "maintained incrementally yet")
+            if j.args.get("using"):
+                raise _Fallback("JOIN ... USING is not maintained incrementally yet")
+            conjuncts.extend(_conjuncts(j.args.get("on")))
+        nodes: dict[str, Node] = {}
+        for s in sources:
+            nodes[s.alias_or_name] = self._source(s, q)
+        pushed: dict[str, list[exp.Expr]] = {a: [] for a in nodes}
+        rest = []
+        for c in conjuncts:
+            named = _aliases(c)
+            if len(named) == 1 and next(iter(named)) in nodes:
+                pushed[next(iter(named))].append(c)
+            else:
+                rest.append(c)
+        for alias, preds in pushed.items():
+            if preds:
+                nodes[alias] = Filter(self._id(), nodes[alias], _renamed(_and(preds)))
+        order = list(nodes)
+        acc, joined = nodes[order[0]], {order[0]}
+        for alias in order[1:]:
+            keys = [c for c in rest if _equi(c, joined, alias)]
+            if not keys:
+                raise _Fallback(f"input {alias!r} is joined without an equality to the "
+                                "inputs before it (a cross join)")
+            rest = [c for c in rest if not any(c is k for k in keys)]
+            lk, rk = zip(*(_sides(k, joined) for k in keys), strict=True)
+            acc = Join(self._id(), acc, nodes[alias], tuple(map(_renamed, lk)),
+                       tuple(map(_renamed, rk)))
+            joined.add(alias)
+        if rest:
+            acc = Filter(self._id(), acc, _renamed(_and(rest)))
+        return acc
+
+    def _source(self, s: exp.Expr, q: exp.Select) -> Node:
+        alias = s.alias_or_name
+        if isinstance(s, exp.Table):
+            used = sorted({c.name for c in _block_columns(q) if c.table == alias})
+            return Scan(self._id(), s.name, alias, tuple(used))
+        if isinstance(s, exp.Subquery):
+            inner, _ = self.query(s.this)
+            names = inner.names()
+            return Project(self._id(), inner, tuple(
+                (f"{alias}__{n}", exp.column(n, quoted=True)) for n in names))
+        raise _Fallback(f"a {s.key.upper()} in FROM is not maintained incrementally")
+
+    def _aggregate(self, q: exp.Select, child: Node
+                   ) -> tuple[Node, tuple[tuple[str, exp.Expr], ...], tuple[str, ...]]:
+        groups = [_renamed(g) for g in (q.args["group"].expressions
+                                         if q.args.get("group") else [])]
+        keys = tuple((f"g{i}", g) for i, g in enumerate(groups))
+        calls: dict[str, AggregateCall] = {}
+        for e in [*q.expressions, q.args.get("having")]:
+            for call in _aggregate_calls(e) if e else []:
+                renamed = _renamed(call)
+                if renamed.sql() not in calls:
+                    calls[renamed.sql()] = _call(f"a{len(calls)}", renamed)
+        agg = Aggregate(self._id(), child, keys, tuple(calls.values()))
+        table = {g.sql(): n for n, g in keys} | {s: c.name for s, c in calls.items()}
+        node: Node = agg
+        if q.args.get("having"):
+            node = Filter(self._id(), agg, _over(_renamed(q.args["having"].this), table,
+                                                 agg.names()))
+        outputs = tuple((s.alias_or_name, _over(_renamed(_unaliased(s)), table, agg.names()))
+                        for s in q.expressions)
+        direct = {o.name: n for n, o in outputs if isinstance(o, exp.Column)}
+        key = tuple(direct[n] for n, _ in keys) if keys and all(
+            n in direct for n, _ in keys) else ()
+        return node, outputs, key
+
+
+def _refuse_unmaintainable(q: exp.Select) -> None:
+    """Raise :class:`_Fallback` for what has no incremental rule (in this block, not in its
+    FROM subqueries, which are planned on their own)."""
+    if q.args.get("limit") or q.args.get("offset"):
+        raise _Fallback("LIMIT (a top-N) depends on rows the change does not touch")
+    for e in _block_expressions(q):
+        for node in e.walk():
+            if isinstance(node, exp.Window):
+                raise _Fallback("a window function (OVER) is not maintained incrementally yet")
+            if isinstance(node, _NON_DETERMINISTIC):
+                raise _Fallback(f"{node.key.upper()}() is not deterministic: a recompute "
+                                "would not equal the maintained rows")
+            if isinstance(node, exp.Anonymous):
+                raise _Fallback(f"function {node.name}() is unknown to the planner (a UDF?): "
+                                "its determinism cannot be checked")
+            if isinstance(node, exp.Exists | exp.Subquery) or (
+                    isinstance(node, exp.In) and node.args.get("query")):
+                raise _Fallback("a subquery in an expression (EXISTS, IN, a scalar "
+                                "subquery) is not maintained incrementally yet")
+
+
+def _block_expressions(q: exp.Select) -> list[exp.Expr]:
+    out = list(q.expressions)
+    for k in ("where", "having", "group", "order"):
+        if q.args.get(k):
+            out.append(q.args[k])
+    out += [j.args["on"] for j in q.args.get("joins") or [] if j.args.get("on")]
+    return out
+
+
+def _block_columns(q: exp.Select) -> Iterable[exp.Column]:
+    for e in _block_expressions(q):
+        yield from e.find_all(exp.Column)
+
+
+def _aggregate_calls(e: exp.Expr) -> list[exp.Expr]:
+    found: list[exp.Expr] = [n for n in e.find_all(exp.AggFunc)
+                                   if not isinstance(n.parent, exp.Window)]
+    return [n for n in found if not any(isinstance(p, exp.AggFunc) for p in _ancestors(n))]
+
+
+def _ancestors(n: exp.Expr) -> Iterable[object]:
+    p = n.parent
+    while p is not None:
+        yield p
+        p = p.parent
+
+
+def _call(name: str, call: exp.Expr) -> AggregateCall:
+    kind = next((k for cls, k in _AGGREGATES.items() if type(call) is cls), None)
+    if kind is None:
+        raise _Fallback(f"aggregate {call.key.upper()}() is not maintained incrementally yet")
+    arg = call.this
+    if isinstance(arg, exp.Distinct):
+        if kind != "COUNT" or len(arg.expressions) != 1:
+            raise _Fallback(f"{kind}(DISTINCT ...) is not maintained incrementally yet")
+        return AggregateCall(name, "COUNT_DISTINCT", arg.expressions[0])
+    if isinstance(arg, exp.Star):
+        return AggregateCall(name, "COUNT_STAR", None)
+    return AggregateCall(name, kind, arg)
+
+
+def _over(e: exp.Expr, table: dict[str, str], names: tuple[str, ...]
+          ) -> exp.Expr:
+    """``e`` with its grouped expressions and aggregate calls replaced by the aggregate's
+    output columns; a column left over is neither grouped nor aggregated."""
+    out = e.transform(lambda n: exp.column(table[n.sql()], quoted=True)
+                      if not isinstance(n, exp.Identifier) and n.sql() in table else n)
+    stray = [c.name for c in out.find_all(exp.Column) if c.name not in names]
+    if stray:
+        raise ViewQueryError(f"column {stray[0].split('__', 1)[-1]!r} is neither grouped "
+                             "nor aggregated")
+    return out
+
+
+def _renamed(e: exp.Expr) -> exp.Expr:
+    """``alias.column`` as the plan's column ``alias__column``."""
+    return e.copy().transform(
+        lambda n: exp.column(f"{n.table}__{n.name}", quoted=True)
+        if isinstance(n, exp.Column) and n.table else n)
+
+
+def _unaliased(e: exp.Expr) -> exp.Expr:
+    return e.this if isinstance(e, exp.Alias) else e
+
+
+def _conjuncts(e: exp.Expr | None) -> Iterable[exp.Expr]:
+    if e is None:
+        return
+    if isinstance(e, exp.And):
+        yield from _conjuncts(e.this)
+        yield from _conjuncts(e.expression)
+    elif isinstance(e, exp.Paren):
+        yield from _conjuncts(e.this)
+    else:
+        yield e
+
+
+def _and(preds: list[exp.Expr]) -> exp.Expr:
+    out: exp.Expr = preds[0]
+    for p in preds[1:]:
+        out = exp.and_(out, p)
+    return out
+
+
+def _aliases(e: exp.Expr) -> set[str]:
+    return {c.table for c in e.find_all(exp.Column)}
+
+
+def _equi(c: exp.Expr, joined: set[str], alias: str) -> bool:
+    if not isinstance(c, exp.EQ):
+        return False
+    a, b = _aliases(c.this), _aliases(c.expression)
+    return (bool(a) and a <= joined and b == {alias}) or (bool(b) and b <= joined
+                                                          and a == {alias})
+
+
+def _sides(c: exp.Expr, joined: set[str]) -> tuple[exp.Expr, exp.Expr]:
+    """The (joined side, new side) of equality ``c``."""
+    assert isinstance(c, exp.EQ)
+    if _aliases(c.this) <= joined:
+        return c.this, c.expression
+    return c.expression, c.this

@@ -1,0 +1,279 @@
+"""One rule per operator (DBSP's incremental operators): the SQL statements that turn the
+changes of a node's inputs into its own changes, and its kept state into the next epoch's.
+
+Every relation is a Z-set: the node's columns and the weight ``_w``. A node ``n`` defines
+``d<n>`` (its changes this epoch). A node with state reads its previous state ``s<n>...``
+and defines the next one as ``s<n>...__next``; on the first epoch the previous state is
+empty, of the shape its :class:`State` says. The statements are Spark SQL (sqlglot
+renders them for another engine): the plan runs wherever SQL runs, Spark in production.
+"""
+
+# ruff: noqa: S608 - SQL is this module's output: identifiers go through q(), expressions
+# through sqlglot's renderer; no value from outside the query is pasted in.
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from checkpointing.ivm.operators import (
+    WEIGHT,
+    Aggregate,
+    AggregateCall,
+    Distinct,
+    Filter,
+    Join,
+    Node,
+    Project,
+    Scan,
+    UnionAll,
+    walk,
+)
+
+W = f"`{WEIGHT}`"
+
+
+@dataclass(frozen=True)
+class Step:
+    """Define relation ``name`` as ``sql`` (this epoch's)."""
+
+    name: str
+    sql: str
+
+
+@dataclass(frozen=True)
+class State:
+    """A kept relation: read as ``name`` (the previous epoch's; ``empty`` on the first),
+    replaced by ``name + "__next"`` once the epoch's steps ran."""
+
+    name: str
+    empty: str
+
+    @property
+    def next(self) -> str:
+        return f"{self.name}__next"
+
+
+@dataclass(frozen=True)
+class Program:
+    """The statements of one epoch, in order, and the states they read and write; ``out``
+    names the relation of the view's changes. ``inputs`` maps each input's relation of
+    changes (``in_<table>``, its columns and ``_w``) to the table."""
+
+    steps: tuple[Step | State, ...]
+    out: str
+
+    @property
+    def states(self) -> tuple[State, ...]:
+        return tuple(s for s in self.steps if isinstance(s, State))
+
+
+def input_relation(table: str) -> str:
+    """The relation an executor defines with the changes of input ``table``."""
+    return f"in_{table.replace('.', '__')}"
+
+
+def program(root: Node, namespace: str = "") -> Program:
+    """The statements of one epoch of the plan under ``root``; every relation it defines is
+    named ``<namespace><name>``, so that views sharing an engine share no name."""
+    steps: list[Step | State] = []
+    for node in walk(root):
+        steps.extend(_RULES[type(node)](node, namespace))  # type: ignore[operator]
+    return Program(tuple(steps), d(root, namespace))
+
+
+def d(node: Node, ns: str = "") -> str:
+    """The relation of ``node``'s changes (``ns``: the view's namespace of names)."""
+    return f"{ns}d{node.id}"
+
+
+def q(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def cols(names: tuple[str, ...], prefix: str = "") -> str:
+    p = f"{prefix}." if prefix else ""
+    return ", ".join(f"{p}{q(n)}" for n in names)
+
+
+def sql(e: exp.Expr) -> str:
+    return e.sql(dialect="spark")
+
+
+def _ns_eq(names: tuple[str, ...], a: str, b: str) -> str:
+    """Null-safe equality of ``names`` between relations ``a`` and ``b`` (a group or a row
+    whose key is NULL is still that group)."""
+    return " AND ".join(f"{a}.{q(n)} IS NOT DISTINCT FROM {b}.{q(n)}" for n in names) \
+        or "TRUE"
+
+
+def _consolidated(names: tuple[str, ...], union: str) -> str:
+    """The Z-set ``union`` with equal rows' weights summed and zero weights dropped."""
+    return (f"SELECT {cols(names)}, SUM({W}) AS {W} FROM ({union}) GROUP BY {cols(names)} "
+            f"HAVING SUM({W}) <> 0")
+
+
+# ---------------------------------------------------------------- linear operators
+def _scan(n: Scan, ns: str) -> list[Step | State]:
+    picked = ", ".join(f"{q(c)} AS {q(f'{n.alias}__{c}')}" for c in n.columns)
+    return [Step(d(n, ns), f"SELECT {picked + ', ' if picked else ''}{W} "
+                       f"FROM {input_relation(n.table)}")]
+
+
+def _filter(n: Filter, ns: str) -> list[Step | State]:
+    return [Step(d(n, ns), f"SELECT * FROM {d(n.child, ns)} WHERE {sql(n.predicate)}")]
+
+
+def _project(n: Project, ns: str) -> list[Step | State]:
+    picked = ", ".join(f"{sql(e)} AS {q(name)}" for name, e in n.outputs)
+    return [Step(d(n, ns), f"SELECT {picked}, {W} FROM {d(n.child, ns)}")]
+
+
+def _union(n: UnionAll, ns: str) -> list[Step | State]:
+    names = n.names()
+    parts = []
+    for c in n.children:
+        renamed = ", ".join(f"{q(a)} AS {q(b)}" for a, b in zip(c.names(), names, strict=True))
+        parts.append(f"SELECT {renamed}, {W} FROM {d(c, ns)}")
+    return [Step(d(n, ns), " UNION ALL ".join(parts))]
+
+
+# ---------------------------------------------------------------- join
+def _join(n: Join, ns: str) -> list[Step | State]:
+    """Δ(L ⋈ R) = ΔL ⋈ R + (L + ΔL) ⋈ ΔR, both sides kept consolidated."""
+    sl = State(f"{ns}s{n.id}_l", f"SELECT * FROM {d(n.left, ns)} WHERE 1 = 0")
+    sr = State(f"{ns}s{n.id}_r", f"SELECT * FROM {d(n.right, ns)} WHERE 1 = 0")
+    ln, rn = n.left.names(), n.right.names()
+
+    def on(a: str, b: str) -> str:
+        return " AND ".join(f"{_at(lk, a)} = {_at(rk, b)}"
+                            for lk, rk in zip(n.left_keys, n.right_keys, strict=True))
+
+    picked = f"{cols(ln, 'a')}, {cols(rn, 'b')}, a.{W} * b.{W} AS {W}"
+    left_now = f"(SELECT * FROM {sl.name} UNION ALL SELECT * FROM {d(n.left, ns)})"
+    delta = (f"SELECT {picked} FROM {d(n.left, ns)} a JOIN {sr.name} b "
+             f"ON {on('a', 'b')} "
+             f"UNION ALL SELECT {picked} FROM {left_now} a JOIN {d(n.right, ns)} b "
+             f"ON {on('a', 'b')}")
+    return [sl, sr, Step(d(n, ns), delta),
+            Step(sl.next, _consolidated(ln, f"SELECT * FROM {sl.name} UNION ALL "
+                                            f"SELECT * FROM {d(n.left, ns)}")),
+            Step(sr.next, _consolidated(rn, f"SELECT * FROM {sr.name} UNION ALL "
+                                            f"SELECT * FROM {d(n.right, ns)}"))]
+
+
+def _at(e: exp.Expr, alias: str) -> str:
+    """Expression ``e`` over the columns of relation ``alias``."""
+    return sql(e.copy().transform(
+        lambda x: exp.column(x.name, table=alias, quoted=True)
+        if isinstance(x, exp.Column) and not x.table else x))
+
+
+# ---------------------------------------------------------------- distinct
+def _distinct(n: Distinct, ns: str) -> list[Step | State]:
+    names = n.names()
+    s = State(f"{ns}s{n.id}",
+              f"SELECT {cols(names)}, {W} FROM {d(n.child, ns)} WHERE 1 = 0")
+    touched = f"{ns}t{n.id}"
+    present = (f"(CASE WHEN COALESCE(new.{W}, 0) > 0 THEN 1 ELSE 0 END) - "
+               f"(CASE WHEN COALESCE(old.{W}, 0) > 0 THEN 1 ELSE 0 END)")
+    return [s,
+            Step(touched, f"SELECT {cols(names)}, SUM({W}) AS {W} "
+                          f"FROM {d(n.child, ns)} GROUP BY {cols(names)}"),
+            Step(s.next, _consolidated(names, f"SELECT * FROM {s.name} UNION ALL "
+                                              f"SELECT * FROM {touched}")),
+            Step(d(n, ns), f"SELECT * FROM (SELECT {cols(names, 't')}, {present} AS {W} "
+                       f"FROM {touched} t LEFT JOIN {s.name} old ON "
+                       f"{_ns_eq(names, 't', 'old')} LEFT JOIN {s.next} new ON "
+                       f"{_ns_eq(names, 't', 'new')}) WHERE {W} <> 0")]
+
+
+# ---------------------------------------------------------------- aggregate
+def _aggregate(n: Aggregate, ns: str) -> list[Step | State]:
+    keys = tuple(k for k, _ in n.keys)
+    summed = [a for a in n.aggregates if not a.by_value]
+    inputs = [f"{sql(e)} AS {q(k)}" for k, e in n.keys] + \
+        [f"{sql(a.argument)} AS {q('x_' + a.name)}" for a in n.aggregates if a.argument]
+    rows = f"(SELECT {', '.join([*inputs, W])} FROM {d(n.child, ns)})"
+    partials = [f"SUM({W}) AS `_cnt`"]
+    for a in summed:
+        if a.argument is not None:
+            x = q("x_" + a.name)
+            partials.append(f"SUM(CASE WHEN {x} IS NOT NULL THEN {W} ELSE 0 END) AS "
+                            f"{q('n_' + a.name)}")
+            partials.append(f"SUM({x} * {W}) AS {q('s_' + a.name)}")
+    group = f" GROUP BY {cols(keys)}" if keys else ""
+    first = f"{cols(keys)}, " if keys else ""
+    delta_rel = f"{ns}da{n.id}"
+    s = State(f"{ns}s{n.id}", f"SELECT * FROM {delta_rel} WHERE 1 = 0")
+    steps: list[Step | State] = [Step(delta_rel, f"SELECT {first}{', '.join(partials)} "
+                                                 f"FROM {rows}{group}"), s]
+    merged = ["COALESCE(SUM(`_cnt`), 0) AS `_cnt`"]
+    for a in summed:
+        if a.argument is not None:
+            merged.append(f"COALESCE(SUM({q('n_' + a.name)}), 0) AS {q('n_' + a.name)}")
+            merged.append(f"SUM({q('s_' + a.name)}) AS {q('s_' + a.name)}")
+    having = " HAVING SUM(`_cnt`) <> 0" if keys else ""
+    steps.append(Step(s.next, f"SELECT {first}{', '.join(merged)} FROM (SELECT * FROM "
+                              f"{s.name} UNION ALL SELECT * FROM {delta_rel})"
+                              f"{group}{having}"))
+    for a in n.aggregates:
+        if a.by_value:
+            steps.extend(_value_state(n, a, rows, keys, ns))
+    if keys:
+        steps.append(Step(f"{ns}t{n.id}", f"SELECT DISTINCT {cols(keys)} FROM {delta_rel}"))
+    steps.append(Step(d(n, ns), f"{_rows(n, s.name, '', -1, ns)} UNION ALL "
+                            f"{_rows(n, s.next, '__next', 1, ns)}"))
+    return steps
+
+
+def _value_state(n: Aggregate, a: AggregateCall, rows: str, keys: tuple[str, ...],
+                 ns: str) -> list[Step | State]:
+    """Per group, each non-null value's count: MIN, MAX and COUNT(DISTINCT) read the values
+    whose count is positive."""
+    names = (*keys, "v")
+    first = f"{cols(keys)}, " if keys else ""
+    dv = f"{ns}dv{n.id}_{a.name}"
+    s = State(f"{ns}s{n.id}_{a.name}", f"SELECT * FROM {dv} WHERE 1 = 0")
+    x = q("x_" + a.name)
+    return [Step(dv, f"SELECT {first}{x} AS `v`, SUM({W}) AS {W} FROM {rows} "
+                     f"WHERE {x} IS NOT NULL GROUP BY {cols(names)}"),
+            s, Step(s.next, _consolidated(names, f"SELECT * FROM {s.name} UNION ALL "
+                                                 f"SELECT * FROM {dv}"))]
+
+
+def _rows(n: Aggregate, state: str, suffix: str, weight: int, ns: str) -> str:
+    """The output rows of the touched groups in ``state`` (the old ones retracted with
+    weight -1, the new ones added with +1). Without keys, the one row, always."""
+    keys = tuple(k for k, _ in n.keys)
+    joins, values = [], []
+    for a in n.aggregates:
+        if a.by_value:
+            vs = f"{ns}s{n.id}_{a.name}{suffix}"
+            fn = {"MIN": "MIN(`v`)", "MAX": "MAX(`v`)", "COUNT_DISTINCT": "COUNT(`v`)"}[
+                a.function]
+            first = f"{cols(keys)}, " if keys else ""
+            group = f" GROUP BY {cols(keys)}" if keys else ""
+            m = q("m_" + a.name)
+            joins.append(f"LEFT JOIN (SELECT {first}{fn} AS `v` FROM {vs} WHERE {W} > 0"
+                         f"{group}) {m} ON {_ns_eq(keys, 'r', m)}")
+            v = f"{q('m_' + a.name)}.`v`"
+            values.append(f"COALESCE({v}, 0)" if a.function == "COUNT_DISTINCT" else v)
+        else:
+            values.append(_summed_value(a))
+    outputs = [*(f"r.{q(k)}" for k in keys),
+               *(f"{v} AS {q(a.name)}" for v, a in zip(values, n.aggregates, strict=True))]
+    touched = f"JOIN {ns}t{n.id} t ON {_ns_eq(keys, 'r', 't')} " if keys else ""
+    return (f"SELECT {', '.join([*outputs, f'{weight} AS {W}'])} FROM {state} r "
+            f"{touched}{' '.join(joins)}")
+
+
+def _summed_value(a: AggregateCall) -> str:
+    n, s = f"r.{q('n_' + a.name)}", f"r.{q('s_' + a.name)}"
+    return {"COUNT_STAR": "r.`_cnt`", "COUNT": n,
+            "SUM": f"CASE WHEN {n} > 0 THEN {s} END",
+            "AVG": f"CASE WHEN {n} > 0 THEN {s} / {n} END"}[a.function]
+
+
+_RULES = {Scan: _scan, Filter: _filter, Project: _project, UnionAll: _union, Join: _join,
+          Distinct: _distinct, Aggregate: _aggregate}

@@ -1,0 +1,52 @@
+"""An :class:`~checkpointing.ivm.maintain.Engine` on DuckDB: the plan's Spark SQL rendered
+in DuckDB's dialect by sqlglot, each relation a table of one in-memory database. The
+planner's tests run its rules here, without a JVM; jobs run them on Spark."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import sqlglot
+
+
+class DuckDBEngine:
+    def __init__(self, con: Any):
+        self.con = con
+
+    def exists(self, name: str) -> bool:
+        return bool(self.con.execute("SELECT count(*) FROM information_schema.tables "
+                                     "WHERE table_name = ?", [name]).fetchone()[0])
+
+    def define(self, name: str, sql: str) -> None:
+        text = sqlglot.transpile(sql, read="spark", write="duckdb")[0]
+        self.con.execute(f'CREATE OR REPLACE TABLE "{name}" AS {text}')
+
+    def keep(self, renames: dict[str, str]) -> None:
+        self.con.execute("BEGIN")
+        for new, old in renames.items():
+            self.con.execute(f'DROP TABLE IF EXISTS "{old}"')
+            self.con.execute(f'ALTER TABLE "{new}" RENAME TO "{old}"')
+        self.con.execute("COMMIT")
+
+    def weighted(self, name: str) -> Counter:
+        """Relation ``name`` (a Z-set) as row -> summed weight."""
+        cur = self.con.execute(f'SELECT * FROM "{name}"')
+        cols = [c[0] for c in cur.description]
+        w = cols.index("_w")
+        out: Counter = Counter()
+        for row in cur.fetchall():
+            out[tuple(_norm(v) for i, v in enumerate(row) if i != w)] += row[w]
+        return out
+
+
+def _norm(v: Any) -> Any:
+    """Values compared across two computations of the same figure: floats to 6 places,
+    decimals and integers as floats when fractional."""
+    from decimal import Decimal
+
+    if isinstance(v, Decimal):
+        v = float(v)
+    if isinstance(v, float):
+        return round(v, 6)
+    return v

@@ -1,0 +1,77 @@
+"""The planner reads a view's SQL with sqlglot: what it maintains, what makes it fall back
+to a full recompute (each reason one line, each exercised here), what it refuses as a wrong
+query, and the plan in words."""
+
+from __future__ import annotations
+
+import pytest
+
+from checkpointing.ivm.explain import explain
+from checkpointing.ivm.operators import Aggregate, Join, walk
+from checkpointing.ivm.planner import ViewQueryError, plan_view
+
+SCHEMAS = {"orders": {"id": "bigint", "cust": "string", "amount": "bigint", "day": "string"},
+           "customers": {"cust": "string", "region": "string"}}
+
+FALLBACKS = {
+    "SELECT cust FROM orders ORDER BY amount DESC LIMIT 3": "LIMIT",
+    "SELECT cust, SUM(amount) OVER (PARTITION BY day) AS s FROM orders": "window function",
+    "SELECT id, rand() AS r FROM orders": "not deterministic",
+    "SELECT id, my_udf(amount) AS u FROM orders": "my_udf() is unknown",
+    "SELECT id FROM orders o WHERE EXISTS (SELECT 1 FROM customers c WHERE c.cust = o.cust)":
+        "subquery in an expression",
+    "SELECT id FROM orders WHERE cust IN (SELECT cust FROM customers)":
+        "subquery in an expression",
+    "SELECT o.id, c.region FROM orders o LEFT JOIN customers c ON o.cust = c.cust":
+        "LEFT",
+    "SELECT o.id, c.region FROM orders o CROSS JOIN customers c": "cross join",
+    "SELECT o.id, c.region FROM orders o JOIN customers c ON o.cust < c.cust": "cross join",
+    "SELECT cust, STDDEV(amount) AS s FROM orders GROUP BY cust": "STDDEV",
+    "SELECT cust, SUM(DISTINCT amount) AS s FROM orders GROUP BY cust": "SUM(DISTINCT",
+    "SELECT cust FROM orders INTERSECT SELECT cust FROM customers": "INTERSECT",
+}
+
+
+@pytest.mark.parametrize("sql", list(FALLBACKS))
+def test_each_fallback_is_a_full_recompute_with_its_reason_in_one_line(sql):
+    plan = plan_view(sql, SCHEMAS)
+    assert not plan.incremental
+    assert FALLBACKS[sql] in plan.fallback and "\n" not in plan.fallback
+    assert explain(plan).splitlines()[-1].startswith("full recompute at the pinned versions")
+
+
+@pytest.mark.parametrize(("sql", "message"), [
+    ("SELEC cust FROM orders", "does not parse"),
+    ("SELECT nope FROM orders", "does not fit its inputs"),
+    ("SELECT cust FROM nowhere", "does not fit its inputs"),
+    ("SELECT cust, amount, COUNT(*) AS n FROM orders GROUP BY cust",
+     "'amount' is neither grouped nor aggregated"),
+    ("INSERT INTO orders VALUES (1, 'a', 2, 'd')", "is a query"),
+])
+def test_a_wrong_query_is_refused_in_one_line(sql, message):
+    with pytest.raises(ViewQueryError, match=message) as refused:
+        plan_view(sql, SCHEMAS)
+    assert "\n" not in str(refused.value)
+
+
+def test_filters_go_to_the_input_they_name_and_equalities_become_join_keys():
+    plan = plan_view("SELECT c.region, SUM(o.amount) AS total FROM orders o, customers c "
+                     "WHERE o.cust = c.cust AND o.day = 'd1' AND c.region <> 'x' "
+                     "GROUP BY c.region", SCHEMAS)
+    assert plan.incremental and plan.key == ("region",)
+    nodes = walk(plan.root)
+    join = next(n for n in nodes if isinstance(n, Join))
+    assert [k.sql() for k in join.left_keys] == ['"o__cust"']
+    assert type(join.left).__name__ == "Filter" and type(join.right).__name__ == "Filter"
+    agg = next(n for n in nodes if isinstance(n, Aggregate))
+    assert [a.function for a in agg.aggregates] == ["SUM"]
+    text = explain(plan)
+    assert "inner join ON" in text and "keeps both sides' rows" in text
+    assert "incremental; key (region)" in text
+
+
+def test_the_key_is_the_group_by_columns_when_the_view_selects_them():
+    assert plan_view("SELECT cust, day, COUNT(*) AS n FROM orders GROUP BY cust, day",
+                     SCHEMAS).key == ("cust", "day")
+    assert plan_view("SELECT COUNT(*) AS n FROM orders GROUP BY cust", SCHEMAS).key == ()
+    assert plan_view("SELECT id, amount FROM orders", SCHEMAS).key == ()
