@@ -86,6 +86,17 @@ def _parser() -> argparse.ArgumentParser:
     vac.add_argument("--min-retention-hours", type=int, default=DEFAULT_MIN_RETENTION_HOURS,
                      help="files staged or removed more recently stay (default "
                      f"{DEFAULT_MIN_RETENTION_HOURS}, Delta's own default)")
+    vw = sub.add_parser("views", help="incremental views: how a view's query is maintained")
+    vwsub = vw.add_subparsers(dest="action", required=True)
+    ex = vwsub.add_parser("explain", help="the incremental plan of a view, operator by "
+                          "operator, or why it is recomputed whole")
+    src = ex.add_mutually_exclusive_group(required=True)
+    src.add_argument("--sql", help="the view's query (Spark SQL)")
+    src.add_argument("--sql-file", help="a file holding the view's query")
+    ex.add_argument("--input", action="append", default=[], metavar="NAME=COL:TYPE,...",
+                    help="an input and its columns (repeatable)")
+    ex.add_argument("--table", action="append", default=[], metavar="NAME=URI",
+                    help="an input read from a Delta table's schema (repeatable)")
     return p
 
 
@@ -110,6 +121,8 @@ def _fmt_bytes(size: int) -> str:
 
 def run(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "views":  # reads a query and schemas: no pipeline, no storage
+        return _cmd_views(args, sys.stdout)
     if not args.storage:
         raise CheckpointError("no storage given: use --storage URI or set CKPT_STORAGE")
     if not args.pipeline:
@@ -310,6 +323,52 @@ def _cmd_tables(args: argparse.Namespace, coord: Coordinator, out: TextIO) -> in
     if not done:
         print("no table output published", file=out)
     return 0
+
+
+def _cmd_views(args: argparse.Namespace, out: TextIO) -> int:
+    from pathlib import Path
+
+    from checkpointing.ivm.explain import explain
+    from checkpointing.ivm.planner import plan_view
+
+    sql = args.sql if args.sql is not None else Path(args.sql_file).read_text()
+    schemas: dict[str, object] = {}
+    for spec in args.input:
+        name, _, cols = spec.partition("=")
+        pairs = [c.split(":", 1) for c in cols.split(",") if c]
+        if not name or not pairs or any(len(pair) != 2 for pair in pairs):
+            raise CheckpointError(f"--input {spec!r} is not NAME=COLUMN:TYPE,...")
+        schemas[name] = dict(pairs)
+    for spec in args.table:
+        name, _, uri = spec.partition("=")
+        if not name or not uri:
+            raise CheckpointError(f"--table {spec!r} is not NAME=URI")
+        schemas[name] = _table_columns(uri, args.endpoint_url)
+    print(explain(plan_view(sql, schemas)), file=out)
+    return 0
+
+
+def _table_columns(uri: str, endpoint_url: str | None) -> dict[str, str]:
+    """A Delta table's columns at its newest version, as SQL types."""
+    from checkpointing.protocol.table_inputs import TableInput
+    from checkpointing.tables.changes import changes, pin
+
+    spec = TableInput(uri.rstrip("/"))
+    version = pin(spec, endpoint_url)
+    # the empty range at the newest version: its schema, no data read
+    arrow = changes(spec, version, version, endpoint_url).schema
+    return {f.name: _sql_type(str(f.type)) for f in arrow}
+
+
+def _sql_type(arrow: str) -> str:
+    if arrow.startswith("decimal"):
+        return arrow.replace("decimal128", "decimal").replace("decimal256", "decimal")
+    if arrow.startswith("timestamp"):
+        return "timestamp"
+    return {"int64": "bigint", "int32": "int", "int16": "smallint", "int8": "tinyint",
+            "double": "double", "float": "float", "bool": "boolean", "date32[day]": "date",
+            "string": "string", "large_string": "string", "string_view": "string"
+            }.get(arrow, "string")
 
 
 #: each command of ``ckpt``, a function of (arguments, coordinator, output) -> exit code

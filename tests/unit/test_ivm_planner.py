@@ -75,3 +75,29 @@ def test_the_key_is_the_group_by_columns_when_the_view_selects_them():
                      SCHEMAS).key == ("cust", "day")
     assert plan_view("SELECT COUNT(*) AS n FROM orders GROUP BY cust", SCHEMAS).key == ()
     assert plan_view("SELECT id, amount FROM orders", SCHEMAS).key == ()
+
+
+def test_ckpt_views_explain_reads_the_query_and_a_delta_table_s_schema(tmp_path, capsys):
+    import pandas as pd
+    from deltalake import write_deltalake
+
+    from checkpointing.ckpt import main
+
+    write_deltalake(str(tmp_path / "orders"), pd.DataFrame(
+        {"id": [1], "cust": ["a"], "amount": [3], "day": ["d1"]}))
+    query = tmp_path / "view.sql"
+    query.write_text("SELECT o.cust, COUNT(*) AS n, MAX(o.amount) AS top FROM orders o "
+                     "JOIN customers c ON o.cust = c.cust GROUP BY o.cust")
+    assert main(["views", "explain", "--sql-file", str(query),
+                 "--table", f"orders=file://{tmp_path}/orders",
+                 "--input", "customers=cust:string,region:string"]) == 0
+    text = capsys.readouterr().out
+    assert "incremental; key (cust)" in text
+    assert "per-value counts for MAX" in text and "inner join ON" in text
+    assert main(["views", "explain", "--sql", "SELECT cust FROM orders LIMIT 1",
+                 "--table", f"orders=file://{tmp_path}/orders"]) == 0
+    assert "full recompute at the pinned versions: LIMIT" in capsys.readouterr().out
+    assert main(["views", "explain", "--sql", "SELECT x FROM orders",
+                 "--input", "orders=cust"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ckpt: error: --input 'orders=cust' is not NAME=COLUMN:TYPE")
