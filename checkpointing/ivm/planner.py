@@ -159,11 +159,17 @@ class _Builder:
                 nodes[alias] = Filter(self._id(), nodes[alias], _renamed(_and(preds)))
         order = list(nodes)
         acc, joined = nodes[order[0]], {order[0]}
-        for alias in order[1:]:
+        waiting = order[1:]
+        while waiting:
+            # the next input an equality links to those joined so far, in FROM's order
+            # (FROM a, b, c WHERE a.x = c.x AND c.y = b.y joins c before b)
+            linked = [a for a in waiting if any(_equi(c, joined, a) for c in rest)]
+            if not linked:
+                raise _Fallback(f"input {waiting[0]!r} is joined without an equality to the "
+                                "other inputs (a cross join)")
+            alias = linked[0]
+            waiting.remove(alias)
             keys = [c for c in rest if _equi(c, joined, alias)]
-            if not keys:
-                raise _Fallback(f"input {alias!r} is joined without an equality to the "
-                                "inputs before it (a cross join)")
             rest = [c for c in rest if not any(c is k for k in keys)]
             lk, rk = zip(*(_sides(k, joined) for k in keys), strict=True)
             acc = Join(self._id(), acc, nodes[alias], tuple(map(_renamed, lk)),
@@ -299,13 +305,43 @@ def _unaliased(e: exp.Expr) -> exp.Expr:
 def _conjuncts(e: exp.Expr | None) -> Iterable[exp.Expr]:
     if e is None:
         return
-    if isinstance(e, exp.And):
+    if isinstance(e, exp.Or):
+        # (k = k' AND p) OR (k = k' AND q): k = k' AND (p OR q), so that an equality every
+        # branch repeats can be a join key
+        branches = [list(_conjuncts(b)) for b in _disjuncts(e)]
+        common = [c for c in branches[0]
+                  if all(any(c == o for o in b) for b in branches[1:])]
+        if common:
+            yield from common
+            rests = [[c for c in b if not any(c == k for k in common)] for b in branches]
+            if all(rests):
+                yield _or([_and(r) for r in rests])
+            return
+        yield e
+    elif isinstance(e, exp.And):
         yield from _conjuncts(e.this)
         yield from _conjuncts(e.expression)
     elif isinstance(e, exp.Paren):
         yield from _conjuncts(e.this)
     else:
         yield e
+
+
+def _disjuncts(e: exp.Expr) -> Iterable[exp.Expr]:
+    if isinstance(e, exp.Or):
+        yield from _disjuncts(e.this)
+        yield from _disjuncts(e.expression)
+    elif isinstance(e, exp.Paren):
+        yield from _disjuncts(e.this)
+    else:
+        yield e
+
+
+def _or(preds: list[exp.Expr]) -> exp.Expr:
+    out: exp.Expr = exp.Paren(this=preds[0])
+    for p in preds[1:]:
+        out = exp.or_(out, exp.Paren(this=p))
+    return exp.Paren(this=out)
 
 
 def _and(preds: list[exp.Expr]) -> exp.Expr:

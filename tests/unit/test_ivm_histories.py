@@ -44,6 +44,13 @@ VIEWS = {
                         "GROUP BY region",
     "aggregate_then_filter": "SELECT day, SUM(amount) AS s FROM orders WHERE amount IS NOT "
                              "NULL GROUP BY day HAVING SUM(amount) > 40",
+    "or_of_join_conditions": "SELECT c.region, COUNT(*) AS n, SUM(o.amount) AS s "
+                             "FROM orders o, customers c WHERE (o.cust = c.cust AND "
+                             "o.amount > 50) OR (o.cust = c.cust AND c.region = 'north') "
+                             "GROUP BY c.region",
+    "three_inputs_out_of_order": "SELECT a.id, c2.cust AS neighbour FROM orders a, "
+                                 "customers c2, customers c WHERE a.cust = c.cust "
+                                 "AND c2.region = c.region",
     "self_join": "SELECT a.cust, COUNT(*) AS pairs FROM orders a JOIN orders b "
                  "ON a.cust = b.cust AND a.day = b.day WHERE a.id < b.id GROUP BY a.cust",
 }
