@@ -11,6 +11,7 @@ from checkpointing.ivm.operators import (
     Node,
     Project,
     Scan,
+    TopN,
     UnionAll,
     ViewPlan,
     children,
@@ -55,4 +56,7 @@ def _what(node: Node) -> str:
         return f"{keys}: {calls}; keeps {kept}"
     if isinstance(node, Distinct):
         return "DISTINCT; keeps each row's count"
+    if isinstance(node, TopN):
+        order = ", ".join(o.sql("spark") for o in node.order)
+        return f"ORDER BY {order} LIMIT {node.limit}; keeps its input's rows"
     raise TypeError(type(node))

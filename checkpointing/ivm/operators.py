@@ -123,7 +123,23 @@ class Distinct:
         return self.child.names()
 
 
-Node = Scan | Filter | Project | UnionAll | Join | Aggregate | Distinct
+@dataclass(frozen=True)
+class TopN:
+    """ORDER BY ... LIMIT over the maintained rows: not linear (a change can move rows in
+    and out of the first ``limit``), so it keeps its input's rows and compares the first
+    ``limit`` of the rows before and after the change. ``order``: sqlglot ``Ordered``
+    expressions over its input's columns."""
+
+    id: int
+    child: Node
+    order: tuple[exp.Expr, ...]
+    limit: int
+
+    def names(self) -> tuple[str, ...]:
+        return self.child.names()
+
+
+Node = Scan | Filter | Project | UnionAll | Join | Aggregate | Distinct | TopN
 
 
 @dataclass(frozen=True)

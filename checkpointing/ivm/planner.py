@@ -25,6 +25,7 @@ from checkpointing.ivm.operators import (
     Node,
     Project,
     Scan,
+    TopN,
     UnionAll,
     ViewPlan,
 )
@@ -128,6 +129,8 @@ class _Builder:
         if q.args.get("distinct"):
             node = Distinct(self._id(), node)
             key = node.names()
+        if q.args.get("limit"):
+            node = TopN(self._id(), node, _order(q, node.names()), _limit(q))
         return node, key
 
     # FROM, JOIN and WHERE: scans, filters pushed to the scan they name, equi-joins
@@ -219,8 +222,8 @@ class _Builder:
 def _refuse_unmaintainable(q: exp.Select) -> None:
     """Raise :class:`_Fallback` for what has no incremental rule (in this block, not in its
     FROM subqueries, which are planned on their own)."""
-    if q.args.get("limit") or q.args.get("offset"):
-        raise _Fallback("LIMIT (a top-N) depends on rows the change does not touch")
+    if q.args.get("offset"):
+        raise _Fallback("OFFSET is not maintained incrementally")
     for e in _block_expressions(q):
         for node in e.walk():
             if isinstance(node, exp.Window):
@@ -237,9 +240,32 @@ def _refuse_unmaintainable(q: exp.Select) -> None:
                                 "subquery) is not maintained incrementally yet")
 
 
+def _order(q: exp.Select, names: tuple[str, ...]) -> tuple[exp.Expr, ...]:
+    """ORDER BY of a top-N, over the block's output columns (by their names)."""
+    order = q.args.get("order")
+    items = order.expressions if order else []
+    out = []
+    for item in items:
+        col = item.this
+        if not (isinstance(col, exp.Column) and not col.table and col.name in names):
+            raise _Fallback("a top-N ordered by an expression it does not select is not "
+                            "maintained incrementally")
+        ordered = item.copy()
+        ordered.set("this", exp.column(col.name, quoted=True))
+        out.append(ordered)
+    return tuple(out)
+
+
+def _limit(q: exp.Select) -> int:
+    value = q.args["limit"].expression
+    if not isinstance(value, exp.Literal) or not value.is_int:
+        raise _Fallback("a LIMIT that is not a number is not maintained incrementally")
+    return int(value.this)
+
+
 def _block_expressions(q: exp.Select) -> list[exp.Expr]:
     out = list(q.expressions)
-    for k in ("where", "having", "group", "order"):
+    for k in ("where", "having", "group"):
         if q.args.get(k):
             out.append(q.args[k])
     out += [j.args["on"] for j in q.args.get("joins") or [] if j.args.get("on")]

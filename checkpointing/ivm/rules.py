@@ -26,6 +26,7 @@ from checkpointing.ivm.operators import (
     Node,
     Project,
     Scan,
+    TopN,
     UnionAll,
     walk,
 )
@@ -275,5 +276,25 @@ def _summed_value(a: AggregateCall) -> str:
             "AVG": f"CASE WHEN {n} > 0 THEN {s} / {n} END"}[a.function]
 
 
+# ---------------------------------------------------------------- top-N
+def _top_n(n: TopN, ns: str) -> list[Step | State]:
+    """The first ``limit`` rows of the kept rows after the change, minus those before it
+    (a row of weight w is w rows; ties beyond ORDER BY are broken by every column)."""
+    names = n.names()
+    s = State(f"{ns}s{n.id}", f"SELECT * FROM {d(n.child, ns)} WHERE 1 = 0")
+    order = ", ".join([*(sql(o) for o in n.order), *(q(c) for c in names)])
+
+    def first(rel: str, sign: str) -> str:
+        run = (f"SUM({W}) OVER (ORDER BY {order} ROWS BETWEEN UNBOUNDED PRECEDING AND "
+               "CURRENT ROW)")
+        return (f"SELECT {cols(names)}, {sign}LEAST({W}, {n.limit} - (`_run` - {W})) AS {W} "
+                f"FROM (SELECT {cols(names)}, {W}, {run} AS `_run` FROM {rel}) "
+                f"WHERE `_run` - {W} < {n.limit}")
+
+    return [s, Step(s.next, _consolidated(names, f"SELECT * FROM {s.name} UNION ALL "
+                                                 f"SELECT * FROM {d(n.child, ns)}")),
+            Step(d(n, ns), f"{first(s.next, '')} UNION ALL {first(s.name, '-')}")]
+
+
 _RULES = {Scan: _scan, Filter: _filter, Project: _project, UnionAll: _union, Join: _join,
-          Distinct: _distinct, Aggregate: _aggregate}
+          Distinct: _distinct, Aggregate: _aggregate, TopN: _top_n}

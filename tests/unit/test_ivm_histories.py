@@ -51,6 +51,10 @@ VIEWS = {
     "three_inputs_out_of_order": "SELECT a.id, c2.cust AS neighbour FROM orders a, "
                                  "customers c2, customers c WHERE a.cust = c.cust "
                                  "AND c2.region = c.region",
+    "top_groups": "SELECT cust, SUM(amount) AS s FROM orders GROUP BY cust "
+                  "ORDER BY s DESC NULLS LAST, cust LIMIT 2",
+    "top_rows_with_duplicates": "SELECT cust, amount FROM orders "
+                                "ORDER BY amount DESC NULLS FIRST, cust LIMIT 3",
     "self_join": "SELECT a.cust, COUNT(*) AS pairs FROM orders a JOIN orders b "
                  "ON a.cust = b.cust AND a.day = b.day WHERE a.id < b.id GROUP BY a.cust",
 }
