@@ -113,6 +113,7 @@ class _Builder:
         return UnionAll(self._id(), tuple(sides))
 
     def _select(self, q: exp.Select) -> tuple[Node, tuple[str, ...]]:
+        q = self._semi_joins(q)
         _refuse_unmaintainable(q)
         node = self._from(q)
         aggregated = bool(q.args.get("group")) or any(
@@ -132,6 +133,51 @@ class _Builder:
         if q.args.get("limit"):
             node = TopN(self._id(), node, _order(q, node.names()), _limit(q))
         return node, key
+
+    # IN and EXISTS: a semi-join is an inner join with the distinct keys of the subquery
+    def _semi_joins(self, q: exp.Select) -> exp.Select:
+        """``x IN (SELECT k ...)`` and ``EXISTS (SELECT ... WHERE inner = outer ...)``
+        among WHERE's conjuncts, as a join with ``(SELECT DISTINCT k ...)``: a row of the
+        outer query is kept once when at least one row of the subquery matches it, which
+        is what the join with the subquery's distinct keys keeps (a NULL key matches
+        nothing, as IN's NULL filters the row). NOT IN and NOT EXISTS stay subqueries."""
+        where = q.args.get("where")
+        if where is None:
+            return q
+        kept: list[exp.Expr] = []
+        derived: list[exp.Expr] = []
+        for c in _conjuncts(where.this):
+            rewritten = self._semi_join(c, len(derived))
+            if rewritten is None:
+                kept.append(c)
+                continue
+            source, condition = rewritten
+            derived.append(source)
+            kept.append(condition)
+        if not derived:
+            return q
+        q = q.copy()
+        for source in derived:
+            q.append("joins", exp.Join(this=source))
+        q.set("where", exp.Where(this=_and(kept)))
+        return q
+
+    def _semi_join(self, c: exp.Expr, n: int) -> tuple[exp.Expr, exp.Expr] | None:
+        alias = f"__semi{self._id()}_{n}"
+        if isinstance(c, exp.In) and c.args.get("query") is not None:
+            inner = c.args["query"]
+            inner = inner.this if isinstance(inner, exp.Subquery) else inner
+            if not isinstance(inner, exp.Select) or len(inner.selects) != 1 or \
+                    _outer_columns(inner):
+                return None
+            keys = inner.copy()
+            keys.set("distinct", exp.Distinct())
+            keys.set("expressions", [exp.alias_(_unaliased(keys.selects[0]), "__k0")])
+            return _derived(keys, alias), exp.EQ(this=c.this.copy(),
+                                                 expression=exp.column("__k0", alias))
+        if isinstance(c, exp.Exists) and isinstance(c.this, exp.Select):
+            return _exists(c.this, alias)
+        return None
 
     # FROM, JOIN and WHERE: scans, filters pushed to the scan they name, equi-joins
     def _from(self, q: exp.Select) -> Node:
@@ -217,6 +263,57 @@ class _Builder:
         key = tuple(direct[n] for n, _ in keys) if keys and all(
             n in direct for n, _ in keys) else ()
         return node, outputs, key
+
+
+def _derived(select: exp.Select, alias: str) -> exp.Expr:
+    return exp.Subquery(this=select, alias=exp.TableAlias(this=exp.to_identifier(alias)))
+
+
+def _inner_aliases(q: exp.Select) -> set[str]:
+    return {s.alias_or_name for s in [q.args["from_"].this] +
+            [j.this for j in q.args.get("joins") or []]} if q.args.get("from_") else set()
+
+
+def _outer_columns(q: exp.Select) -> list[exp.Column]:
+    """The columns of ``q``'s own clauses that name a relation outside it (correlation)."""
+    inner = _inner_aliases(q)
+    return [c for c in _block_columns(q) if c.table and c.table not in inner]
+
+
+def _exists(inner: exp.Select, alias: str) -> tuple[exp.Expr, exp.Expr] | None:
+    """``EXISTS (SELECT ... FROM b WHERE b.k = a.k AND <b only>)`` as the join of the
+    outer query with ``(SELECT DISTINCT b.k ... WHERE <b only>)`` on ``a.k``; None when
+    a correlation is not an equality, or the subquery groups or limits."""
+    if any(inner.args.get(k) for k in ("group", "having", "limit", "joins")) or \
+            inner.args.get("from_") is None:
+        return None
+    own = _inner_aliases(inner)
+    where = inner.args.get("where")
+    local, pairs = [], []
+    for c in _conjuncts(where.this if where else None):
+        tables = _aliases(c)
+        if tables <= own:
+            local.append(c)
+            continue
+        if not isinstance(c, exp.EQ):
+            return None
+        a, b = _aliases(c.this), _aliases(c.expression)
+        if a and a <= own and b and not b & own:
+            pairs.append((c.this, c.expression))
+        elif b and b <= own and a and not a & own:
+            pairs.append((c.expression, c.this))
+        else:
+            return None
+    if not pairs:
+        return None
+    keys = exp.select(*(exp.alias_(i.copy(), f"__k{n}") for n, (i, _) in enumerate(pairs)))
+    keys.set("from_", inner.args["from_"].copy())
+    keys.set("distinct", exp.Distinct())
+    if local:
+        keys.set("where", exp.Where(this=_and([x.copy() for x in local])))
+    condition = _and([exp.EQ(this=o.copy(), expression=exp.column(f"__k{n}", alias))
+                      for n, (_, o) in enumerate(pairs)])
+    return _derived(keys, alias), condition
 
 
 def _refuse_unmaintainable(q: exp.Select) -> None:

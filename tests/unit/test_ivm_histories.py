@@ -55,6 +55,11 @@ VIEWS = {
                   "ORDER BY s DESC NULLS LAST, cust LIMIT 2",
     "top_rows_with_duplicates": "SELECT cust, amount FROM orders "
                                 "ORDER BY amount DESC NULLS FIRST, cust LIMIT 3",
+    "in_subquery": "SELECT id, amount FROM orders WHERE cust IN "
+                   "(SELECT cust FROM customers WHERE region = 'north') AND amount > 5",
+    "exists_then_aggregate": "SELECT o.day, COUNT(*) AS n FROM orders o WHERE EXISTS "
+                             "(SELECT * FROM customers c WHERE c.cust = o.cust "
+                             "AND c.region IS NOT NULL) GROUP BY o.day",
     "self_join": "SELECT a.cust, COUNT(*) AS pairs FROM orders a JOIN orders b "
                  "ON a.cust = b.cust AND a.day = b.day WHERE a.id < b.id GROUP BY a.cust",
 }
