@@ -18,62 +18,11 @@ from checkpointing.ivm.maintain import run_epoch
 from checkpointing.ivm.planner import plan_view
 from checkpointing.ivm.rules import input_relation, program
 from tests.support.ivm_duckdb import DuckDBEngine, _norm
+from tests.support.ivm_histories import ORDER_OPS, SCHEMAS, VIEWS, _apply
 
 duckdb = pytest.importorskip("duckdb")
 
 EXAMPLES = int(os.environ.get("CKPT_HISTORY_EXAMPLES", "40"))
-SCHEMAS = {"orders": {"id": "bigint", "cust": "string", "amount": "bigint", "day": "string"},
-           "customers": {"cust": "string", "region": "string"}}
-VIEWS = {
-    "per_customer": "SELECT cust, COUNT(*) AS n, SUM(amount) AS total, AVG(amount) AS mean, "
-                    "MIN(amount) AS lo, MAX(amount) AS hi, COUNT(amount) AS valued, "
-                    "COUNT(DISTINCT day) AS days FROM orders GROUP BY cust",
-    "linear": "SELECT id, amount * 2 AS dbl, CASE WHEN amount > 50 THEN 'big' ELSE 'small' "
-              "END AS size, upper(cust) AS who FROM orders WHERE day <> 'd0' OR day IS NULL",
-    "join_then_aggregate": "SELECT c.region, SUM(o.amount) AS total, COUNT(*) AS n "
-                           "FROM orders o JOIN customers c ON o.cust = c.cust "
-                           "GROUP BY c.region HAVING COUNT(*) > 1",
-    "global": "SELECT COUNT(*) AS n, SUM(amount) AS s, MAX(amount) AS m, AVG(amount) AS a "
-              "FROM orders",
-    "distinct": "SELECT DISTINCT cust, day FROM orders",
-    "union_all": "SELECT cust FROM orders WHERE amount > 10 UNION ALL "
-                 "SELECT cust FROM customers WHERE region IS NOT NULL",
-    "view_over_a_view": "SELECT region, MAX(total) AS top, COUNT(*) AS customers FROM "
-                        "(SELECT c.region, o.cust, SUM(o.amount) AS total FROM orders o "
-                        "JOIN customers c ON o.cust = c.cust GROUP BY c.region, o.cust) t "
-                        "GROUP BY region",
-    "aggregate_then_filter": "SELECT day, SUM(amount) AS s FROM orders WHERE amount IS NOT "
-                             "NULL GROUP BY day HAVING SUM(amount) > 40",
-    "or_of_join_conditions": "SELECT c.region, COUNT(*) AS n, SUM(o.amount) AS s "
-                             "FROM orders o, customers c WHERE (o.cust = c.cust AND "
-                             "o.amount > 50) OR (o.cust = c.cust AND c.region = 'north') "
-                             "GROUP BY c.region",
-    "three_inputs_out_of_order": "SELECT a.id, c2.cust AS neighbour FROM orders a, "
-                                 "customers c2, customers c WHERE a.cust = c.cust "
-                                 "AND c2.region = c.region",
-    "top_groups": "SELECT cust, SUM(amount) AS s FROM orders GROUP BY cust "
-                  "ORDER BY s DESC NULLS LAST, cust LIMIT 2",
-    "top_rows_with_duplicates": "SELECT cust, amount FROM orders "
-                                "ORDER BY amount DESC NULLS FIRST, cust LIMIT 3",
-    "in_subquery": "SELECT id, amount FROM orders WHERE cust IN "
-                   "(SELECT cust FROM customers WHERE region = 'north') AND amount > 5",
-    "exists_then_aggregate": "SELECT o.day, COUNT(*) AS n FROM orders o WHERE EXISTS "
-                             "(SELECT * FROM customers c WHERE c.cust = o.cust "
-                             "AND c.region IS NOT NULL) GROUP BY o.day",
-    "self_join": "SELECT a.cust, COUNT(*) AS pairs FROM orders a JOIN orders b "
-                 "ON a.cust = b.cust AND a.day = b.day WHERE a.id < b.id GROUP BY a.cust",
-}
-CUSTS = st.sampled_from(["c0", "c1", "c2", None])
-ORDER_OPS = st.one_of(
-    st.tuples(st.just("insert"), CUSTS, st.one_of(st.none(), st.integers(0, 99)),
-              st.sampled_from(["d0", "d1", None])),
-    st.tuples(st.just("delete"), st.integers(0, 30)),
-    st.tuples(st.just("move"), st.integers(0, 30), CUSTS),  # a key moving between groups
-    st.tuples(st.just("duplicate"), st.integers(0, 30)),
-    st.tuples(st.just("reinsert"), st.integers(0, 30)),  # deleted and inserted again
-    st.tuples(st.just("customer"), CUSTS, st.sampled_from(["north", "south", None])),
-    st.tuples(st.just("drop_customer"), st.integers(0, 5)),
-)
 
 
 def _batch(con, sql: str) -> Counter:
@@ -95,43 +44,6 @@ def _load(con, name: str, rows: list[tuple], columns: list[str], weights: list[i
     target = name.split(":")[1] if ":" in name else name
     con.execute(f'CREATE OR REPLACE TABLE "{target}" AS SELECT * FROM loaded')
     con.unregister("loaded")
-
-
-def _apply(op: tuple, tables: dict[str, list[tuple]], changes: dict[str, list], state: dict):
-    orders, customers = tables["orders"], tables["customers"]
-
-    def insert(t: str, row: tuple) -> None:
-        tables[t].append(row)
-        changes[t].append((row, 1))
-
-    def delete(t: str, i: int) -> tuple | None:
-        if not tables[t]:
-            return None
-        row = tables[t].pop(i % len(tables[t]))
-        changes[t].append((row, -1))
-        return row
-
-    kind = op[0]
-    if kind == "insert":
-        state["id"] += 1
-        insert("orders", (state["id"], op[1], op[2], op[3]))
-    elif kind == "delete":
-        delete("orders", op[1])
-    elif kind == "move" and orders:
-        row = delete("orders", op[1])
-        if row:
-            insert("orders", (row[0], op[2], row[2], row[3]))
-    elif kind == "duplicate" and orders:
-        insert("orders", orders[op[1] % len(orders)])
-    elif kind == "reinsert" and orders:
-        row = delete("orders", op[1])
-        if row:
-            insert("orders", row)
-    elif kind == "customer":
-        insert("customers", (op[1], op[2]))
-    elif kind == "drop_customer":
-        delete("customers", op[1])
-    del customers
 
 
 @settings(max_examples=EXAMPLES, deadline=None,

@@ -1,0 +1,72 @@
+"""Incremental views on Spark: the statements of a view's plan
+(:mod:`checkpointing.ivm`) run as Spark SQL, each relation a temporary view of the
+session, each operator's state materialized once per epoch by a :class:`StateStore`
+(the task's checkpointed state in a job; a directory of Parquet files here).
+
+A defined relation is a temporary view of its query's analyzed plan: redefining a relation
+it reads (a state replaced at the end of the epoch) does not change it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+
+class StateStore(Protocol):
+    """Where an engine keeps the operators' states between epochs."""
+
+    def load(self, name: str) -> Any | None:
+        """The state ``name`` the previous epoch kept (a DataFrame), or None."""
+
+    def save(self, name: str, df: Any) -> Any:
+        """Keep ``df`` as state ``name`` for the next epoch; returns it as kept (read
+        back, so that later statements read the kept files, not the query again)."""
+
+
+class SparkEngine:
+    """:class:`checkpointing.ivm.maintain.Engine` on a SparkSession (local, submit or
+    Connect)."""
+
+    def __init__(self, spark: Any, states: StateStore):
+        self.spark, self.states = spark, states
+
+    def exists(self, name: str) -> bool:
+        if self.spark.catalog.tableExists(name):
+            return True
+        kept = self.states.load(name)
+        if kept is None:
+            return False
+        kept.createOrReplaceTempView(name)
+        return True
+
+    def define(self, name: str, sql: str) -> None:
+        self.spark.sql(sql).createOrReplaceTempView(name)
+
+    def keep(self, renames: dict[str, str]) -> None:
+        for new, old in renames.items():
+            self.states.save(old, self.spark.table(new)).createOrReplaceTempView(old)
+
+    def define_input(self, name: str, df: Any, sign: str = "_sign") -> None:
+        """The changes of an input (``run.table_changes(...).signed()``: its rows with
+        ``sign`` +1/-1) as the plan's weighted relation ``name``."""
+        df.withColumnRenamed(sign, "_w").createOrReplaceTempView(name)
+
+
+class ParquetStates:
+    """States as Parquet directories ``<root>/<epoch>/<name>``: epoch ``n`` reads what the
+    newest earlier epoch kept."""
+
+    def __init__(self, spark: Any, root: str | Path, epoch: int):
+        self.spark, self.root, self.epoch = spark, Path(root), epoch
+
+    def load(self, name: str) -> Any | None:
+        earlier = sorted((int(p.name) for p in self.root.glob("*") if p.name.isdigit()
+                          and int(p.name) < self.epoch and (p / name).exists()), reverse=True)
+        if not earlier:
+            return None
+        return self.spark.read.parquet(str(self.root / str(earlier[0]) / name))
+
+    def save(self, name: str, df: Any) -> Any:
+        path = self.root / str(self.epoch) / name
+        df.write.mode("overwrite").parquet(str(path))
+        return self.spark.read.parquet(str(path))
