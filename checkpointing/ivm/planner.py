@@ -67,8 +67,9 @@ def plan_view(sql: str, schemas: dict[str, object], dialect: str = "spark"
     except SqlglotError as exc:
         raise ViewQueryError(f"the view's query does not fit its inputs: {_first(exc)}"
                              ) from None
-    inputs = tuple(sorted({t.name for t in tree.find_all(exp.Table)}))
     columns = tuple(s.alias_or_name for s in tree.selects)
+    tree = _inline_ctes(tree)
+    inputs = tuple(sorted({t.name for t in tree.find_all(exp.Table)}))
     builder = _Builder()
     try:
         root, key = builder.query(tree)
@@ -113,7 +114,7 @@ class _Builder:
         return UnionAll(self._id(), tuple(sides))
 
     def _select(self, q: exp.Select) -> tuple[Node, tuple[str, ...]]:
-        q = self._semi_joins(q)
+        q = self._semi_joins(self._scalars(q))
         _refuse_unmaintainable(q)
         node = self._from(q)
         aggregated = bool(q.args.get("group")) or any(
@@ -133,6 +134,42 @@ class _Builder:
         if q.args.get("limit"):
             node = TopN(self._id(), node, _order(q, node.names()), _limit(q))
         return node, key
+
+    # scalar subqueries: a join with the subquery's figure per correlation key
+    def _scalars(self, q: exp.Select) -> exp.Select:
+        """A scalar subquery in a WHERE conjunct, ``x > (SELECT agg(...) FROM b WHERE
+        b.k = a.k ...)``, as the join with ``(SELECT b.k, agg(...) FROM b ... GROUP BY
+        b.k)`` on ``a.k`` (without correlation: the one row of a global aggregate, joined
+        to every row). A row without a match would compare with NULL and be dropped, as
+        the join drops it; COUNT, 0 and not NULL over no row, is not rewritten when
+        correlated. In HAVING (with GROUP BY), an uncorrelated one joins before the
+        grouping (one row: no group changes) and its figure is grouped by as well."""
+        q = q.copy()
+        derived: list[exp.Expr] = []
+        for clause in ("where", "having"):
+            node = q.args.get(clause)
+            if node is None or (clause == "having" and not q.args.get("group")):
+                continue
+            for sub in list(node.find_all(exp.Subquery)):
+                if isinstance(sub.parent, exp.In | exp.Exists) or not isinstance(
+                        sub.this, exp.Select):
+                    continue
+                alias = f"__scalar{self._id()}"
+                found = _scalar(sub.this, alias, correlated_ok=clause == "where")
+                if found is None:
+                    continue
+                source, condition = found
+                derived.append(source)
+                sub.replace(exp.column("__v", alias))
+                if condition is not None:
+                    where = q.args.get("where")
+                    q.set("where", exp.Where(this=_and(
+                        [*(_conjuncts(where.this) if where else []), condition])))
+                if clause == "having":
+                    q.args["group"].append("expressions", exp.column("__v", alias))
+        for source in derived:
+            q.append("joins", exp.Join(this=source))
+        return q
 
     # IN and EXISTS: a semi-join is an inner join with the distinct keys of the subquery
     def _semi_joins(self, q: exp.Select) -> exp.Select:
@@ -212,7 +249,8 @@ class _Builder:
         while waiting:
             # the next input an equality links to those joined so far, in FROM's order
             # (FROM a, b, c WHERE a.x = c.x AND c.y = b.y joins c before b)
-            linked = [a for a in waiting if any(_equi(c, joined, a) for c in rest)]
+            linked = [a for a in waiting if any(_equi(c, joined, a) for c in rest)] or \
+                [a for a in waiting if a.startswith("__scalar") and not _keyed(nodes[a])]
             if not linked:
                 raise _Fallback(f"input {waiting[0]!r} is joined without an equality to the "
                                 "other inputs (a cross join)")
@@ -220,7 +258,8 @@ class _Builder:
             waiting.remove(alias)
             keys = [c for c in rest if _equi(c, joined, alias)]
             rest = [c for c in rest if not any(c is k for k in keys)]
-            lk, rk = zip(*(_sides(k, joined) for k in keys), strict=True)
+            lk, rk = zip(*(_sides(k, joined) for k in keys), strict=True) if keys \
+                else ((), ())  # the one row of a global aggregate: joined to every row
             acc = Join(self._id(), acc, nodes[alias], tuple(map(_renamed, lk)),
                        tuple(map(_renamed, rk)))
             joined.add(alias)
@@ -263,6 +302,65 @@ class _Builder:
         key = tuple(direct[n] for n, _ in keys) if keys and all(
             n in direct for n, _ in keys) else ()
         return node, outputs, key
+
+
+def _inline_ctes(tree: exp.Expr) -> exp.Expr:
+    """Each reference to a CTE as a subquery of its own (a CTE read twice is planned, and
+    kept, twice)."""
+    with_ = tree.args.get("with_") or tree.args.get("with")
+    if with_ is None:
+        return tree
+    ctes = {c.alias_or_name: c.this for c in with_.expressions}
+    tree = tree.copy()
+    tree.set("with_" if "with_" in tree.args else "with", None)
+    for _ in range(len(ctes) + 1):  # a CTE may read an earlier one
+        refs = [t for t in tree.find_all(exp.Table) if t.name in ctes and not t.db]
+        if not refs:
+            break
+        for t in refs:
+            t.replace(_derived(ctes[t.name].copy(), t.alias_or_name))
+    return tree
+
+
+def _scalar(inner: exp.Select, alias: str, correlated_ok: bool
+            ) -> tuple[exp.Expr, exp.Expr | None] | None:
+    """The derived table of a scalar subquery (one aggregate expression, no GROUP BY) and
+    the join condition of its correlations; None when it has no such form."""
+    if len(inner.selects) != 1 or any(inner.args.get(k) for k in ("group", "having",
+                                                                     "limit")) or \
+            not _aggregate_calls(inner.selects[0]) or inner.args.get("from_") is None:
+        return None
+    own = _inner_aliases(inner)
+    where = inner.args.get("where")
+    local, pairs = [], []
+    for c in _conjuncts(where.this if where else None):
+        if _aliases(c) <= own:
+            local.append(c)
+            continue
+        a, b = (_aliases(c.this), _aliases(c.expression)) if isinstance(c, exp.EQ) \
+            else (set(), set())
+        if a and a <= own and b and not b & own:
+            pairs.append((c.this, c.expression))
+        elif b and b <= own and a and not a & own:
+            pairs.append((c.expression, c.this))
+        else:
+            return None
+    value = _unaliased(inner.selects[0])
+    if pairs and (not correlated_ok or any(isinstance(x, exp.Count)
+                                           for x in value.find_all(exp.Count))):
+        return None
+    body = exp.select(*(exp.alias_(i.copy(), f"__k{n}") for n, (i, _) in enumerate(pairs)),
+                      exp.alias_(value.copy(), "__v"))
+    body.set("from_", inner.args["from_"].copy())
+    for j in inner.args.get("joins") or []:
+        body.append("joins", j.copy())
+    if local:
+        body.set("where", exp.Where(this=_and([x.copy() for x in local])))
+    if pairs:
+        body.set("group", exp.Group(expressions=[i.copy() for i, _ in pairs]))
+    condition = _and([exp.EQ(this=o.copy(), expression=exp.column(f"__k{n}", alias))
+                      for n, (_, o) in enumerate(pairs)]) if pairs else None
+    return _derived(body, alias), condition
 
 
 def _derived(select: exp.Select, alias: str) -> exp.Expr:
@@ -314,6 +412,16 @@ def _exists(inner: exp.Select, alias: str) -> tuple[exp.Expr, exp.Expr] | None:
     condition = _and([exp.EQ(this=o.copy(), expression=exp.column(f"__k{n}", alias))
                       for n, (_, o) in enumerate(pairs)])
     return _derived(keys, alias), condition
+
+
+def _keyed(node: Node) -> bool:
+    """Whether ``node`` may hold more than one row: anything but a global aggregate (under
+    the projection that names its columns)."""
+    while isinstance(node, Project | Filter):
+        if isinstance(node, Filter):
+            return True  # a filtered global aggregate may hold no row: still at most one
+        node = node.child
+    return not (isinstance(node, Aggregate) and not node.keys)
 
 
 def _refuse_unmaintainable(q: exp.Select) -> None:

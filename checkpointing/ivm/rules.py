@@ -148,7 +148,8 @@ def _join(n: Join, ns: str) -> list[Step | State]:
 
     def on(a: str, b: str) -> str:
         return " AND ".join(f"{_at(lk, a)} = {_at(rk, b)}"
-                            for lk, rk in zip(n.left_keys, n.right_keys, strict=True))
+                            for lk, rk in zip(n.left_keys, n.right_keys, strict=True)) \
+            or "TRUE"  # a join with the one row of a global aggregate
 
     picked = f"{cols(ln, 'a')}, {cols(rn, 'b')}, a.{W} * b.{W} AS {W}"
     left_now = f"(SELECT * FROM {sl.name} UNION ALL SELECT * FROM {d(n.left, ns)})"

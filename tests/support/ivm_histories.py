@@ -43,6 +43,10 @@ VIEWS = {
     "exists_then_aggregate": "SELECT o.day, COUNT(*) AS n FROM orders o WHERE EXISTS "
                              "(SELECT * FROM customers c WHERE c.cust = o.cust "
                              "AND c.region IS NOT NULL) GROUP BY o.day",
+    "above_the_mean": "SELECT id, amount FROM orders WHERE amount > "
+                      "(SELECT AVG(amount) FROM orders)",
+    "top_of_its_customer": "SELECT o.id, o.cust FROM orders o WHERE o.amount >= "
+                           "(SELECT MAX(p.amount) FROM orders p WHERE p.cust = o.cust)",
     "self_join": "SELECT a.cust, COUNT(*) AS pairs FROM orders a JOIN orders b "
                  "ON a.cust = b.cust AND a.day = b.day WHERE a.id < b.id GROUP BY a.cust",
 }

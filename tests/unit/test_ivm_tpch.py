@@ -21,7 +21,7 @@ from tests.support.ivm_duckdb import DuckDBEngine, _norm
 duckdb = pytest.importorskip("duckdb")
 
 #: the queries planned incrementally today; a query that leaves this set fails the test
-INCREMENTAL = {1, 3, 4, 5, 6, 7, 8, 9, 10, 12, 14, 18, 19}
+INCREMENTAL = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 17, 18, 19}
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,7 @@ def tpch():
     assert ext, "duckdb-ext-tpch is not installed (requirements-dev.txt)"
     con = duckdb.connect()
     con.execute(f"LOAD '{ext[0]}'")
-    con.execute("CALL dbgen(sf = 0.01)")
+    con.execute("CALL dbgen(sf = 0.05)")
     schemas: dict[str, dict[str, str]] = {}
     for t, c, ty in con.execute("SELECT table_name, column_name, data_type "
                                 "FROM information_schema.columns").fetchall():
@@ -59,6 +59,7 @@ def test_incremental_queries_equal_the_batch_query_through_refresh_sets(tpch):
     views = {n: program(plan_view(queries[n], schemas, dialect="duckdb").root, f"q{n}__")
              for n in sorted(INCREMENTAL)}
     maintained = {n: Counter() for n in views}
+    moved: set[int] = set()  # the views whose result a refresh changed
     next_key = con.execute("SELECT max(o_orderkey) FROM orders").fetchone()[0] + 1
     for epoch in range(4):
         if epoch == 0:  # the first epoch reads the tables whole
@@ -70,18 +71,25 @@ def test_incremental_queries_equal_the_batch_query_through_refresh_sets(tpch):
             next_key = _refresh(con, rng, next_key)
         for n, prog in views.items():
             out = run_epoch(prog, engine)
+            change = +engine.weighted(out) + -engine.weighted(out)
+            if epoch and change:
+                moved.add(n)
             maintained[n].update(engine.weighted(out))
             maintained[n] = +maintained[n]
             batch = Counter(tuple(_norm(v) for v in row)
                             for row in con.execute(queries[n]).fetchall())
             assert maintained[n] == batch, (n, epoch)
+    print("views a refresh changed:", sorted(moved))
+    # at this scale a refresh moves no row of Q2's and Q3's top-N, nor of Q18's and Q19's
+    # few qualifying orders: those four are compared with a result the refresh left as it was
+    assert len(moved) >= len(views) - 4, sorted(set(views) - moved)
 
 
 def _refresh(con, rng: random.Random, next_key: int) -> int:
-    """RF1 and RF2 of about 0.5 % of orders: new orders (copies of existing ones under new
-    keys, with their lineitems) and deleted orders (with their lineitems); the other tables'
-    change relations are empty."""
-    n = max(1, con.execute("SELECT count(*) FROM orders").fetchone()[0] // 200)
+    """RF1 and RF2 of about 2 % of orders: new orders (copies of existing ones under new
+    keys, with their lineitems) and deleted orders (with their lineitems), and new supply
+    costs for about 2 % of partsupp; the other tables' change relations are empty."""
+    n = max(1, con.execute("SELECT count(*) FROM orders").fetchone()[0] // 50)
     keys = [k for (k,) in con.execute("SELECT o_orderkey FROM orders").fetchall()]
     gone = rng.sample(keys, n)
     copied = rng.sample(keys, n)
@@ -104,7 +112,19 @@ def _refresh(con, rng: random.Random, next_key: int) -> int:
         con.execute(f'DELETE FROM {t} WHERE {t[0]}_orderkey IN (SELECT k FROM gone)')
         con.execute(f'INSERT INTO {t} SELECT * EXCLUDE (_w) FROM "{input_relation(t)}" '
                     f"WHERE _w = 1")
-    for t in ("customer", "nation", "region", "part", "partsupp", "supplier"):
+    # and a price change of about 2 % of partsupp (its supply cost halved)
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE repriced AS SELECT ps_partkey AS pk,
+        ps_suppkey AS sk FROM partsupp ORDER BY hash(ps_partkey * 31 + ps_suppkey +
+        {rng.randrange(1 << 30)}) LIMIT 800""")
+    con.execute(f"""CREATE OR REPLACE TABLE "{input_relation('partsupp')}" AS
+        SELECT partsupp.* REPLACE (CAST(ps_supplycost / 2 AS DECIMAL(15, 2))
+        AS ps_supplycost), 1::BIGINT AS _w FROM partsupp JOIN repriced
+        ON ps_partkey = pk AND ps_suppkey = sk
+        UNION ALL SELECT partsupp.*, -1::BIGINT AS _w FROM partsupp JOIN repriced
+        ON ps_partkey = pk AND ps_suppkey = sk""")
+    con.execute("""UPDATE partsupp SET ps_supplycost = CAST(ps_supplycost / 2 AS
+        DECIMAL(15, 2)) FROM repriced WHERE ps_partkey = pk AND ps_suppkey = sk""")
+    for t in ("customer", "nation", "region", "part", "supplier"):
         con.execute(f'CREATE OR REPLACE TABLE "{input_relation(t)}" AS '
                     f"SELECT *, 1::BIGINT AS _w FROM {t} WHERE false")
     return next_key + n
