@@ -154,7 +154,7 @@ class _Builder:
                 if isinstance(sub.parent, exp.In | exp.Exists) or not isinstance(
                         sub.this, exp.Select):
                     continue
-                alias = f"__scalar{self._id()}"
+                alias = f"__scalar{self.next_id}_{len(derived)}"
                 found = _scalar(sub.this, alias, correlated_ok=clause == "where")
                 if found is None:
                     continue
@@ -200,7 +200,7 @@ class _Builder:
         return q
 
     def _semi_join(self, c: exp.Expr, n: int) -> tuple[exp.Expr, exp.Expr] | None:
-        alias = f"__semi{self._id()}_{n}"
+        alias = f"__semi{self.next_id}_{n}"  # unique: no two blocks plan at one id
         if isinstance(c, exp.In) and c.args.get("query") is not None:
             inner = c.args["query"]
             inner = inner.this if isinstance(inner, exp.Subquery) else inner
