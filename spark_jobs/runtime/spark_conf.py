@@ -164,6 +164,11 @@ def iceberg_catalogs_conf() -> dict[str, str]:
     return conf
 
 
+#: the catalog tables' layout pyiceberg's SQL catalog writes (with ``iceberg_type``): a
+#: database Spark creates first is then one pyiceberg reads without falling back to v0
+_JDBC_V1 = {"jdbc.schema-version": "V1"}
+
+
 def _jdbc_catalog(uri: str) -> dict[str, str]:
     """Iceberg's JDBC catalog properties for pyiceberg's SQLAlchemy URL ``uri`` (SQLite or
     PostgreSQL; another database: none)."""
@@ -173,14 +178,15 @@ def _jdbc_catalog(uri: str) -> dict[str, str]:
     backend = url.get_backend_name()
     if backend == "sqlite" and url.database:
         # Absolute: a Connect server does not run in this process's directory.
-        return {"type": "jdbc", "uri": f"jdbc:sqlite:{Path(url.database).resolve()}"}
+        return {"type": "jdbc", "uri": f"jdbc:sqlite:{Path(url.database).resolve()}",
+                **_JDBC_V1}
     if backend == "postgresql" and url.database:
         host = url.host or "localhost"
         port = f":{url.port}" if url.port else ""
         query = "&".join(f"{k}={v}" for k, v in url.query.items() if isinstance(v, str))
         own = {"type": "jdbc",
                "uri": f"jdbc:postgresql://{host}{port}/{url.database}"
-                      + (f"?{query}" if query else "")}
+                      + (f"?{query}" if query else ""), **_JDBC_V1}
         if url.username:
             own["jdbc.user"] = url.username
         if url.password:

@@ -45,6 +45,7 @@ def lake(spark_connect, tmp_path_factory):
     spark.conf.set("spark.sql.catalog.up.type", "jdbc")
     spark.conf.set("spark.sql.catalog.up.uri", f"jdbc:sqlite:{root}/catalog.db")
     spark.conf.set("spark.sql.catalog.up.warehouse", f"file://{root}/wh")
+    spark.conf.set("spark.sql.catalog.up.jdbc.schema-version", "V1")
     spark.sql("CREATE NAMESPACE IF NOT EXISTS up.bronze")
     yield spark
     spark.stop()
