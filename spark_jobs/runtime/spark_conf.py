@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from pathlib import Path
 
 #: Session settings every job relies on, in every mode (UTC dates; partition values stay
@@ -81,8 +82,45 @@ def metastore_conf(url: str | None = None) -> dict[str, str]:
 
 
 def spark_jars() -> list[Path]:
-    """The jars every Spark the project starts puts on its class path (S3A, Delta)."""
-    return sorted(JARS_DIR.glob("*.jar"))
+    """The jars every Spark the project starts puts on its class path (S3A, the lakehouse
+    runtimes, JDBC drivers), less a runtime built for another Spark line than the one
+    installed (:func:`for_spark_line`)."""
+    return for_spark_line(sorted(JARS_DIR.glob("*.jar")), installed_spark_line())
+
+
+#: a lakehouse runtime's jar names the Spark line it is built for
+_RUNTIME_LINE = re.compile(r"^(delta-spark|iceberg-spark-runtime)[_-](\d+\.\d+)_\d+\.\d+-")
+
+
+def installed_spark_line() -> str | None:
+    """The installed Spark's ``major.minor`` (pyspark's, or the Connect client's)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    for dist in ("pyspark", "pyspark-client"):
+        try:
+            return ".".join(version(dist).split(".")[:2])
+        except PackageNotFoundError:
+            continue
+    return None
+
+
+def for_spark_line(jars: list[Path], line: str | None) -> list[Path]:
+    """``jars`` without the lakehouse runtimes built for another Spark line than ``line``
+    (Iceberg's runtime for 4.1 fails to load in Spark 4.2): each left out is named in one
+    warning, and its format's tables are then not readable through Spark."""
+    if line is None:
+        return jars
+    kept = []
+    for jar in jars:
+        m = _RUNTIME_LINE.match(jar.name)
+        if m and m.group(2) != line:
+            log.warning("%s is built for Spark %s, not the installed Spark %s: left out, so "
+                        "Spark reads no %s table; install the runtime for Spark %s where "
+                        "one is published", jar.name, m.group(2), line,
+                        "Delta" if m.group(1) == "delta-spark" else "Iceberg", line)
+            continue
+        kept.append(jar)
+    return kept
 
 
 #: Iceberg's Spark runtime (its jar in ``JARS_DIR``): the session extensions behind Iceberg's
