@@ -176,6 +176,13 @@ BLOCKS: dict[tuple[str, str], str] = {
     "(with a SQLite catalog in place of the PostgreSQL one)",
     ("docs/guides/tables.md", "from pyiceberg.catalog import load_catalog"):
     "run: test_readme_blocks_run",
+    ("docs/guides/tables.md", "SELECT * FROM ckpt.gold.route_stats VERSION AS OF"):
+    "SQL in a Spark over the shared Iceberg catalog: test_iceberg_tables.py's fresh-session "
+    "test runs VERSION AS OF, TIMESTAMP AS OF and the snapshots table by catalog name",
+    ("docs/guides/views.md", "ckpt views explain --sql"):
+    "run: tests/unit/test_ivm_planner.py (test_the_guide_s_explain_block_prints_what_it_shows)",
+    ("docs/guides/views.md", "view over orders: cust, total, top"):
+    "the output of the block above, compared by tests/unit/test_ivm_planner.py",
     ("docs/guides/airflow.md", "ingest_flights ──┬──► enrich"): "not code: a diagram",
     ("docs/guides/lineage.md", "AIRFLOW__OPENLINEAGE__TRANSPORT="):
     "a lineage backend's settings: the same HTTP transport, to a local receiver, is set by "

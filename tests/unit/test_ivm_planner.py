@@ -106,3 +106,21 @@ def test_ckpt_views_explain_reads_the_query_and_a_delta_table_s_schema(tmp_path,
                  "--input", "orders=cust"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("ckpt: error: --input 'orders=cust' is not NAME=COLUMN:TYPE")
+
+
+def test_the_guide_s_explain_block_prints_what_it_shows(capsys):
+    """docs/guides/views.md: its ``ckpt views explain`` block, run as written, prints the
+    text block that follows it."""
+    import re
+    import shlex
+    from pathlib import Path
+
+    from checkpointing.ckpt import main
+
+    page = (Path(__file__).resolve().parents[2] / "docs/guides/views.md").read_text()
+    command, shown = re.search(r"```bash\n(ckpt views explain.*?)```\n\n```text\n(.*?)```",
+                               page, re.S).groups()
+    args = shlex.split(command.replace("\\\n", " "))
+    assert args[0] == "ckpt"
+    assert main(args[1:]) == 0
+    assert capsys.readouterr().out == shown
