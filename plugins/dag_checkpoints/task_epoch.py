@@ -330,6 +330,25 @@ def task_states(context: Any) -> dict[str, str]:
     raise AssertionError("unreachable: the last try returns or raises")
 
 
+def run_ended(context: Any) -> str | None:
+    """``failed`` or ``success`` when this task's DAG run has already ended (an operator
+    marked it in Airflow's UI or REST API, or the scheduler failed it at its
+    ``dagrun_timeout``), else None. Asked of Airflow's API now (the run in the context is
+    the one the try started with); a task instance without the call, or a call that fails,
+    reads as a running run, the decision then being the commit step's usual one."""
+    ti, run = context["ti"], context["dag_run"]
+    ask = getattr(ti, "get_dagrun_state", None)
+    if ask is None:
+        return None
+    try:
+        state = str(ask(dag_id=run.dag_id, run_id=run.run_id)).lower()
+    except Exception as exc:  # noqa: BLE001 - whatever the SDK raises: the usual decision
+        log.warning("get_dagrun_state (run %s) failed: %s", run.run_id, _first_line(exc))
+        return None
+    state = state.rsplit(".", 1)[-1]  # an enum's text, "DagRunState.FAILED"
+    return state if state in ("failed", "success") else None
+
+
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0][:300] if text else type(exc).__name__

@@ -32,7 +32,13 @@ from ..drills import fault_spec
 from ..notifications import announce
 from ..runconf import BEGIN_TASK_ID, checkpointing_enabled, foreground_test_run
 from ..settings import CheckpointSettings
-from ..task_epoch import epoch_begun_by_a_job, open_run_epoch, storage_failures, task_states
+from ..task_epoch import (
+    epoch_begun_by_a_job,
+    open_run_epoch,
+    run_ended,
+    storage_failures,
+    task_states,
+)
 from ..triggers.decision_read import decision_poll_seconds
 from ..triggers.epoch_commit import EpochCommitTrigger
 from ..triggers.task_states import FINISHED
@@ -236,10 +242,20 @@ class CommitEpochOperator(BaseOperator):
             return (f"task(s) {failed or missing} failed without acknowledging"
                     + (f"; not run: {not_run}" if not_run and failed else ""))
 
-        meta = coord.complete_or_abort(
-            epoch, AbortReason.DECLINED, detail,
-            declined_by=lambda missing: (_failed_and_not_run(context, missing)[0]
-                                         or missing or [None])[0])
+        ended = run_ended(context)
+        if ended is not None:
+            # The run was ended in Airflow (marked, or failed at its dagrun_timeout) and its
+            # tasks stopped: an operator's decision, as the DAG-run listener records it,
+            # whichever of the two decides first; not a task's failure to blame.
+            meta = coord.complete_or_abort(
+                epoch, AbortReason.CANCELLED,
+                f"its DAG run ended {'successful' if ended == 'success' else ended} before "
+                "the epoch was decided (ended in Airflow)")
+        else:
+            meta = coord.complete_or_abort(
+                epoch, AbortReason.DECLINED, detail,
+                declined_by=lambda missing: (_failed_and_not_run(context, missing)[0]
+                                             or missing or [None])[0])
         if meta.completed:
             self._retain(coord)
             if not coord.barrier(meta.epoch_id).publish_on_complete:

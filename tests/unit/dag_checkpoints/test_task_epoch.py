@@ -169,3 +169,30 @@ def test_an_airflow_api_that_does_not_answer_fails_the_step_naming_the_call(tmp_
     with pytest.raises(AirflowException, match=r"task\(s\) \['job'\] failed"):
         step._unchecked(context)
     assert len(calls) == 2
+
+
+def test_run_ended_reads_the_run_s_state_from_airflow_now():
+    """The commit step's question before it decides: has the run been ended in Airflow?
+    The answer comes from the API (the context's run is the try's start), an enum or a
+    string; a running run, a call that fails or a task instance without it: None."""
+    from types import SimpleNamespace
+
+    from airflow.utils.state import DagRunState
+
+    from dag_checkpoints.task_epoch import run_ended
+
+    run = SimpleNamespace(dag_id="d", run_id="r")
+
+    def ctx(answer):
+        def ask(dag_id, run_id):
+            assert (dag_id, run_id) == ("d", "r")
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+        return {"ti": SimpleNamespace(get_dagrun_state=ask), "dag_run": run}
+
+    assert run_ended(ctx(DagRunState.FAILED)) == "failed"
+    assert run_ended(ctx("success")) == "success"
+    assert run_ended(ctx(DagRunState.RUNNING)) is None
+    assert run_ended(ctx(RuntimeError("API down"))) is None
+    assert run_ended({"ti": SimpleNamespace(), "dag_run": run}) is None
