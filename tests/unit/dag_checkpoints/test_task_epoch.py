@@ -178,7 +178,6 @@ def test_run_ended_reads_the_run_s_state_from_airflow_now():
     from types import SimpleNamespace
 
     from airflow.utils.state import DagRunState
-
     from dag_checkpoints.task_epoch import run_ended
 
     run = SimpleNamespace(dag_id="d", run_id="r")
