@@ -330,21 +330,10 @@ def _scalar(inner: exp.Select, alias: str, correlated_ok: bool
                                                                      "limit")) or \
             not _aggregate_calls(inner.selects[0]) or inner.args.get("from_") is None:
         return None
-    own = _inner_aliases(inner)
-    where = inner.args.get("where")
-    local, pairs = [], []
-    for c in _conjuncts(where.this if where else None):
-        if _aliases(c) <= own:
-            local.append(c)
-            continue
-        a, b = (_aliases(c.this), _aliases(c.expression)) if isinstance(c, exp.EQ) \
-            else (set(), set())
-        if a and a <= own and b and not b & own:
-            pairs.append((c.this, c.expression))
-        elif b and b <= own and a and not a & own:
-            pairs.append((c.expression, c.this))
-        else:
-            return None
+    split = _correlation(inner)
+    if split is None:
+        return None
+    local, pairs = split
     value = _unaliased(inner.selects[0])
     if pairs and (not correlated_ok or any(isinstance(x, exp.Count)
                                            for x in value.find_all(exp.Count))):
@@ -358,9 +347,7 @@ def _scalar(inner: exp.Select, alias: str, correlated_ok: bool
         body.set("where", exp.Where(this=_and([x.copy() for x in local])))
     if pairs:
         body.set("group", exp.Group(expressions=[i.copy() for i, _ in pairs]))
-    condition = _and([exp.EQ(this=o.copy(), expression=exp.column(f"__k{n}", alias))
-                      for n, (_, o) in enumerate(pairs)]) if pairs else None
-    return _derived(body, alias), condition
+    return _derived(body, alias), _key_condition(pairs, alias) if pairs else None
 
 
 def _derived(select: exp.Select, alias: str) -> exp.Expr:
@@ -385,12 +372,31 @@ def _exists(inner: exp.Select, alias: str) -> tuple[exp.Expr, exp.Expr] | None:
     if any(inner.args.get(k) for k in ("group", "having", "limit", "joins")) or \
             inner.args.get("from_") is None:
         return None
+    split = _correlation(inner)
+    if split is None or not split[1]:
+        return None
+    local, pairs = split
+    keys = exp.select(*(exp.alias_(i.copy(), f"__k{n}") for n, (i, _) in enumerate(pairs)))
+    keys.set("from_", inner.args["from_"].copy())
+    keys.set("distinct", exp.Distinct())
+    if local:
+        keys.set("where", exp.Where(this=_and([x.copy() for x in local])))
+    return _derived(keys, alias), _key_condition(pairs, alias)
+
+
+_Pairs = list[tuple[exp.Expr, exp.Expr]]
+
+
+def _correlation(inner: exp.Select) -> tuple[list[exp.Expr], _Pairs] | None:
+    """The WHERE conjuncts of subquery ``inner`` split into those on its own relations and
+    its correlations, each an equality (inner side, outer side); None when a correlation
+    is anything else."""
     own = _inner_aliases(inner)
     where = inner.args.get("where")
-    local, pairs = [], []
+    local: list[exp.Expr] = []
+    pairs: _Pairs = []
     for c in _conjuncts(where.this if where else None):
-        tables = _aliases(c)
-        if tables <= own:
+        if _aliases(c) <= own:
             local.append(c)
             continue
         if not isinstance(c, exp.EQ):
@@ -402,16 +408,13 @@ def _exists(inner: exp.Select, alias: str) -> tuple[exp.Expr, exp.Expr] | None:
             pairs.append((c.expression, c.this))
         else:
             return None
-    if not pairs:
-        return None
-    keys = exp.select(*(exp.alias_(i.copy(), f"__k{n}") for n, (i, _) in enumerate(pairs)))
-    keys.set("from_", inner.args["from_"].copy())
-    keys.set("distinct", exp.Distinct())
-    if local:
-        keys.set("where", exp.Where(this=_and([x.copy() for x in local])))
-    condition = _and([exp.EQ(this=o.copy(), expression=exp.column(f"__k{n}", alias))
-                      for n, (_, o) in enumerate(pairs)])
-    return _derived(keys, alias), condition
+    return local, pairs
+
+
+def _key_condition(pairs: _Pairs, alias: str) -> exp.Expr:
+    """The outer sides of ``pairs`` equal to the derived table ``alias``'s keys."""
+    return _and([exp.EQ(this=o.copy(), expression=exp.column(f"__k{n}", alias))
+                 for n, (_, o) in enumerate(pairs)])
 
 
 def _keyed(node: Node) -> bool:
@@ -419,7 +422,7 @@ def _keyed(node: Node) -> bool:
     the projection that names its columns)."""
     while isinstance(node, Project | Filter):
         if isinstance(node, Filter):
-            return True  # a filtered global aggregate may hold no row: still at most one
+            return True  # a filtered global aggregate may hold no row: not joined keyless
         node = node.child
     return not (isinstance(node, Aggregate) and not node.keys)
 

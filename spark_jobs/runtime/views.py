@@ -46,11 +46,6 @@ class SparkEngine:
         for new, old in renames.items():
             self.states.save(old, self.spark.table(new)).createOrReplaceTempView(old)
 
-    def define_input(self, name: str, df: Any, sign: str = "_sign") -> None:
-        """The changes of an input (``run.table_changes(...).signed()``: its rows with
-        ``sign`` +1/-1) as the plan's weighted relation ``name``."""
-        df.withColumnRenamed(sign, "_w").createOrReplaceTempView(name)
-
 
 class ParquetStates:
     """States as Parquet directories ``<root>/<epoch>/<name>``: epoch ``n`` reads what the
