@@ -9,7 +9,7 @@ The planner needs no JVM: it reads the query and the schemas, nothing else."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 import sqlglot
@@ -48,7 +48,7 @@ _AGGREGATES = {exp.Count: "COUNT", exp.Sum: "SUM", exp.Avg: "AVG", exp.Min: "MIN
                exp.Max: "MAX"}
 
 
-def plan_view(sql: str, schemas: dict[str, object], dialect: str = "spark"
+def plan_view(sql: str, schemas: Mapping[str, object], dialect: str = "spark"
               ) -> ViewPlan:
     """The incremental plan of ``sql`` over inputs named in ``schemas`` (name -> column ->
     SQL type), or its fallback to a full recompute with the reason."""
@@ -62,7 +62,7 @@ def plan_view(sql: str, schemas: dict[str, object], dialect: str = "spark"
     from sqlglot.optimizer.qualify import qualify
 
     try:
-        tree = qualify(tree, schema=schemas, dialect=dialect, validate_qualify_columns=True,
+        tree = qualify(tree, schema=dict(schemas), dialect=dialect, validate_qualify_columns=True,
                        quote_identifiers=False)
     except SqlglotError as exc:
         raise ViewQueryError(f"the view's query does not fit its inputs: {_first(exc)}"

@@ -108,7 +108,7 @@ def _ns_eq(names: tuple[str, ...], a: str, b: str) -> str:
         or "TRUE"
 
 
-def _consolidated(names: tuple[str, ...], union: str) -> str:
+def consolidated(names: tuple[str, ...], union: str) -> str:
     """The Z-set ``union`` with equal rows' weights summed and zero weights dropped."""
     return (f"SELECT {cols(names)}, SUM({W}) AS {W} FROM ({union}) GROUP BY {cols(names)} "
             f"HAVING SUM({W}) <> 0")
@@ -158,9 +158,9 @@ def _join(n: Join, ns: str) -> list[Step | State]:
              f"UNION ALL SELECT {picked} FROM {left_now} a JOIN {d(n.right, ns)} b "
              f"ON {on('a', 'b')}")
     return [sl, sr, Step(d(n, ns), delta),
-            Step(sl.next, _consolidated(ln, f"SELECT * FROM {sl.name} UNION ALL "
+            Step(sl.next, consolidated(ln, f"SELECT * FROM {sl.name} UNION ALL "
                                             f"SELECT * FROM {d(n.left, ns)}")),
-            Step(sr.next, _consolidated(rn, f"SELECT * FROM {sr.name} UNION ALL "
+            Step(sr.next, consolidated(rn, f"SELECT * FROM {sr.name} UNION ALL "
                                             f"SELECT * FROM {d(n.right, ns)}"))]
 
 
@@ -182,7 +182,7 @@ def _distinct(n: Distinct, ns: str) -> list[Step | State]:
     return [s,
             Step(touched, f"SELECT {cols(names)}, SUM({W}) AS {W} "
                           f"FROM {d(n.child, ns)} GROUP BY {cols(names)}"),
-            Step(s.next, _consolidated(names, f"SELECT * FROM {s.name} UNION ALL "
+            Step(s.next, consolidated(names, f"SELECT * FROM {s.name} UNION ALL "
                                               f"SELECT * FROM {touched}")),
             Step(d(n, ns), f"SELECT * FROM (SELECT {cols(names, 't')}, {present} AS {W} "
                        f"FROM {touched} t LEFT JOIN {s.name} old ON "
@@ -240,7 +240,7 @@ def _value_state(n: Aggregate, a: AggregateCall, rows: str, keys: tuple[str, ...
     x = q("x_" + a.name)
     return [Step(dv, f"SELECT {first}{x} AS `v`, SUM({W}) AS {W} FROM {rows} "
                      f"WHERE {x} IS NOT NULL GROUP BY {cols(names)}"),
-            s, Step(s.next, _consolidated(names, f"SELECT * FROM {s.name} UNION ALL "
+            s, Step(s.next, consolidated(names, f"SELECT * FROM {s.name} UNION ALL "
                                                  f"SELECT * FROM {dv}"))]
 
 
@@ -292,7 +292,7 @@ def _top_n(n: TopN, ns: str) -> list[Step | State]:
                 f"FROM (SELECT {cols(names)}, {W}, {run} AS `_run` FROM {rel}) "
                 f"WHERE `_run` - {W} < {n.limit}")
 
-    return [s, Step(s.next, _consolidated(names, f"SELECT * FROM {s.name} UNION ALL "
+    return [s, Step(s.next, consolidated(names, f"SELECT * FROM {s.name} UNION ALL "
                                                  f"SELECT * FROM {d(n.child, ns)}")),
             Step(d(n, ns), f"{first(s.next, '')} UNION ALL {first(s.name, '-')}")]
 

@@ -11,18 +11,21 @@ from checkpointing.ids import validate_id
 from checkpointing.json_types import JsonObject
 from checkpointing.protocol.codec import Codec
 from checkpointing.protocol.table_inputs import TableInput, TableVersion
+from checkpointing.protocol.view_task import ViewTask
 
 FORMAT = "ckpt.barrier"
 
 
 @dataclass(frozen=True)
 class TaskPlan:
-    """One task that must acknowledge: its upstream edges, whether it publishes, and the
-    upstream tables it reads incrementally (1.11: name -> :class:`TableInput`)."""
+    """One task that must acknowledge: its upstream edges, whether it publishes, the
+    upstream tables it reads incrementally (1.11: name -> :class:`TableInput`) and, for a
+    view task (1.22), the view it maintains."""
 
     upstream: tuple[str, ...] = ()
     publishes: bool = False
     table_inputs: dict[str, TableInput] = field(default_factory=dict, hash=False)
+    view: ViewTask | None = field(default=None, hash=False)
 
 
 def plan_to_json(plan: dict[str, TaskPlan]) -> dict[str, JsonObject]:
@@ -32,6 +35,8 @@ def plan_to_json(plan: dict[str, TaskPlan]) -> dict[str, JsonObject]:
         out[t] = {"upstream": list(p.upstream), "publishes": p.publishes}
         if p.table_inputs:
             out[t]["table_inputs"] = {n: i.to_json() for n, i in p.table_inputs.items()}
+        if p.view is not None:
+            out[t]["view"] = p.view.to_json()
     return out
 
 
@@ -39,7 +44,8 @@ def plan_from_json(doc: JsonObject) -> dict[str, TaskPlan]:
     """The inverse of :func:`plan_to_json` (absent fields take their defaults)."""
     return {t: TaskPlan(tuple(p.get("upstream") or ()), bool(p.get("publishes", False)),
                         {n: TableInput.from_json(i)
-                         for n, i in (p.get("table_inputs") or {}).items()})
+                         for n, i in (p.get("table_inputs") or {}).items()},
+                        ViewTask.from_json(p["view"]) if p.get("view") else None)
             for t, p in doc.items()}
 
 
@@ -60,9 +66,11 @@ def plan_table_inputs(plan: dict[str, TaskPlan]) -> dict[str, TableInput]:
 def plan_from_edges(tasks: dict[str, list[str] | tuple[str, ...]],
                     publishes: set[str] | frozenset[str] = frozenset(),
                     table_inputs: dict[str, dict[str, TableInput]] | None = None,
+                    views: dict[str, ViewTask] | None = None,
                     ) -> dict[str, TaskPlan]:
     """Build a plan from ``{task: [upstream tasks]}``, checking ids and edges;
-    ``table_inputs``: ``{task: {input name: TableInput}}``."""
+    ``table_inputs``: ``{task: {input name: TableInput}}``; ``views``: ``{task: ViewTask}``
+    for view tasks."""
     plan = {}
     for task, ups in tasks.items():
         validate_id(task, "task id")
@@ -70,7 +78,8 @@ def plan_from_edges(tasks: dict[str, list[str] | tuple[str, ...]],
             if up not in tasks:
                 raise ValueError(f"task {task!r} has upstream {up!r} that is not in the plan")
         plan[task] = TaskPlan(tuple(ups), task in publishes,
-                              dict((table_inputs or {}).get(task) or {}))
+                              dict((table_inputs or {}).get(task) or {}),
+                              (views or {}).get(task))
     unknown = set(publishes) - set(tasks)
     if unknown:
         raise ValueError(f"publishing task(s) not in the plan: {sorted(unknown)}")

@@ -1,7 +1,8 @@
 """DAG-level checkpoints for Airflow: the provider's public API.
 
 Write a DAG of :class:`CheckpointedSparkOperator` tasks (or ``@task.checkpointed_spark``
-functions) wired with ``>>``, then call :func:`checkpoint_dag` with the DAG's
+functions) and :class:`CheckpointedViewOperator` views (or ``@task.checkpointed_view``)
+wired with ``>>``, then call :func:`checkpoint_dag` with the DAG's
 :class:`CheckpointSettings`: the epoch's plan is derived from the DAG, and the begin step,
 the timeout watchdog and the commit step are added around the jobs. Task code reaches
 checkpoint storage only through the ``checkpointing`` library; correctness never depends on
@@ -12,6 +13,7 @@ from .notifications import AlertSettings, announce
 from .operators import (
     BeginEpochOperator,
     CheckpointedSparkOperator,
+    CheckpointedViewOperator,
     CommitEpochOperator,
     EpochTimeoutOperator,
 )
@@ -21,6 +23,6 @@ from .triggers import EpochDeadlineTrigger
 from .wiring import CheckpointSteps, checkpoint_dag, derive_plan
 
 __all__ = ["AlertSettings", "BeginEpochOperator", "CheckpointSettings", "CheckpointSteps",
-           "CheckpointedSparkOperator", "CommitEpochOperator", "EpochDeadlineTrigger",
-           "EpochTimeoutOperator", "announce", "checkpoint_dag", "deadline_alert",
-           "derive_plan", "published_asset"]
+           "CheckpointedSparkOperator", "CheckpointedViewOperator", "CommitEpochOperator",
+           "EpochDeadlineTrigger", "EpochTimeoutOperator", "announce", "checkpoint_dag",
+           "deadline_alert", "derive_plan", "published_asset"]

@@ -26,13 +26,16 @@ def get_provider_info() -> dict[str, Any]:
         "integrations": [{"integration-name": INTEGRATION, "tags": ["software"]}],
         "operators": [{"integration-name": INTEGRATION, "python-modules": [
             "dag_checkpoints.operators.epoch", "dag_checkpoints.operators.spark",
-            "dag_checkpoints.operators.epoch_timeout"]}],
+            "dag_checkpoints.operators.view", "dag_checkpoints.operators.epoch_timeout"]}],
         "triggers": [{"integration-name": INTEGRATION,
                       "python-modules": ["dag_checkpoints.triggers.epoch_commit",
                                          "dag_checkpoints.triggers.epoch_deadline",
                                          "dag_checkpoints.triggers.expected_input"]}],
-        "task-decorators": [{"name": "checkpointed_spark", "class-name":
-                             "dag_checkpoints.decorators.checkpointed_spark.checkpointed_spark_task"}],
+        "task-decorators": [
+            {"name": "checkpointed_spark", "class-name":
+             "dag_checkpoints.decorators.checkpointed_spark.checkpointed_spark_task"},
+            {"name": "checkpointed_view", "class-name":
+             "dag_checkpoints.decorators.checkpointed_view.checkpointed_view_task"}],
         # Alerts are delivered by Airflow's own notifiers (HttpNotifier, SmtpNotifier) that
         # dag_checkpoints.notifications configures: no notifier class of its own to declare.
         "notifications": [],

@@ -52,7 +52,8 @@ def derive_plan(tasks: list[Any]) -> dict[str, TaskPlan]:
     are its upstream edges (a plain task between two checkpointed ones is walked through)."""
     plan = {t.task_id: TaskPlan(tuple(checkpointed_upstream(t)),
                                 bool(getattr(t, "publishes", False)),
-                                dict(getattr(t, "table_inputs", None) or {})) for t in tasks}
+                                dict(getattr(t, "table_inputs", None) or {}),
+                                getattr(t, "view_task", None)) for t in tasks}
     plan_table_inputs(plan)  # one table per input name across the DAG
     return plan
 

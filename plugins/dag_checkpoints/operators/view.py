@@ -1,0 +1,86 @@
+"""``CheckpointedViewOperator``: a view declared by its SQL, maintained each epoch from its
+inputs' changes (:mod:`spark_jobs.runtime.view_job`), committed as one table version.
+
+The query is Spark SQL over the task's table inputs, named as ``table_inputs`` names them.
+Each epoch reads what the inputs changed up to the versions the barrier pinned; the
+refresh planner maintains the view from those changes or recomputes it, and records which
+and why in the task's state handle (``ckpt show``, the Epochs page). The output's key is
+the query's GROUP BY columns (or ``keys=``): the table is merged by it; a view without a
+key is overwritten with its whole result. The same query run as a batch over the inputs
+at the pinned versions is the right answer; ``verify_every`` checks it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from checkpointing.protocol.view_task import DEFAULT_FULL_REFRESH_ABOVE, ViewTask
+from checkpointing.tables.spec import TableSpec
+
+from .spark import CheckpointedSparkOperator
+
+#: the runtime's job every view task runs
+VIEW_JOB = "spark_jobs.runtime.view_job:maintain_view"
+
+
+def view_table(table: TableSpec | str) -> dict[str, Any]:
+    """A view's output table as the plan records it: a :class:`TableSpec` without its mode
+    and keys (the view decides them), or a Delta table's location."""
+    spec = TableSpec(table) if isinstance(table, str) else table
+    return {k: v for k, v in spec.to_json().items() if k not in ("mode", "keys")}
+
+
+def query_inputs(sql: str) -> set[str]:
+    """The tables ``sql`` reads (its CTEs' names left out); a query that does not parse is
+    refused in one line."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import ParseError
+
+    try:
+        tree = sqlglot.parse_one(sql, read="spark")
+    except ParseError as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        raise ValueError(f"the view's query does not parse: {first}") from None
+    if not isinstance(tree, exp.Query):
+        raise ValueError(f"a view is a query (SELECT ...), not {tree.key.upper()}")
+    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    return {t.name for t in tree.find_all(exp.Table) if t.name not in ctes}
+
+
+class CheckpointedViewOperator(CheckpointedSparkOperator):
+    """An incremental view: ``sql`` over ``table_inputs``, maintained into ``table``.
+
+    :param sql: the view's query (Spark SQL, one ``SELECT``) over the table inputs' names.
+    :param output: the output's name (its Airflow Asset when the epoch publishes).
+    :param table: the output table: a :class:`TableSpec` (its mode and keys are the view's)
+        or a Delta table's location.
+    :param table_inputs: ``{name: TableInput}``: every table the query reads.
+    :param keys: the output's key when the query has no GROUP BY that says it.
+    :param verify_every: every this many epochs, recompute the view in full at the pinned
+        versions and decline the epoch if the maintained result differs (0: never).
+    :param full_refresh_above: before any cost is recorded, a change of more than this
+        fraction of the inputs' bytes is refreshed by a full recompute.
+
+    The other options are :class:`CheckpointedSparkOperator`'s (``expects``,
+    ``input_grace``, ``settings``) and BaseOperator's.
+    """
+
+    ui_color = "#b3de69"
+
+    def __init__(self, *, sql: str, output: str, table: TableSpec | str,
+                 table_inputs: Mapping[str, Any], keys: Sequence[str] = (),
+                 verify_every: int = 0,
+                 full_refresh_above: float = DEFAULT_FULL_REFRESH_ABOVE, **kwargs: Any):
+        if "job" in kwargs or "outputs" in kwargs:
+            raise TypeError("a view's job and outputs are its query's: give sql= and output=")
+        super().__init__(job=VIEW_JOB, outputs=[output], table_inputs=dict(table_inputs),
+                         **kwargs)
+        read = query_inputs(sql)
+        unknown = sorted(read - set(self.table_inputs))
+        if unknown:
+            raise ValueError(f"{self.task_id}: the view reads {', '.join(unknown)}, not "
+                             f"declared in table_inputs (declared: "
+                             f"{', '.join(sorted(self.table_inputs)) or 'none'})")
+        self.view_task = ViewTask(sql, output, view_table(table), tuple(keys), verify_every,
+                                  full_refresh_above)

@@ -1,0 +1,335 @@
+"""The job of a view task: one epoch of an incremental view (:mod:`checkpointing.ivm`), its
+operators' states kept as the task's checkpointed state, its output committed as one table
+version by the epoch's completion.
+
+Each epoch: read every table input's change (pinned by the barrier), plan the query over
+the inputs' schemas, let the refresh planner choose (:mod:`checkpointing.ivm.refresh`),
+then
+
+- incremental: the inputs' signed changes through the plan's rules; the states of the
+  previous epoch read back from its handle, the next ones written (changed files only);
+  an epoch with no change carries every state file by reference, with no Spark job;
+- full: the view recomputed from the inputs at their pinned versions (the plan's rules
+  from empty states when there is a plan, so that the next epoch maintains it; the query
+  itself when there is none).
+
+The view's whole result is kept too (a Z-set, its rows with their counts): a full refresh
+subtracts it to find what changed, verification compares with it. The output is a keyed
+merge of the changed rows when rows have a key (the GROUP BY columns, or declared ones),
+else the whole result, overwritten."""
+
+# ruff: noqa: S608 - SQL over the task's own relations: identifiers quoted by q(), no value
+# from outside the query is pasted in.
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from checkpointing.ivm.maintain import run_epoch
+from checkpointing.ivm.operators import WEIGHT
+from checkpointing.ivm.planner import ViewQueryError, plan_view
+from checkpointing.ivm.refresh import (
+    InputChange,
+    Refresh,
+    RefreshCosts,
+    ViewRecord,
+    choose,
+    query_id,
+)
+from checkpointing.ivm.rules import consolidated, input_relation, program, q
+from checkpointing.protocol.view_task import ViewTask
+from checkpointing.tables.spec import TableSpec
+
+from .errors import DeclineEpoch, JobResultError
+from .session import spark_uri
+from .views import SparkEngine
+
+if TYPE_CHECKING:
+    from .job_run import JobResult, JobRun
+
+#: the state directory of the view's states (each under ``view/<name>/``)
+STATE_DIR = "view"
+#: the state holding the view's whole result
+RESULT = "result"
+#: how many differing rows a failed verification names
+SHOWN = 3
+
+
+class ViewJobError(JobResultError):
+    """The view cannot run as declared (a query that does not fit its inputs, a key that
+    is not one): the job's own mistake, the same on every retry."""
+
+
+class TaskStates:
+    """:class:`~spark_jobs.runtime.views.StateStore` over a job run's checkpointed state:
+    a state is read from the previous epoch's handle and written as this epoch's state
+    files (``view/<name>/``). ``fresh`` reads no previous state (a full refresh)."""
+
+    def __init__(self, run: JobRun, namespace: str, fresh: bool = False):
+        self.run, self.ns, self.fresh = run, namespace, fresh
+        self.written: list[str] = []
+
+    def _name(self, relation: str) -> str:
+        return relation[len(self.ns):] if relation.startswith(self.ns) else relation
+
+    def load(self, name: str) -> Any | None:
+        if self.fresh:
+            return None
+        refs = self.run.files(self.run.previous, f"{STATE_DIR}/{self._name(name)}/")
+        if not refs:
+            return None
+        return self.run.spark.read.parquet(*[spark_uri(r.uri) for r in refs])
+
+    def save(self, name: str, df: Any) -> Any:
+        short = self._name(name)
+        refs = self.run.write_state(df, f"{STATE_DIR}/{short}")
+        self.written.append(short)
+        if not refs:  # nothing written for no rows: the state is its empty shape
+            return df.limit(0)
+        return self.run.spark.read.parquet(*[spark_uri(r.uri) for r in refs])
+
+
+def view_task(run: JobRun) -> ViewTask:
+    plan = run.barrier.plan.get(run.task_id)
+    if plan is None or plan.view is None:
+        raise ViewJobError(f"task {run.task_id} is not a view task (its plan holds no view)")
+    return plan.view
+
+
+def maintain_view(run: JobRun) -> JobResult:
+    """The job of every view task (module docstring)."""
+    from .job_run import JobResult
+
+    t0 = time.monotonic()
+    view = view_task(run)
+    spark = run.spark
+    ns = f"v_{run.task_id}__"
+    _drop(spark, ns)
+    try:
+        names = sorted(run.barrier.plan[run.task_id].table_inputs)
+        found = {n: run.table_changes(n) for n in names}
+        schemas = {n: {f.name: f.dataType.simpleString() for f in ch.added.schema.fields}
+                   for n, ch in found.items()}
+        try:
+            plan = plan_view(view.sql, schemas)
+        except ViewQueryError as exc:
+            raise ViewJobError(f"view {view.output}: {exc}") from None
+        offsets = run.previous.offsets if run.previous is not None else None
+        kept = ViewRecord.from_json(offsets.get("view") if isinstance(offsets, dict)
+                                    else None)
+        sizes: dict[str, int] = {}
+        changes = []
+        for n, ch in found.items():
+            cs = ch.change_set
+            before = 0 if ch.full or kept is None else kept.input_bytes.get(n, 0)
+            # A file whose deletion vector changed is named with the rows it changes
+            # (only_rows) and stays live: it moves no bytes in or out of the input.
+            moved = sum(f.size for f in cs.added if f.only_rows is None) - \
+                sum(f.size for f in cs.removed if f.only_rows is None)
+            sizes[n] = max(0, before + moved)
+            changes.append(InputChange(n, ch.full, not ch.empty,
+                                       cs.bytes_added + cs.bytes_removed, sizes[n]))
+        costs = kept.costs if kept else RefreshCosts()
+        qid = query_id(view.sql)
+        refresh = choose(fallback=plan.fallback, kept=kept, query=qid, inputs=changes,
+                         costs=costs, full_above=view.full_refresh_above)
+        key = tuple(view.keys) or plan.key
+        columns = tuple(plan.columns)
+        _check_columns(view, columns, key)
+        spec = TableSpec.from_json({**view.table, "mode": "merge" if key else "overwrite",
+                                    "keys": list(key)})
+        if refresh.mode == "incremental" and not any(c.changed for c in changes):
+            assert kept is not None  # choose() said incremental: there is a kept record
+            schema, carried = kept.schema, _carry(run)
+            rows = _write_unchanged(run, view, spec, key, schema, ns)
+        else:
+            carried = 0
+            change, result = _refresh(run, view, plan, found, refresh, ns, columns)
+            schema = result.drop(WEIGHT).schema.json()
+            rows = _write_output(run, view, spec, key, columns, change, result, ns)
+        verified = None
+        if view.verify_every and run.epoch_id % view.verify_every == 0:
+            verified = _verify(run, view, found, columns, ns)
+        ms = (time.monotonic() - t0) * 1000
+        if carried == 0:
+            size = refresh.changed_bytes if refresh.mode == "incremental" else \
+                refresh.input_bytes
+            costs = costs.observed(refresh.mode, ms, size)
+        record = ViewRecord(qid, sizes, costs, schema)
+        metrics: dict[str, Any] = {**refresh.to_json(), "output": view.output,
+                                   "output_mode": spec.mode, "keys": list(key),
+                                   "incremental_plan": plan.incremental,
+                                   "refresh_ms": round(ms, 1)}
+        if carried:
+            metrics["state_bytes_carried"] = carried
+        if verified is not None:
+            metrics["verified_ms"] = round(verified, 1)
+        return JobResult(offsets={"view": record.to_json()},
+                         row_counts={view.output: rows}, metrics={"view": metrics})
+    finally:
+        _drop(spark, ns)
+
+
+def _check_columns(view: ViewTask, columns: tuple[str, ...], key: tuple[str, ...]) -> None:
+    if len(set(columns)) != len(columns):
+        raise ViewJobError(f"view {view.output}: two output columns share a name "
+                           f"({', '.join(columns)}): give each its own alias")
+    missing = [k for k in key if k not in columns]
+    if missing:
+        raise ViewJobError(f"view {view.output}: key column(s) {', '.join(missing)} are "
+                           "not columns of the view")
+
+
+def _drop(spark: Any, ns: str) -> None:
+    """Drop the task's temporary views: a session an embedded run shares between epochs
+    must not show one epoch's relations to the next."""
+    for t in spark.catalog.listTables():
+        if t.isTemporary and t.name.startswith((ns, "in_")):
+            spark.catalog.dropTempView(t.name)
+
+
+def _carry(run: JobRun) -> int:
+    """An epoch with no change: every state file of the previous epoch, by reference."""
+    carried = 0
+    for ref in run.files(run.previous, f"{STATE_DIR}/"):
+        run.writer.reference(ref)
+        carried += ref.size
+    return carried
+
+
+def _refresh(run: JobRun, view: ViewTask, plan: Any, found: dict[str, Any],
+             refresh: Refresh, ns: str, columns: tuple[str, ...]) -> tuple[Any, Any]:
+    """Run the refresh; returns (the view's changes, its whole result) as relations'
+    DataFrames, both Z-sets over ``columns`` and the weight."""
+    from pyspark.sql import functions as F
+
+    spark = run.spark
+    states = TaskStates(run, ns, fresh=refresh.mode == "full")
+    result_store = TaskStates(run, ns)
+    before = result_store.load(RESULT)
+    if refresh.mode == "incremental":
+        for n, ch in found.items():
+            ch.signed(WEIGHT).createOrReplaceTempView(input_relation(n))
+        out = run_epoch(program(plan.root, ns), SparkEngine(spark, states))
+        change = spark.table(out)
+    else:
+        for n, ch in found.items():
+            whole = ch.added if ch.full else run.table_snapshot(n)
+            whole.withColumn(WEIGHT, F.lit(1).cast("bigint")) \
+                .createOrReplaceTempView(input_relation(n))
+            whole.createOrReplaceTempView(n)
+        if plan.incremental:
+            out = run_epoch(program(plan.root, ns), SparkEngine(spark, states))
+            now = spark.table(out)
+        else:
+            now = spark.sql(view.sql).toDF(*columns).withColumn(WEIGHT,
+                                                                F.lit(1).cast("bigint"))
+        now.createOrReplaceTempView(f"{ns}now")
+        if before is None:
+            change = spark.table(f"{ns}now")
+        else:
+            before.createOrReplaceTempView(f"{ns}before")
+            cols = ", ".join(q(c) for c in columns)
+            change = spark.sql(consolidated(columns, f"SELECT * FROM {ns}now UNION ALL "
+                         f"SELECT {cols}, -{WEIGHT} AS {WEIGHT} FROM {ns}before"))
+    change.createOrReplaceTempView(f"{ns}change")
+    if before is None:
+        merged = spark.sql(consolidated(columns, f"SELECT * FROM {ns}change"))
+    else:
+        before.createOrReplaceTempView(f"{ns}before")
+        merged = spark.sql(consolidated(columns, f"SELECT * FROM {ns}before UNION ALL "
+                                                  f"SELECT * FROM {ns}change"))
+    result = result_store.save(RESULT, merged)
+    result.createOrReplaceTempView(f"{ns}result")
+    return spark.sql(consolidated(columns, f"SELECT * FROM {ns}change")), result
+
+
+def _write_output(run: JobRun, view: ViewTask, spec: TableSpec, key: tuple[str, ...],
+                  columns: tuple[str, ...], change: Any, result: Any, ns: str) -> int:
+    """Stage the output: a keyed merge of the changed rows, or the whole result."""
+    spark = run.spark
+    cols = ", ".join(q(c) for c in columns)
+    if spec.mode == "merge":
+        change.createOrReplaceTempView(f"{ns}out")
+        keys = ", ".join(q(k) for k in key)
+        dup = spark.sql(f"SELECT {keys}, COUNT(*) AS n FROM {ns}out WHERE {WEIGHT} > 0 "
+                        f"GROUP BY {keys} HAVING COUNT(*) > 1 OR MAX({WEIGHT}) > 1 LIMIT 1"
+                        ).collect()
+        if dup:
+            raise ViewJobError(f"view {view.output}: the key ({', '.join(key)}) is not "
+                               f"unique: {_row(dup[0], list(key))} has several rows; "
+                               "declare keys= that identify a row of the view")
+        upserts = spark.sql(f"SELECT {cols} FROM {ns}out WHERE {WEIGHT} > 0")
+        deleted = spark.sql(f"SELECT DISTINCT {keys} FROM {ns}out WHERE {WEIGHT} < 0 "
+                            f"EXCEPT SELECT {keys} FROM {ns}out WHERE {WEIGHT} > 0")
+        return run.write_table(upserts, view.output, spec, deleted=deleted)
+    result.createOrReplaceTempView(f"{ns}all")
+    return run.write_table(spark.sql(
+        f"SELECT {cols} FROM {ns}all LATERAL VIEW explode(sequence(1, CAST({WEIGHT} AS INT)))"
+        f" `_copies` AS `_copy`"), view.output, spec)
+
+
+def _write_unchanged(run: JobRun, view: ViewTask, spec: TableSpec, key: tuple[str, ...],
+                     schema: str, ns: str) -> int:
+    """Stage the output of an epoch with no change: a merge of no row, or the kept result
+    written again (an overwrite's table is its whole content)."""
+    import json
+
+    from pyspark.sql.types import StructType
+
+    spark = run.spark
+    struct = StructType.fromJson(json.loads(schema))
+    if spec.mode == "merge":
+        empty = spark.createDataFrame([], struct)
+        run.write_table(empty, view.output, spec, rows=0, deleted=empty.select(*key))
+        return 0
+    result = TaskStates(run, ns).load(RESULT)
+    if result is None:
+        return run.write_table(spark.createDataFrame([], struct), view.output, spec, rows=0)
+    return _write_output(run, view, spec, key, tuple(struct.names), None, result, ns)
+
+
+def _row(row: Any, names: Sequence[str]) -> str:
+    return "(" + ", ".join(f"{n}={row[n]!r}" for n in names) + ")"
+
+
+def _verify(run: JobRun, view: ViewTask, found: dict[str, Any], columns: tuple[str, ...],
+            ns: str) -> float:
+    """Recompute the view at the pinned versions and compare it with the kept result;
+    a difference declines the epoch naming the first differing rows. Returns the ms."""
+    from pyspark.sql import functions as F
+
+    t0 = time.monotonic()
+    spark = run.spark
+    for n, ch in found.items():
+        (ch.added if ch.full else run.table_snapshot(n)).createOrReplaceTempView(n)
+    spark.sql(view.sql).toDF(*columns).withColumn(WEIGHT, F.lit(1).cast("bigint")) \
+        .createOrReplaceTempView(f"{ns}batch")
+    kept = _written_result(run)
+    cols = ", ".join(q(c) for c in columns)
+    if kept is None:
+        union = f"SELECT * FROM {ns}batch"
+    else:
+        kept.createOrReplaceTempView(f"{ns}kept")
+        union = (f"SELECT * FROM {ns}batch UNION ALL "
+                 f"SELECT {cols}, -{WEIGHT} AS {WEIGHT} FROM {ns}kept")
+    diff = spark.sql(consolidated(columns, union))
+    first = diff.limit(SHOWN).collect()
+    if first:
+        n = diff.count()
+        shown = "; ".join(f"{'missing' if r[WEIGHT] > 0 else 'extra'} {_row(r, columns)}"
+                          for r in first)
+        raise DeclineEpoch(f"view {view.output}: verification failed: the maintained "
+                           f"result differs from the query run in full at the pinned "
+                           f"versions in {n} row(s): {shown}")
+    return (time.monotonic() - t0) * 1000
+
+
+def _written_result(run: JobRun) -> Any | None:
+    """The view's whole result as this epoch keeps it (written, or carried)."""
+    refs = run.writer.files(f"{STATE_DIR}/{RESULT}/")
+    refs = [r for r in refs if r.name.endswith(".parquet")]
+    if not refs:
+        return None
+    return run.spark.read.parquet(*[spark_uri(r.uri) for r in refs])
