@@ -204,7 +204,8 @@ def _cmd_show(args: argparse.Namespace, coord: Coordinator, out: TextIO) -> int:
 
 
 def _task_details(task: str, metrics: JsonObject) -> list[str]:
-    """What a task read of each table input, and its job's own metrics, a line each."""
+    """What a task read of each table input, a view task's refresh, and its job's own
+    metrics, a line each."""
     lines = []
     metrics = dict(metrics)
     for name, read in sorted((metrics.pop("table_inputs", None) or {}).items()):
@@ -213,6 +214,10 @@ def _task_details(task: str, metrics: JsonObject) -> list[str]:
                      f"v{read.get('to_version')}]" + (" in full" if read.get("full") else "")
                      + f", {read.get('files_added', 0)} file(s) added, "
                      f"{read.get('files_removed', 0)} removed")
+    view = metrics.pop("view", None)
+    if isinstance(view, dict):  # a view task: its refresh planner's choice (PROTOCOL 6.15)
+        lines.append(f"{task}: {view.get('refresh')} refresh of view {view.get('output')}"
+                     f" ({view.get('output_mode')}): {view.get('reason')}")
     if metrics:
         lines.append(f"{task}: metrics " + json.dumps(metrics, sort_keys=True))
     return lines

@@ -1,5 +1,5 @@
 """The refresh planner: per view and epoch, maintain it from the inputs' changes
-(incremental) or recompute it whole (full), and say why (PROTOCOL 6.18).
+(incremental) or recompute it whole (full), and say why (PROTOCOL 6.15).
 
 A full refresh is forced when the query has no incremental plan, when there is no kept
 state to maintain (the first epoch, a changed query) and when an input is read whole. Else

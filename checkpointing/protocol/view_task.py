@@ -14,7 +14,7 @@ from checkpointing.ids import validate_id
 from checkpointing.json_types import JsonObject
 
 #: the fraction of an input's bytes above which a change is refreshed by a full recompute
-#: when no earlier epoch recorded what each refresh costs (PROTOCOL 6.18)
+#: when no earlier epoch recorded what each refresh costs (PROTOCOL 6.15)
 DEFAULT_FULL_REFRESH_ABOVE = 0.5
 
 

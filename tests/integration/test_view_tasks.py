@@ -143,9 +143,9 @@ def test_views_equal_their_batch_query_after_every_epoch(spark, tmp_path_factory
         for s in statements:
             spark.sql(s.format(o=o, c=c))
         if i == kill:
-            # killed between the views' snapshots and their acknowledgements; the upstream
-            # moves on before the retry, which reads the same pinned change
-            fail.update({n: True for n in VIEWS})
+            # the join's view killed between its snapshot and its acknowledgement; the
+            # upstream moves on before the retry, which reads the same pinned change
+            fail["per_region"] = True
             with pytest.raises(RuntimeError, match="killed"):
                 drive_epoch(pipe, coord, spark, "", f"r{i}")
             spark.sql(f"DELETE FROM {o} WHERE amount % 10 = 1")
@@ -158,7 +158,7 @@ def test_views_equal_their_batch_query_after_every_epoch(spark, tmp_path_factory
             view = coord.acknowledged_handle(epoch, n).metrics["view"]
             if n == "ranked":
                 assert view["refresh"] == "full" and "window" in view["reason"].lower(), view
-            elif not statements and i != kill:
+            elif not statements and kill not in (i, i - 1):  # (the kill's delete lands next)
                 assert view["refresh"] == "incremental", view
                 assert "no input changed" in view["reason"] or n == "per_region", view
 

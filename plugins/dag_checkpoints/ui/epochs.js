@@ -367,7 +367,8 @@ async function load() {
 }
 
 // What the epoch read: each table input's pinned version, and the range each task
-// consumed of it (its handle's metrics.table_inputs); then each task's own metrics.
+// consumed of it (its handle's metrics.table_inputs); a view task's refresh and why
+// (metrics.view); then each task's own metrics.
 function reads(e) {
   const parts = Object.entries(e.table_pins || {}).map(([n, p]) => `${n} pinned at v${p.version}`);
   for (const t of e.tasks || []) {
@@ -376,6 +377,10 @@ function reads(e) {
       parts.push(`${t.task_id} read ${n} (${r.from_version == null ? "start" : "v" + r.from_version}, v${r.to_version}]`);
     }
     delete m.table_inputs;
+    if (m.view && typeof m.view === "object") {
+      parts.push(`${t.task_id}: ${m.view.refresh} refresh of view ${m.view.output}: ${m.view.reason}`);
+    }
+    delete m.view;
     const own = Object.entries(m).filter(([, v]) => typeof v !== "object" || v === null);
     if (own.length) parts.push(`${t.task_id}: ${own.map(([k, v]) => `${k}=${v}`).join(" ")}`);
   }
