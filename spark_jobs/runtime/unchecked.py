@@ -32,6 +32,7 @@ from checkpointing import Coordinator, StateHandle
 from checkpointing.protocol.barrier import Barrier, TaskPlan
 from checkpointing.protocol.documents import now_iso
 from checkpointing.protocol.table_inputs import TableInput, TableInputError
+from checkpointing.protocol.view_task import ViewTask
 from checkpointing.storage import open_storage
 from checkpointing.tables.commit import commit_tables
 
@@ -46,14 +47,15 @@ LINEAGE = "unchecked"
 
 def unchecked_barrier(coordinator: Coordinator, run_id: str, task_id: str, epoch_id: int,
                       parent: int | None, interval: dict[str, str] | None,
-                      table_inputs: Mapping[str, TableInput]) -> Barrier:
+                      table_inputs: Mapping[str, TableInput],
+                      view: ViewTask | None = None) -> Barrier:
     """The barrier a task of an unchecked run reads, written nowhere: the run's data
     interval and the latest completed epoch as its parent, and the task's table inputs
     pinned now, at their newest versions (the task's own pin: there is no epoch across
     the run's tasks to share one). An input that cannot be pinned fails the task in one
     line, as it refuses a checked epoch's begin."""
     pins = coordinator.table_pins  # as the coordinator pins a checked epoch's inputs
-    plan = pins.resolve({task_id: TaskPlan(table_inputs=dict(table_inputs))})
+    plan = pins.resolve({task_id: TaskPlan(table_inputs=dict(table_inputs), view=view)})
     try:
         versions = pins.pin_all(plan)
     except TableInputError as exc:
@@ -76,19 +78,21 @@ def run_unchecked_task(job: Job, coordinator: Coordinator, run_id: str, task_id:
                        spark: Any, data_uri: str, upstream: dict[str, StateHandle],
                        interval: dict[str, str] | None, *,
                        table_inputs: Mapping[str, TableInput] | None = None,
+                       view: ViewTask | None = None,
                        endpoint_url: str | None = None) -> StateHandle:
     """Run ``job`` once with checkpointing disabled (module docstring) and return its
     handle, for the run's downstream tasks; its table outputs are committed already.
     ``table_inputs``: the task's upstream tables, read from the versions the restored
     state consumed up to their newest (``run.table_changes`` and ``run.table_snapshot``
-    work as in a checked epoch)."""
+    work as in a checked epoch). ``view``: a view task's view, in its plan as in a checked
+    epoch's."""
     parent, handles = latest_state(coordinator)
     previous = handles.get(task_id)
     # An epoch id for the attempt's table directories and the tables' transaction: the
     # clock in seconds, increasing from one unchecked run to the next.
     epoch_id = int(time.time())
     barrier = unchecked_barrier(coordinator, run_id, task_id, epoch_id, parent, interval,
-                                table_inputs or {})
+                                table_inputs or {}, view)
     storage = coordinator.unchecked_run(run_id).task_storage(task_id, epoch_id)
     writer = storage.writer(previous, shared=False, digests=False)
     scratch = Path(tempfile.mkdtemp(prefix=f"ckpt-unchecked-{task_id}-"))

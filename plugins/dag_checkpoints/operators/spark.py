@@ -393,7 +393,7 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
                            fault_spec(context)),
                 s.coordinator(), context["dag_run"].run_id, self.task_id, spark, s.data,
                 upstream, data_interval(context), table_inputs=self.table_inputs,
-                endpoint_url=s.endpoint_url)
+                view=getattr(self, "view_task", None), endpoint_url=s.endpoint_url)
         except Exception as exc:
             if (failure := self._job_failure(exc)) is None:
                 raise
