@@ -32,6 +32,7 @@ BIN = Path(sys.executable).parent
 DAG = "flights_daily"
 AIRCRAFT = "aircraft_utilisation"
 ONTIME = "airport_ontime"
+VIEWS = "flight_views"
 DELAYS = "carrier_delays"
 BRONZE = "bronze_flight_status"
 BUCKETS = ("checkpoints", "flights")
@@ -452,6 +453,8 @@ def main(argv: list[str] | None = None) -> int:
         # The third, airport_ontime, runs by itself: scheduled on flights_daily's table, it
         # reads the table's changes each time flights_daily commits a version.
         ontime = Coordinator(open_storage(env["CKPT_STORAGE"]), ONTIME)
+        # So does flight_views: two views declared by their SQL over the same table.
+        views = Coordinator(open_storage(env["CKPT_STORAGE"]), VIEWS)
         # The fourth, carrier_delays, continues a bronze table plain Spark maintains.
         print(f"updating the bronze Delta table {BRONZE} with plain Spark (MERGE, DELETE "
               "with deletion vectors) ...", flush=True)
@@ -477,6 +480,7 @@ def main(argv: list[str] | None = None) -> int:
             print(table)
             print(progress(aircraft, session, url, aircraft_runs, AIRCRAFT))
             print(progress(ontime, session, url, None, ONTIME))
+            print(progress(views, session, url, None, VIEWS))
             print(progress(delays, session, url, None, DELAYS))
             print(read_them([coord, aircraft, ontime, delays]) + hint, flush=True)
             time.sleep(5)

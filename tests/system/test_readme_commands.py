@@ -179,6 +179,9 @@ BLOCKS: dict[tuple[str, str], str] = {
     ("docs/guides/tables.md", "SELECT * FROM ckpt.gold.route_stats VERSION AS OF"):
     "SQL in a Spark over the shared Iceberg catalog: test_iceberg_tables.py's fresh-session "
     "test runs VERSION AS OF, TIMESTAMP AS OF and the snapshots table by catalog name",
+    ("docs/guides/views.md", "from airflow.sdk import task"):
+    "run as written in a DAG: tests/unit/dag_checkpoints/test_views.py "
+    "(test_the_guide_s_views_are_two_view_tasks)",
     ("docs/guides/views.md", "ckpt views explain --sql"):
     "run: tests/unit/test_ivm_planner.py (test_the_guide_s_explain_block_prints_what_it_shows)",
     ("docs/guides/views.md", "view over orders: cust, total, top"):

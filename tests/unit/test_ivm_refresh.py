@@ -23,13 +23,14 @@ from checkpointing.protocol.view_task import ViewTask
 
 Q = query_id("SELECT k, COUNT(*) AS n FROM t GROUP BY k")
 KEPT = ViewRecord(Q, {"t": 1000})
+NO_COSTS = RefreshCosts()
 
 
 def _in(changed: int, total: int = 1000, whole: bool = False) -> list[InputChange]:
     return [InputChange("t", whole, changed > 0, changed, total)]
 
 
-def _choose(inputs, kept=KEPT, fallback=None, costs=RefreshCosts(), query=Q):
+def _choose(inputs, kept=KEPT, fallback=None, costs=NO_COSTS, query=Q):
     return choose(fallback=fallback, kept=kept, query=query, inputs=inputs, costs=costs,
                   full_above=0.5)
 

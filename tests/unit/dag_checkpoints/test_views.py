@@ -72,3 +72,26 @@ def test_the_decorator_wants_a_query_and_no_arguments():
         with pytest.raises(TypeError, match="takes no arguments"):
             checkpointed_view_task(lambda: SQL, output="x", table="file:///tmp/x",
                                    table_inputs=ORDERS)(1)
+
+
+def test_the_guide_s_views_are_two_view_tasks():
+    """docs/guides/views.md's block, run as written inside a DAG: a decorated view and an
+    operator, each with its query and table in the epoch's plan."""
+    import re
+    from pathlib import Path
+
+    from airflow.sdk import DAG
+    from dag_checkpoints import CheckpointSettings, checkpoint_dag
+
+    guide = (Path(__file__).parents[3] / "docs/guides/views.md").read_text()
+    [block] = [b for b in re.findall(r"```python\n(.*?)```", guide, re.S)
+               if "checkpointed_view" in b]
+    with DAG("guide_views", schedule=None) as dag:
+        scope: dict = {}
+        exec(compile(block, "views.md", "exec"), scope)  # noqa: S102 - the doc's own code
+        scope["customer_totals"]()
+    steps = checkpoint_dag(dag, CheckpointSettings("guide_views", storage="file:///tmp/g"))
+    totals, big = steps.plan["customer_totals"].view, steps.plan["big_orders"].view
+    assert totals is not None and "GROUP BY customer" in totals.sql
+    assert big is not None and big.verify_every == 7
+    assert dag.get_task("customer_totals").doc_md.startswith("Per customer")
