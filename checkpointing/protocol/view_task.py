@@ -8,7 +8,7 @@ maintained (:mod:`checkpointing.ivm`) is the job's business, not the plan's."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from checkpointing.ids import validate_id
 from checkpointing.json_types import JsonObject
@@ -31,6 +31,9 @@ class ViewTask:
         the pinned versions and compares it with the maintained one (0: never).
     :param full_refresh_above: without recorded costs, a change of more than this fraction
         of the inputs' bytes is refreshed by a full recompute.
+    :param views: inputs that are the views of upstream tasks of the plan (input name ->
+        task id): read from that task's handle of the same epoch (its change, or its whole
+        result on a first read), not from its table.
     """
 
     sql: str
@@ -39,9 +42,13 @@ class ViewTask:
     keys: tuple[str, ...] = ()
     verify_every: int = 0
     full_refresh_above: float = DEFAULT_FULL_REFRESH_ABOVE
+    views: dict[str, str] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         validate_id(self.output, "view output name")
+        for name, task in self.views.items():
+            validate_id(name, "view input name")
+            validate_id(task, "task id")
         if not self.sql.strip():
             raise ValueError("a view needs its query (sql=...)")
         if "location" not in self.table:
@@ -59,10 +66,13 @@ class ViewTask:
             d["verify_every"] = self.verify_every
         if self.full_refresh_above != DEFAULT_FULL_REFRESH_ABOVE:
             d["full_refresh_above"] = self.full_refresh_above
+        if self.views:
+            d["views"] = dict(self.views)
         return d
 
     @classmethod
     def from_json(cls, d: JsonObject) -> ViewTask:
         return cls(str(d["sql"]), str(d["output"]), dict(d["table"]),
                    tuple(d.get("keys") or ()), int(d.get("verify_every") or 0),
-                   float(d.get("full_refresh_above", DEFAULT_FULL_REFRESH_ABOVE)))
+                   float(d.get("full_refresh_above", DEFAULT_FULL_REFRESH_ABOVE)),
+                   {str(k): str(v) for k, v in (d.get("views") or {}).items()})

@@ -180,7 +180,10 @@ class DeltaCommitter:
         if rows is None or rows.num_rows == 0:  # nothing to merge: the epoch is recorded
             return self._record_only(dt, app, epoch_id)
         cols = [c for c in rows.column_names if c != DELETE_COLUMN]
-        on = " AND ".join(f"t.{_ident(k)} = s.{_ident(k)}" for k in spec.keys)
+        # Null-safe: a NULL key (a group of rows whose key is NULL) is one key, as GROUP BY
+        # and a database's primary key see it; with `=` every merge would insert it again.
+        on = " AND ".join(f"t.{_ident(k)} IS NOT DISTINCT FROM s.{_ident(k)}"
+                          for k in spec.keys)
         values = {_ident(c): f"s.{_ident(c)}" for c in cols}
         deleted = f"s.{_ident(DELETE_COLUMN)}"
         try:

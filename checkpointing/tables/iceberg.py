@@ -212,7 +212,7 @@ class IcebergCommitter:
         deleted (copy-on-write: pyiceberg rewrites the files holding them), the upserted
         rows appended; both snapshots carry the epoch in their summaries."""
         import pyarrow.compute as pc
-        from pyiceberg.expressions import And, EqualTo, In, Or
+        from pyiceberg.expressions import And, EqualTo, In, IsNull, Or
 
         rows = read_staged_rows(spec, files, self.endpoint_url)
         props = {"ckpt.app_id": app, "ckpt.epoch_id": str(epoch_id)}
@@ -221,11 +221,17 @@ class IcebergCommitter:
             tx.append(table.schema().as_arrow().empty_table(), snapshot_properties=props)
         else:
             keys = rows.select(list(spec.keys)).to_pylist()
+            # A NULL key is one key (as GROUP BY sees it): matched by IS NULL, which no
+            # equality or IN matches.
             if len(spec.keys) == 1:
                 k = spec.keys[0]
-                changed = In(k, sorted({r[k] for r in keys}, key=str))
+                values = sorted({r[k] for r in keys if r[k] is not None}, key=str)
+                nulls = any(r[k] is None for r in keys)
+                picks = ([In(k, values)] if values else []) + ([IsNull(k)] if nulls else [])
+                changed = picks[0] if len(picks) == 1 else Or(*picks)
             else:
-                parts = [And(*(EqualTo(k, r[k]) for k in spec.keys)) for r in keys]
+                parts = [And(*(IsNull(k) if r[k] is None else EqualTo(k, r[k])
+                               for k in spec.keys)) for r in keys]
                 changed = parts[0] if len(parts) == 1 else Or(*parts)
             if table.current_snapshot() is not None:
                 tx.delete(changed, snapshot_properties=props)

@@ -14,7 +14,9 @@ then
   itself when there is none).
 
 The view's whole result is kept too (a Z-set, its rows with their counts): a full refresh
-subtracts it to find what changed, verification compares with it. The output is a keyed
+subtracts it to find what changed, verification compares with it. So is the epoch's change
+of the view (``view/change/``): the output is staged from it, and a view over this one, in
+the same DAG, reads it as its input's change instead of this view's table. The output is a keyed
 merge of the changed rows when rows have a key (the GROUP BY columns, or declared ones),
 else the whole result, overwritten."""
 
@@ -23,7 +25,8 @@ else the whole result, overwritten."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from checkpointing.ivm.maintain import run_epoch
@@ -52,6 +55,8 @@ if TYPE_CHECKING:
 STATE_DIR = "view"
 #: the state holding the view's whole result
 RESULT = "result"
+#: the state holding the epoch's change of the view (never carried to the next epoch)
+CHANGE = "change"
 #: how many differing rows a failed verification names
 SHOWN = 3
 
@@ -97,6 +102,78 @@ def view_task(run: JobRun) -> ViewTask:
     return plan.view
 
 
+@dataclass
+class ViewInput:
+    """One input of a view this epoch: a table input, or the view of an upstream task of
+    the same DAG (its change and its whole result, from its handle of this epoch)."""
+
+    name: str
+    #: read whole: no version (or upstream view) consumed before
+    whole: bool
+    changed: bool
+    changed_bytes: int
+    #: bytes added minus bytes removed (the input's size as the planner tracks it)
+    moved_bytes: int
+    schema: Any  # pyspark StructType of its rows
+    #: its change as a Z-set (its columns and the weight); its whole content when ``whole``
+    changes: Callable[[], Any]
+    #: its whole content, a row per row (a batch query's input)
+    content: Callable[[], Any]
+
+
+def _table_input(run: JobRun, name: str) -> ViewInput:
+    from pyspark.sql import functions as F
+
+    ch = run.table_changes(name)
+    cs = ch.change_set
+    # A file whose deletion vector changed is named with the rows it changes (only_rows)
+    # and stays live: it moves no bytes in or out of the input.
+    moved = sum(f.size for f in cs.added if f.only_rows is None) - \
+        sum(f.size for f in cs.removed if f.only_rows is None)
+    return ViewInput(
+        name, ch.full, not ch.empty, cs.bytes_added + cs.bytes_removed, moved,
+        ch.added.schema,
+        lambda: ch.added.withColumn(WEIGHT, F.lit(1).cast("bigint")) if ch.full
+        else ch.signed(WEIGHT),
+        lambda: ch.added if ch.full else run.table_snapshot(name))
+
+
+def _view_input(run: JobRun, name: str, task: str, kept: ViewRecord | None) -> ViewInput:
+    import json
+
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    handle = run.upstream.get(task)
+    record = ViewRecord.from_json((handle.offsets or {}).get("view")
+                                  if handle is not None and isinstance(handle.offsets, dict)
+                                  else None)
+    if handle is None or record is None:
+        raise ViewJobError(f"view input {name!r}: task {task!r} is not a view upstream of "
+                           f"{run.task_id!r} (wire it with >>)")
+    schema = StructType.fromJson(json.loads(record.schema))
+    weighted = StructType([*schema.fields, StructField(WEIGHT, LongType())])
+    result = run.files(handle, f"{STATE_DIR}/{RESULT}/")
+    change = run.files(handle, f"{STATE_DIR}/{CHANGE}/")
+    whole = kept is None or name not in kept.input_bytes
+
+    def read(refs: list[Any]) -> Any:
+        return run.read_parquet(refs, weighted) if refs else \
+            run.spark.createDataFrame([], weighted)
+
+    def content() -> Any:
+        cols = ", ".join(q(c) for c in schema.names)
+        read(result).createOrReplaceTempView(f"v_{run.task_id}__up_{name}")
+        return run.spark.sql(
+            f"SELECT {cols} FROM v_{run.task_id}__up_{name} LATERAL VIEW "
+            f"explode(sequence(1, CAST({WEIGHT} AS INT))) `_copies` AS `_copy`")
+
+    size = sum(f.size for f in result)
+    moved = size - (kept.input_bytes.get(name, 0) if kept else 0)
+    return ViewInput(name, whole, whole or bool(change) and any(f.size for f in change),
+                     size if whole else sum(f.size for f in change), moved, schema,
+                     lambda: read(result if whole else change), content)
+
+
 def maintain_view(run: JobRun) -> JobResult:
     """The job of every view task (module docstring)."""
     from .job_run import JobResult
@@ -107,29 +184,22 @@ def maintain_view(run: JobRun) -> JobResult:
     ns = f"v_{run.task_id}__"
     _drop(spark, ns)
     try:
-        names = sorted(run.barrier.plan[run.task_id].table_inputs)
-        found = {n: run.table_changes(n) for n in names}
-        schemas = {n: {f.name: f.dataType.simpleString() for f in ch.added.schema.fields}
-                   for n, ch in found.items()}
+        offsets = run.previous.offsets if run.previous is not None else None
+        kept = ViewRecord.from_json(offsets.get("view") if isinstance(offsets, dict)
+                                    else None)
+        found = {n: _table_input(run, n)
+                 for n in sorted(run.barrier.plan[run.task_id].table_inputs)}
+        found.update({n: _view_input(run, n, t, kept) for n, t in sorted(view.views.items())})
+        schemas = {n: {f.name: f.dataType.simpleString() for f in i.schema.fields}
+                   for n, i in found.items()}
         try:
             plan = plan_view(view.sql, schemas)
         except ViewQueryError as exc:
             raise ViewJobError(f"view {view.output}: {exc}") from None
-        offsets = run.previous.offsets if run.previous is not None else None
-        kept = ViewRecord.from_json(offsets.get("view") if isinstance(offsets, dict)
-                                    else None)
-        sizes: dict[str, int] = {}
-        changes = []
-        for n, ch in found.items():
-            cs = ch.change_set
-            before = 0 if ch.full or kept is None else kept.input_bytes.get(n, 0)
-            # A file whose deletion vector changed is named with the rows it changes
-            # (only_rows) and stays live: it moves no bytes in or out of the input.
-            moved = sum(f.size for f in cs.added if f.only_rows is None) - \
-                sum(f.size for f in cs.removed if f.only_rows is None)
-            sizes[n] = max(0, before + moved)
-            changes.append(InputChange(n, ch.full, not ch.empty,
-                                       cs.bytes_added + cs.bytes_removed, sizes[n]))
+        sizes = {n: max(0, (0 if i.whole or kept is None else kept.input_bytes.get(n, 0))
+                        + i.moved_bytes) for n, i in found.items()}
+        changes = [InputChange(n, i.whole, i.changed, i.changed_bytes, sizes[n])
+                   for n, i in found.items()]
         costs = kept.costs if kept else RefreshCosts()
         qid = query_id(view.sql)
         refresh = choose(fallback=plan.fallback, kept=kept, query=qid, inputs=changes,
@@ -190,59 +260,57 @@ def _drop(spark: Any, ns: str) -> None:
 
 
 def _carry(run: JobRun) -> int:
-    """An epoch with no change: every state file of the previous epoch, by reference."""
+    """An epoch with no change: every state file of the previous epoch, by reference, but
+    its change (this epoch's is none)."""
     carried = 0
     for ref in run.files(run.previous, f"{STATE_DIR}/"):
+        if ref.name.startswith(f"{STATE_DIR}/{CHANGE}/"):
+            continue
         run.writer.reference(ref)
         carried += ref.size
     return carried
 
 
-def _refresh(run: JobRun, view: ViewTask, plan: Any, found: dict[str, Any],
+def _refresh(run: JobRun, view: ViewTask, plan: Any, found: dict[str, ViewInput],
              refresh: Refresh, ns: str, columns: tuple[str, ...]) -> tuple[Any, Any]:
-    """Run the refresh; returns (the view's changes, its whole result) as relations'
-    DataFrames, both Z-sets over ``columns`` and the weight."""
+    """Run the refresh; returns (the view's change, its whole result), both kept as this
+    epoch's states and read back, Z-sets over ``columns`` and the weight."""
     from pyspark.sql import functions as F
 
     spark = run.spark
     states = TaskStates(run, ns, fresh=refresh.mode == "full")
-    result_store = TaskStates(run, ns)
-    before = result_store.load(RESULT)
+    kept = TaskStates(run, ns)
+    before = kept.load(RESULT)
+    cols = ", ".join(q(c) for c in columns)
     if refresh.mode == "incremental":
-        for n, ch in found.items():
-            ch.signed(WEIGHT).createOrReplaceTempView(input_relation(n))
-        out = run_epoch(program(plan.root, ns), SparkEngine(spark, states))
-        change = spark.table(out)
+        for n, i in found.items():
+            i.changes().createOrReplaceTempView(input_relation(n))
+        change = spark.table(run_epoch(program(plan.root, ns), SparkEngine(spark, states)))
     else:
-        for n, ch in found.items():
-            whole = ch.added if ch.full else run.table_snapshot(n)
+        for n, i in found.items():
+            whole = i.content()
             whole.withColumn(WEIGHT, F.lit(1).cast("bigint")) \
                 .createOrReplaceTempView(input_relation(n))
             whole.createOrReplaceTempView(n)
         if plan.incremental:
-            out = run_epoch(program(plan.root, ns), SparkEngine(spark, states))
-            now = spark.table(out)
+            now = spark.table(run_epoch(program(plan.root, ns), SparkEngine(spark, states)))
         else:
             now = spark.sql(view.sql).toDF(*columns).withColumn(WEIGHT,
                                                                 F.lit(1).cast("bigint"))
         now.createOrReplaceTempView(f"{ns}now")
-        if before is None:
-            change = spark.table(f"{ns}now")
-        else:
+        change = spark.table(f"{ns}now")
+        if before is not None:
             before.createOrReplaceTempView(f"{ns}before")
-            cols = ", ".join(q(c) for c in columns)
-            change = spark.sql(consolidated(columns, f"SELECT * FROM {ns}now UNION ALL "
-                         f"SELECT {cols}, -{WEIGHT} AS {WEIGHT} FROM {ns}before"))
+            change = spark.sql(f"SELECT * FROM {ns}now UNION ALL "
+                               f"SELECT {cols}, -{WEIGHT} AS {WEIGHT} FROM {ns}before")
+    change.createOrReplaceTempView(f"{ns}raw")
+    change = kept.save(CHANGE, spark.sql(consolidated(columns, f"SELECT * FROM {ns}raw")))
     change.createOrReplaceTempView(f"{ns}change")
-    if before is None:
-        merged = spark.sql(consolidated(columns, f"SELECT * FROM {ns}change"))
-    else:
+    union = f"SELECT * FROM {ns}change"
+    if before is not None:
         before.createOrReplaceTempView(f"{ns}before")
-        merged = spark.sql(consolidated(columns, f"SELECT * FROM {ns}before UNION ALL "
-                                                  f"SELECT * FROM {ns}change"))
-    result = result_store.save(RESULT, merged)
-    result.createOrReplaceTempView(f"{ns}result")
-    return spark.sql(consolidated(columns, f"SELECT * FROM {ns}change")), result
+        union = f"SELECT * FROM {ns}before UNION ALL {union}"
+    return change, kept.save(RESULT, spark.sql(consolidated(columns, union)))
 
 
 def _write_output(run: JobRun, view: ViewTask, spec: TableSpec, key: tuple[str, ...],
@@ -294,16 +362,16 @@ def _row(row: Any, names: Sequence[str]) -> str:
     return "(" + ", ".join(f"{n}={row[n]!r}" for n in names) + ")"
 
 
-def _verify(run: JobRun, view: ViewTask, found: dict[str, Any], columns: tuple[str, ...],
-            ns: str) -> float:
+def _verify(run: JobRun, view: ViewTask, found: dict[str, ViewInput],
+            columns: tuple[str, ...], ns: str) -> float:
     """Recompute the view at the pinned versions and compare it with the kept result;
     a difference declines the epoch naming the first differing rows. Returns the ms."""
     from pyspark.sql import functions as F
 
     t0 = time.monotonic()
     spark = run.spark
-    for n, ch in found.items():
-        (ch.added if ch.full else run.table_snapshot(n)).createOrReplaceTempView(n)
+    for n, i in found.items():
+        i.content().createOrReplaceTempView(n)
     spark.sql(view.sql).toDF(*columns).withColumn(WEIGHT, F.lit(1).cast("bigint")) \
         .createOrReplaceTempView(f"{ns}batch")
     kept = _written_result(run)

@@ -80,7 +80,10 @@ def rows_of(files, endpoint) -> Counter:
 EPOCHS = [({"a": 1, "b": 2, "c": 3}, []),          # inserts
           ({"b": 20, "d": 4}, ["a"]),              # an update, an insert, a delete
           ({}, ["c", "zz"]),                        # a delete, and a key never present
-          ({"a": 100}, [])]                         # a deleted key comes back
+          ({"a": 100}, []),                         # a deleted key comes back
+          ({None: 9, "e": 5}, []),                  # a NULL key is one key:
+          ({None: 10}, []),                         # updated, not inserted again,
+          ({}, [None])]                             # and deleted
 
 
 def test_merge_epochs_upsert_and_delete_by_key_one_version_each(env, tmp_path):
@@ -105,11 +108,13 @@ def test_merge_epochs_upsert_and_delete_by_key_one_version_each(env, tmp_path):
             got.subtract(rows_of(ch.removed, endpoint))
             got.update(rows_of(ch.added, endpoint))
             assert +got == Counter(model.items()), n
-    assert versions == [1, 2, 3, 4]  # version 0 creates the table
+    epochs = range(1, len(EPOCHS) + 1)
+    assert versions == list(epochs)  # version 0 creates the table
     history = {int(h["version"]): h for h in open_table(spec.location, endpoint).history()}
-    assert [history[v]["operation"] for v in versions] == ["MERGE"] * 4
-    assert [history[v]["ckpt.epoch_id"] for v in versions] == ["1", "2", "3", "4"]
-    assert sorted(rows_duckdb(spec.location, endpoint)) == sorted(model.items())
+    assert [history[v]["operation"] for v in versions] == ["MERGE"] * len(EPOCHS)
+    assert [history[v]["ckpt.epoch_id"] for v in versions] == [str(e) for e in epochs]
+    assert sorted(rows_duckdb(spec.location, endpoint), key=str) == \
+        sorted(model.items(), key=str)
     props = open_table(spec.location, endpoint).metadata().configuration
     assert props.get("delta.enableChangeDataFeed") == "true"
 
@@ -151,11 +156,12 @@ def test_an_iceberg_merge_upserts_and_deletes_by_key(tmp_path, monkeypatch):
         assert dict(zip(t.column("key").to_pylist(), t.column("value").to_pylist(),
                         strict=True)) == model, n
         assert t.num_rows == len(model)
-    # a commit step run again commits nothing: the newest snapshot already holds epoch 4
+    # a commit step run again commits nothing: the newest snapshot already holds the epoch
     table = open_iceberg(spec)
     snap = table.current_snapshot().snapshot_id
-    outputs = c.completed_handles(4)["gold"].outputs
-    assert commit_tables("p", "main", 4, outputs)["t"].meta["table_version"] == snap
+    last = len(EPOCHS)
+    outputs = c.completed_handles(last)["gold"].outputs
+    assert commit_tables("p", "main", last, outputs)["t"].meta["table_version"] == snap
     assert open_iceberg(spec).current_snapshot().snapshot_id == snap
 
 

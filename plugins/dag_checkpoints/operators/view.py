@@ -55,7 +55,10 @@ class CheckpointedViewOperator(CheckpointedSparkOperator):
     :param output: the output's name (its Airflow Asset when the epoch publishes).
     :param table: the output table: a :class:`TableSpec` (its mode and keys are the view's)
         or a Delta table's location.
-    :param table_inputs: ``{name: TableInput}``: every table the query reads.
+    :param table_inputs: ``{name: TableInput}``: the tables the query reads.
+    :param views: ``{name: view task}``: earlier views of the DAG the query reads by that
+        name (their task, or its id): each epoch reads their change from their handles of
+        the same epoch, not their tables. A task given here is wired upstream.
     :param keys: the output's key when the query has no GROUP BY that says it.
     :param verify_every: every this many epochs, recompute the view in full at the pinned
         versions and decline the epoch if the maintained result differs (0: never).
@@ -69,18 +72,28 @@ class CheckpointedViewOperator(CheckpointedSparkOperator):
     ui_color = "#b3de69"
 
     def __init__(self, *, sql: str, output: str, table: TableSpec | str,
-                 table_inputs: Mapping[str, Any], keys: Sequence[str] = (),
+                 table_inputs: Mapping[str, Any] | None = None,
+                 views: Mapping[str, Any] | None = None, keys: Sequence[str] = (),
                  verify_every: int = 0,
                  full_refresh_above: float = DEFAULT_FULL_REFRESH_ABOVE, **kwargs: Any):
         if "job" in kwargs or "outputs" in kwargs:
             raise TypeError("a view's job and outputs are its query's: give sql= and output=")
-        super().__init__(job=VIEW_JOB, outputs=[output], table_inputs=dict(table_inputs),
-                         **kwargs)
-        read = query_inputs(sql)
-        unknown = sorted(read - set(self.table_inputs))
+        super().__init__(job=VIEW_JOB, outputs=[output],
+                         table_inputs=dict(table_inputs or {}), **kwargs)
+        upstream = {n: v if isinstance(v, str) else v.task_id
+                    for n, v in (views or {}).items()}
+        both = sorted(set(upstream) & set(self.table_inputs))
+        if both:
+            raise ValueError(f"{self.task_id}: {', '.join(both)} named both as a table input "
+                             "and as a view")
+        declared = set(self.table_inputs) | set(upstream)
+        unknown = sorted(query_inputs(sql) - declared)
         if unknown:
             raise ValueError(f"{self.task_id}: the view reads {', '.join(unknown)}, not "
-                             f"declared in table_inputs (declared: "
-                             f"{', '.join(sorted(self.table_inputs)) or 'none'})")
+                             f"declared in table_inputs or views (declared: "
+                             f"{', '.join(sorted(declared)) or 'none'})")
+        for v in (views or {}).values():
+            if not isinstance(v, str):
+                v >> self
         self.view_task = ViewTask(sql, output, view_table(table), tuple(keys), verify_every,
-                                  full_refresh_above)
+                                  full_refresh_above, upstream)
