@@ -182,7 +182,9 @@ class DeltaCommitter:
         cols = [c for c in rows.column_names if c != DELETE_COLUMN]
         # Null-safe: a NULL key (a group of rows whose key is NULL) is one key, as GROUP BY
         # and a database's primary key see it; with `=` every merge would insert it again.
-        on = " AND ".join(f"t.{_ident(k)} IS NOT DISTINCT FROM s.{_ident(k)}"
+        # (Each in parentheses: DataFusion would read `a IS NOT DISTINCT FROM b AND c` as
+        # `a IS NOT DISTINCT FROM (b AND c)`.)
+        on = " AND ".join(f"(t.{_ident(k)} IS NOT DISTINCT FROM s.{_ident(k)})"
                           for k in spec.keys)
         values = {_ident(c): f"s.{_ident(c)}" for c in cols}
         deleted = f"s.{_ident(DELETE_COLUMN)}"

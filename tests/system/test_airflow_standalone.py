@@ -548,6 +548,18 @@ def ontime_oracle(location: str, version: int) -> list[tuple]:
                   for o, r in g.iterrows())
 
 
+def _asset_triggered_runs(sa, dag: str) -> list[dict]:
+    """The DAG's runs once none is left to run (the asset-triggered ones), each a success."""
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        runs = sa.get(f"/api/v2/dags/{dag}/dagRuns").json()["dag_runs"]
+        if runs and all(r["state"] in ("success", "failed") for r in runs):
+            break
+        time.sleep(3)
+    assert runs and all(r["state"] == "success" for r in runs), (runs, sa.tail())
+    return runs
+
+
 def test_a_downstream_dag_continues_the_pipeline_from_its_table(af):
     """dags/airport_ontime.py reads flights_daily's gold_flights_enriched incrementally:
     its asset-triggered epochs read on from the version the one before consumed (through
@@ -559,13 +571,7 @@ def test_a_downstream_dag_continues_the_pipeline_from_its_table(af):
     sa, tmp = af
     down = Coordinator(LocalStorage(tmp / "ckpt"), "airport_ontime")
     upstream = f"file://{tmp}/data/tables/gold_flights_enriched"
-    deadline = time.time() + 300
-    while time.time() < deadline:  # the asset-triggered runs, until none is left to run
-        runs = sa.get("/api/v2/dags/airport_ontime/dagRuns").json()["dag_runs"]
-        if runs and all(r["state"] in ("success", "failed") for r in runs):
-            break
-        time.sleep(3)
-    assert runs and all(r["state"] == "success" for r in runs), (runs, sa.tail())
+    runs = _asset_triggered_runs(sa, "airport_ontime")
     assert all(r["run_type"] == "asset_triggered" for r in runs)
     completed = [b for b in down.barriers() if down.status(b.epoch_id) == "completed"]
     pins = [b.table_version("flights").version for b in completed]
@@ -607,13 +613,7 @@ def test_a_dag_of_views_maintains_each_query_from_the_table_s_changes(af):
     sa, tmp = af
     views = Coordinator(LocalStorage(tmp / "ckpt"), "flight_views")
     upstream = f"file://{tmp}/data/tables/gold_flights_enriched"
-    deadline = time.time() + 300
-    while time.time() < deadline:  # the asset-triggered runs, until none is left to run
-        runs = sa.get("/api/v2/dags/flight_views/dagRuns").json()["dag_runs"]
-        if runs and all(r["state"] in ("success", "failed") for r in runs):
-            break
-        time.sleep(3)
-    assert runs and all(r["state"] == "success" for r in runs), (runs, sa.tail())
+    _asset_triggered_runs(sa, "flight_views")
     run = sa.trigger("flight_views", "2013-02-01T00:00:00Z",
                      {"checkpoint": {"fault_inject": "route_delays:1"}})
     assert sa.wait_run("flight_views", run) == "success", sa.tail()

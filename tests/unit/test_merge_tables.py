@@ -246,3 +246,39 @@ def test_no_staged_file_outlives_its_epoch_unless_a_table_references_it(tmp_path
     assert m.files_deleted == len(unreferenced)
     vacuum_tables(c, min_retention_hours=0)
     assert _parquet_files(merge.location) == live
+
+
+@pytest.mark.parametrize("backend", ["local"])
+def test_a_merge_by_two_keys_one_of_them_null_updates_in_place(env, tmp_path):
+    """Keys of several columns, one of them NULL in some rows (a GROUP BY over a column
+    with NULLs): each epoch's upsert replaces its row, and a delete removes it."""
+    c, wh, endpoint = env
+    spec = TableSpec(f"{wh}/pairs", "merge", keys=("a", "b"))
+    epochs = [([("x", None, 1), ("x", "y", 2)], []), ([("x", None, 3)], []),
+              ([("z", None, 4)], [("x", "y")]), ([], [("x", None)])]
+    model: dict[tuple, int] = {}
+    for n, (upserts, deletes) in enumerate(epochs, 1):
+        b = c.begin_epoch(PLAN, f"p{n}")
+        c.register_attempt(b.epoch_id, "gold", 1)
+        w = SnapshotWriter(c.storage, c.layout, b.epoch_id, "gold", 1,
+                           previous=c.restore_handle(b.epoch_id, "gold"))
+        rows = [(a, bb, v, False) for a, bb, v in upserts] + \
+            [(a, bb, None, True) for a, bb in deletes]
+        path = tmp_path / f"p{n}" / "part-0.parquet"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(pa.table({
+            "a": pa.array([r[0] for r in rows], pa.string()),
+            "b": pa.array([r[1] for r in rows], pa.string()),
+            "v": pa.array([r[2] for r in rows], pa.int64()),
+            DELETE_COLUMN: pa.array([r[3] for r in rows], pa.bool_())}), path)
+        w.stage_table_output("t", spec, [path], rows=len(rows))
+        c.acknowledge(b.epoch_id, "gold", 1, w.handle())
+        assert c.complete(b.epoch_id).completed
+        model.update({(a, bb): v for a, bb, v in upserts})
+        for k in deletes:
+            model.pop(k, None)
+        df = open_table(spec.location, endpoint).to_pandas()
+        got = sorted((((r.a, None if r.b != r.b else r.b), int(r.v))
+                      for r in df.itertuples(index=False)), key=str)
+        assert got == sorted(model.items(), key=str), n
+        assert len(df) == len(model), n
