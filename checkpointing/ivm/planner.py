@@ -52,13 +52,7 @@ def plan_view(sql: str, schemas: Mapping[str, object], dialect: str = "spark"
               ) -> ViewPlan:
     """The incremental plan of ``sql`` over inputs named in ``schemas`` (name -> column ->
     SQL type), or its fallback to a full recompute with the reason."""
-    try:
-        tree = sqlglot.parse_one(sql, read=dialect)
-    except ParseError as exc:
-        raise ViewQueryError(f"the view's query does not parse: {_first(exc)}") from None
-    if not isinstance(tree, exp.Query):
-        raise ViewQueryError("a view is a query (SELECT ...), not "
-                             f"{tree.key.upper()}")
+    tree = parse_query(sql, dialect)
     from sqlglot.optimizer.qualify import qualify
 
     try:
@@ -68,14 +62,34 @@ def plan_view(sql: str, schemas: Mapping[str, object], dialect: str = "spark"
         raise ViewQueryError(f"the view's query does not fit its inputs: {_first(exc)}"
                              ) from None
     columns = tuple(s.alias_or_name for s in tree.selects)
-    tree = _inline_ctes(tree)
-    inputs = tuple(sorted({t.name for t in tree.find_all(exp.Table)}))
+    inlined = _inline_ctes(tree)
+    inputs = tuple(sorted({t.name for t in inlined.find_all(exp.Table)}))
     builder = _Builder()
     try:
-        root, key = builder.query(tree)
+        root, key = builder.query(inlined)
     except _Fallback as why:
         return ViewPlan(sql, inputs, columns, fallback=str(why))
     return ViewPlan(sql, inputs, columns, root=root, key=key)
+
+
+def parse_query(sql: str, dialect: str = "spark") -> exp.Query:
+    """``sql`` read as one query; :class:`ViewQueryError` in one line when it does not
+    parse or is not a query."""
+    try:
+        tree = sqlglot.parse_one(sql, read=dialect)
+    except ParseError as exc:
+        raise ViewQueryError(f"the view's query does not parse: {_first(exc)}") from None
+    if not isinstance(tree, exp.Query):
+        raise ViewQueryError("a view is a query (SELECT ...), not "
+                             f"{tree.key.upper()}")
+    return tree
+
+
+def query_tables(sql: str, dialect: str = "spark") -> set[str]:
+    """The inputs ``sql`` reads by name (its CTEs' names left out)."""
+    tree = parse_query(sql, dialect)
+    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
+    return {t.name for t in tree.find_all(exp.Table) if t.name not in ctes}
 
 
 def _first(exc: Exception) -> str:

@@ -112,14 +112,6 @@ def query_id(sql: str) -> str:
     return hashlib.sha256(sql.encode()).hexdigest()
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} B"  # pragma: no cover - the loop returns
-
-
 def choose(*, fallback: str | None, kept: ViewRecord | None, query: str,
            inputs: list[InputChange], costs: RefreshCosts,
            full_above: float) -> Refresh:
@@ -148,12 +140,12 @@ def choose(*, fallback: str | None, kept: ViewRecord | None, query: str,
         rec = total * costs.full_ms_per_byte
         if rec < inc:
             return full(f"a recompute is estimated cheaper ({rec:.0f} ms over "
-                        f"{_size(total)}) than maintaining {_size(changed)} of changes "
+                        f"{total:,} bytes) than maintaining {changed:,} bytes of changes "
                         f"({inc:.0f} ms), from earlier epochs' costs",
                         estimated_incremental_ms=inc, estimated_full_ms=rec)
-        return Refresh("incremental", f"maintaining {_size(changed)} of changes is "
+        return Refresh("incremental", f"maintaining {changed:,} bytes of changes is "
                        f"estimated cheaper ({inc:.0f} ms) than a recompute over "
-                       f"{_size(total)} ({rec:.0f} ms), from earlier epochs' costs",
+                       f"{total:,} bytes ({rec:.0f} ms), from earlier epochs' costs",
                        changed, total, inc, rec)
     share = changed / total if total else 1.0
     if share > full_above:

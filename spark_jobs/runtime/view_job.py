@@ -73,7 +73,6 @@ class TaskStates:
 
     def __init__(self, run: JobRun, namespace: str, fresh: bool = False):
         self.run, self.ns, self.fresh = run, namespace, fresh
-        self.written: list[str] = []
 
     def _name(self, relation: str) -> str:
         return relation[len(self.ns):] if relation.startswith(self.ns) else relation
@@ -81,18 +80,28 @@ class TaskStates:
     def load(self, name: str) -> Any | None:
         if self.fresh:
             return None
-        refs = self.run.files(self.run.previous, f"{STATE_DIR}/{self._name(name)}/")
-        if not refs:
-            return None
-        return self.run.spark.read.parquet(*[spark_uri(r.uri) for r in refs])
+        return _read(self.run, self.run.files(self.run.previous,
+                                              f"{STATE_DIR}/{self._name(name)}/"))
 
     def save(self, name: str, df: Any) -> Any:
-        short = self._name(name)
-        refs = self.run.write_state(df, f"{STATE_DIR}/{short}")
-        self.written.append(short)
-        if not refs:  # nothing written for no rows: the state is its empty shape
-            return df.limit(0)
-        return self.run.spark.read.parquet(*[spark_uri(r.uri) for r in refs])
+        refs = self.run.write_state(df, f"{STATE_DIR}/{self._name(name)}")
+        # nothing written for no rows: the state is its empty shape
+        return _read(self.run, refs) if refs else df.limit(0)
+
+
+def _read(run: JobRun, refs: list[Any]) -> Any | None:
+    """The Parquet state files ``refs`` as one DataFrame (their own schema); None for none."""
+    if not refs:
+        return None
+    return run.spark.read.parquet(*[spark_uri(r.uri) for r in refs])
+
+
+def _expanded(spark: Any, relation: str, columns: Sequence[str]) -> Any:
+    """The rows of Z-set ``relation``, each repeated as its weight says (a batch query's,
+    or an overwritten table's, rows)."""
+    cols = ", ".join(q(c) for c in columns)
+    return spark.sql(f"SELECT {cols} FROM {relation} LATERAL VIEW explode(sequence(1, "
+                     f"CAST({WEIGHT} AS INT))) `_copies` AS `_copy`")
 
 
 def view_task(run: JobRun) -> ViewTask:
@@ -161,15 +170,12 @@ def _view_input(run: JobRun, name: str, task: str, kept: ViewRecord | None) -> V
             run.spark.createDataFrame([], weighted)
 
     def content() -> Any:
-        cols = ", ".join(q(c) for c in schema.names)
         read(result).createOrReplaceTempView(f"v_{run.task_id}__up_{name}")
-        return run.spark.sql(
-            f"SELECT {cols} FROM v_{run.task_id}__up_{name} LATERAL VIEW "
-            f"explode(sequence(1, CAST({WEIGHT} AS INT))) `_copies` AS `_copy`")
+        return _expanded(run.spark, f"v_{run.task_id}__up_{name}", schema.names)
 
     size = sum(f.size for f in result)
     moved = size - (kept.input_bytes.get(name, 0) if kept else 0)
-    return ViewInput(name, whole, whole or bool(change) and any(f.size for f in change),
+    return ViewInput(name, whole, whole or any(f.size for f in change),
                      size if whole else sum(f.size for f in change), moved, schema,
                      lambda: read(result if whole else change), content)
 
@@ -281,6 +287,8 @@ def _refresh(run: JobRun, view: ViewTask, plan: Any, found: dict[str, ViewInput]
     states = TaskStates(run, ns, fresh=refresh.mode == "full")
     kept = TaskStates(run, ns)
     before = kept.load(RESULT)
+    if before is not None:
+        before.createOrReplaceTempView(f"{ns}before")
     cols = ", ".join(q(c) for c in columns)
     if refresh.mode == "incremental":
         for n, i in found.items():
@@ -300,7 +308,6 @@ def _refresh(run: JobRun, view: ViewTask, plan: Any, found: dict[str, ViewInput]
         now.createOrReplaceTempView(f"{ns}now")
         change = spark.table(f"{ns}now")
         if before is not None:
-            before.createOrReplaceTempView(f"{ns}before")
             change = spark.sql(f"SELECT * FROM {ns}now UNION ALL "
                                f"SELECT {cols}, -{WEIGHT} AS {WEIGHT} FROM {ns}before")
     change.createOrReplaceTempView(f"{ns}raw")
@@ -308,7 +315,6 @@ def _refresh(run: JobRun, view: ViewTask, plan: Any, found: dict[str, ViewInput]
     change.createOrReplaceTempView(f"{ns}change")
     union = f"SELECT * FROM {ns}change"
     if before is not None:
-        before.createOrReplaceTempView(f"{ns}before")
         union = f"SELECT * FROM {ns}before UNION ALL {union}"
     return change, kept.save(RESULT, spark.sql(consolidated(columns, union)))
 
@@ -333,9 +339,7 @@ def _write_output(run: JobRun, view: ViewTask, spec: TableSpec, key: tuple[str, 
                             f"EXCEPT SELECT {keys} FROM {ns}out WHERE {WEIGHT} > 0")
         return run.write_table(upserts, view.output, spec, deleted=deleted)
     result.createOrReplaceTempView(f"{ns}all")
-    return run.write_table(spark.sql(
-        f"SELECT {cols} FROM {ns}all LATERAL VIEW explode(sequence(1, CAST({WEIGHT} AS INT)))"
-        f" `_copies` AS `_copy`"), view.output, spec)
+    return run.write_table(_expanded(spark, f"{ns}all", columns), view.output, spec)
 
 
 def _write_unchanged(run: JobRun, view: ViewTask, spec: TableSpec, key: tuple[str, ...],
@@ -396,8 +400,5 @@ def _verify(run: JobRun, view: ViewTask, found: dict[str, ViewInput],
 
 def _written_result(run: JobRun) -> Any | None:
     """The view's whole result as this epoch keeps it (written, or carried)."""
-    refs = run.writer.files(f"{STATE_DIR}/{RESULT}/")
-    refs = [r for r in refs if r.name.endswith(".parquet")]
-    if not refs:
-        return None
-    return run.spark.read.parquet(*[spark_uri(r.uri) for r in refs])
+    return _read(run, [r for r in run.writer.files(f"{STATE_DIR}/{RESULT}/")
+                       if r.name.endswith(".parquet")])

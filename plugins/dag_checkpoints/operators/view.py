@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from checkpointing.ivm.planner import query_tables
 from checkpointing.protocol.view_task import DEFAULT_FULL_REFRESH_ABOVE, ViewTask
 from checkpointing.tables.spec import TableSpec
 
@@ -28,24 +29,6 @@ def view_table(table: TableSpec | str) -> dict[str, Any]:
     and keys (the view decides them), or a Delta table's location."""
     spec = TableSpec(table) if isinstance(table, str) else table
     return {k: v for k, v in spec.to_json().items() if k not in ("mode", "keys")}
-
-
-def query_inputs(sql: str) -> set[str]:
-    """The tables ``sql`` reads (its CTEs' names left out); a query that does not parse is
-    refused in one line."""
-    import sqlglot
-    from sqlglot import exp
-    from sqlglot.errors import ParseError
-
-    try:
-        tree = sqlglot.parse_one(sql, read="spark")
-    except ParseError as exc:
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        raise ValueError(f"the view's query does not parse: {first}") from None
-    if not isinstance(tree, exp.Query):
-        raise ValueError(f"a view is a query (SELECT ...), not {tree.key.upper()}")
-    ctes = {c.alias_or_name for c in tree.find_all(exp.CTE)}
-    return {t.name for t in tree.find_all(exp.Table) if t.name not in ctes}
 
 
 class CheckpointedViewOperator(CheckpointedSparkOperator):
@@ -87,7 +70,7 @@ class CheckpointedViewOperator(CheckpointedSparkOperator):
             raise ValueError(f"{self.task_id}: {', '.join(both)} named both as a table input "
                              "and as a view")
         declared = set(self.table_inputs) | set(upstream)
-        unknown = sorted(query_inputs(sql) - declared)
+        unknown = sorted(query_tables(sql) - declared)
         if unknown:
             raise ValueError(f"{self.task_id}: the view reads {', '.join(unknown)}, not "
                              f"declared in table_inputs or views (declared: "
