@@ -29,7 +29,7 @@ metrics and OpenLineage events sent to receivers on this host / with both off
 (:func:`bench_observability`).
 
 The scheduler starts LocalExecutor's workers from a forkserver that preloads what a task
-imports (:mod:`dag_checkpoints.preload`, the recommended deployment); ``--no-preload`` is
+imports (:mod:`dag_checkpoints.task.preload`, the recommended deployment); ``--no-preload`` is
 the control, every task process importing its modules itself.
 
 Merges its keys into bench/results/latest.json (``details.airflow`` holds the raw figures)

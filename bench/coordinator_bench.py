@@ -89,7 +89,7 @@ def lookup_cost(history: int) -> dict:
 
 def page_refresh_requests(c: Coordinator, cache) -> int:  # noqa: ANN001
     """Storage requests of one refresh of the Epochs page: what its three routes read
-    (plugins/dag_checkpoints/api.py: epochs, savepoints, lineages), one page of 50 rows."""
+    (plugins/dag_checkpoints/server/api.py: epochs, savepoints, lineages), one page of 50 rows."""
     from checkpointing.views.listing import list_epochs
 
     c.storage.stats.reset()

@@ -75,7 +75,7 @@ def _rewrite_links(markdown: str, page_src: str) -> str:
 
 
 def _cli_page() -> str:
-    from dag_checkpoints.cli import _parser as airflow_parser
+    from dag_checkpoints.server.cli import _parser as airflow_parser
 
     from checkpointing.ckpt import _parser as ckpt_parser
 
@@ -110,8 +110,8 @@ def _rest_page() -> str:
     # importing the plugin configures Airflow's logging: the build prints warnings only
     os.environ.setdefault("AIRFLOW__LOGGING__LOGGING_LEVEL", "WARNING")
     logging.getLogger("dag_checkpoints").setLevel(logging.WARNING)
-    from dag_checkpoints.api import app
-    from dag_checkpoints.plugin import URL_PREFIX
+    from dag_checkpoints.server.api import app
+    from dag_checkpoints.server.plugin import URL_PREFIX
 
     schema = app.openapi()
     out = ["# REST API", "",

@@ -6,6 +6,6 @@ import error: "already registered")."""
 from importlib.metadata import entry_points
 
 if not entry_points(group="airflow.plugins", name="dag_checkpoints"):
-    from dag_checkpoints.plugin import DagCheckpointsPlugin
+    from dag_checkpoints.server.plugin import DagCheckpointsPlugin
 
     __all__ = ["DagCheckpointsPlugin"]

@@ -254,7 +254,7 @@ def start_airflow(svc: Services, port: int, env: dict[str, str]) -> tuple[str, s
            # task processes fork with their imports done (README "Deploying")
            "AIRFLOW__SCHEDULER__MP_START_METHOD": "forkserver",
            "AIRFLOW__SCHEDULER__MP_FORKSERVER_PRELOAD":
-               "dag_checkpoints.preload,great_expectations",
+               "dag_checkpoints.task.preload,great_expectations",
            "SPARK_LOCAL_IP": "127.0.0.1", "PYTHONPATH": str(ROOT),
            # not the fixed defaults (8793/8794): another Airflow may run on this machine
            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),

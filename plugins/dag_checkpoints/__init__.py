@@ -8,7 +8,6 @@ the timeout watchdog and the commit step are added around the jobs. Task code re
 checkpoint storage only through the ``checkpointing`` library; correctness never depends on
 listeners."""
 
-from .assets import published_asset
 from .notifications import AlertSettings, announce
 from .operators import (
     BeginEpochOperator,
@@ -17,10 +16,11 @@ from .operators import (
     CommitEpochOperator,
     EpochTimeoutOperator,
 )
-from .settings import CheckpointSettings
-from .timeouts import deadline_alert
+from .shared.assets import published_asset
+from .shared.settings import CheckpointSettings
+from .shared.timeouts import deadline_alert
+from .shared.wiring import CheckpointSteps, checkpoint_dag, derive_plan
 from .triggers import EpochDeadlineTrigger
-from .wiring import CheckpointSteps, checkpoint_dag, derive_plan
 
 __all__ = ["AlertSettings", "BeginEpochOperator", "CheckpointSettings", "CheckpointSteps",
            "CheckpointedSparkOperator", "CheckpointedViewOperator", "CommitEpochOperator",

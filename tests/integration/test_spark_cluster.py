@@ -106,7 +106,7 @@ def test_a_failed_submit_fails_the_task_with_a_line_without_where_data_lives(
 
     from airflow.sdk.exceptions import AirflowException
     from dag_checkpoints.operators.spark import CheckpointedSparkOperator
-    from dag_checkpoints.settings import CheckpointSettings
+    from dag_checkpoints.shared.settings import CheckpointSettings
 
     monkeypatch.setenv("AIRFLOW_CONN_SPARK_CLUSTER", json.dumps(
         {"conn_type": "spark", "host": cluster.master_url}))

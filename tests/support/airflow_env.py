@@ -12,11 +12,11 @@ AIRFLOW = str(Path(sys.executable).parent / "airflow")
 
 
 #: The LocalExecutor's workers started from a forkserver that imported what a checkpointed
-#: task needs first (dag_checkpoints.preload; README "Deploying"): every task process forks
+#: task needs first (dag_checkpoints.task.preload; README "Deploying"): every task process forks
 #: with the job runtime, the Spark Connect client and the flights pipeline's GX imported.
 PRELOAD_ENV = {"AIRFLOW__SCHEDULER__MP_START_METHOD": "forkserver",
                "AIRFLOW__SCHEDULER__MP_FORKSERVER_PRELOAD":
-                   "dag_checkpoints.preload,great_expectations"}
+                   "dag_checkpoints.task.preload,great_expectations"}
 
 
 def sqlite_url(home: Path) -> str:

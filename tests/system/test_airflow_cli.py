@@ -210,7 +210,7 @@ def test_rights_are_airflows_and_credentials_stay_out_of_flags(af):
 
 
 def test_backfill_request_ids_are_strict():
-    from dag_checkpoints.api import BackfillRequest, SavepointRequest
+    from dag_checkpoints.server.api import BackfillRequest, SavepointRequest
     from pydantic import ValidationError
 
     for bad in (True, "1", 1.0):

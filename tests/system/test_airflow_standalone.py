@@ -23,7 +23,7 @@ import pytest
 from checkpointing import Coordinator, LocalStorage, read_manifest
 from checkpointing.protocol.documents import parse_iso
 from checkpointing.records.backfill_lineages import read_origin, read_promotion
-from plugins.dag_checkpoints.backfill import frontier
+from plugins.dag_checkpoints.server.backfill import frontier
 from spark_jobs.flights.landing import land
 from tests.support import oracle
 from tests.support.airflow_env import ROOT

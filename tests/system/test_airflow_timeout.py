@@ -119,7 +119,7 @@ def test_timeouts_of_running_and_queued_runs_alert_once_and_triggerer_survives(a
     # watchdogs ended before their runs did, and both runs' Deadline Alerts (queued_at +
     # TIMEOUT_S) fired while the first run's job still hung (HANG_S > TIMEOUT_S). That
     # racing announcers deliver once is checked without Airflow in
-    # tests/unit/dag_checkpoints/test_notifications.py.
+    # tests/unit/dag_checkpoints/notifications/test_notifications.py.
     alerted = sorted(b["json"]["alert"]["epoch_id"] for b in hook.received)
     assert alerted == [1, 2], hook.received
     assert all("timed out" in b["json"]["text"] for b in hook.received)

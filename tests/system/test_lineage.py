@@ -21,7 +21,7 @@ from tests.support.sinks import WebhookSink
 pytestmark = pytest.mark.slow
 DAG, PIPELINE = "ckpt_lineage", "lineage_test"
 SPEC = ROOT / "tests/openlineage"
-FACET = ROOT / "plugins/dag_checkpoints/facets/CheckpointRunFacet.json"
+FACET = ROOT / "plugins/dag_checkpoints/shared/facets/CheckpointRunFacet.json"
 #: A credential in the DAG's spark_conf, as a deployment on S3 may hold one: the Spark
 #: sessions get it, nothing Airflow stores, logs or sends may show it.
 CANARY = "s3a-canary-5e1b07"

@@ -180,7 +180,7 @@ BLOCKS: dict[tuple[str, str], str] = {
     "SQL in a Spark over the shared Iceberg catalog: test_iceberg_tables.py's fresh-session "
     "test runs VERSION AS OF, TIMESTAMP AS OF and the snapshots table by catalog name",
     ("docs/guides/views.md", "from airflow.sdk import task"):
-    "run as written in a DAG: tests/unit/dag_checkpoints/test_views.py "
+    "run as written in a DAG: tests/unit/dag_checkpoints/operators/test_views.py "
     "(test_the_guide_s_views_are_two_view_tasks)",
     ("docs/guides/views.md", "ckpt views explain --sql"):
     "run: tests/unit/test_ivm_planner.py (test_the_guide_s_explain_block_prints_what_it_shows)",
@@ -235,7 +235,7 @@ BLOCKS: dict[tuple[str, str], str] = {
     ("docs/guides/troubleshooting.md", "CHECKPOINT ALERT checkpoint epoch 12"): "not code: an "
     "alert's log line (test_airflow_timeout.py)",
     ("docs/guides/troubleshooting.md", "fault injection ('route_stats:1')"): "not code: a "
-    "message (tests/unit/dag_checkpoints/test_drills.py provokes it)",
+    "message (tests/unit/dag_checkpoints/task/test_drills.py provokes it)",
 }
 
 

@@ -129,6 +129,39 @@ def test_the_core_s_rooms_import_only_downwards():
     assert len(flat) <= 8, flat
 
 
+
+#: the provider's rooms by where their code runs, and the rooms each may import from. The
+#: task's process never loads the api-server's code, and the reverse; ``shared`` runs
+#: anywhere, so it reaches into neither (``wiring`` builds a DAG of the operators' classes);
+#: triggers run in the triggerer, so they import no task code.
+PROVIDER_ROOMS = {
+    "task": {"task", "shared", "hooks", "notifications"},
+    "server": {"server", "shared", "notifications"},
+    "shared": {"shared", "notifications", "operators"},
+    "operators": {"operators", "task", "shared", "hooks", "triggers", "notifications"},
+    "decorators": {"decorators", "operators"},
+    "triggers": {"triggers", "shared", "notifications"},
+    "hooks": {"hooks", "shared"},
+    "notifications": {"notifications"},
+}
+#: the top level of the provider: its package, the provider metadata Airflow reads
+PROVIDER_TOP = {"dag_checkpoints", "dag_checkpoints.provider"}
+
+
+def test_the_provider_s_rooms_say_where_code_runs():
+    """Every provider module is in a room (task, server, shared, or one of Airflow's
+    provider folders), and a room imports only from the rooms that run where it runs."""
+    graph = _module_graph()
+    ours = {m for m in graph if m.split(".")[0] == "dag_checkpoints"}
+    loose = sorted(m for m in ours if m not in PROVIDER_TOP
+                   and m.split(".")[1] not in PROVIDER_ROOMS)
+    assert not loose, loose
+    wrong = [f"{m} -> {d}" for m in ours - PROVIDER_TOP for d in graph[m]
+             if d.startswith("dag_checkpoints.") and d not in PROVIDER_TOP
+             and d.split(".")[1] not in PROVIDER_ROOMS[m.split(".")[1]]]
+    assert not wrong, wrong
+    assert "dag_checkpoints.task.task_epoch" in ours and "dag_checkpoints.server.api" in ours
+
 def test_no_import_cycles():
     graph = _module_graph()
     # the graph is real

@@ -11,7 +11,7 @@ import pytest
 
 from checkpointing import Coordinator, LocalStorage
 from checkpointing.records.savepoints import create_savepoint
-from plugins.dag_checkpoints.backfill import (
+from plugins.dag_checkpoints.server.backfill import (
     BackfillRequestError,
     data_day_of,
     frontier,
@@ -97,7 +97,7 @@ def test_many_skipped_days_are_summarised(coord):
 
 
 def test_ranges_are_bounded_by_size_and_by_the_dags_dates(coord):
-    from dag_checkpoints.backfill import MAX_BACKFILL_RUNS, DeployedDag
+    from dag_checkpoints.server.backfill import MAX_BACKFILL_RUNS, DeployedDag
 
     with pytest.raises(BackfillRequestError, match=f"at most {MAX_BACKFILL_RUNS}"):
         preview_backfill(coord, "2013-01-03", "2040-01-04", from_epoch=1)
@@ -126,7 +126,7 @@ def test_plan_changes_since_the_origin_are_reported(coord):
     from dataclasses import replace
 
     from checkpointing import TaskPlan
-    from plugins.dag_checkpoints.backfill import DeployedDag
+    from plugins.dag_checkpoints.server.backfill import DeployedDag
 
     plan = dict(DIAMOND)
     same = preview_backfill(coord, "2013-01-02", "2013-01-03", from_savepoint="after-day1",
@@ -150,7 +150,7 @@ def test_plan_changes_since_the_origin_are_reported(coord):
 
 
 def test_missing_input_days_and_a_main_run_in_progress_are_conflicts(coord, tmp_path):
-    from plugins.dag_checkpoints.backfill import DeployedDag
+    from plugins.dag_checkpoints.server.backfill import DeployedDag
 
     data = LocalStorage(tmp_path / "data")
     data.write("raw/2013-01-02.csv", b"a\n")

@@ -14,7 +14,7 @@ from urllib.parse import urlparse
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
-from ..settings import CheckpointSettings
+from ..shared.settings import CheckpointSettings
 
 
 def spark_connect_url(conn_id: str) -> str:

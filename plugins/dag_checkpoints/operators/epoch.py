@@ -28,11 +28,11 @@ from checkpointing.protocol.barrier import plan_to_json
 from checkpointing.protocol.epoch_metadata import AbortReason
 from checkpointing.redaction import redact
 
-from ..drills import fault_spec
 from ..notifications import announce
-from ..runconf import BEGIN_TASK_ID, checkpointing_enabled, foreground_test_run
-from ..settings import CheckpointSettings
-from ..task_epoch import (
+from ..shared.runconf import BEGIN_TASK_ID, checkpointing_enabled, foreground_test_run
+from ..shared.settings import CheckpointSettings
+from ..task.drills import fault_spec
+from ..task.task_epoch import (
     epoch_begun_by_a_job,
     open_run_epoch,
     run_ended,
@@ -49,11 +49,11 @@ class BeginEpochOperator(AwaitsTableVersions, BaseOperator):
     """Opens the run's epoch, or joins it, and returns the epoch id (XCom).
 
     It runs beside the run's root jobs, which begin or join the same epoch themselves
-    (:mod:`dag_checkpoints.task_epoch`): no job waits for it. Its success marks the epoch as
+    (:mod:`dag_checkpoints.task.task_epoch`): no job waits for it. Its success marks the epoch as
     the run's, so that a retried job joins it; the watchdog and the commit step read the
     epoch from it. Idempotent per DAG run: a cleared or retried begin step reuses the run's
     open epoch. When a table input expects a new version, it waits for it before beginning,
-    deferred, as the root jobs do (:mod:`dag_checkpoints.expected_inputs`).
+    deferred, as the root jobs do (:mod:`dag_checkpoints.shared.expected_inputs`).
     """
 
     ui_color = "#b3e2cd"
@@ -95,9 +95,9 @@ class BeginEpochOperator(AwaitsTableVersions, BaseOperator):
 
     def _register_settings(self, dag_id: str) -> None:
         """Where the Deadline Alert's callback finds this DAG's settings by its id
-        (:mod:`..registered_settings`). The per-epoch watchdog enforces the timeout; a
+        (:mod:`..shared.registered_settings`). The per-epoch watchdog enforces the timeout; a
         failure here costs only its backstop, so it is logged, not raised."""
-        from ..registered_settings import register, variable_key
+        from ..shared.registered_settings import register, variable_key
 
         try:
             if register(self.settings, dag_id):
@@ -221,8 +221,8 @@ class CommitEpochOperator(BaseOperator):
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """The OpenLineage provider's call (only when it is configured): the table outputs
-        the epoch published, with their committed versions (:mod:`..lineage`)."""
-        from ..lineage import commit_lineage
+        the epoch published, with their committed versions (:mod:`..shared.lineage`)."""
+        from ..shared.lineage import commit_lineage
 
         epoch = self._lineage_epoch
         if not epoch:
@@ -299,7 +299,7 @@ class CommitEpochOperator(BaseOperator):
 
     def _emit_asset_events(self, context: Any, coord: Any) -> None:
         """Fill the outlets' asset events with what this epoch published."""
-        from ..assets import event_extra
+        from ..shared.assets import event_extra
 
         manifest = coord.catalog.manifest()
         events = context.get("outlet_events")

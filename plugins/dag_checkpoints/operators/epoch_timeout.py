@@ -1,4 +1,4 @@
-"""The per-run checkpoint watchdog task (see :mod:`dag_checkpoints.timeouts`)."""
+"""The per-run checkpoint watchdog task (see :mod:`dag_checkpoints.shared.timeouts`)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from checkpointing import Coordinator
 from checkpointing.protocol.decision import Decision
 
-from ..runconf import checkpointing_enabled, foreground_test_run
-from ..settings import CheckpointSettings
-from ..task_epoch import storage_failures
-from ..timeouts import expire_epoch, watchdog_outcome
+from ..shared.runconf import checkpointing_enabled, foreground_test_run
+from ..shared.settings import CheckpointSettings
+from ..shared.timeouts import expire_epoch, watchdog_outcome
+from ..task.task_epoch import storage_failures
 from ..triggers.decision_read import decision_poll_seconds
 from ..triggers.epoch_deadline import EpochDeadlineTrigger
 

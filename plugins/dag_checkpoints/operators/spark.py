@@ -33,18 +33,18 @@ from checkpointing.errors import CheckpointError
 from checkpointing.redaction import redact
 from checkpointing.tables.expectations import unchanged_table_inputs
 
-from ..drills import fault_spec, with_fault
-from ..expected_inputs import (
+from ..hooks.spark import open_session, remote_url, submit_hook
+from ..shared.expected_inputs import (
     data_day,
     expected_keys,
     grace_seconds,
     missing_keys,
     validate_templates,
 )
-from ..hooks.spark import open_session, remote_url, submit_hook
-from ..runconf import BEGIN_TASK_ID, checkpointing_enabled, data_interval
-from ..settings import CheckpointSettings
-from ..task_epoch import (
+from ..shared.runconf import BEGIN_TASK_ID, checkpointing_enabled, data_interval
+from ..shared.settings import CheckpointSettings
+from ..task.drills import fault_spec, with_fault
+from ..task.task_epoch import (
     EPOCH_XCOM_KEY,
     job_failure,
     mask_roots,
@@ -251,10 +251,11 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
         raise AirflowFailException(f"{self.task_id} declined epoch {epoch}: {reason}")
 
     def _announce_attempt(self, context: Any, epoch: int, attempt: int) -> None:
-        """The try's RUNNING lineage event naming its epoch (:func:`..lineage.announce_attempt`),
-        when the OpenLineage provider is installed."""
+        """The try's RUNNING lineage event naming its epoch
+        (:func:`..shared.lineage.announce_attempt`), when the OpenLineage provider is
+        installed."""
         try:
-            from ..lineage import announce_attempt
+            from ..shared.lineage import announce_attempt
         except ImportError:  # the OpenLineage provider is not installed: no lineage at all
             return
         announce_attempt(context, self._checked_settings().coordinator(), epoch, attempt)
@@ -262,10 +263,10 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """The OpenLineage provider's call (only when it is configured): the inputs the job
         consumed (data prefixes, table inputs with their versions), its table outputs and
-        the ``checkpoint`` run facet, read from its acknowledgement (:mod:`..lineage`)."""
+        the ``checkpoint`` run facet, read from its acknowledgement (:mod:`..shared.lineage`)."""
         from airflow.providers.openlineage.extractors import OperatorLineage
 
-        from ..lineage import task_lineage
+        from ..shared.lineage import task_lineage
 
         epoch = self._lineage_epoch
         if epoch is None and self.settings is not None and self.epoch_plan is not None:
@@ -278,10 +279,10 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
 
     def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
         """A failed or declined attempt: the run facet naming its epoch and attempt, so a
-        lineage tool ties the FAIL event to the epoch (:mod:`..lineage`)."""
+        lineage tool ties the FAIL event to the epoch (:mod:`..shared.lineage`)."""
         from airflow.providers.openlineage.extractors import OperatorLineage
 
-        from ..lineage import failed_lineage
+        from ..shared.lineage import failed_lineage
 
         if self._attempt is None or self.settings is None:
             return OperatorLineage()

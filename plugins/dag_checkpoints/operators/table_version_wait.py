@@ -1,5 +1,5 @@
 """Waiting for the new table versions a run's epoch expects before it begins (see
-:mod:`dag_checkpoints.expected_inputs`): a mixin of the operators that may begin the epoch,
+:mod:`dag_checkpoints.shared.expected_inputs`): a mixin of the operators that may begin the epoch,
 the begin step and the root jobs."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from checkpointing.errors import CheckpointError
 from checkpointing.tables.changes import pin
 from checkpointing.tables.expectations import awaited_table_versions
 
-from ..task_epoch import run_lineage
+from ..task.task_epoch import run_lineage
 from ..triggers.expected_input import MAX_POLL_SECONDS, TableVersionTrigger
 
 if TYPE_CHECKING:  # a mixin of operators: typed as the BaseOperator it is mixed into

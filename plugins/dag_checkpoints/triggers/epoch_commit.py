@@ -22,7 +22,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from checkpointing.errors import MalformedDocument
 
-from ..settings import CheckpointSettings
+from ..shared.settings import CheckpointSettings
 from .decision_read import read_decision
 from .task_states import FINISHED, NoStateChannel, run_task_states
 

@@ -1,4 +1,4 @@
-"""The trigger behind each run's checkpoint watchdog (see :mod:`dag_checkpoints.timeouts`).
+"""The trigger behind each run's checkpoint watchdog (see :mod:`dag_checkpoints.shared.timeouts`).
 
 An async poll of checkpoint storage that costs no worker slot and no triggerer thread; it
 ends as soon as the epoch is decided (read from what survives retention, within about a
@@ -24,8 +24,8 @@ from checkpointing.errors import MalformedDocument
 from checkpointing.protocol.decision import Decision
 from checkpointing.protocol.documents import parse_iso
 
-from ..settings import CheckpointSettings
-from ..timeouts import expire_epoch, watchdog_outcome
+from ..shared.settings import CheckpointSettings
+from ..shared.timeouts import expire_epoch, watchdog_outcome
 from .decision_read import MAX_POLL_SECONDS, read_decision
 from .task_states import FINISHED, NoStateChannel, run_task_states
 

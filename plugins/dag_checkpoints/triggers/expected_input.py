@@ -1,5 +1,5 @@
 """The triggers a task waits on, deferred, for the input it expects: its data day's files,
-or new versions of its table inputs (see :mod:`dag_checkpoints.expected_inputs`)."""
+or new versions of its table inputs (see :mod:`dag_checkpoints.shared.expected_inputs`)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from checkpointing.errors import CheckpointError
 from checkpointing.tables.changes import pin
 from checkpointing.tables.expectations import AwaitedVersion
 
-from ..expected_inputs import missing_keys
-from ..settings import CheckpointSettings
+from ..shared.expected_inputs import missing_keys
+from ..shared.settings import CheckpointSettings
 
 #: the longest pause between two looks at the data root
 MAX_POLL_SECONDS = 30.0

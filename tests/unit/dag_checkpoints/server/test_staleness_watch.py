@@ -1,0 +1,95 @@
+"""The scheduler's staleness watcher: a pipeline with no runs at all still reports its
+last-completed age and pages once; one "resolved" notice when an epoch completes again.
+Airflow's own StatsD client and HttpNotifier, to real receivers, in a process of its own
+(Airflow's metrics are configured once per process)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+from checkpointing import CheckpointConfig, Coordinator, LocalStorage
+from tests.support.airflow_env import ROOT
+from tests.support.helpers import DIAMOND, run_epoch
+from tests.support.sinks import WebhookSink
+from tests.support.statsd_sink import StatsdSink
+
+DAY = 86400.0
+WATCH = """
+import json, sys
+from dag_checkpoints.shared.settings import CheckpointSettings
+from dag_checkpoints.server.staleness_watch import watch_once
+settings = CheckpointSettings.from_kwargs(json.loads(sys.argv[1]))
+for _ in range(int(sys.argv[2])):
+    print(json.dumps(watch_once({"quiet_dag": settings})))
+"""
+
+
+def _watch(settings_kwargs: dict, times: int, env: dict[str, str]) -> list[dict]:
+    r = subprocess.run([sys.executable, "-c", WATCH, json.dumps(settings_kwargs), str(times)],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+
+
+def test_a_pipeline_without_runs_reports_its_age_pages_once_and_resolves_once(tmp_path):
+    from dag_checkpoints import AlertSettings, CheckpointSettings
+
+    statsd, hook = StatsdSink(), WebhookSink()
+    try:
+        config = CheckpointConfig(max_epoch_age_seconds=DAY)
+        # Its last epoch completed three days ago; nothing has run since.
+        past = Coordinator(LocalStorage(tmp_path / "ckpt"), "quiet", config,
+                           clock=lambda: time.time() - 3 * DAY)
+        run_epoch(past, DIAMOND, tmp=tmp_path, run_id="r1")
+        settings = CheckpointSettings(
+            "quiet", storage=f"file://{tmp_path}/ckpt", config=config, dag_id="quiet_dag",
+            alerts=AlertSettings(webhook_conn_id="ckpt_webhook", webhook_endpoint="/alerts"))
+        env = {**os.environ, "PYTHONPATH": f"{ROOT / 'plugins'}:{ROOT}",
+               "AIRFLOW__METRICS__STATSD_ON": "True",
+               "AIRFLOW__METRICS__STATSD_HOST": "127.0.0.1",
+               "AIRFLOW__METRICS__STATSD_PORT": str(statsd.port),
+               "AIRFLOW__METRICS__STATSD_INFLUXDB_ENABLED": "True",
+               "AIRFLOW_CONN_CKPT_WEBHOOK": hook.url}
+        ages = _watch(settings.to_kwargs(), 3, env)
+        assert [a["quiet_dag"] > 3 * DAY - 60 for a in ages] == [True] * 3
+        time.sleep(0.5)  # UDP
+        gauges = [m for m in statsd.metrics("airflow.dag_checkpoints.last_completed_age")
+                  if m.kind == "g"]
+        assert len(gauges) == 3 and all(g.value > 3 * DAY - 60 for g in gauges), gauges
+        assert gauges[0].tags == {"pipeline": "quiet", "dag_id": "quiet_dag"}
+        texts = [r["json"]["text"] for r in hook.received]
+        assert len(texts) == 1 and "no checkpoint epoch of quiet completed for 3.0 days" in \
+            texts[0], texts  # three looks, one page
+
+        # An epoch completes again: one resolved notice, however often it is looked at.
+        now = Coordinator(LocalStorage(tmp_path / "ckpt"), "quiet", config)
+        run_epoch(now, DIAMOND, tmp=tmp_path, run_id="r2")
+        ages = _watch(settings.to_kwargs(), 2, env)
+        assert all(a["quiet_dag"] < 60 for a in ages), ages
+        texts = [r["json"]["text"] for r in hook.received]
+        assert len(texts) == 2 and "quiet complete again" in texts[1], texts
+        assert hook.received[1]["json"]["alert"]["resolved"] is True
+        assert str(tmp_path) not in json.dumps(hook.received)
+    finally:
+        statsd.stop()
+        hook.stop()
+
+
+def test_the_watcher_starts_in_a_scheduler_only_and_can_be_turned_off(monkeypatch):
+    from dag_checkpoints.server import staleness_watch
+
+    monkeypatch.setattr(staleness_watch, "_started", None)
+    monkeypatch.setattr(sys, "argv", ["airflow", "triggerer"])
+    staleness_watch.on_starting(component=None)
+    assert staleness_watch._started is None
+    monkeypatch.setenv("AIRFLOW__DAG_CHECKPOINTS__STALENESS_CHECK_SECONDS", "0")
+    monkeypatch.setattr(sys, "argv", ["airflow", "scheduler"])
+    staleness_watch.on_starting(component=None)
+    assert staleness_watch._started is None
+    thread = staleness_watch.start(period=3600)
+    assert thread is not None and thread.is_alive() and thread.daemon
+    assert staleness_watch.start(period=3600) is thread  # once per process
