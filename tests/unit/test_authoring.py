@@ -372,15 +372,17 @@ def test_provider_and_plugin_are_registered(tmp_path):
     assert r.stdout.strip() == "dag_checkpoints.decorators.checkpointed_spark", r.stderr[-2000:]
 
 
-def _untyped_seams(source: str) -> list[str]:
+def _untyped_seams(source: str, names: str = r"coord\w*|store|epochs|epoch_store"
+                   ) -> list[str]:
     """Parameters of ``source``'s functions that stand for a coordinator, a store or an
-    epoch reader and are not given a narrow type (missing, or ``Any``)."""
+    epoch reader (or whatever ``names`` matches) and are not given a narrow type (missing,
+    or ``Any``)."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             continue
         for a in node.args.posonlyargs + node.args.args + node.args.kwonlyargs:
-            if not re.fullmatch(r"coord\w*|store|epochs|epoch_store", a.arg):
+            if not re.fullmatch(names, a.arg):
                 continue
             kind = ast.unparse(a.annotation) if a.annotation else ""
             if kind in ("", "Any", "object"):
@@ -397,4 +399,16 @@ def test_no_core_function_takes_an_untyped_coordinator_or_store():
     assert _untyped_seams("def f(epochs: EpochReader): ...") == []
     found = [f"{f.relative_to(ROOT)}:{hit}" for f in (ROOT / "checkpointing").rglob("*.py")
              for hit in _untyped_seams(f.read_text())]
+    assert not found, found
+
+
+def test_the_provider_holds_a_typed_coordinator_and_context():
+    """Where the provider holds a coordinator it is a ``Coordinator`` (or a narrower
+    interface), and a task's context is Airflow's ``Context`` (or a ``Mapping`` where a
+    deadline callback's plain dict comes too): never untyped, never ``Any``."""
+    names = r"coord\w*|store|epochs|epoch_store|context"
+    assert _untyped_seams("def f(self, context): ...", names) == ["1: f(context: ?)"]
+    found = [f"{f.relative_to(ROOT)}:{hit}"
+             for f in (ROOT / "plugins/dag_checkpoints").rglob("*.py")
+             for hit in _untyped_seams(f.read_text(), names)]
     assert not found, found

@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.bases.decorator import DecoratedOperator, TaskDecorator, task_decorator_factory
 
 from ..operators.spark import CheckpointedSparkOperator
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 
 class _CheckpointedSparkDecoratedOperator(DecoratedOperator, CheckpointedSparkOperator):
@@ -42,7 +45,7 @@ class _CheckpointedSparkDecoratedOperator(DecoratedOperator, CheckpointedSparkOp
         super().__init__(python_callable=python_callable, op_args=op_args, op_kwargs=op_kwargs,
                          kwargs_to_upstream={"job": python_callable}, **kwargs)
 
-    def execute(self, context: Any) -> Any:
+    def execute(self, context: Context) -> Any:
         return CheckpointedSparkOperator.execute(self, context)
 
     def job_callable(self) -> Callable[..., Any]:

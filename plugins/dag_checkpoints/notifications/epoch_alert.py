@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import logging
 import os
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -75,7 +76,8 @@ class AlertSettings:
 
 
 def announce(coord: Coordinator, meta: EpochMetadata, barrier: Barrier | None,
-             settings: AlertSettings, context: dict[str, Any] | None = None) -> EpochAlert | None:
+             settings: AlertSettings, context: Mapping[str, Any] | None = None
+             ) -> EpochAlert | None:
     """Record and deliver the alert of an aborted epoch, unless another process already
     did; the process that did also delivers the lineage's staleness alert, if it is due
     (:func:`announce_stale`). Returns the abort's alert when this call announced it. Never
@@ -91,7 +93,7 @@ def announce(coord: Coordinator, meta: EpochMetadata, barrier: Barrier | None,
 
 
 def announce_stale(coord: Coordinator, settings: AlertSettings, lineage: str = "main",
-                   context: dict[str, Any] | None = None) -> StaleAlert | None:
+                   context: Mapping[str, Any] | None = None) -> StaleAlert | None:
     """Deliver the lineage's staleness alert when its last completed epoch is older than
     the configured ``max_epoch_age_seconds`` and no process alerted for this stale period
     yet (checked at every abort and every begin). Never raises: an alert that cannot be
@@ -107,7 +109,7 @@ def announce_stale(coord: Coordinator, settings: AlertSettings, lineage: str = "
 
 
 def announce_resolved(coord: Coordinator, settings: AlertSettings, lineage: str = "main",
-                      context: dict[str, Any] | None = None) -> list[StaleResolved]:
+                      context: Mapping[str, Any] | None = None) -> list[StaleResolved]:
     """Deliver one "resolved" notice for each stale period of the lineage that an epoch
     completed since ended, unless another process did. Never raises."""
     try:
@@ -121,7 +123,7 @@ def announce_resolved(coord: Coordinator, settings: AlertSettings, lineage: str 
 
 
 def _deliver(alert: EpochAlert | StaleAlert | StaleResolved, settings: AlertSettings,
-             context: dict[str, Any] | None, what: str) -> None:
+             context: Mapping[str, Any] | None, what: str) -> None:
     if isinstance(alert, StaleResolved):
         log.warning("CHECKPOINT RESOLVED %s", alert.message())
     else:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import time
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import (
@@ -43,6 +43,11 @@ from ..triggers.decision_read import decision_poll_seconds
 from ..triggers.epoch_commit import EpochCommitTrigger
 from ..triggers.task_states import FINISHED
 from .table_version_wait import AwaitsTableVersions
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from checkpointing import Coordinator
 
 
 class BeginEpochOperator(AwaitsTableVersions, BaseOperator):
@@ -81,7 +86,7 @@ class BeginEpochOperator(AwaitsTableVersions, BaseOperator):
                          | {"checkpoint_plan", "checkpoint_inputs", "checkpoint_settings"})
 
     @storage_failures
-    def execute(self, context: Any) -> int:
+    def execute(self, context: Context) -> int:
         if not checkpointing_enabled(context):
             return self._unchecked(context)
         fault_spec(context)  # a refused drill begins no epoch (nothing aborted, no page)
@@ -108,7 +113,7 @@ class BeginEpochOperator(AwaitsTableVersions, BaseOperator):
                              "Deadline Alert cannot expire this run's epoch): %s",
                              type(exc).__name__)
 
-    def _unchecked(self, context: Any) -> int:
+    def _unchecked(self, context: Context) -> int:
         """A run with checkpointing disabled opens no epoch (epoch 0 for its tasks); it
         clears what earlier such runs left in their scratch."""
         deleted = self.settings.coordinator().unchecked_run(
@@ -159,7 +164,7 @@ class CommitEpochOperator(BaseOperator):
         self._lineage_epoch: int | None = None
 
     @storage_failures
-    def execute(self, context: Any) -> int | None:
+    def execute(self, context: Context) -> int | None:
         enabled = checkpointing_enabled(context)
         epoch = 0
         if enabled:
@@ -175,7 +180,7 @@ class CommitEpochOperator(BaseOperator):
         return self._finish(context, epoch, coord)
 
     @storage_failures
-    def execute_complete(self, context: Any, event: dict[str, Any]) -> int | None:
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> int | None:
         """Resumed by the trigger: the epoch was decided, every job finished, or the last
         jobs run (then it waits here for their acknowledgement, a bounded while)."""
         if event.get("error"):
@@ -185,7 +190,7 @@ class CommitEpochOperator(BaseOperator):
             self._wait(context, epoch, fire_on_last_level=False)
         return self._finish(context, epoch, coord)
 
-    def _await_end(self, context: Any, epoch: int, coord: Any) -> bool:
+    def _await_end(self, context: Context, epoch: int, coord: Coordinator) -> bool:
         """Wait on this worker, at most ``WORKER_WAIT_SECONDS``, for the epoch's decision
         (read every 0.2 s; epoch 0, checkpointing disabled, has none) or the jobs' end
         (asked each second); False when neither came."""
@@ -202,11 +207,11 @@ class CommitEpochOperator(BaseOperator):
                       "in the triggerer again", epoch, WORKER_WAIT_SECONDS)
         return False
 
-    def _jobs_finished(self, context: Any) -> bool:
+    def _jobs_finished(self, context: Context) -> bool:
         states = task_states(context)
         return all(states.get(t) in FINISHED for t in self.job_task_ids)
 
-    def _wait(self, context: Any, epoch: int, fire_on_last_level: bool = True) -> None:
+    def _wait(self, context: Context, epoch: int, fire_on_last_level: bool = True) -> None:
         """Wait for the epoch's decision or the jobs' end without holding a worker. Never
         returns: it defers (or, under ``dags test``, which runs one task at a time and
         triggers inline, asks to be run again in a second)."""
@@ -233,7 +238,7 @@ class CommitEpochOperator(BaseOperator):
 
     get_openlineage_facets_on_failure = get_openlineage_facets_on_complete
 
-    def _finish(self, context: Any, epoch: int, coord: Any) -> int | None:
+    def _finish(self, context: Context, epoch: int, coord: Coordinator) -> int | None:
         self._lineage_epoch = epoch
         if not checkpointing_enabled(context):
             self._unchecked(context)
@@ -254,8 +259,8 @@ class CommitEpochOperator(BaseOperator):
         else:
             meta = coord.complete_or_abort(
                 epoch, AbortReason.DECLINED, detail,
-                declined_by=lambda missing: (_failed_and_not_run(context, missing)[0]
-                                             or missing or [None])[0])
+                declined_by=lambda missing: next(
+                    iter(_failed_and_not_run(context, missing)[0] or missing), None))
         if meta.completed:
             self._retain(coord)
             if not coord.barrier(meta.epoch_id).publish_on_complete:
@@ -284,7 +289,7 @@ class CommitEpochOperator(BaseOperator):
             f"epoch {meta.epoch_id} aborted ({meta.reason}: {meta.detail}): within the "
             "failure budget, the next epoch picks up its input; nothing published")
 
-    def _unchecked(self, context: Any) -> None:
+    def _unchecked(self, context: Context) -> None:
         """A run with checkpointing disabled has no epoch to complete; its tasks committed
         their tables themselves. The run fails when one of them failed (else skipped, as
         the watchdog: no asset event for a run outside the checkpoints)."""
@@ -297,7 +302,7 @@ class CommitEpochOperator(BaseOperator):
         raise AirflowSkipException("checkpointing disabled for this run: no epoch to "
                                    "complete (each task committed its tables itself)")
 
-    def _emit_asset_events(self, context: Any, coord: Any) -> None:
+    def _emit_asset_events(self, context: Context, coord: Coordinator) -> None:
         """Fill the outlets' asset events with what this epoch published."""
         from ..shared.assets import event_extra
 
@@ -309,7 +314,7 @@ class CommitEpochOperator(BaseOperator):
                     and output in manifest.outputs:
                 events[asset].extra = event_extra(manifest, output)
 
-    def _retain(self, coord: Any) -> None:
+    def _retain(self, coord: Coordinator) -> None:
         """Retention after each decision, as Flink does on completion: old and aborted
         epochs go, files still referenced stay. Never fails the commit."""
         try:
@@ -323,7 +328,7 @@ class CommitEpochOperator(BaseOperator):
                           rep.deleted_shared, rep.deleted_staged)
 
 
-def _failed_and_not_run(context: Any, missing: list[str]) -> tuple[list[str], list[str]]:
+def _failed_and_not_run(context: Context, missing: list[str]) -> tuple[list[str], list[str]]:
     """Split the tasks that did not acknowledge into those that failed (Airflow's state of
     the task in this run) and those that never ran (upstream failed, skipped, ...)."""
     by_task = task_states(context)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
@@ -17,6 +17,9 @@ from ..shared.timeouts import expire_epoch, watchdog_outcome
 from ..task.task_epoch import storage_failures
 from ..triggers.decision_read import decision_poll_seconds
 from ..triggers.epoch_deadline import EpochDeadlineTrigger
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 
 class EpochTimeoutOperator(BaseOperator):
@@ -42,7 +45,7 @@ class EpochTimeoutOperator(BaseOperator):
         self.commit_task_id = commit_task_id
 
     @storage_failures
-    def execute(self, context: Any) -> str | None:
+    def execute(self, context: Context) -> str | None:
         if not checkpointing_enabled(context):
             raise AirflowSkipException("checkpointing disabled for this run: no epoch to "
                                        "watch")
@@ -80,7 +83,7 @@ class EpochTimeoutOperator(BaseOperator):
         return decision.status
 
     @storage_failures
-    def execute_complete(self, context: Any, event: dict[str, Any]) -> str:
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> str:
         if event.get("error"):
             raise AirflowFailException(f"epoch {event['epoch_id']}: {event['error']}")
         if event.get("fail"):  # decided, and the failure budget is spent (no retry)

@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
@@ -54,6 +54,9 @@ from ..task.task_epoch import (
     task_states,
 )
 from .table_version_wait import AwaitsTableVersions
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 _EXIT_CODE = re.compile(r"Error code is: (\d+)\.")
 #: the XCom key under which a task of a run with checkpointing disabled passes its state
@@ -155,7 +158,7 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
         return self.settings
 
     # ------------------------------------------------------------------ execution
-    def execute(self, context: Any) -> dict[str, int] | None:
+    def execute(self, context: Context) -> dict[str, int] | None:
         if self.settings is None:
             raise AirflowFailException(f"{self.task_id}: no checkpoint settings; build the DAG "
                                        "with dag_checkpoints.checkpoint_dag(dag, settings)")
@@ -180,7 +183,7 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
         return self._in_process(self.job_callable(), epoch, attempt, drill,
                                 remote=remote_url(self.settings))
 
-    def _await_expected_input(self, context: Any) -> None:
+    def _await_expected_input(self, context: Context) -> None:
         """Return when the data day's expected input is there; else defer until it lands
         or the grace ends (:meth:`execute_after_input`), or decline now when it ended."""
         from ..triggers.expected_input import MAX_POLL_SECONDS, ExpectedInputTrigger
@@ -204,20 +207,20 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
             poll_seconds=min(MAX_POLL_SECONDS, max(1.0, self.input_grace / 20))),
             method_name="execute_after_input")
 
-    def execute_after_input(self, context: Any, event: dict[str, Any] | None = None) -> Any:
+    def execute_after_input(self, context: Context, event: dict[str, Any] | None = None) -> Any:
         """Resumed from :class:`ExpectedInputTrigger`: run the job on the input that
         landed, or decline the epoch for the input that did not."""
         if event and event.get("status") == "missing":
             self._decline_missing(context, list(event.get("keys") or ()))
         return self.execute(context)
 
-    def _may_begin(self, context: Any) -> bool:
+    def _may_begin(self, context: Context) -> bool:
         """A root job begins the run's epoch unless the begin step already did."""
         if self.epoch_plan is None or self.epoch_plan[self.task_id].upstream:
             return False
         return task_states(context).get(self.begin_task_id) != "success"
 
-    def _decline_unchanged_tables(self, context: Any, epoch: int) -> None:
+    def _decline_unchanged_tables(self, context: Context, epoch: int) -> None:
         """Decline the epoch when its barrier pinned a table input expecting a new version
         no newer than the parent epoch did (PROTOCOL 6.14, 1.14)."""
         if not any(s.expect_new_version for s in self.table_inputs.values()):
@@ -231,13 +234,13 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
             self._decline(context, epoch, "expected a new table version after waiting "
                           f"{self.table_input_grace:.0f} s: {'; '.join(lines)}")
 
-    def _decline_missing(self, context: Any, missing: list[str]) -> None:
+    def _decline_missing(self, context: Context, missing: list[str]) -> None:
         """Decline the run's epoch for missing input files."""
         self._decline(context, task_epoch(self, context),
                       f"expected input missing after waiting {self.input_grace:.0f} s: "
                       f"{', '.join(missing)}")
 
-    def _decline(self, context: Any, epoch: int, reason: str) -> None:
+    def _decline(self, context: Context, epoch: int, reason: str) -> None:
         """Decline the run's epoch for missing input: one line, the epoch aborted (and
         alerted by the coordinator's abort listener)."""
         attempt = context["ti"].try_number
@@ -250,7 +253,7 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
             raise task_failure(exc, self.task_id, *self._checked_settings().roots) from None
         raise AirflowFailException(f"{self.task_id} declined epoch {epoch}: {reason}")
 
-    def _announce_attempt(self, context: Any, epoch: int, attempt: int) -> None:
+    def _announce_attempt(self, context: Context, epoch: int, attempt: int) -> None:
         """The try's RUNNING lineage event naming its epoch
         (:func:`..shared.lineage.announce_attempt`), when the OpenLineage provider is
         installed."""
@@ -367,7 +370,7 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
                       ack.state_handle.row_counts)
         return dict(ack.state_handle.row_counts)
 
-    def _unchecked(self, context: Any) -> dict[str, int]:
+    def _unchecked(self, context: Context) -> dict[str, int]:
         """Run the job with checkpointing disabled (:mod:`spark_jobs.runtime.unchecked`):
         upstream handles come from the upstream tasks' XComs, this task's goes to its
         own, and its table outputs are committed now."""

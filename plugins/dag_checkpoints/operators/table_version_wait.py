@@ -14,6 +14,9 @@ from checkpointing.tables.expectations import awaited_table_versions
 from ..task.task_epoch import run_lineage
 from ..triggers.expected_input import MAX_POLL_SECONDS, TableVersionTrigger
 
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
 if TYPE_CHECKING:  # a mixin of operators: typed as the BaseOperator it is mixed into
     from airflow.sdk import BaseOperator as _Operator
 else:
@@ -30,7 +33,7 @@ class AwaitsTableVersions(_Operator):
     #: set when the wait ended (landed or not): begin now, whatever the tables hold
     _table_wait_over: bool = False
 
-    def _await_table_versions(self, context: Any, settings: Any, plan: Any) -> None:
+    def _await_table_versions(self, context: Context, settings: Any, plan: Any) -> None:
         """Return when the run's epoch may begin now: it is open already, nothing is
         expected, what is expected is there, the wait is over or has no grace. Otherwise
         defer until the versions land or the grace ends."""
@@ -57,7 +60,7 @@ class AwaitsTableVersions(_Operator):
             poll_seconds=min(MAX_POLL_SECONDS, max(1.0, self.table_input_grace / 20))),
             method_name="execute_after_table_versions")
 
-    def execute_after_table_versions(self, context: Any,
+    def execute_after_table_versions(self, context: Context,
                                      event: dict[str, Any] | None = None) -> Any:
         """Resumed from :class:`TableVersionTrigger`: begin now, with what landed."""
         if event and event.get("status") == "missing":

@@ -158,7 +158,7 @@ def _public_barrier(barrier: Any) -> dict[str, Any]:
     return doc
 
 
-def _storage_errors(exc: Exception, coord: Any = None) -> HTTPException:
+def _storage_errors(exc: Exception, coord: Coordinator | None = None) -> HTTPException:
     msg = str(exc)
     if coord is not None:
         msg = redact(msg, *coord.catalog.storage_locations)

@@ -20,9 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import date, timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
 from checkpointing.storage import Storage
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 PLACEHOLDER = "{data_day}"
 
@@ -52,7 +55,7 @@ def missing_keys(data: Storage, keys: Sequence[str]) -> list[str]:
     return [k for k in keys if not data.exists(k)]
 
 
-def data_day(context: Any) -> date | None:
+def data_day(context: Context) -> date | None:
     """The run's data day: the day before its data interval's end, whose input the run
     consumes (the run of logical date D + 1 consumes day D, as the backfill counts days;
     a scheduled daily run's interval is that day, a manual run's may be empty); None for

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import attr
@@ -35,6 +35,11 @@ from openlineage.client.facet_v2 import RunFacet, dataset_version_dataset, symli
 from checkpointing.errors import EpochNotFound
 from checkpointing.protocol.state_handle import StateHandle
 from checkpointing.protocol.table_formats import traits
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from checkpointing import Coordinator
 
 log = logging.getLogger(__name__)
 #: the run facet's key: OpenLineage's ``{prefix}_{name}`` for a custom facet
@@ -109,7 +114,7 @@ def _table(out: Any, version: int | None) -> OutputDataset | None:
     return None
 
 
-def failed_lineage(coord: Any, epoch_id: int, attempt: int) -> Any:
+def failed_lineage(coord: Coordinator, epoch_id: int, attempt: int) -> Any:
     """The OperatorLineage of an attempt that did not acknowledge: no dataset, the facet
     naming the epoch and the attempt; ``aborted`` with the reason when the epoch was
     (declined, timed out), else ``failed``."""
@@ -119,11 +124,11 @@ def failed_lineage(coord: Any, epoch_id: int, attempt: int) -> Any:
     aborted = meta is not None and meta.status == "aborted"
     facet = CheckpointRunFacet(coord.pipeline_id, epoch_id, barrier.lineage,
                                "aborted" if aborted else "failed", attempt,
-                               reason=meta.reason if aborted else None)
+                               reason=meta.reason if meta is not None and aborted else None)
     return OperatorLineage(run_facets={FACET_KEY: facet})
 
 
-def task_lineage(coord: Any, data_root: str, epoch_id: int, task_id: str) -> Any:
+def task_lineage(coord: Coordinator, data_root: str, epoch_id: int, task_id: str) -> Any:
     """The OperatorLineage of task ``task_id``'s acknowledgement of ``epoch_id``."""
     from airflow.providers.openlineage.extractors import OperatorLineage
 
@@ -157,7 +162,7 @@ def task_lineage(coord: Any, data_root: str, epoch_id: int, task_id: str) -> Any
     return OperatorLineage(inputs=inputs, outputs=outputs, run_facets={FACET_KEY: facet})
 
 
-def commit_lineage(coord: Any, epoch_id: int) -> Any:
+def commit_lineage(coord: Coordinator, epoch_id: int) -> Any:
     """The OperatorLineage of the commit step: what the epoch's completion published."""
     from airflow.providers.openlineage.extractors import OperatorLineage
 
@@ -190,7 +195,7 @@ def commit_lineage(coord: Any, epoch_id: int) -> Any:
     return OperatorLineage(inputs=inputs, outputs=outputs, run_facets={FACET_KEY: facet})
 
 
-def _kept_record_lineage(coord: Any, epoch_id: int) -> Any:
+def _kept_record_lineage(coord: Coordinator, epoch_id: int) -> Any:
     """The commit step's lineage of an epoch retention deleted: the facet from what
     history keeps of it (status, lineage, parent, abort reason), no dataset."""
     from airflow.providers.openlineage.extractors import OperatorLineage
@@ -204,7 +209,7 @@ def _kept_record_lineage(coord: Any, epoch_id: int) -> Any:
     return OperatorLineage(run_facets={FACET_KEY: facet})
 
 
-def announce_attempt(context: Any, coord: Any, epoch_id: int, attempt: int) -> None:
+def announce_attempt(context: Context, coord: Coordinator, epoch_id: int, attempt: int) -> None:
     """A RUNNING event of this try naming its epoch and attempt, sent once both are known.
 
     A try that is killed (SIGKILL, the out-of-memory killer, a lost worker) never reaches
@@ -226,7 +231,8 @@ def announce_attempt(context: Any, coord: Any, epoch_id: int, attempt: int) -> N
         ti, run = context["ti"], context["dag_run"]
         run_id = OpenLineageAdapter.build_task_instance_run_id(
             dag_id=run.dag_id, task_id=ti.task_id, try_number=ti.try_number,
-            logical_date=run.logical_date or run.run_after, map_index=ti.map_index)
+            logical_date=run.logical_date or run.run_after,
+            map_index=-1 if ti.map_index is None else ti.map_index)
         facet = CheckpointRunFacet(coord.pipeline_id, epoch_id,
                                    coord.barrier(epoch_id).lineage, "running", attempt)
         get_openlineage_listener().adapter.emit(RunEvent(

@@ -5,7 +5,10 @@ steps the provider adds to a DAG."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 
 def checkpoint_conf(conf: dict[str, Any] | None) -> dict[str, Any]:
@@ -13,20 +16,20 @@ def checkpoint_conf(conf: dict[str, Any] | None) -> dict[str, Any]:
     return dict((conf or {}).get("checkpoint") or {})
 
 
-def checkpointing_enabled(context: Any) -> bool:
+def checkpointing_enabled(context: Context) -> bool:
     """False for a run triggered with ``{"checkpoint": {"enabled": false}}``: the same jobs
     without the checkpoint protocol (:mod:`spark_jobs.runtime.unchecked`)."""
     conf = checkpoint_conf(getattr(context.get("dag_run"), "conf", None))
     return conf.get("enabled", True) is not False
 
 
-def foreground_test_run(context: Any) -> bool:
+def foreground_test_run(context: Context) -> bool:
     """``airflow dags test`` / ``dag.test()``: tasks run one at a time and triggers inline,
     so a step that waits in the triggerer would block the run it waits for."""
     return getattr(context.get("dag_run"), "triggering_user_name", None) == "dag_test"
 
 
-def data_interval(context: Any) -> dict[str, str] | None:
+def data_interval(context: Context) -> dict[str, str] | None:
     """The run's data interval as the barrier records it (ISO strings), None without one."""
     start, end = context.get("data_interval_start"), context.get("data_interval_end")
     if start is None or end is None:

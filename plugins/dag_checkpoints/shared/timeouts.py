@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -36,7 +37,7 @@ log = logging.getLogger("dag_checkpoints.shared.timeouts")
 
 
 def expire_epoch(settings: CheckpointSettings, coord: Coordinator, barrier: Barrier,
-                 context: dict[str, Any] | None = None) -> EpochMetadata | None:
+                 context: Mapping[str, Any] | None = None) -> EpochMetadata | None:
     """Decide an epoch past its barrier's deadline: complete it if every task acknowledged
     (its commit step died), else abort it with reason ``timeout``; alert once. Returns None,
     touching nothing, when the deadline has not passed."""
@@ -88,7 +89,7 @@ def deadline_alert(settings: Any) -> Any | None:
     )
 
 
-async def deadline_missed(context: dict[str, Any] | None = None, *, pipeline_id: str = "",
+async def deadline_missed(context: Mapping[str, Any] | None = None, *, pipeline_id: str = "",
                           checkpoint: dict[str, Any] | None = None, **_: Any) -> None:
     """Deadline Alert callback (triggerer): expires the run's epoch at the epoch's own
     deadline. Airflow fires it ``timeout_seconds`` after the run was queued; the epoch's
@@ -122,7 +123,7 @@ async def deadline_missed(context: dict[str, Any] | None = None, *, pipeline_id:
         log.exception("checkpoint deadline callback failed")
 
 
-def _open_epoch(context: dict[str, Any], checkpoint: dict[str, Any] | None
+def _open_epoch(context: Mapping[str, Any], checkpoint: dict[str, Any] | None
                 ) -> tuple[CheckpointSettings, Coordinator, Barrier] | None:
     """(settings, coordinator, barrier) of the run's open epoch; None when it has none."""
     from .registered_settings import registered
@@ -145,6 +146,6 @@ def _open_epoch(context: dict[str, Any], checkpoint: dict[str, Any] | None
     return settings, coord, barrier
 
 
-def _lineage_of(context: dict[str, Any]) -> str:
+def _lineage_of(context: Mapping[str, Any]) -> str:
     return str(checkpoint_conf((context.get("dag_run") or {}).get("conf")).get("lineage")
                or "main")

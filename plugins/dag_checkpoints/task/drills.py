@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.exceptions import AirflowFailException
 
 from ..shared.runconf import checkpoint_conf
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 #: Fault injection for tests and drills: "<task_id>:<attempt>" fails that attempt after its
 #: snapshot and before its acknowledgement, the worst moment for exactly-once.
@@ -26,7 +29,7 @@ def drills_enabled() -> bool:
     return conf.getboolean("dag_checkpoints", "drills", fallback=False)
 
 
-def fault_spec(context: Any) -> str:
+def fault_spec(context: Context) -> str:
     """The drill a run asks for: ``conf["checkpoint"]["fault_inject"]``, else the
     ``CKPT_FAULT_INJECT`` environment variable (in-process mode only); refused in one
     line unless the deployment enables drills (:func:`drills_enabled`).

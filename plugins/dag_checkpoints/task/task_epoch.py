@@ -23,7 +23,7 @@ import logging
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk.exceptions import (
     AirflowException,
@@ -51,6 +51,11 @@ from ..notifications import announce_resolved, announce_stale
 from ..shared.runconf import BEGIN_TASK_ID, checkpoint_conf, data_interval
 from ..shared.settings import CheckpointSettings
 
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+    from checkpointing import Coordinator
+
 log = logging.getLogger(__name__)
 
 #: the XCom key under which each checkpointed task records the epoch it works for
@@ -63,7 +68,7 @@ STATE_CALL_TRIES = 3
 STATE_CALL_PAUSE_SECONDS = 2.0
 
 
-def open_run_epoch(settings: CheckpointSettings, plan: dict[str, TaskPlan], context: Any,
+def open_run_epoch(settings: CheckpointSettings, plan: dict[str, TaskPlan], context: Context,
                    allow_non_restored_state: bool = False) -> int:
     """Begin the run's epoch, or join the one the run has open; its id. A run whose epochs
     are all decided begins a new one (the caller knows it may). Airflow's answers: a
@@ -118,7 +123,7 @@ def runs_in_process() -> bool:
     return isinstance(getattr(task_runner, "SUPERVISOR_COMMS", None), InProcessSupervisorComms)
 
 
-def hold_lease(coord: Any, storage: str, epoch_id: int) -> None:
+def hold_lease(coord: Coordinator, storage: str, epoch_id: int) -> None:
     """Hold the epoch's lease for as long as this process lives, as the embedded runner
     does (PROTOCOL 6.1): when a killed ``dags test`` leaves the epoch pending, the next
     begin finds its holder dead and aborts it as ``runner_lost`` instead of refusing every
@@ -135,7 +140,7 @@ def hold_lease(coord: Any, storage: str, epoch_id: int) -> None:
     _HELD[key] = lease
 
 
-def epoch_begun_by_a_job(settings: CheckpointSettings, context: Any) -> int | None:
+def epoch_begun_by_a_job(settings: CheckpointSettings, context: Context) -> int | None:
     """The epoch a job of this run began before the begin step's first try ran (the roots
     begin or join beside it), even a decided one: a one-task DAG's job completes it, a
     decline aborts it, and it stays the run's epoch. None on a later try (a cleared run's
@@ -148,7 +153,7 @@ def epoch_begun_by_a_job(settings: CheckpointSettings, context: Any) -> int | No
     return ids[-1] if ids else None
 
 
-def triggering_table_versions(plan: dict[str, TaskPlan], context: Any) -> dict[str, int]:
+def triggering_table_versions(plan: dict[str, TaskPlan], context: Context) -> dict[str, int]:
     """Per table input, the newest version the asset events that triggered this run
     announce (a DAG scheduled on an upstream pipeline's table output): the epoch must read
     at least that far (PROTOCOL 6.14)."""
@@ -240,7 +245,7 @@ def storage_failures(method: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-def run_lineage(coord: Any, context: Any) -> tuple[str, bool, bool]:
+def run_lineage(coord: Coordinator, context: Context) -> tuple[str, bool, bool]:
     """(lineage, publish on complete, promote) of this run: ``main``, publish, no
     promotion, unless the run belongs to a backfill from a checkpoint
     (``conf["checkpoint"]["lineage"]``), whose epochs publish only at the backfill's last
@@ -260,7 +265,7 @@ def run_lineage(coord: Any, context: Any) -> tuple[str, bool, bool]:
     return lineage, last, last and origin.promote
 
 
-def task_epoch(task: Any, context: Any) -> int:
+def task_epoch(task: Any, context: Context) -> int:
     """The epoch the checkpointed ``task`` works for in this run (see the module's rules),
     recorded in its ``checkpoint_epoch`` XCom for the tasks downstream."""
     ti = context["ti"]
@@ -294,7 +299,7 @@ def _upstream_epoch(ti: Any, ups: list[str]) -> int:
     return epochs.pop()
 
 
-def _begun_epoch(ti: Any, context: Any, begin_task_id: str) -> int | None:
+def _begun_epoch(ti: Any, context: Context, begin_task_id: str) -> int | None:
     """The begin step's epoch when the begin step succeeded in this run (its XCom); None
     while it has not (a stale XCom of a run cleared whole is not the run's epoch)."""
     if task_states(context).get(begin_task_id) != "success":
@@ -303,7 +308,7 @@ def _begun_epoch(ti: Any, context: Any, begin_task_id: str) -> int | None:
     return None if epoch is None else int(epoch)
 
 
-def task_states(context: Any) -> dict[str, str]:
+def task_states(context: Context) -> dict[str, str]:
     """Airflow's state of each task of this run (``ti.get_task_states``, which the task's
     supervisor asks of the API server, retrying as ``[workers] execution_api_retries``
     says). A call that still fails is asked again, :data:`STATE_CALL_TRIES` times in all,
@@ -330,7 +335,7 @@ def task_states(context: Any) -> dict[str, str]:
     raise AssertionError("unreachable: the last try returns or raises")
 
 
-def run_ended(context: Any) -> str | None:
+def run_ended(context: Context) -> str | None:
     """``failed`` or ``success`` when this task's DAG run has already ended (an operator
     marked it in Airflow's UI or REST API, or the scheduler failed it at its
     ``dagrun_timeout``), else None. Asked of Airflow's API now (the run in the context is
