@@ -12,7 +12,7 @@ from __future__ import annotations
 from datetime import datetime
 
 from airflow.sdk import dag, task
-from dag_checkpoints import CheckpointSettings, published_asset
+from dag_checkpoints import CheckpointHook, CheckpointSettings, published_asset
 
 ROUTES = published_asset("flights_daily", "gold_route_stats")
 
@@ -30,8 +30,8 @@ def route_report():
         table = event.extra["table"]  # {"format": "delta", "location", "version"}
         # The S3 endpoint (MinIO here) is the checkpoint storage's; credentials come from
         # the standard AWS environment.
-        endpoint = getattr(CheckpointSettings("flights_daily").open_storage(),
-                           "endpoint_url", None)
+        endpoint = CheckpointHook(CheckpointSettings("flights_daily")).get_storage() \
+            .endpoint_url
         routes = DeltaTable(table_path(table["location"]), version=table["version"],
                             storage_options=storage_options(table["location"], endpoint)
                             ).to_pandas(columns=["origin", "dest", "flights"])

@@ -6,6 +6,7 @@ it first: that process delivers it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -19,9 +20,11 @@ from checkpointing.coordination.staleness import (
     stale,
 )
 from checkpointing.protocol.documents import now_iso, parse_iso
+from checkpointing.protocol.layout import Layout
 from checkpointing.protocol.registry import MAIN
 from checkpointing.records.alerts import EpochAlert, record_alert
 from checkpointing.records.backfill_lineages import LineageOrigin, delete_origin, record_origin
+from checkpointing.storage import Storage
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,13 @@ class PipelineRecords:
 
     def __init__(self, store: EpochStore, config: CheckpointConfig, clock: Callable[[], float]):
         self.store, self.config, self.clock = store, config, clock
+
+    @classmethod
+    def open(cls, storage: Storage, pipeline_id: str, config: CheckpointConfig,
+             clock: Callable[[], float] = time.time) -> PipelineRecords:
+        """The records of ``pipeline_id`` in ``storage``, without a coordinator: what an
+        abort listener is built with before the coordinator that will call it."""
+        return cls(EpochStore(storage, Layout(pipeline_id), clock), config, clock)
 
     def record_alert(self, alert: EpochAlert) -> bool:
         """Write an aborted epoch's alert record; True when this call wrote it (deliver

@@ -8,6 +8,7 @@ the timeout watchdog and the commit step are added around the jobs. Task code re
 checkpoint storage only through the ``checkpointing`` library; correctness never depends on
 listeners."""
 
+from .hooks import CheckpointHook
 from .notifications import AlertSettings, announce
 from .operators import (
     BeginEpochOperator,
@@ -22,7 +23,8 @@ from .shared.timeouts import deadline_alert
 from .shared.wiring import CheckpointSteps, checkpoint_dag, derive_plan
 from .triggers import EpochDeadlineTrigger
 
-__all__ = ["AlertSettings", "BeginEpochOperator", "CheckpointSettings", "CheckpointSteps",
+__all__ = ["AlertSettings", "BeginEpochOperator", "CheckpointHook", "CheckpointSettings",
+           "CheckpointSteps",
            "CheckpointedSparkOperator", "CheckpointedViewOperator", "CommitEpochOperator",
            "EpochDeadlineTrigger", "EpochTimeoutOperator", "announce", "checkpoint_dag",
            "deadline_alert", "derive_plan", "published_asset"]

@@ -8,6 +8,7 @@ import sys
 import tempfile
 
 import pytest
+from dag_checkpoints import CheckpointHook
 
 from checkpointing import Coordinator, LocalStorage
 from spark_jobs.flights.landing import land
@@ -117,7 +118,7 @@ def test_a_failed_submit_fails_the_task_with_a_line_without_where_data_lives(
         pipeline_id="flights_daily", storage=f"file://{tmp_path}/ckpt",
         data=f"file://{tmp_path}/data", spark_mode="submit", spark_conn_id="spark_cluster",
         spark_conf=(("spark.executor.memory", "1g"),))
-    epoch = settings.coordinator().begin_epoch(PLAN, "manual__stray").epoch_id
+    epoch = CheckpointHook(settings).get_coordinator().begin_epoch(PLAN, "manual__stray").epoch_id
     # A task the epoch's plan does not have: its driver's acknowledgement is refused.
     op = CheckpointedSparkOperator(task_id="stray", settings=settings,
                                    job="spark_jobs.flights.ingest_flights:ingest_flights")

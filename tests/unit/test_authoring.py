@@ -136,12 +136,12 @@ def test_the_core_s_rooms_import_only_downwards():
 #: triggers run in the triggerer, so they import no task code.
 PROVIDER_ROOMS = {
     "task": {"task", "shared", "hooks", "notifications"},
-    "server": {"server", "shared", "notifications"},
-    "shared": {"shared", "notifications", "operators"},
+    "server": {"server", "shared", "hooks", "notifications"},
+    "shared": {"shared", "hooks", "notifications", "operators"},
     "operators": {"operators", "task", "shared", "hooks", "triggers", "notifications"},
     "decorators": {"decorators", "operators"},
-    "triggers": {"triggers", "shared", "notifications"},
-    "hooks": {"hooks", "shared"},
+    "triggers": {"triggers", "shared", "hooks", "notifications"},
+    "hooks": {"hooks", "shared", "notifications"},
     "notifications": {"notifications"},
 }
 #: the top level of the provider: its package, the provider metadata Airflow reads
@@ -199,12 +199,12 @@ PRIVATE = {"storage", "layout", "store"}
 
 
 def _is_coordinator(node: ast.expr) -> bool:
-    """``coord``, ``coordinator``, ``self.coordinator``, ``settings.coordinator()``..."""
+    """``coord``, ``coordinator``, ``self.coordinator``, ``hook.get_coordinator()``..."""
     if isinstance(node, ast.Call):
         return _is_coordinator(node.func)
     name = node.id if isinstance(node, ast.Name) else \
         node.attr if isinstance(node, ast.Attribute) else ""
-    return name.startswith("coord") or name in ("c", "cw")
+    return name.startswith(("coord", "get_coordinator")) or name in ("c", "cw")
 
 
 def _reach_throughs(source: str) -> list[str]:
@@ -228,7 +228,8 @@ def test_callers_reach_checkpoint_storage_only_through_the_coordinator():
     key layout (PROTOCOL 4's keys stay in checkpointing/)."""
     assert _reach_throughs("read_manifest(coord.storage, coord.layout)") == \
         ["1: .storage", "1: .layout"]
-    assert _reach_throughs("s.coordinator().storage.list('')\nsettings.storage") == \
+    assert _reach_throughs("CheckpointHook(s).get_coordinator().storage.list('')\n"
+                           "settings.storage") == \
         ["1: .storage"]
     found = [f"{f.relative_to(ROOT)}:{hit}" for root in ("spark_jobs", "plugins", "dags")
              for f in (ROOT / root).rglob("*.py") for hit in _reach_throughs(f.read_text())]

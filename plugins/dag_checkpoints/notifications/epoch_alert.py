@@ -15,14 +15,26 @@ import logging
 import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from checkpointing import Barrier, Coordinator, EpochMetadata
+from checkpointing import Barrier, EpochMetadata
+from checkpointing.coordination.pipeline_records import PipelineRecords
 from checkpointing.coordination.staleness import StaleAlert, StaleResolved
 from checkpointing.errors import CheckpointError
 from checkpointing.records.alerts import EpochAlert
 
 log = logging.getLogger("dag_checkpoints.notifications")
+
+
+class AlertLedger(Protocol):
+    """Where a pipeline's alerts are recorded once: what announcing needs, a coordinator
+    or the abort listener built before one."""
+
+    @property
+    def pipeline_id(self) -> str: ...
+
+    @property
+    def records(self) -> PipelineRecords: ...
 
 
 def _env_list(name: str) -> tuple[str, ...]:
@@ -75,7 +87,7 @@ class AlertSettings:
         return out
 
 
-def announce(coord: Coordinator, meta: EpochMetadata, barrier: Barrier | None,
+def announce(coord: AlertLedger, meta: EpochMetadata, barrier: Barrier | None,
              settings: AlertSettings, context: Mapping[str, Any] | None = None
              ) -> EpochAlert | None:
     """Record and deliver the alert of an aborted epoch, unless another process already
@@ -92,7 +104,7 @@ def announce(coord: Coordinator, meta: EpochMetadata, barrier: Barrier | None,
     return alert
 
 
-def announce_stale(coord: Coordinator, settings: AlertSettings, lineage: str = "main",
+def announce_stale(coord: AlertLedger, settings: AlertSettings, lineage: str = "main",
                    context: Mapping[str, Any] | None = None) -> StaleAlert | None:
     """Deliver the lineage's staleness alert when its last completed epoch is older than
     the configured ``max_epoch_age_seconds`` and no process alerted for this stale period
@@ -108,7 +120,7 @@ def announce_stale(coord: Coordinator, settings: AlertSettings, lineage: str = "
     return alert
 
 
-def announce_resolved(coord: Coordinator, settings: AlertSettings, lineage: str = "main",
+def announce_resolved(coord: AlertLedger, settings: AlertSettings, lineage: str = "main",
                       context: Mapping[str, Any] | None = None) -> list[StaleResolved]:
     """Deliver one "resolved" notice for each stale period of the lineage that an epoch
     completed since ended, unless another process did. Never raises."""

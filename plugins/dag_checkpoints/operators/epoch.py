@@ -28,6 +28,7 @@ from checkpointing.protocol.barrier import plan_to_json
 from checkpointing.protocol.epoch_metadata import AbortReason
 from checkpointing.redaction import redact
 
+from ..hooks.checkpoint import CheckpointHook
 from ..notifications import announce
 from ..shared.runconf import BEGIN_TASK_ID, checkpointing_enabled, foreground_test_run
 from ..shared.settings import CheckpointSettings
@@ -116,7 +117,7 @@ class BeginEpochOperator(AwaitsTableVersions, BaseOperator):
     def _unchecked(self, context: Context) -> int:
         """A run with checkpointing disabled opens no epoch (epoch 0 for its tasks); it
         clears what earlier such runs left in their scratch."""
-        deleted = self.settings.coordinator().unchecked_run(
+        deleted = CheckpointHook(self.settings).get_coordinator().unchecked_run(
             context["dag_run"].run_id).clear_earlier_runs()
         self.log.info("checkpointing disabled for this run: no epoch, no checkpoint written "
                       "(%d file(s) of earlier unchecked runs deleted)", deleted)
@@ -173,7 +174,7 @@ class CommitEpochOperator(BaseOperator):
             if found is None:
                 raise AirflowFailException("no epoch to commit: the begin step did not run")
             epoch = int(found)
-        coord = self.settings.coordinator()
+        coord = CheckpointHook(self.settings).get_coordinator()
         decided = enabled and coord.decision(epoch) is not None
         if not decided and not self._jobs_finished(context):
             self._wait(context, epoch)
@@ -185,7 +186,7 @@ class CommitEpochOperator(BaseOperator):
         jobs run (then it waits here for their acknowledgement, a bounded while)."""
         if event.get("error"):
             raise AirflowFailException(f"epoch {event['epoch_id']}: {event['error']}")
-        epoch, coord = int(event["epoch_id"]), self.settings.coordinator()
+        epoch, coord = int(event["epoch_id"]), CheckpointHook(self.settings).get_coordinator()
         if event.get("status") == "last_level" and not self._await_end(context, epoch, coord):
             self._wait(context, epoch, fire_on_last_level=False)
         return self._finish(context, epoch, coord)
@@ -234,7 +235,7 @@ class CommitEpochOperator(BaseOperator):
             from airflow.providers.openlineage.extractors import OperatorLineage
 
             return OperatorLineage()
-        return commit_lineage(self.settings.coordinator(), epoch)
+        return commit_lineage(CheckpointHook(self.settings).get_coordinator(), epoch)
 
     get_openlineage_facets_on_failure = get_openlineage_facets_on_complete
 

@@ -11,6 +11,7 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSkipException
 from checkpointing import Coordinator
 from checkpointing.protocol.decision import Decision
 
+from ..hooks.checkpoint import CheckpointHook
 from ..shared.runconf import checkpointing_enabled, foreground_test_run
 from ..shared.settings import CheckpointSettings
 from ..shared.timeouts import expire_epoch, watchdog_outcome
@@ -52,7 +53,7 @@ class EpochTimeoutOperator(BaseOperator):
         epoch = context["ti"].xcom_pull(task_ids=self.begin_task_id)
         if epoch is None:
             raise AirflowFailException(f"no epoch to watch: {self.begin_task_id} has not run")
-        coord = self.settings.coordinator()
+        coord = CheckpointHook(self.settings).get_coordinator()
         decision = coord.decision(int(epoch))
         if decision is not None:
             return self._decided(coord, decision)
@@ -92,7 +93,7 @@ class EpochTimeoutOperator(BaseOperator):
             return str(event["status"])
         # The trigger could not expire the epoch itself (its storage call raised): the
         # worker does, and ends the task as the trigger would have (watchdog_outcome).
-        coord = self.settings.coordinator()
+        coord = CheckpointHook(self.settings).get_coordinator()
         barrier = coord.barrier(int(event["epoch_id"]))
         meta = expire_epoch(self.settings, coord, barrier, context)
         if meta is None:  # its deadline has not passed on this worker's clock

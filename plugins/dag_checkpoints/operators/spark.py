@@ -33,6 +33,7 @@ from checkpointing.errors import CheckpointError
 from checkpointing.redaction import redact
 from checkpointing.tables.expectations import unchanged_table_inputs
 
+from ..hooks.checkpoint import CheckpointHook
 from ..hooks.spark import open_session, remote_url, submit_hook
 from ..shared.expected_inputs import (
     data_day,
@@ -192,7 +193,7 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
         if day is None:
             raise AirflowFailException(f"{self.task_id}: expects= needs a run with a data "
                                        "interval (its data day fills {data_day})")
-        missing = missing_keys(self._checked_settings().open_data_storage(),
+        missing = missing_keys(CheckpointHook(self._checked_settings()).get_data_storage(),
                                expected_keys(self.expects, day))
         if not missing:
             return
@@ -226,7 +227,7 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
         if not any(s.expect_new_version for s in self.table_inputs.values()):
             return
         try:
-            coord = self._checked_settings().coordinator()
+            coord = CheckpointHook(self._checked_settings()).get_coordinator()
             lines = unchanged_table_inputs(coord, epoch, self.task_id)
         except CheckpointError as exc:
             raise task_failure(exc, self.task_id, *self._checked_settings().roots) from None
@@ -244,7 +245,7 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
         """Decline the run's epoch for missing input: one line, the epoch aborted (and
         alerted by the coordinator's abort listener)."""
         attempt = context["ti"].try_number
-        coord = self._checked_settings().coordinator()
+        coord = CheckpointHook(self._checked_settings()).get_coordinator()
         try:
             start = coord.register_attempt(epoch, self.task_id, attempt)
             if start.existing is None:
@@ -261,7 +262,8 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
             from ..shared.lineage import announce_attempt
         except ImportError:  # the OpenLineage provider is not installed: no lineage at all
             return
-        announce_attempt(context, self._checked_settings().coordinator(), epoch, attempt)
+        coord = CheckpointHook(self._checked_settings()).get_coordinator()
+        announce_attempt(context, coord, epoch, attempt)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
         """The OpenLineage provider's call (only when it is configured): the inputs the job
@@ -277,8 +279,8 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
             epoch = task_instance.xcom_pull(task_ids=self.task_id, key=EPOCH_XCOM_KEY)
         if not epoch or self.settings is None:
             return OperatorLineage()
-        return task_lineage(self.settings.coordinator(), self.settings.data, int(epoch),
-                            self.task_id)
+        return task_lineage(CheckpointHook(self.settings).get_coordinator(),
+                            self.settings.data, int(epoch), self.task_id)
 
     def get_openlineage_facets_on_failure(self, task_instance: Any) -> Any:
         """A failed or declined attempt: the run facet naming its epoch and attempt, so a
@@ -290,7 +292,7 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
         if self._attempt is None or self.settings is None:
             return OperatorLineage()
         try:
-            return failed_lineage(self.settings.coordinator(), *self._attempt)
+            return failed_lineage(CheckpointHook(self.settings).get_coordinator(), *self._attempt)
         except Exception as exc:  # noqa: BLE001 - lineage must not hide the task's failure
             self.log.warning("lineage of the failed attempt not read: %s", type(exc).__name__)
             return OperatorLineage()
@@ -340,7 +342,7 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
 
         job = with_fault(job, self.task_id, attempt, fault)
         s = self._checked_settings()
-        coord = s.coordinator()
+        coord = CheckpointHook(s).get_coordinator()
         overhead = {"process_age_ms": process_age_ms()}  # start and imports, before the job
         t0 = time.monotonic()
         spark = open_session(s, f"{s.pipeline_id}.{self.task_id}", remote)
@@ -395,8 +397,8 @@ class CheckpointedSparkOperator(AwaitsTableVersions, BaseOperator):
             handle = run_unchecked_task(
                 with_fault(self.job_callable(), self.task_id, ti.try_number,
                            fault_spec(context)),
-                s.coordinator(), context["dag_run"].run_id, self.task_id, spark, s.data,
-                upstream, data_interval(context), table_inputs=self.table_inputs,
+                CheckpointHook(s).get_coordinator(), context["dag_run"].run_id, self.task_id,
+                spark, s.data, upstream, data_interval(context), table_inputs=self.table_inputs,
                 view=getattr(self, "view_task", None), endpoint_url=s.endpoint_url)
         except Exception as exc:
             if (failure := self._job_failure(exc)) is None:

@@ -11,6 +11,7 @@ from checkpointing.errors import CheckpointError
 from checkpointing.tables.changes import pin
 from checkpointing.tables.expectations import awaited_table_versions
 
+from ..hooks.checkpoint import CheckpointHook
 from ..task.task_epoch import run_lineage
 from ..triggers.expected_input import MAX_POLL_SECONDS, TableVersionTrigger
 
@@ -39,7 +40,7 @@ class AwaitsTableVersions(_Operator):
         defer until the versions land or the grace ends."""
         if self._table_wait_over or self.table_input_grace <= 0:
             return
-        coord = settings.coordinator()
+        coord = CheckpointHook(settings).get_coordinator()
         try:
             lineage = run_lineage(coord, context)[0]
             if coord.runs.open_epoch_for_run(context["dag_run"].run_id, lineage) is not None:

@@ -38,6 +38,7 @@ from checkpointing.redaction import redact
 from checkpointing.views.listing import list_epochs, listing_row
 from checkpointing.views.stats import epoch_or_history_stats
 
+from ..hooks.checkpoint import CheckpointHook
 from ..shared.settings import CheckpointSettings
 from .airflow_api import AirflowApi, AirflowApiError
 from .backfill import (
@@ -129,7 +130,7 @@ def _coordinator(dag_id: str) -> Coordinator:
     settings = _settings(dag_id)
     key = (settings.storage, settings.pipeline_id, dag_id)
     try:
-        coord = settings.coordinator()
+        coord = CheckpointHook(settings).get_coordinator()
         owner = dag_id if key in _OWNED else coord.registry().owner
     except (ValueError, InvalidId) as exc:
         raise HTTPException(400, redact(str(exc), settings.storage)) from None

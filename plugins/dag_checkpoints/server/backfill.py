@@ -32,6 +32,7 @@ from checkpointing.protocol.barrier import plan_from_json
 from checkpointing.records.backfill_lineages import LineageOrigin, new_origin
 from checkpointing.records.two_phase_publish import table_versions
 
+from ..hooks.checkpoint import CheckpointHook
 from ..shared.expected_inputs import expected_keys
 from .airflow_api import AirflowApi, AirflowApiError
 
@@ -193,7 +194,7 @@ def deployed_dag(dag_id: str, with_data: bool = False) -> DeployedDag | None:
     data = None
     if with_data and inputs.get("data"):
         settings = begin.settings or CheckpointSettings(pipeline_id=dag_id)
-        data = replace(settings, data=inputs["data"]).open_data_storage()
+        data = CheckpointHook(replace(settings, data=inputs["data"])).get_data_storage()
     return DeployedDag(plan, tuple(inputs.get("daily") or ()), data,
                        bool(inputs.get("allow_non_restored_state")),
                        begin.start_date, begin.end_date)

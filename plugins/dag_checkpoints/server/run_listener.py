@@ -25,6 +25,7 @@ from airflow.listeners import hookimpl
 
 from checkpointing.protocol.epoch_metadata import EpochMetadata
 
+from ..hooks.checkpoint import CheckpointHook
 from ..shared.runconf import BEGIN_TASK_ID
 from ..shared.settings import CheckpointSettings
 from .deployed import carried_settings
@@ -66,7 +67,7 @@ def cancel_run_epochs(settings: CheckpointSettings, run_id: str,
     storage that cannot be reached is logged in one line (the epochs then end at their
     timeout), never raised."""
     try:
-        decided = settings.coordinator().abort_run(run_id, detail)
+        decided = CheckpointHook(settings).get_coordinator().abort_run(run_id, detail)
     except Exception as exc:  # noqa: BLE001 - a thread's failure has no caller to tell
         log.warning("checkpoint: the pending epochs of run %s were not cancelled (%s); "
                     "they end at their timeout", run_id, type(exc).__name__)

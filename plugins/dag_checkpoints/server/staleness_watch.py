@@ -28,6 +28,7 @@ from typing import Any
 
 from airflow.listeners import hookimpl
 
+from ..hooks.checkpoint import CheckpointHook
 from ..shared.settings import CheckpointSettings
 
 log = logging.getLogger(__name__)
@@ -100,7 +101,7 @@ def watch_once(dags: dict[str, CheckpointSettings]) -> dict[str, float | None]:
     ages: dict[str, float | None] = {}
     for dag_id, settings in sorted(dags.items()):
         try:
-            coord = settings.coordinator()
+            coord = CheckpointHook(settings).get_coordinator()
             age = coord.records.last_completed_age()
         except Exception as exc:  # noqa: BLE001 - one DAG's storage must not stop the rest
             log.warning("checkpoint staleness of DAG %s not checked: %s", dag_id,

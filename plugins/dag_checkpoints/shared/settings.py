@@ -5,15 +5,13 @@ file serves a laptop (local storage, local Spark) and a cluster (S3, a Spark mas
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlparse
 
-from checkpointing import CheckpointConfig, Coordinator, Storage, open_storage
-from checkpointing.protocol.barrier import Barrier
-from checkpointing.protocol.epoch_metadata import EpochMetadata
+from checkpointing import CheckpointConfig
 
-from ..notifications import AlertSettings, announce
+from ..notifications import AlertSettings
 from .expected_inputs import validate_templates
 
 SPARK_MODES = ("connect", "local", "submit")
@@ -21,7 +19,9 @@ SPARK_MODES = ("connect", "local", "submit")
 
 @dataclass(frozen=True)
 class CheckpointSettings:
-    """Everything the plugin needs to checkpoint one DAG (``pipeline_id`` is its dag id).
+    """Everything the plugin needs to checkpoint one DAG (``pipeline_id`` is its dag id):
+    where things are, not open connections (:class:`..hooks.checkpoint.CheckpointHook`
+    opens them).
 
     ``storage`` is ``file:///path`` or ``s3://bucket/prefix``. S3 credentials come from the
     standard AWS chain, or from the Airflow connection ``aws_conn_id`` when set (its
@@ -78,42 +78,11 @@ class CheckpointSettings:
             raise ValueError(f"spark_mode must be one of {', '.join(SPARK_MODES)}, "
                              f"not {self.spark_mode!r}")
 
-    def open_storage(self) -> Storage:
-        if not self.storage.strip():
-            raise ValueError(f"pipeline {self.pipeline_id!r}: no checkpoint storage configured "
-                             "(set CKPT_STORAGE or CheckpointSettings.storage)")
-        if self.aws_conn_id and urlparse(self.storage).scheme in ("s3", "s3a"):
-            return _storage_from_connection(self.storage, self.aws_conn_id, self.endpoint_url)
-        return open_storage(self.storage, endpoint_url=self.endpoint_url)
-
-    def open_data_storage(self) -> Storage:
-        """The data root (``data``), opened as the checkpoint storage is."""
-        if not self.data.strip():
-            raise ValueError(f"pipeline {self.pipeline_id!r}: no data root configured "
-                             "(set CKPT_DATA or CheckpointSettings.data)")
-        return replace(self, storage=self.data).open_storage()
-
     @property
     def roots(self) -> tuple[str, ...]:
         """Where checkpoint storage and the data live: what a task's failure line must not
         show (:func:`checkpointing.redaction.redact`)."""
         return tuple(r for r in (self.storage, self.data) if r.strip())
-
-    def coordinator(self, **kwargs: Any) -> Coordinator:
-        """A coordinator whose aborts are announced (alert record, log, notifiers) by the
-        process that decides them, whichever step that is (begin expiring an overdue
-        epoch, commit, the timeout watchdog)."""
-        if "listener" not in kwargs and metrics_enabled():
-            from .metrics import AirflowMetrics
-
-            kwargs["listener"] = AirflowMetrics(self.pipeline_id, self.dag_id)
-        coord = Coordinator(self.open_storage(), self.pipeline_id, self.config, **kwargs)
-        if "on_abort" not in kwargs:
-            def on_abort(meta: EpochMetadata, barrier: Barrier | None) -> None:
-                announce(coord, meta, barrier, self.alerts)
-
-            coord.on_abort = on_abort
-        return coord
 
     def to_kwargs(self) -> dict[str, Any]:
         """JSON-safe form for what Airflow stores (the begin step's serialized settings,
@@ -137,23 +106,6 @@ class CheckpointSettings:
                    tuple(tuple(kv) for kv in d.get("spark_conf") or ()),
                    d.get("spark_connect_conn_id") or "spark_connect_default",
                    tuple(d.get("daily_inputs") or ()), d.get("dag_id"))
-
-
-def _storage_from_connection(uri: str, conn_id: str, endpoint_url: str | None) -> Storage:
-    """S3 storage whose client comes from an Airflow AWS connection, with this library's
-    retry and timeout configuration (botocore standard retries)."""
-    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
-    from botocore.config import Config
-
-    from checkpointing.storage.s3 import S3Storage, retry_config
-
-    hook = AwsBaseHook(aws_conn_id=conn_id, client_type="s3", config=Config(
-        retries=retry_config(), connect_timeout=5.0,
-        read_timeout=30.0, s3={"addressing_style": "path"}))
-    parsed = urlparse(uri)
-    client = hook.get_conn()
-    return S3Storage(parsed.netloc, parsed.path,
-                     endpoint_url=endpoint_url or hook.conn_config.endpoint_url, client=client)
 
 
 def metrics_enabled() -> bool:

@@ -29,6 +29,7 @@ from checkpointing.errors import FailureBudgetExhausted
 from checkpointing.protocol.decision import Decision
 from checkpointing.protocol.documents import parse_iso
 
+from ..hooks.checkpoint import CheckpointHook
 from ..notifications import announce
 from .runconf import checkpoint_conf
 from .settings import CheckpointSettings
@@ -136,7 +137,7 @@ def _open_epoch(context: Mapping[str, Any], checkpoint: dict[str, Any] | None
                  "to expire", run_id, dag_id)
         return None
     settings = found
-    coord = settings.coordinator()
+    coord = CheckpointHook(settings).get_coordinator()
     barrier = (coord.runs.open_epoch_for_run(run_id, lineage=_lineage_of(context))
                if run_id else None)
     if barrier is None:

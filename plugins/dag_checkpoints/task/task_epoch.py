@@ -47,6 +47,7 @@ from checkpointing.protocol.registry import MAIN
 from checkpointing.redaction import redact, spellings
 from checkpointing.tables.changes import event_version
 
+from ..hooks.checkpoint import CheckpointHook
 from ..notifications import announce_resolved, announce_stale
 from ..shared.runconf import BEGIN_TASK_ID, checkpoint_conf, data_interval
 from ..shared.settings import CheckpointSettings
@@ -74,7 +75,7 @@ def open_run_epoch(settings: CheckpointSettings, plan: dict[str, TaskPlan], cont
     are all decided begins a new one (the caller knows it may). Airflow's answers: a
     promoting backfill reschedules the task without spending a retry, a policy (capacity,
     pause) is a retryable failure, anything else refused fails the task."""
-    coord = settings.coordinator()
+    coord = CheckpointHook(settings).get_coordinator()
     run_id = context["dag_run"].run_id
     lineage, publish, promote = run_lineage(coord, context)
     try:
@@ -147,7 +148,7 @@ def epoch_begun_by_a_job(settings: CheckpointSettings, context: Context) -> int 
     begin step begins anew when the run's epochs are decided) or when no job began one."""
     if context["ti"].try_number != 1:
         return None
-    coord = settings.coordinator()
+    coord = CheckpointHook(settings).get_coordinator()
     lineage = run_lineage(coord, context)[0]
     ids = coord.runs.epochs_of_run(context["dag_run"].run_id, lineage)
     return ids[-1] if ids else None

@@ -22,6 +22,7 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from checkpointing.errors import MalformedDocument
 
+from ..hooks.checkpoint import CheckpointHook
 from ..shared.settings import CheckpointSettings
 from .decision_read import read_decision
 from .task_states import FINISHED, NoStateChannel, run_task_states
@@ -73,7 +74,7 @@ class EpochCommitTrigger(BaseTrigger):
         coord = None
         if self.epoch_id:
             settings = CheckpointSettings.from_kwargs(self.checkpoint)
-            coord = await asyncio.to_thread(settings.coordinator)
+            coord = await asyncio.to_thread(CheckpointHook(settings).get_coordinator)
         channel, next_read = True, 0.0
         while True:
             states: dict[str, Any] | None = None

@@ -24,6 +24,7 @@ from checkpointing.errors import MalformedDocument
 from checkpointing.protocol.decision import Decision
 from checkpointing.protocol.documents import parse_iso
 
+from ..hooks.checkpoint import CheckpointHook
 from ..shared.settings import CheckpointSettings
 from ..shared.timeouts import expire_epoch, watchdog_outcome
 from .decision_read import MAX_POLL_SECONDS, read_decision
@@ -85,7 +86,7 @@ class EpochDeadlineTrigger(BaseTrigger):
 
     async def _watch(self) -> AsyncIterator[TriggerEvent]:
         settings = CheckpointSettings.from_kwargs(self.checkpoint)
-        coord = await asyncio.to_thread(settings.coordinator)
+        coord = await asyncio.to_thread(CheckpointHook(settings).get_coordinator)
         deadline = parse_iso(self.deadline)
         next_read, commit_seen, committing = 0.0, False, False
         while True:

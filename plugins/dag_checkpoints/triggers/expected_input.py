@@ -14,6 +14,7 @@ from checkpointing.errors import CheckpointError
 from checkpointing.tables.changes import pin
 from checkpointing.tables.expectations import AwaitedVersion
 
+from ..hooks.checkpoint import CheckpointHook
 from ..shared.expected_inputs import missing_keys
 from ..shared.settings import CheckpointSettings
 
@@ -68,7 +69,7 @@ class ExpectedInputTrigger(_DeadlineTrigger):
 
     async def look(self, settings: CheckpointSettings) -> dict[str, Any] | None:
         if self._data is None:
-            self._data = await asyncio.to_thread(settings.open_data_storage)
+            self._data = await asyncio.to_thread(CheckpointHook(settings).get_data_storage)
         try:
             self.keys = await asyncio.to_thread(missing_keys, self._data, self.keys)
         except CheckpointError as exc:  # a store down: look again, within the grace
@@ -96,7 +97,7 @@ class TableVersionTrigger(_DeadlineTrigger):
 
     async def look(self, settings: CheckpointSettings) -> dict[str, Any] | None:
         if self._endpoint is None:
-            storage = await asyncio.to_thread(settings.open_storage)
+            storage = await asyncio.to_thread(CheckpointHook(settings).get_storage)
             self._endpoint = storage.endpoint_url or ""
         still, lines = [], []
         for a in (AwaitedVersion.from_json(d) for d in self.awaited):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from dag_checkpoints import CheckpointHook
 
 
 def test_settings_round_trip_without_secrets(monkeypatch):
@@ -96,5 +97,5 @@ def test_blank_or_padded_storage_is_refused_with_one_line(tmp_path, monkeypatch)
     with pytest.raises(ValueError, match="surrounding white space"):
         CheckpointSettings("p", storage=" ")
     with pytest.raises(ValueError, match="no checkpoint storage configured"):
-        CheckpointSettings("p", storage="").coordinator()
+        CheckpointHook(CheckpointSettings("p", storage="")).get_coordinator()
     assert list(tmp_path.iterdir()) == []  # nothing created in the working directory
