@@ -23,7 +23,7 @@ class DagCheckpointsPlugin(AirflowPlugin):
     # dagrun_timeout) has the epoch cancelled at once, not at its timeout.
     # ... and each scheduler watches every checkpointed DAG's last-completed age, runs or no
     # runs, so that silence pages (staleness_watch).
-    listeners = [run_listener, staleness_watch]
+    listeners = [run_listener, staleness_watch.StalenessWatch()]
     fastapi_apps = [{"app": app, "url_prefix": URL_PREFIX, "name": "DAG checkpoints"}]
     external_views = [{
         "name": "Epochs",

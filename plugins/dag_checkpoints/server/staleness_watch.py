@@ -5,8 +5,8 @@ The coordinator decides staleness only when something happens (a begin, an abort
 pipeline with no runs at all (its DAG paused, the upstream that triggers it silent, its
 runs stuck in the queue) would never alert and its ``last_completed_age`` would stand
 still. Flink's ``lastCheckpointAge`` keeps growing without checkpoints; here each scheduler
-starts this watcher (Airflow calls the plugin's listener ``on_starting`` as its jobs start)
-and, every ``[dag_checkpoints] staleness_check_seconds`` (60 by default; 0 turns it off),
+runs a :class:`StalenessWatch` (the plugin registers one as a listener) and, every
+``[dag_checkpoints] staleness_check_seconds`` (60 by default; 0 turns it off),
 for each DAG whose serialized begin step carries checkpoint settings:
 
 - emits ``dag_checkpoints.last_completed_age`` (seconds since its main lineage's last
@@ -22,7 +22,6 @@ Correctness does not depend on it: it only reads and writes the alert records.
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 from typing import Any
 
@@ -33,7 +32,8 @@ from ..shared.settings import CheckpointSettings
 
 log = logging.getLogger(__name__)
 DEFAULT_PERIOD = 60.0
-_started: threading.Thread | None = None
+#: the job type of Airflow's scheduler (``SchedulerJobRunner.job_type``)
+SCHEDULER = "SchedulerJob"
 
 
 def period_seconds() -> float:
@@ -43,34 +43,67 @@ def period_seconds() -> float:
                          fallback=DEFAULT_PERIOD)
 
 
-@hookimpl
-def on_starting(component: Any) -> None:
-    """Start the watcher in a scheduler (Airflow calls this as each of its jobs starts;
-    the scheduler's command is what tells which component this process is)."""
-    if sys.argv[1:2] == ["scheduler"]:
-        start()
+class StalenessWatch:
+    """The watcher, registered with the plugin as a listener object (Airflow accepts
+    modules or instances): Airflow calls ``on_starting`` as each of its jobs starts and
+    ``before_stopping`` as it ends. A job's type is set by its runner after
+    ``on_starting``, so the thread starts for any job and, at its first look, goes on in a
+    scheduler only (the triggerer's and the DAG processor's end there); a task's start
+    (Airflow's task-runner marker, not a job) starts nothing. ``before_stopping`` of the
+    job it watches for stops it."""
 
+    def __init__(self, period: float | None = None) -> None:
+        self._period = period
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._component: Any = None
 
-def start(period: float | None = None) -> threading.Thread | None:
-    """The watcher thread, started once per process; None when turned off."""
-    global _started
-    period = period_seconds() if period is None else period
-    if period <= 0 or (_started is not None and _started.is_alive()):
-        return _started
-    stop = threading.Event()
-    _started = threading.Thread(target=_loop, args=(period, stop),
-                                name="ckpt-staleness-watch", daemon=True)
-    _started.start()
-    log.info("checkpoint staleness watcher started: every %.0f s", period)
-    return _started
+    @property
+    def thread(self) -> threading.Thread | None:
+        return self._thread
 
+    @hookimpl
+    def on_starting(self, component: Any) -> None:
+        if hasattr(component, "job_type"):  # a Job (scheduler, triggerer, DAG processor)
+            self.start(component)
 
-def _loop(period: float, stop: threading.Event) -> None:
-    while not stop.wait(period):
-        try:
-            watch_once(checkpointed_dags())
-        except Exception as exc:  # noqa: BLE001 - the scheduler's thread must survive
-            log.warning("checkpoint staleness watcher: %s", type(exc).__name__)
+    @hookimpl
+    def before_stopping(self, component: Any) -> None:
+        if component is self._component:
+            self.stop()
+
+    def start(self, component: Any = None) -> threading.Thread | None:
+        """The watcher thread, started once; None when turned off. ``component`` is the
+        job whose type decides whether it goes on (None: watch whatever this is)."""
+        period = period_seconds() if self._period is None else self._period
+        if period <= 0 or (self._thread is not None and self._thread.is_alive()):
+            return self._thread
+        self._stop.clear()
+        self._component = component
+        self._thread = threading.Thread(target=self._loop, args=(period, component),
+                                        name="ckpt-staleness-watch", daemon=True)
+        self._thread.start()
+        return self._thread
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Ends the watcher (the look under way finishes first, up to ``timeout``)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _loop(self, period: float, component: Any) -> None:
+        first = True
+        while not self._stop.wait(period):
+            if first:
+                first = False
+                kind = getattr(component, "job_type", SCHEDULER)
+                if kind != SCHEDULER:
+                    return  # not a scheduler: nothing to watch here
+                log.info("checkpoint staleness watcher started: every %.0f s", period)
+            try:
+                watch_once(checkpointed_dags())
+            except Exception as exc:  # noqa: BLE001 - the scheduler's thread must survive
+                log.warning("checkpoint staleness watcher: %s", type(exc).__name__)
 
 
 def checkpointed_dags() -> dict[str, CheckpointSettings]:

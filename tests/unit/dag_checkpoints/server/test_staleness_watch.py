@@ -79,17 +79,57 @@ def test_a_pipeline_without_runs_reports_its_age_pages_once_and_resolves_once(tm
         hook.stop()
 
 
-def test_the_watcher_starts_in_a_scheduler_only_and_can_be_turned_off(monkeypatch):
+def test_the_watcher_watches_in_a_scheduler_only_stops_with_it_and_can_be_turned_off(
+        monkeypatch):
+    """Airflow calls the listener object as each job starts and before it stops; the job's
+    type (set by its runner after it started) decides at the first look whether the
+    watcher goes on; a task's start is not a job and starts nothing."""
+    from types import SimpleNamespace
+
     from dag_checkpoints.server import staleness_watch
 
-    monkeypatch.setattr(staleness_watch, "_started", None)
-    monkeypatch.setattr(sys, "argv", ["airflow", "triggerer"])
-    staleness_watch.on_starting(component=None)
-    assert staleness_watch._started is None
+    looks: list[int] = []
+    monkeypatch.setattr(staleness_watch, "checkpointed_dags", lambda: {})
+    monkeypatch.setattr(staleness_watch, "watch_once", lambda dags: looks.append(1))
+
+    task = staleness_watch.StalenessWatch(period=0.05)
+    task.on_starting(component=object())  # Airflow's task-runner marker: not a job
+    assert task.thread is None
+
+    triggerer = staleness_watch.StalenessWatch(period=0.05)
+    job = SimpleNamespace(job_type=None)  # the runner sets the type after on_starting
+    triggerer.on_starting(component=job)
+    job.job_type = "TriggererJob"
+    assert triggerer.thread is not None
+    triggerer.thread.join(5)
+    assert not triggerer.thread.is_alive() and looks == []  # ended at its first look
+
+    scheduler = staleness_watch.StalenessWatch(period=0.05)
+    job = SimpleNamespace(job_type=None)
+    scheduler.on_starting(component=job)
+    job.job_type = staleness_watch.SCHEDULER
+    thread = scheduler.thread
+    assert thread is not None and thread.daemon
+    scheduler.on_starting(component=job)
+    assert scheduler.thread is thread  # once per process
+    deadline = time.monotonic() + 5
+    while len(looks) < 2 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(looks) >= 2
+    scheduler.before_stopping(component=SimpleNamespace(job_type="other"))
+    assert thread.is_alive()  # another job's end is not this one's
+    scheduler.before_stopping(component=job)
+    assert not thread.is_alive()
+
     monkeypatch.setenv("AIRFLOW__DAG_CHECKPOINTS__STALENESS_CHECK_SECONDS", "0")
-    monkeypatch.setattr(sys, "argv", ["airflow", "scheduler"])
-    staleness_watch.on_starting(component=None)
-    assert staleness_watch._started is None
-    thread = staleness_watch.start(period=3600)
-    assert thread is not None and thread.is_alive() and thread.daemon
-    assert staleness_watch.start(period=3600) is thread  # once per process
+    off = staleness_watch.StalenessWatch()
+    off.on_starting(component=SimpleNamespace(job_type=staleness_watch.SCHEDULER))
+    assert off.thread is None
+
+
+def test_the_plugin_registers_a_watcher_object():
+    from dag_checkpoints.server import plugin, staleness_watch
+
+    watchers = [x for x in plugin.DagCheckpointsPlugin.listeners
+                if isinstance(x, staleness_watch.StalenessWatch)]
+    assert len(watchers) == 1
