@@ -8,6 +8,7 @@ from checkpointing.ivm.operators import (
     Distinct,
     Filter,
     Join,
+    LeftJoin,
     Node,
     Project,
     Scan,
@@ -47,6 +48,11 @@ def _what(node: Node) -> str:
         on = " AND ".join(f"{a.sql('spark')} = {b.sql('spark')}"
                           for a, b in zip(node.left_keys, node.right_keys, strict=True))
         return f"inner join ON {on}; keeps both sides' rows"
+    if isinstance(node, LeftJoin):
+        on = " AND ".join(f"{a.sql('spark')} = {b.sql('spark')}"
+                          for a, b in zip(node.left_keys, node.right_keys, strict=True))
+        return (f"left join ON {on}; keeps both sides' rows (a left row without a match "
+                "once, with NULLs)")
     if isinstance(node, Aggregate):
         calls = ", ".join(f"{a.function}" for a in node.aggregates)
         keys = f"GROUP BY {len(node.keys)} key(s)" if node.keys else "one global group"

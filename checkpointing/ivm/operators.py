@@ -80,6 +80,25 @@ class Join:
 
 
 @dataclass(frozen=True)
+class LeftJoin:
+    """A left outer equi-join: the inner join's rows, and each left row whose key no right
+    row has, once, with NULL for every right column. Its state is each side's rows, as
+    the inner join's. The unmatched rows are the left rows minus their semi-join with the
+    right side's keys; that semi-join changes with the left rows' changes and with the
+    keys that appear or vanish on the right (a key's count going from zero to positive or
+    back), so only the changed keys' counts are compared, never the whole right side's."""
+
+    id: int
+    left: Node
+    right: Node
+    left_keys: tuple[exp.Expr, ...]
+    right_keys: tuple[exp.Expr, ...]
+
+    def names(self) -> tuple[str, ...]:
+        return self.left.names() + self.right.names()
+
+
+@dataclass(frozen=True)
 class Aggregate:
     """GROUP BY ``keys`` with ``aggregates``. Its state is per group: the row count and,
     per aggregate, the count of non-null arguments and their weighted sum (COUNT, SUM,
@@ -139,7 +158,7 @@ class TopN:
         return self.child.names()
 
 
-Node = Scan | Filter | Project | UnionAll | Join | Aggregate | Distinct | TopN
+Node = Scan | Filter | Project | UnionAll | Join | LeftJoin | Aggregate | Distinct | TopN
 
 
 @dataclass(frozen=True)
@@ -174,7 +193,7 @@ def walk(node: Node) -> list[Node]:
 def children(node: Node) -> tuple[Node, ...]:
     if isinstance(node, Scan):
         return ()
-    if isinstance(node, Join):
+    if isinstance(node, Join | LeftJoin):
         return (node.left, node.right)
     if isinstance(node, UnionAll):
         return node.children

@@ -22,6 +22,7 @@ from checkpointing.ivm.operators import (
     Distinct,
     Filter,
     Join,
+    LeftJoin,
     Node,
     Project,
     Scan,
@@ -232,20 +233,36 @@ class _Builder:
 
     # FROM, JOIN and WHERE: scans, filters pushed to the scan they name, equi-joins
     def _from(self, q: exp.Select) -> Node:
-        sources = [q.args["from_"].this] + [j.this for j in q.args.get("joins") or []]
+        joins = list(q.args.get("joins") or [])
+        outer = [j for j in joins if _side(j)]
+        inner = [j for j in joins if not _side(j)]
+        if outer and joins.index(outer[0]) < len(inner):
+            raise _Fallback("an inner join after a LEFT JOIN is not maintained "
+                            "incrementally yet")
+        sources = [q.args["from_"].this] + [j.this for j in inner]
         where = q.args.get("where")
         conjuncts = list(_conjuncts(where.this if where else None))
-        for j in q.args.get("joins") or []:
-            side, kind = (j.args.get("side") or "").upper(), (j.args.get("kind") or "").upper()
-            if side or kind in ("SEMI", "ANTI", "OUTER"):
-                raise _Fallback(f"a {' '.join(x for x in (side, kind) if x)} JOIN is not "
-                                "maintained incrementally yet")
+        for j in inner:
             if j.args.get("using"):
                 raise _Fallback("JOIN ... USING is not maintained incrementally yet")
             conjuncts.extend(_conjuncts(j.args.get("on")))
+        # a condition on a LEFT JOIN's right side filters after the join (its NULL rows
+        # included: ``WHERE r.k IS NULL`` keeps the unmatched ones), never before it
+        nullable = {j.this.alias_or_name for j in outer}
+        after = [c for c in conjuncts if _aliases(c) & nullable]
+        conjuncts = [c for c in conjuncts if not _aliases(c) & nullable]
         nodes: dict[str, Node] = {}
         for s in sources:
             nodes[s.alias_or_name] = self._source(s, q)
+        acc, joined = self._inner_joins(nodes, conjuncts), set(nodes)
+        for j in outer:
+            acc = self._left_join(acc, j, q, joined)
+            joined.add(j.this.alias_or_name)
+        if after:
+            acc = Filter(self._id(), acc, _renamed(_and(after)))
+        return acc
+
+    def _inner_joins(self, nodes: dict[str, Node], conjuncts: list[exp.Expr]) -> Node:
         pushed: dict[str, list[exp.Expr]] = {a: [] for a in nodes}
         rest = []
         for c in conjuncts:
@@ -280,6 +297,29 @@ class _Builder:
         if rest:
             acc = Filter(self._id(), acc, _renamed(_and(rest)))
         return acc
+
+    def _left_join(self, acc: Node, j: exp.Join, q: exp.Select, joined: set[str]) -> Node:
+        """``acc LEFT JOIN r ON <equalities of r and acc's inputs> [AND <conditions on r
+        alone>]``: the conditions on ``r`` filter it before the join (a left row then
+        matches only the rows they keep); anything else in ON has no rule yet."""
+        if _side(j) != "LEFT":
+            raise _Fallback(f"a {_side(j)} JOIN is not maintained incrementally yet")
+        if j.args.get("using"):
+            raise _Fallback("JOIN ... USING is not maintained incrementally yet")
+        alias = j.this.alias_or_name
+        right = self._source(j.this, q)
+        on = list(_conjuncts(j.args.get("on")))
+        keys = [c for c in on if _equi(c, joined, alias)]
+        alone = [c for c in on if _aliases(c) == {alias} and not any(c is k for k in keys)]
+        other = [c for c in on if not any(c is k for k in [*keys, *alone])]
+        if not keys or other:
+            raise _Fallback("a LEFT JOIN's ON is maintained when it is equalities with "
+                            "the inputs before it and conditions on its right side alone")
+        if alone:
+            right = Filter(self._id(), right, _renamed(_and(alone)))
+        lk, rk = zip(*(_sides(k, joined) for k in keys), strict=True)
+        return LeftJoin(self._id(), acc, right, tuple(map(_renamed, lk)),
+                        tuple(map(_renamed, rk)))
 
     def _source(self, s: exp.Expr, q: exp.Select) -> Node:
         alias = s.alias_or_name
@@ -597,6 +637,15 @@ def _and(preds: list[exp.Expr]) -> exp.Expr:
     for p in preds[1:]:
         out = exp.and_(out, p)
     return out
+
+
+def _side(j: exp.Join) -> str:
+    """A join's outer side (LEFT, RIGHT, FULL), or the kind that is not an inner join
+    (SEMI, ANTI); empty for an inner join."""
+    side, kind = (j.args.get("side") or "").upper(), (j.args.get("kind") or "").upper()
+    if side:
+        return side
+    return kind if kind in ("SEMI", "ANTI", "OUTER") else ""
 
 
 def _aliases(e: exp.Expr) -> set[str]:

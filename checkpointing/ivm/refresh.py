@@ -107,9 +107,15 @@ class ViewRecord:
                    RefreshCosts.from_json(d.get("costs")), str(d.get("schema") or ""))
 
 
+#: the layout of the states the rules keep; a change of it (a column a rule keeps, or no
+#: longer keeps) makes the next refresh a full one, as a changed query does: states kept
+#: by another layout are not read
+STATE_LAYOUT = 2
+
+
 def query_id(sql: str) -> str:
-    """What identifies a view's query across epochs (its text's SHA-256)."""
-    return hashlib.sha256(sql.encode()).hexdigest()
+    """What identifies a view's query and its states' layout across epochs (a SHA-256)."""
+    return hashlib.sha256(f"{STATE_LAYOUT}\n{sql}".encode()).hexdigest()
 
 
 def choose(*, fallback: str | None, kept: ViewRecord | None, query: str,
@@ -129,7 +135,7 @@ def choose(*, fallback: str | None, kept: ViewRecord | None, query: str,
     if kept is None:
         return full("first epoch: no kept state, built from the inputs' content")
     if kept.query != query:
-        return full("the query changed since the states were kept")
+        return full("the query changed since the states were kept (or the layout they are kept in)")
     whole = [i.name for i in inputs if i.whole]
     if whole:
         return full(f"input(s) {', '.join(whole)} read whole (no version consumed before)")

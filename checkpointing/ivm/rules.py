@@ -23,6 +23,7 @@ from checkpointing.ivm.operators import (
     Distinct,
     Filter,
     Join,
+    LeftJoin,
     Node,
     Project,
     Scan,
@@ -164,6 +165,48 @@ def _join(n: Join, ns: str) -> list[Step | State]:
                                             f"SELECT * FROM {d(n.right, ns)}"))]
 
 
+def _left_join(n: LeftJoin, ns: str) -> list[Step | State]:
+    """Δ(L ⟕ R) = Δ(L ⋈ R) + pad(ΔL − Δ(L ⋉ R)), where the semi-join's change is
+    ΔL ⋉ (R + ΔR) + L ⋉ (keys that appeared on the right) − L ⋉ (keys that vanished):
+    only the keys ΔR touches are counted before and after. A NULL key matches nothing
+    (``=``), so its left rows stay unmatched."""
+    sl, sr, delta, *next_states = _join(
+        Join(n.id, n.left, n.right, n.left_keys, n.right_keys), ns)
+    assert isinstance(sl, State) and isinstance(sr, State) and isinstance(delta, Step)
+    ln, rn = n.left.names(), n.right.names()
+    ks = tuple(f"__k{i}" for i in range(len(n.right_keys)))
+    right_keys = [_at(k, "r") for k in n.right_keys]
+
+    def counts(rel: str) -> str:
+        """Each non-NULL right key of ``rel`` and its count."""
+        keyed = ", ".join(f"{k} AS {q(name)}" for k, name in zip(right_keys, ks, strict=True))
+        return (f"SELECT {keyed}, SUM(r.{W}) AS `_c` FROM {rel} r WHERE "
+                f"{' AND '.join(f'{k} IS NOT NULL' for k in right_keys)} "
+                f"GROUP BY {', '.join(right_keys)}")
+
+    def matches(alias: str) -> str:
+        return " AND ".join(f"{_at(lk, alias)} = k.{q(name)}"
+                            for lk, name in zip(n.left_keys, ks, strict=True))
+
+    right_now = f"(SELECT * FROM {sr.name} UNION ALL SELECT * FROM {d(n.right, ns)})"
+    # the right keys ΔR touched whose presence changed: +1 appeared, -1 vanished
+    flips = Step(f"{d(n, ns)}_flip", (
+        f"SELECT {cols(ks, 'c')}, CASE WHEN COALESCE(b.`_c`, 0) > 0 THEN -1 ELSE 1 END "
+        f"AS `_f` FROM ({counts(d(n.right, ns))}) c LEFT JOIN ({counts(sr.name)}) b ON "
+        + " AND ".join(f"c.{q(k)} = b.{q(k)}" for k in ks)
+        + " WHERE (COALESCE(b.`_c`, 0) > 0) <> (COALESCE(b.`_c`, 0) + c.`_c` > 0)"))
+    keys_now = Step(f"{d(n, ns)}_keys",
+                    f"SELECT {cols(ks)} FROM ({counts(right_now)}) WHERE `_c` > 0")
+    semi = (f"SELECT {cols(ln, 'a')}, a.{W} FROM {d(n.left, ns)} a JOIN {keys_now.name} k "
+            f"ON {matches('a')} UNION ALL SELECT {cols(ln, 'a')}, a.{W} * k.`_f` AS {W} "
+            f"FROM {sl.name} a JOIN {flips.name} k ON {matches('a')}")
+    nulls = ", ".join(f"NULL AS {q(c)}" for c in rn)
+    unmatched = (f"SELECT {cols(ln)}, {nulls}, {W} FROM {d(n.left, ns)} UNION ALL "
+                 f"SELECT {cols(ln)}, {nulls}, -{W} AS {W} FROM ({semi})")
+    return [sl, sr, flips, keys_now, Step(d(n, ns), f"{delta.sql} UNION ALL {unmatched}"),
+            *next_states]
+
+
 def _at(e: exp.Expr, alias: str) -> str:
     """Expression ``e`` over the columns of relation ``alias``."""
     return sql(e.copy().transform(
@@ -203,7 +246,8 @@ def _aggregate(n: Aggregate, ns: str) -> list[Step | State]:
             x = q("x_" + a.name)
             partials.append(f"SUM(CASE WHEN {x} IS NOT NULL THEN {W} ELSE 0 END) AS "
                             f"{q('n_' + a.name)}")
-            partials.append(f"SUM({x} * {W}) AS {q('s_' + a.name)}")
+            if a.function != "COUNT":  # COUNT(x) of any type needs its count alone
+                partials.append(f"SUM({x} * {W}) AS {q('s_' + a.name)}")
     group = f" GROUP BY {cols(keys)}" if keys else ""
     first = f"{cols(keys)}, " if keys else ""
     delta_rel = f"{ns}da{n.id}"
@@ -214,7 +258,8 @@ def _aggregate(n: Aggregate, ns: str) -> list[Step | State]:
     for a in summed:
         if a.argument is not None:
             merged.append(f"COALESCE(SUM({q('n_' + a.name)}), 0) AS {q('n_' + a.name)}")
-            merged.append(f"SUM({q('s_' + a.name)}) AS {q('s_' + a.name)}")
+            if a.function != "COUNT":
+                merged.append(f"SUM({q('s_' + a.name)}) AS {q('s_' + a.name)}")
     having = " HAVING SUM(`_cnt`) <> 0" if keys else ""
     steps.append(Step(s.next, f"SELECT {first}{', '.join(merged)} FROM (SELECT * FROM "
                               f"{s.name} UNION ALL SELECT * FROM {delta_rel})"
@@ -298,4 +343,4 @@ def _top_n(n: TopN, ns: str) -> list[Step | State]:
 
 
 _RULES = {Scan: _scan, Filter: _filter, Project: _project, UnionAll: _union, Join: _join,
-          Distinct: _distinct, Aggregate: _aggregate, TopN: _top_n}
+          LeftJoin: _left_join, Distinct: _distinct, Aggregate: _aggregate, TopN: _top_n}

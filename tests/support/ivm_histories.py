@@ -47,6 +47,18 @@ VIEWS = {
                       "(SELECT AVG(amount) FROM orders)",
     "top_of_its_customer": "SELECT o.id, o.cust FROM orders o WHERE o.amount >= "
                            "(SELECT MAX(p.amount) FROM orders p WHERE p.cust = o.cust)",
+    "left_join_rows": "SELECT o.id, o.amount, c.region FROM orders o "
+                      "LEFT JOIN customers c ON o.cust = c.cust",
+    "left_join_then_aggregate": "SELECT c.region, COUNT(*) AS n, SUM(o.amount) AS s, "
+                                "COUNT(c.cust) AS matched FROM orders o LEFT JOIN customers c "
+                                "ON o.cust = c.cust AND c.region IS NOT NULL GROUP BY c.region",
+    "unmatched_orders": "SELECT o.cust, COUNT(*) AS n FROM orders o LEFT JOIN customers c "
+                        "ON o.cust = c.cust WHERE c.cust IS NULL GROUP BY o.cust",
+    "two_left_joins": "SELECT o.id, c.region, c2.cust AS neighbour FROM orders o "
+                      "LEFT OUTER JOIN customers c ON o.cust = c.cust "
+                      "LEFT JOIN customers c2 ON c2.region = c.region WHERE o.amount > 20",
+    "left_join_using": "SELECT cust, o.id, c.region FROM orders o "
+                       "LEFT JOIN customers c USING (cust)",
     "self_join": "SELECT a.cust, COUNT(*) AS pairs FROM orders a JOIN orders b "
                  "ON a.cust = b.cust AND a.day = b.day WHERE a.id < b.id GROUP BY a.cust",
 }

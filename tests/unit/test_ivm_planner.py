@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from checkpointing.ivm.explain import explain
-from checkpointing.ivm.operators import Aggregate, Join, walk
+from checkpointing.ivm.operators import Aggregate, Filter, Join, LeftJoin, walk
 from checkpointing.ivm.planner import ViewQueryError, plan_view
 
 SCHEMAS = {"orders": {"id": "bigint", "cust": "string", "amount": "bigint", "day": "string"},
@@ -27,8 +27,16 @@ FALLBACKS = {
         "subquery in an expression",
     "SELECT id, (SELECT MAX(amount) FROM orders) AS top FROM orders":
         "subquery in an expression",
-    "SELECT o.id, c.region FROM orders o LEFT JOIN customers c ON o.cust = c.cust":
-        "LEFT",
+    "SELECT o.id, c.region FROM orders o RIGHT JOIN customers c ON o.cust = c.cust":
+        "RIGHT JOIN",
+    "SELECT o.id, c.region FROM orders o FULL OUTER JOIN customers c ON o.cust = c.cust":
+        "FULL JOIN",
+    "SELECT o.id, c.region FROM orders o LEFT JOIN customers c ON o.cust = c.cust "
+    "JOIN customers d ON d.cust = o.cust": "an inner join after a LEFT JOIN",
+    "SELECT o.id, c.region FROM orders o LEFT JOIN customers c ON o.cust = c.cust "
+    "AND o.amount > 5": "a LEFT JOIN's ON",
+    "SELECT o.id, c.region FROM orders o LEFT JOIN customers c ON o.cust < c.cust":
+        "a LEFT JOIN's ON",
     "SELECT o.id, c.region FROM orders o CROSS JOIN customers c": "cross join",
     "SELECT o.id, c.region FROM orders o JOIN customers c ON o.cust < c.cust": "cross join",
     "SELECT cust, STDDEV(amount) AS s FROM orders GROUP BY cust": "STDDEV",
@@ -124,3 +132,19 @@ def test_the_guide_s_explain_block_prints_what_it_shows(capsys):
     assert args[0] == "ckpt"
     assert main(args[1:]) == 0
     assert capsys.readouterr().out == shown
+
+
+def test_a_left_join_keeps_its_right_side_s_conditions_apart_from_where():
+    """ON's conditions on the right side filter it before the join (a left row then has
+    no match, and is kept with NULLs); WHERE's filter after it, so ``WHERE c.cust IS NULL``
+    keeps the unmatched rows."""
+    plan = plan_view("SELECT o.id, c.region FROM orders o LEFT JOIN customers c "
+                     "ON o.cust = c.cust AND c.region = 'north' WHERE c.cust IS NULL",
+                     SCHEMAS)
+    assert plan.incremental, plan.fallback
+    nodes = walk(plan.root)
+    (lj,) = [n for n in nodes if isinstance(n, LeftJoin)]
+    assert isinstance(lj.right, Filter) and "north" in lj.right.predicate.sql()
+    above = [n for n in nodes if isinstance(n, Filter) and n.id > lj.id]
+    assert len(above) == 1 and "IS NULL" in above[0].predicate.sql().upper()
+    assert "left join ON" in explain(plan)

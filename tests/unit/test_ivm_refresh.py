@@ -44,6 +44,18 @@ def test_forced_full_refreshes_say_why():
     assert whole.mode == "full" and "t read whole" in whole.reason
 
 
+def test_states_kept_in_another_layout_are_not_read(monkeypatch):
+    """The same query, its states kept by rules of another layout (a rule that keeps a
+    column more or less): the next refresh is a full one."""
+    from checkpointing.ivm import refresh
+
+    sql = "SELECT k, COUNT(*) AS n FROM t GROUP BY k"
+    assert _choose(_in(1), query=query_id(sql)).mode == "incremental"
+    monkeypatch.setattr(refresh, "STATE_LAYOUT", refresh.STATE_LAYOUT + 1)
+    moved = _choose(_in(1), query=query_id(sql))
+    assert moved.mode == "full" and "layout" in moved.reason
+
+
 def test_no_change_is_maintained_and_the_share_decides_before_any_cost():
     assert _choose(_in(0)).mode == "incremental"
     assert "no input changed" in _choose(_in(0)).reason
