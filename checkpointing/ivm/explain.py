@@ -8,7 +8,6 @@ from checkpointing.ivm.operators import (
     Distinct,
     Filter,
     Join,
-    LeftJoin,
     Node,
     Project,
     Scan,
@@ -47,12 +46,10 @@ def _what(node: Node) -> str:
     if isinstance(node, Join):
         on = " AND ".join(f"{a.sql('spark')} = {b.sql('spark')}"
                           for a, b in zip(node.left_keys, node.right_keys, strict=True))
+        if node.outer:
+            return (f"left join ON {on}; keeps both sides' rows (a left row without a "
+                    "match once, with NULLs)")
         return f"inner join ON {on}; keeps both sides' rows"
-    if isinstance(node, LeftJoin):
-        on = " AND ".join(f"{a.sql('spark')} = {b.sql('spark')}"
-                          for a, b in zip(node.left_keys, node.right_keys, strict=True))
-        return (f"left join ON {on}; keeps both sides' rows (a left row without a match "
-                "once, with NULLs)")
     if isinstance(node, Aggregate):
         calls = ", ".join(f"{a.function}" for a in node.aggregates)
         keys = f"GROUP BY {len(node.keys)} key(s)" if node.keys else "one global group"

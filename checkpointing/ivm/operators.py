@@ -66,33 +66,22 @@ class UnionAll:
 
 @dataclass(frozen=True)
 class Join:
-    """An inner equi-join. Its state is each side's rows (consolidated weights), so that
-    Δ(L ⋈ R) = ΔL ⋈ R + (L + ΔL) ⋈ ΔR; ``residual`` is a further condition on both."""
+    """An equi-join. Its state is each side's rows (consolidated weights), so that
+    Δ(L ⋈ R) = ΔL ⋈ R + (L + ΔL) ⋈ ΔR.
+
+    ``outer``: a left outer join, which also has each left row whose key no right row
+    has, once, with NULL for every right column. Those are the left rows minus their
+    semi-join with the right side's keys; the semi-join changes with the left rows'
+    changes and with the keys that appear or vanish on the right (a key's count going
+    from zero to positive or back), so only the changed keys' counts are compared, never
+    the whole right side's. Its state is the inner join's."""
 
     id: int
     left: Node
     right: Node
     left_keys: tuple[exp.Expr, ...]
     right_keys: tuple[exp.Expr, ...]
-
-    def names(self) -> tuple[str, ...]:
-        return self.left.names() + self.right.names()
-
-
-@dataclass(frozen=True)
-class LeftJoin:
-    """A left outer equi-join: the inner join's rows, and each left row whose key no right
-    row has, once, with NULL for every right column. Its state is each side's rows, as
-    the inner join's. The unmatched rows are the left rows minus their semi-join with the
-    right side's keys; that semi-join changes with the left rows' changes and with the
-    keys that appear or vanish on the right (a key's count going from zero to positive or
-    back), so only the changed keys' counts are compared, never the whole right side's."""
-
-    id: int
-    left: Node
-    right: Node
-    left_keys: tuple[exp.Expr, ...]
-    right_keys: tuple[exp.Expr, ...]
+    outer: bool = False
 
     def names(self) -> tuple[str, ...]:
         return self.left.names() + self.right.names()
@@ -158,7 +147,7 @@ class TopN:
         return self.child.names()
 
 
-Node = Scan | Filter | Project | UnionAll | Join | LeftJoin | Aggregate | Distinct | TopN
+Node = Scan | Filter | Project | UnionAll | Join | Aggregate | Distinct | TopN
 
 
 @dataclass(frozen=True)
@@ -193,7 +182,7 @@ def walk(node: Node) -> list[Node]:
 def children(node: Node) -> tuple[Node, ...]:
     if isinstance(node, Scan):
         return ()
-    if isinstance(node, Join | LeftJoin):
+    if isinstance(node, Join):
         return (node.left, node.right)
     if isinstance(node, UnionAll):
         return node.children

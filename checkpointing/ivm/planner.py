@@ -22,7 +22,6 @@ from checkpointing.ivm.operators import (
     Distinct,
     Filter,
     Join,
-    LeftJoin,
     Node,
     Project,
     Scan,
@@ -318,8 +317,8 @@ class _Builder:
         if alone:
             right = Filter(self._id(), right, _renamed(_and(alone)))
         lk, rk = zip(*(_sides(k, joined) for k in keys), strict=True)
-        return LeftJoin(self._id(), acc, right, tuple(map(_renamed, lk)),
-                        tuple(map(_renamed, rk)))
+        return Join(self._id(), acc, right, tuple(map(_renamed, lk)),
+                    tuple(map(_renamed, rk)), outer=True)
 
     def _source(self, s: exp.Expr, q: exp.Select) -> Node:
         alias = s.alias_or_name

@@ -12,7 +12,7 @@ renders them for another engine): the plan runs wherever SQL runs, Spark in prod
 # through sqlglot's renderer; no value from outside the query is pasted in.
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlglot import exp
 
@@ -23,7 +23,6 @@ from checkpointing.ivm.operators import (
     Distinct,
     Filter,
     Join,
-    LeftJoin,
     Node,
     Project,
     Scan,
@@ -143,6 +142,8 @@ def _union(n: UnionAll, ns: str) -> list[Step | State]:
 # ---------------------------------------------------------------- join
 def _join(n: Join, ns: str) -> list[Step | State]:
     """Δ(L ⋈ R) = ΔL ⋈ R + (L + ΔL) ⋈ ΔR, both sides kept consolidated."""
+    if n.outer:
+        return _left_join(n, ns)
     sl = State(f"{ns}s{n.id}_l", f"SELECT * FROM {d(n.left, ns)} WHERE 1 = 0")
     sr = State(f"{ns}s{n.id}_r", f"SELECT * FROM {d(n.right, ns)} WHERE 1 = 0")
     ln, rn = n.left.names(), n.right.names()
@@ -165,13 +166,12 @@ def _join(n: Join, ns: str) -> list[Step | State]:
                                             f"SELECT * FROM {d(n.right, ns)}"))]
 
 
-def _left_join(n: LeftJoin, ns: str) -> list[Step | State]:
+def _left_join(n: Join, ns: str) -> list[Step | State]:
     """Δ(L ⟕ R) = Δ(L ⋈ R) + pad(ΔL − Δ(L ⋉ R)), where the semi-join's change is
     ΔL ⋉ (R + ΔR) + L ⋉ (keys that appeared on the right) − L ⋉ (keys that vanished):
     only the keys ΔR touches are counted before and after. A NULL key matches nothing
     (``=``), so its left rows stay unmatched."""
-    sl, sr, delta, *next_states = _join(
-        Join(n.id, n.left, n.right, n.left_keys, n.right_keys), ns)
+    sl, sr, delta, *next_states = _join(replace(n, outer=False), ns)
     assert isinstance(sl, State) and isinstance(sr, State) and isinstance(delta, Step)
     ln, rn = n.left.names(), n.right.names()
     ks = tuple(f"__k{i}" for i in range(len(n.right_keys)))
@@ -343,4 +343,4 @@ def _top_n(n: TopN, ns: str) -> list[Step | State]:
 
 
 _RULES = {Scan: _scan, Filter: _filter, Project: _project, UnionAll: _union, Join: _join,
-          LeftJoin: _left_join, Distinct: _distinct, Aggregate: _aggregate, TopN: _top_n}
+          Distinct: _distinct, Aggregate: _aggregate, TopN: _top_n}
