@@ -29,10 +29,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.harness.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server  # noqa: E402
 from checkpointing import Coordinator, TableSpec  # noqa: E402
 from checkpointing.protocol.barrier import plan_from_edges  # noqa: E402
 from checkpointing.storage.s3 import S3Storage  # noqa: E402
-from tests.support.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 

@@ -2,7 +2,7 @@
 deployment as processes (CeleryExecutor with two workers, PostgreSQL, Redis, MinIO, a Spark
 master, worker and Connect server), flights_daily runs daily epochs through it, and each
 drill breaks one component mid-epoch; every drill ends with the published tables compared
-to the independent pandas computation the tests use (tests/support/oracle.py).
+to the independent pandas computation the tests use (bench/harness/oracle.py).
 
     python bench/drills.py [--only worker_kill ...] [--out bench/results/drills.json]
 
@@ -32,11 +32,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.faults import FaultResult  # noqa: E402
+from bench.harness import oracle  # noqa: E402
 from checkpointing import Coordinator, create_savepoint  # noqa: E402
 from checkpointing.storage import open_storage  # noqa: E402
 from scripts.cluster import Cluster, celery_workers, down, up  # noqa: E402
 from spark_jobs.flights.landing import land  # noqa: E402
-from tests.support import oracle  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "drills.json"
 DAG = "flights_daily"

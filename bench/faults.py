@@ -7,7 +7,7 @@ per fault kind with keys ``fault``, ``runs``, ``outcomes``, ``rows_lost``,
                            [--remote sc://HOST:PORT]
 
 Every run ends by comparing the published gold tables with an independent pandas
-computation over the raw files (tests/support/oracle.py): ``rows_lost`` counts accepted flights
+computation over the raw files (bench/harness/oracle.py): ``rows_lost`` counts accepted flights
 missing from the published enriched table plus flights missing from the route totals,
 ``rows_duplicated`` extra or repeated ones. A run whose published route statistics differ
 from the oracle in any value is an outcome ``WRONG``. Kills and freezes are real signals to
@@ -46,13 +46,13 @@ sys.path.insert(0, str(ROOT))
 
 import pandas as pd  # noqa: E402
 
+from bench.harness import oracle  # noqa: E402
+from bench.harness.race import race  # noqa: E402
 from checkpointing import CheckpointConfig, Coordinator, LocalStorage  # noqa: E402
 from checkpointing.errors import CheckpointError  # noqa: E402
 from spark_jobs.flights.landing import land  # noqa: E402
 from spark_jobs.flights.pipeline import EDGES, PLAN, run_epoch  # noqa: E402
 from spark_jobs.runtime import DeclineEpoch, spark_session  # noqa: E402
-from tests.support import oracle  # noqa: E402
-from tests.support.helpers import race  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 CHILD = ROOT / "bench" / "fault_child.py"
@@ -544,7 +544,7 @@ class Context:
 
     def s3(self) -> tuple[Any, str]:
         if self._s3 is None:
-            from tests.support.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server
+            from bench.harness.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server
 
             # The server started here has these root credentials: the clients must use
             # them, whatever AWS_* the parent left in the environment (a CI run once
@@ -628,8 +628,8 @@ def main(argv: list[str] | None = None) -> int:
 def _own_connect_server():
     """A Spark Connect server for this run, with the S3 server's credentials (a deployment
     gives its server a role; clients never send credentials)."""
+    from bench.harness.s3server import ACCESS_KEY, SECRET_KEY
     from spark_jobs.runtime.connect_server import ConnectServer
-    from tests.support.s3server import ACCESS_KEY, SECRET_KEY
 
     os.environ.setdefault("AWS_ACCESS_KEY_ID", ACCESS_KEY)
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", SECRET_KEY)

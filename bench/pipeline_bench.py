@@ -303,7 +303,7 @@ def results_equal(spark, coord: Coordinator) -> bool:
     """Our published gold tables against the streaming query's final aggregates."""
     import pandas as pd
 
-    from tests.support.oracle import published  # the published version, read through its table
+    from bench.harness.oracle import published  # the published version, read through its table
 
     for keys, out, name in ((ROUTE, "gold_route_stats", "ss_route"),
                             (CARRIER, "gold_carrier_stats", "ss_carrier")):

@@ -35,11 +35,11 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 import checkpointing.coordination.epoch_finisher as finisher_module  # noqa: E402
+from bench.harness.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server  # noqa: E402
 from checkpointing import Coordinator, SnapshotWriter, TableSpec  # noqa: E402
 from checkpointing.protocol.barrier import TaskPlan  # noqa: E402
 from checkpointing.records.two_phase_publish import read_manifest  # noqa: E402
 from checkpointing.storage.s3 import S3Storage  # noqa: E402
-from tests.support.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 PLAN = {"src": TaskPlan(), "gold": TaskPlan(("src",), True)}

@@ -32,7 +32,7 @@ factor ``--scale``:
 ``--s3`` puts data and checkpoints in a bucket of a MinIO started here, and runs the same
 epochs on local storage as the control (``tpch_s3_over_local_daily_ratio``).
 
-Every epoch's outputs after the last are checked against DuckDB (tests/support/tpch_oracle.py).
+Every epoch's outputs after the last are checked against DuckDB (bench/harness/tpch_oracle.py).
 
     python bench/tpch_bench.py --scale 1 --days 20
 """
@@ -307,7 +307,7 @@ def start_s3(work: Path) -> dict[str, Any]:
     environment (the Connect server inherits them), and a bucket: ``root`` is its URI."""
     import os
 
-    from tests.support.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server
+    from bench.harness.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server
 
     server = start_s3_server("minio")
     os.environ.update({"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
@@ -317,7 +317,7 @@ def start_s3(work: Path) -> dict[str, Any]:
 
 
 def check_oracle(c: Coordinator, generated: Path, landed: Any, until: date) -> bool:
-    from tests.support.tpch_oracle import check_published as check
+    from bench.harness.tpch_oracle import check_published as check
 
     deleted = sorted(k for d, ks in landed.deletes.items() if d < until.isoformat()
                      for k in ks)
@@ -351,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--streaming-days", type=int, default=5,
                     help="days compared with Structured Streaming (0: none; local only)")
     ap.add_argument("--s3", action="store_true",
-                    help="data and checkpoints on a MinIO started here (tests/support/s3server.py)")
+                    help="data and checkpoints on a MinIO started here (bench/harness/s3server.py)")
     ap.add_argument("--out", type=Path, default=None,
                     help="results (default bench/results/latest.json; with --s3, "
                          "bench/results/tpch_sf<S>_s3.json)")

@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
         results["local"] = measure(local, _state(local, a.files, a.file_kb * 1000, work),
                                    a.repeats)
         if not a.no_s3:
-            from tests.support.s3server import start_s3_server
+            from bench.harness.s3server import start_s3_server
 
             server = start_s3_server("minio")
             try:

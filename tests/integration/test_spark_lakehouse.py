@@ -351,9 +351,9 @@ def test_table_inputs_named_in_spark_s_catalog_over_a_postgresql_metastore(tmp_p
     from pyspark.sql import functions as F
     from sqlalchemy.engine import make_url
 
+    from bench.harness.pg import fresh_database
     from spark_jobs.runtime import spark_session
     from spark_jobs.runtime.connect_server import ConnectServer
-    from tests.support.pg import fresh_database
 
     db = make_url(fresh_database("metastore_lakehouse"))
     jdbc = f"jdbc:postgresql://{db.host}:{db.port or 5432}/{db.database}"

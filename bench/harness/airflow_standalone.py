@@ -14,8 +14,8 @@ from typing import Any
 
 import requests
 
+from bench.harness.airflow_env import AIRFLOW, ROOT, airflow_env
 from spark_jobs.runtime.processes import free_port
-from tests.support.airflow_env import AIRFLOW, ROOT, airflow_env
 
 PASSWORDS = {"admin": "admin-pw", "viewer": "viewer-pw"}
 
