@@ -182,7 +182,7 @@ def bench_mode(mode: str, epochs: int, work: Path, preload: bool = True) -> dict
 
     data = work / "data"
     land(LocalStorage(data), [START + timedelta(days=i) for i in range(epochs + 1)], seed=1)
-    env = {"CKPT_STORAGE": f"file://{work}/ckpt", "CKPT_DATA": f"file://{data}",
+    env: dict[str, Any] = {"CKPT_STORAGE": f"file://{work}/ckpt", "CKPT_DATA": f"file://{data}",
            "FLIGHTS_RETRIES": "0", "AIRFLOW__CORE__PARALLELISM": "4",
            "FLIGHTS_RETAINED_EPOCHS": str(epochs + 2)}  # every measured epoch stays readable
     if os.environ.get("CKPT_TEST_PG_URL"):
@@ -286,7 +286,7 @@ def bench_observability(epochs: int, rounds: int, work: Path) -> dict[str, Any]:
                 data = home / "data"
                 land(LocalStorage(data), [START + timedelta(days=i)
                                           for i in range(epochs + 1)], seed=1)
-                env = {"CKPT_STORAGE": f"file://{home}/ckpt", "CKPT_DATA": f"file://{data}",
+                env: dict[str, Any] = {"CKPT_STORAGE": f"file://{home}/ckpt", "CKPT_DATA": f"file://{data}",
                        "FLIGHTS_RETRIES": "0", "AIRFLOW__CORE__PARALLELISM": "4",
                        **connect_env(server)}
                 if os.environ.get("CKPT_TEST_PG_URL"):

@@ -283,8 +283,10 @@ def fault_races(ctx: Context, res: FaultResult) -> None:
     for seed in range(ctx.seeds):
         st = S3Storage(bucket, f"races-{seed}", endpoint_url=server.endpoint)
         c = Coordinator(st, "races", config=CheckpointConfig(max_concurrent_epochs=16))
-        ids = _threads(16, lambda i, c=c: c.begin_epoch({"t": PLAN["ingest_flights"]},
-                                                        f"b{i}").epoch_id)
+        def begin(i: int, c: Coordinator = c) -> int:
+            return c.begin_epoch({"t": PLAN["ingest_flights"]}, f"b{i}").epoch_id
+
+        ids = _threads(16, begin)
         distinct = len(set(ids)) == 16 and sorted(ids) == list(range(1, 17))
         res.add(f"begin_x16:distinct_ids={distinct}", 0, 0)
         # 16 completers of one real pipeline epoch, every task acknowledged.
@@ -292,7 +294,10 @@ def fault_races(ctx: Context, res: FaultResult) -> None:
         cw = ws.coordinator()
         epoch, _ = run_epoch(cw, ctx.spark, ws.data_uri, "r2", stop_after="validate",
                              data_interval=interval(3))
-        metas = _threads(16, lambda i, ws=ws, e=epoch: ws.coordinator().complete(e))
+        def complete(i: int, ws: Any = ws, epoch: int = epoch) -> Any:
+            return ws.coordinator().complete(epoch)
+
+        metas = _threads(16, complete)
         agree = len({(m.status, m.decided_at) for m in metas}) == 1
         hist = cw.catalog.manifest().history
         once = sum(1 for h in hist if h["epoch_id"] == epoch) == 1
@@ -469,6 +474,7 @@ def fault_bad_metadata(ctx: Context, res: FaultResult) -> None:
                 c3 = ws.coordinator()
                 for o in c3.registry().open:  # and aborts what the refused tries left open
                     c3.abort(o.epoch_id, "superseded", "fault suite cleanup")
+                then: str
                 if kind == first_kind:
                     # The pipeline continues from the repaired document: once per document
                     # (what the repair restores does not depend on how it was broken).

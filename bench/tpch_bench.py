@@ -52,6 +52,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.harness.local import local_root  # noqa: E402
 from checkpointing import Coordinator, open_storage  # noqa: E402
 from spark_jobs.runtime import run_task, spark_uri  # noqa: E402
 from spark_jobs.tpch import jobs  # noqa: E402
@@ -146,7 +147,7 @@ def initial_pairs(full: dict[str, Any], root: str, a: Any, until: date, spark: A
         plain.append(plain_outputs(spark, rep["data_uri"], until, work / f"plain-{r}"))
         if root.startswith("file:"):  # a bucket's go with the bench's MinIO
             for uri in (rep["data_uri"], f"{root.rstrip('/')}/ckpt-full-{r}"):
-                shutil.rmtree(Path(open_storage(uri).root), ignore_errors=True)
+                shutil.rmtree(local_root(open_storage(uri)), ignore_errors=True)
     e, p = statistics.median(epochs), statistics.median(plain)
     return {"tpch_initial_epoch_seconds": round(e, 1),
             "tpch_initial_plain_spark_seconds": round(p, 1),
@@ -421,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.streaming_days and not a.s3:
             from bench.tpch_streaming import compare
 
-            streaming = compare(spark, Path(open_storage(data_uri).root), work / "ss",
+            streaming = compare(spark, local_root(open_storage(data_uri)), work / "ss",
                                 generated, full["daily"], jobs.TOP_N, jobs.Q1_SHIPDATE_MAX,
                                 a.streaming_days)
         # The server's own process group (its launcher and JVM), not any other server's.

@@ -167,7 +167,8 @@ def compare(spark: Any, data_root: Path, work: Path, generated: Path,
     ctl = StreamingControl(spark, data_root, work, top_n, q1_max)
     n = ctl.stage_history()
     initial = ctl.run()
-    compared, theirs = [], []
+    compared: list[Any] = []
+    theirs: list[Any] = []
     for d in ours:
         if len(compared) == days:
             break

@@ -79,7 +79,8 @@ def measure(storage: Storage, handles: dict[str, Any], repeats: int) -> dict[str
     now = _check(storage, handles, repeats)
     saved = cls.stamp, cls.stamps, cls.parallel_checks
     try:
-        cls.stamp, cls.stamps, cls.parallel_checks = _etag_stamp, Storage.stamps, 1
+        cls.stamp, cls.stamps, cls.parallel_checks = (
+            _etag_stamp, Storage.stamps, 1)  # type: ignore[assignment]
         before = _check(storage, handles, repeats)
     finally:
         cls.stamp, cls.stamps, cls.parallel_checks = saved
