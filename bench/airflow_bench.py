@@ -50,13 +50,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.harness.airflow_standalone import Standalone, connect_env, free_port  # noqa: E402
 from bench.reattach_bench import measure as measure_reattach  # noqa: E402
 from bench.spark_actions import jobs_by_tag, per_task  # noqa: E402
 from checkpointing import Coordinator, LocalStorage  # noqa: E402
 from checkpointing.views.stats import epoch_stats  # noqa: E402
 from spark_jobs.flights.landing import land  # noqa: E402
 from spark_jobs.runtime.connect_server import ConnectServer  # noqa: E402
-from tests.support.airflow_standalone import Standalone, connect_env, free_port  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 DAG = "flights_daily"
@@ -182,11 +182,11 @@ def bench_mode(mode: str, epochs: int, work: Path, preload: bool = True) -> dict
 
     data = work / "data"
     land(LocalStorage(data), [START + timedelta(days=i) for i in range(epochs + 1)], seed=1)
-    env = {"CKPT_STORAGE": f"file://{work}/ckpt", "CKPT_DATA": f"file://{data}",
+    env: dict[str, Any] = {"CKPT_STORAGE": f"file://{work}/ckpt", "CKPT_DATA": f"file://{data}",
            "FLIGHTS_RETRIES": "0", "AIRFLOW__CORE__PARALLELISM": "4",
            "FLIGHTS_RETAINED_EPOCHS": str(epochs + 2)}  # every measured epoch stays readable
     if os.environ.get("CKPT_TEST_PG_URL"):
-        from tests.support.pg import fresh_database
+        from bench.harness.pg import fresh_database
 
         env.update({"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN":
                     fresh_database(f"ckpt_bench_{mode}"),
@@ -273,8 +273,8 @@ def bench_observability(epochs: int, rounds: int, work: Path) -> dict[str, Any]:
     import json
     import os
 
-    from tests.support.sinks import WebhookSink
-    from tests.support.statsd_sink import StatsdSink
+    from bench.harness.sinks import WebhookSink
+    from bench.harness.statsd_sink import StatsdSink
 
     server = ConnectServer(port=free_port(), log_path=work / "connect.log").start()
     seconds: dict[str, list[float]] = {"off": [], "on": []}
@@ -286,11 +286,11 @@ def bench_observability(epochs: int, rounds: int, work: Path) -> dict[str, Any]:
                 data = home / "data"
                 land(LocalStorage(data), [START + timedelta(days=i)
                                           for i in range(epochs + 1)], seed=1)
-                env = {"CKPT_STORAGE": f"file://{home}/ckpt", "CKPT_DATA": f"file://{data}",
+                env: dict[str, Any] = {"CKPT_STORAGE": f"file://{home}/ckpt", "CKPT_DATA": f"file://{data}",
                        "FLIGHTS_RETRIES": "0", "AIRFLOW__CORE__PARALLELISM": "4",
                        **connect_env(server)}
                 if os.environ.get("CKPT_TEST_PG_URL"):
-                    from tests.support.pg import fresh_database
+                    from bench.harness.pg import fresh_database
 
                     env.update({"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN":
                                 fresh_database(f"ckpt_obs_{setting}_{r}"),

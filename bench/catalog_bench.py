@@ -29,10 +29,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.harness.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server  # noqa: E402
 from checkpointing import Coordinator, TableSpec  # noqa: E402
 from checkpointing.protocol.barrier import plan_from_edges  # noqa: E402
 from checkpointing.storage.s3 import S3Storage  # noqa: E402
-from tests.support.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 
@@ -63,7 +63,7 @@ def run(epochs: int, work: Path) -> dict[str, Any]:
             if spec.name:
                 timed.append((time.perf_counter() - t) * 1000)
 
-    RunOutputs._register = timing  # type: ignore[method-assign]
+    RunOutputs._register = timing
 
     def pipeline(spec: TableSpec) -> Pipeline:
         def job(run: Any) -> Any:
@@ -97,7 +97,7 @@ def run(epochs: int, work: Path) -> dict[str, Any]:
         assert len(history) == epochs + 1, len(history)  # version 0, then one per epoch
         assert fresh.sql("SELECT count(*) FROM gold.named").collect()[0][0] == epochs
     finally:
-        RunOutputs._register = register  # type: ignore[method-assign]
+        RunOutputs._register = register
         spark.stop()
         server.stop()
         s3.stop()

@@ -25,10 +25,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from bench.harness.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server  # noqa: E402
 from checkpointing import Coordinator, LocalStorage, StateHandle  # noqa: E402
 from checkpointing.protocol.barrier import TaskPlan  # noqa: E402
 from checkpointing.storage.s3 import S3Storage  # noqa: E402
-from tests.support.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server  # noqa: E402
 
 
 def epoch_cost(storage, n_tasks: int, repeats: int) -> dict:

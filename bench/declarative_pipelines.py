@@ -145,7 +145,7 @@ def sdp_tables(spark, database: str) -> dict[str, Any]:
 def equal_to_oracle(frames: dict[str, Any], data: LocalStorage, until: date) -> bool:
     import pandas as pd
 
-    from tests.support import oracle
+    from bench.harness import oracle
 
     rows, _, _ = oracle.clean_flights(oracle.raw_files(data, until.isoformat()))
     for name, keys in (("route", ROUTE), ("carrier", CARRIER)):
@@ -218,8 +218,8 @@ def compare(remote: str, work: Path, epochs: int, scale: int = 1,
 
 def measure(epochs: int, scale: int = 1, remote: str | None = None) -> dict[str, Any]:
     """:func:`compare` on ``remote``, or on a Spark Connect server started for it."""
+    from bench.harness.airflow_standalone import free_port
     from spark_jobs.runtime.connect_server import ConnectServer
-    from tests.support.airflow_standalone import free_port
 
     work = Path(tempfile.mkdtemp(prefix="ckpt-sdp-"))
     server = None

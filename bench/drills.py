@@ -2,7 +2,7 @@
 deployment as processes (CeleryExecutor with two workers, PostgreSQL, Redis, MinIO, a Spark
 master, worker and Connect server), flights_daily runs daily epochs through it, and each
 drill breaks one component mid-epoch; every drill ends with the published tables compared
-to the independent pandas computation the tests use (tests/support/oracle.py).
+to the independent pandas computation the tests use (bench/harness/oracle.py).
 
     python bench/drills.py [--only worker_kill ...] [--out bench/results/drills.json]
 
@@ -32,11 +32,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.faults import FaultResult  # noqa: E402
+from bench.harness import oracle  # noqa: E402
 from checkpointing import Coordinator, create_savepoint  # noqa: E402
 from checkpointing.storage import open_storage  # noqa: E402
 from scripts.cluster import Cluster, celery_workers, down, up  # noqa: E402
 from spark_jobs.flights.landing import land  # noqa: E402
-from tests.support import oracle  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "drills.json"
 DAG = "flights_daily"
@@ -228,9 +228,9 @@ class Processes:
     def log_mark(self, name: str) -> int:
         return Path(self.cluster.services[name].log).stat().st_size
 
-    def log_since(self, name: str, mark: int) -> list[str]:
+    def log_since(self, name: str, mark: float) -> list[str]:
         with open(self.cluster.services[name].log, errors="replace") as f:
-            f.seek(mark)
+            f.seek(int(mark))
             return f.readlines()
 
     def workers_ready(self) -> bool:
@@ -538,12 +538,12 @@ class Drills:
             raise DrillError(f"backfill refused: {r.status_code} {r.text[:300]}")
         bf = r.json()
         before = c.catalog.manifest().epoch_id
-        seen = []  # published epoch ids while the backfill runs
+        seen: list[tuple[int, str]] = []  # published epoch ids while the backfill runs
         deadline = time.monotonic() + 1800
         while time.monotonic() < deadline:
-            m = c.catalog.manifest()
-            if not seen or seen[-1] != (m.epoch_id, m.lineage):
-                seen.append((m.epoch_id, m.lineage))
+            pub = c.catalog.manifest()
+            if not seen or seen[-1] != (pub.epoch_id, pub.lineage):
+                seen.append((pub.epoch_id, pub.lineage))
             b = self.af.call("GET", f"/api/v2/backfills/{bf['backfill_id']}").json()
             if b.get("completed_at"):
                 break
@@ -556,10 +556,10 @@ class Drills:
         states = sorted(r["state"] for r in runs
                         if r["dag_run_id"] in {b.run_id for b in theirs})
         ours = [b.epoch_id for b in theirs]
-        m = c.catalog.manifest()
+        pub = c.catalog.manifest()
         m_seen = [s for s in seen if s[1] == bf["lineage"]]
         switched_once = (seen[0] == (before, "main") and m_seen == [(ours[-1], bf["lineage"])]
-                         and seen[-1] == m_seen[-1] and m.epoch_id == ours[-1])
+                         and seen[-1] == m_seen[-1] and pub.epoch_id == ours[-1])
         if all(s == "success" for s in states) and states:
             self.published_until = last + timedelta(days=1)
             self.next_logical = last + timedelta(days=2)

@@ -7,7 +7,7 @@ per fault kind with keys ``fault``, ``runs``, ``outcomes``, ``rows_lost``,
                            [--remote sc://HOST:PORT]
 
 Every run ends by comparing the published gold tables with an independent pandas
-computation over the raw files (tests/support/oracle.py): ``rows_lost`` counts accepted flights
+computation over the raw files (bench/harness/oracle.py): ``rows_lost`` counts accepted flights
 missing from the published enriched table plus flights missing from the route totals,
 ``rows_duplicated`` extra or repeated ones. A run whose published route statistics differ
 from the oracle in any value is an outcome ``WRONG``. Kills and freezes are real signals to
@@ -46,13 +46,13 @@ sys.path.insert(0, str(ROOT))
 
 import pandas as pd  # noqa: E402
 
+from bench.harness import oracle  # noqa: E402
+from bench.harness.race import race  # noqa: E402
 from checkpointing import CheckpointConfig, Coordinator, LocalStorage  # noqa: E402
 from checkpointing.errors import CheckpointError  # noqa: E402
 from spark_jobs.flights.landing import land  # noqa: E402
 from spark_jobs.flights.pipeline import EDGES, PLAN, run_epoch  # noqa: E402
 from spark_jobs.runtime import DeclineEpoch, spark_session  # noqa: E402
-from tests.support import oracle  # noqa: E402
-from tests.support.helpers import race  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 CHILD = ROOT / "bench" / "fault_child.py"
@@ -283,8 +283,10 @@ def fault_races(ctx: Context, res: FaultResult) -> None:
     for seed in range(ctx.seeds):
         st = S3Storage(bucket, f"races-{seed}", endpoint_url=server.endpoint)
         c = Coordinator(st, "races", config=CheckpointConfig(max_concurrent_epochs=16))
-        ids = _threads(16, lambda i, c=c: c.begin_epoch({"t": PLAN["ingest_flights"]},
-                                                        f"b{i}").epoch_id)
+        def begin(i: int, c: Coordinator = c) -> int:
+            return c.begin_epoch({"t": PLAN["ingest_flights"]}, f"b{i}").epoch_id
+
+        ids = _threads(16, begin)
         distinct = len(set(ids)) == 16 and sorted(ids) == list(range(1, 17))
         res.add(f"begin_x16:distinct_ids={distinct}", 0, 0)
         # 16 completers of one real pipeline epoch, every task acknowledged.
@@ -292,7 +294,10 @@ def fault_races(ctx: Context, res: FaultResult) -> None:
         cw = ws.coordinator()
         epoch, _ = run_epoch(cw, ctx.spark, ws.data_uri, "r2", stop_after="validate",
                              data_interval=interval(3))
-        metas = _threads(16, lambda i, ws=ws, e=epoch: ws.coordinator().complete(e))
+        def complete(i: int, ws: Any = ws, epoch: int = epoch) -> Any:
+            return ws.coordinator().complete(epoch)
+
+        metas = _threads(16, complete)
         agree = len({(m.status, m.decided_at) for m in metas}) == 1
         hist = cw.catalog.manifest().history
         once = sum(1 for h in hist if h["epoch_id"] == epoch) == 1
@@ -469,6 +474,7 @@ def fault_bad_metadata(ctx: Context, res: FaultResult) -> None:
                 c3 = ws.coordinator()
                 for o in c3.registry().open:  # and aborts what the refused tries left open
                     c3.abort(o.epoch_id, "superseded", "fault suite cleanup")
+                then: str
                 if kind == first_kind:
                     # The pipeline continues from the repaired document: once per document
                     # (what the repair restores does not depend on how it was broken).
@@ -544,7 +550,7 @@ class Context:
 
     def s3(self) -> tuple[Any, str]:
         if self._s3 is None:
-            from tests.support.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server
+            from bench.harness.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server
 
             # The server started here has these root credentials: the clients must use
             # them, whatever AWS_* the parent left in the environment (a CI run once
@@ -628,8 +634,8 @@ def main(argv: list[str] | None = None) -> int:
 def _own_connect_server():
     """A Spark Connect server for this run, with the S3 server's credentials (a deployment
     gives its server a role; clients never send credentials)."""
+    from bench.harness.s3server import ACCESS_KEY, SECRET_KEY
     from spark_jobs.runtime.connect_server import ConnectServer
-    from tests.support.s3server import ACCESS_KEY, SECRET_KEY
 
     os.environ.setdefault("AWS_ACCESS_KEY_ID", ACCESS_KEY)
     os.environ.setdefault("AWS_SECRET_ACCESS_KEY", SECRET_KEY)

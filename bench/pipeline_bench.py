@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -37,6 +38,7 @@ from bench.flights_epochs import (  # noqa: E402
     interval_until,
     run_plan,
 )
+from bench.harness.local import local_root  # noqa: E402
 from checkpointing import (  # noqa: E402
     Coordinator,
     FileRef,
@@ -134,7 +136,7 @@ class PassThroughWriter(SnapshotWriter):
         self._files[name] = ref
         return ref
 
-    def stage_output(self, output: str, paths: list, rows=None, meta=None, names=None):
+    def stage_output(self, output: str, paths: Sequence, rows=None, meta=None, names=None):
         refs = tuple(FileRef(Path(p).name, f"file://{Path(p).resolve()}", Path(p).stat().st_size,
                              "0" * 64) for p in paths)
         self._outputs[output] = OutputRef(refs, rows, dict(meta or {}))
@@ -274,7 +276,7 @@ def structured_streaming(spark, work: Path, data: LocalStorage, start: int, epoc
             "theirs_epoch_seconds": round(statistics.median(theirs), 2),
             "ours_recovery_seconds": round(our_recovery, 2),
             "theirs_recovery_seconds": round(their_recovery, 2),
-            "ours_checkpoint_bytes": du(Path(ours_coord.storage.root)),
+            "ours_checkpoint_bytes": du(local_root(ours_coord.storage)),
             "theirs_checkpoint_bytes": du(chk), "results_equal": equal}
 
 
@@ -303,7 +305,7 @@ def results_equal(spark, coord: Coordinator) -> bool:
     """Our published gold tables against the streaming query's final aggregates."""
     import pandas as pd
 
-    from tests.support.oracle import published  # the published version, read through its table
+    from bench.harness.oracle import published  # the published version, read through its table
 
     for keys, out, name in ((ROUTE, "gold_route_stats", "ss_route"),
                             (CARRIER, "gold_carrier_stats", "ss_carrier")):

@@ -1,7 +1,7 @@
 """How long a retry takes after its task was killed at about 80 % of a long Spark action,
 against the same job's clean run (connect mode, PROTOCOL 5.17).
 
-The job is ``tests.support.connect_jobs:slow_squares`` (a write whose rows take a second each on
+The job is ``bench.harness.connect_jobs:slow_squares`` (a write whose rows take a second each on
 the server), run as task attempts in fresh interpreters (``python -m spark_jobs.runtime``),
 as Airflow runs them: one clean attempt; then, in a new epoch, attempt 1 SIGKILLed once 80 %
 of the rows are computed and attempt 2 timed from its start to its acknowledgement
@@ -39,7 +39,7 @@ def _attempt(work: Path, remote: str, epoch: int, attempt: int, rows: int, marks
              ) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "spark_jobs.runtime", "--job",
-         "tests.support.connect_jobs:slow_squares", "--storage", f"file://{work}/ckpt",
+         "bench.harness.connect_jobs:slow_squares", "--storage", f"file://{work}/ckpt",
          "--pipeline", PIPELINE, "--epoch", str(epoch), "--task", "squares",
          "--attempt", str(attempt), "--remote", remote], cwd=ROOT, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -42,9 +42,9 @@ class CountingStorage(LocalStorage):
         super().__init__(root)
         self.calls: Counter[str] = Counter()
 
-    def list(self, prefix: str = ""):
+    def list(self, prefix: str, start_after: str | None = None):
         self.calls["list"] += 1
-        return super().list(prefix)
+        return super().list(prefix, start_after)
 
     def head(self, key: str):
         self.calls["head"] += 1
@@ -74,7 +74,8 @@ def measure(days: int, repeats: int) -> dict[str, float]:
             offsets = new_input(st, "raw/readings/", offsets, index=index).offsets
             stored.update(index.documents())
         _land(st, "2024-01-01", t0 + days * DAY_S, b"meter,kwh\nm1,2.0\n")  # the correction
-        seconds, loads, written, calls = [], 0, 0, Counter()
+        seconds: list[float] = []
+        loads, written, calls = 0, 0, Counter[str]()
         for _ in range(repeats):  # the same epoch again: nothing it does is kept
             st.calls.clear()
             read: list[str] = []

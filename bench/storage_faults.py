@@ -60,7 +60,7 @@ class Toxiproxy:
     """A toxiproxy server with one proxy in front of ``upstream`` (host:port)."""
 
     def __init__(self, upstream: str):
-        from tests.support.s3server import free_port
+        from bench.harness.s3server import free_port
 
         self.api_port, self.listen_port = free_port(), free_port()
         self.proc = subprocess.Popen([str(BIN), "-host", "127.0.0.1", "-port",

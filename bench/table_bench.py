@@ -35,11 +35,11 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
 import checkpointing.coordination.epoch_finisher as finisher_module  # noqa: E402
+from bench.harness.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server  # noqa: E402
 from checkpointing import Coordinator, SnapshotWriter, TableSpec  # noqa: E402
 from checkpointing.protocol.barrier import TaskPlan  # noqa: E402
 from checkpointing.records.two_phase_publish import read_manifest  # noqa: E402
 from checkpointing.storage.s3 import S3Storage  # noqa: E402
-from tests.support.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 PLAN = {"src": TaskPlan(), "gold": TaskPlan(("src",), True)}
@@ -73,7 +73,7 @@ def run(epochs: int, rows: int, reads: int) -> dict[str, Any]:
     c = Coordinator(storage, "bench")
     spec = TableSpec(f"s3://{bucket}/warehouse/totals", "overwrite")
     commits: list[dict[str, Any]] = []
-    original = finisher_module.commit_tables
+    original = finisher_module.commit_tables  # type: ignore[attr-defined]
 
     def timed_commit(*args: Any, **kwargs: Any) -> Any:
         before = s3_requests(server.endpoint)
@@ -84,7 +84,7 @@ def run(epochs: int, rows: int, reads: int) -> dict[str, Any]:
         commits.append({"ms": round(ms, 1), "requests": requests})
         return out
 
-    finisher_module.commit_tables = timed_commit
+    finisher_module.commit_tables = timed_commit  # type: ignore[attr-defined]
     try:
         with tempfile.TemporaryDirectory(prefix="table-bench-") as tmp:
             for n in range(1, epochs + 1):
@@ -102,7 +102,7 @@ def run(epochs: int, rows: int, reads: int) -> dict[str, Any]:
                 c.complete(b.epoch_id)
         read = _read_times(storage, c, spec, server.endpoint, reads)
     finally:
-        finisher_module.commit_tables = original
+        finisher_module.commit_tables = original  # type: ignore[attr-defined]
         server.stop()
     measured = commits[1:]  # the first commit also creates the table (version 0)
     per_commit = [sum(x["requests"].values()) for x in measured]

@@ -32,7 +32,7 @@ factor ``--scale``:
 ``--s3`` puts data and checkpoints in a bucket of a MinIO started here, and runs the same
 epochs on local storage as the control (``tpch_s3_over_local_daily_ratio``).
 
-Every epoch's outputs after the last are checked against DuckDB (tests/support/tpch_oracle.py).
+Every epoch's outputs after the last are checked against DuckDB (bench/harness/tpch_oracle.py).
 
     python bench/tpch_bench.py --scale 1 --days 20
 """
@@ -52,6 +52,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.harness.local import local_root  # noqa: E402
 from checkpointing import Coordinator, open_storage  # noqa: E402
 from spark_jobs.runtime import run_task, spark_uri  # noqa: E402
 from spark_jobs.tpch import jobs  # noqa: E402
@@ -146,7 +147,7 @@ def initial_pairs(full: dict[str, Any], root: str, a: Any, until: date, spark: A
         plain.append(plain_outputs(spark, rep["data_uri"], until, work / f"plain-{r}"))
         if root.startswith("file:"):  # a bucket's go with the bench's MinIO
             for uri in (rep["data_uri"], f"{root.rstrip('/')}/ckpt-full-{r}"):
-                shutil.rmtree(Path(open_storage(uri).root), ignore_errors=True)
+                shutil.rmtree(local_root(open_storage(uri)), ignore_errors=True)
     e, p = statistics.median(epochs), statistics.median(plain)
     return {"tpch_initial_epoch_seconds": round(e, 1),
             "tpch_initial_plain_spark_seconds": round(p, 1),
@@ -307,7 +308,7 @@ def start_s3(work: Path) -> dict[str, Any]:
     environment (the Connect server inherits them), and a bucket: ``root`` is its URI."""
     import os
 
-    from tests.support.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server
+    from bench.harness.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server
 
     server = start_s3_server("minio")
     os.environ.update({"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
@@ -317,7 +318,7 @@ def start_s3(work: Path) -> dict[str, Any]:
 
 
 def check_oracle(c: Coordinator, generated: Path, landed: Any, until: date) -> bool:
-    from tests.support.tpch_oracle import check_published as check
+    from bench.harness.tpch_oracle import check_published as check
 
     deleted = sorted(k for d, ks in landed.deletes.items() if d < until.isoformat()
                      for k in ks)
@@ -351,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--streaming-days", type=int, default=5,
                     help="days compared with Structured Streaming (0: none; local only)")
     ap.add_argument("--s3", action="store_true",
-                    help="data and checkpoints on a MinIO started here (tests/support/s3server.py)")
+                    help="data and checkpoints on a MinIO started here (bench/harness/s3server.py)")
     ap.add_argument("--out", type=Path, default=None,
                     help="results (default bench/results/latest.json; with --s3, "
                          "bench/results/tpch_sf<S>_s3.json)")
@@ -421,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.streaming_days and not a.s3:
             from bench.tpch_streaming import compare
 
-            streaming = compare(spark, Path(open_storage(data_uri).root), work / "ss",
+            streaming = compare(spark, local_root(open_storage(data_uri)), work / "ss",
                                 generated, full["daily"], jobs.TOP_N, jobs.Q1_SHIPDATE_MAX,
                                 a.streaming_days)
         # The server's own process group (its launcher and JVM), not any other server's.

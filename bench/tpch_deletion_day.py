@@ -32,6 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.harness.local import local_root  # noqa: E402
 from checkpointing import Coordinator, open_storage  # noqa: E402
 from checkpointing.protocol.epoch_metadata import AbortReason  # noqa: E402
 from spark_jobs.runtime import run_task  # noqa: E402
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
                                columns=["o_orderkey", "o_orderdate"])
         pool = orders.filter(pc.less(orders["o_orderdate"], pa.scalar(until, pa.date32())))
         keys = pool["o_orderkey"].to_pylist()
-        deletes = Path(open_storage(data_uri).root) / "raw" / "deletes" / f"{until}.parquet"
+        deletes = local_root(open_storage(data_uri)) / "raw" / "deletes" / f"{until}.parquet"
         deletes.parent.mkdir(parents=True, exist_ok=True)
         rnd = random.Random()  # noqa: S311 - which orders, not secrets
         for r in range(a.rounds):

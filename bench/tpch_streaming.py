@@ -145,7 +145,7 @@ def equal_to_duckdb(results: dict[str, list[tuple]], data_root: Path, generated:
     deleted)."""
     import pyarrow.parquet as pq
 
-    from tests.support import tpch_oracle as oracle
+    from bench.harness import tpch_oracle as oracle
 
     nation = pq.read_table(data_root / "dim" / "nation.parquet").to_pydict()
     names = dict(zip(nation["n_nationkey"], nation["n_name"], strict=True))
@@ -167,7 +167,8 @@ def compare(spark: Any, data_root: Path, work: Path, generated: Path,
     ctl = StreamingControl(spark, data_root, work, top_n, q1_max)
     n = ctl.stage_history()
     initial = ctl.run()
-    compared, theirs = [], []
+    compared: list[Any] = []
+    theirs: list[Any] = []
     for d in ours:
         if len(compared) == days:
             break

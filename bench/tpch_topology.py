@@ -109,7 +109,7 @@ def worker_killer(cluster: Any, af: Airflow, coord: Coordinator, home: Path,
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tests.integration.test_tpch import check
+    from bench.harness.tpch_oracle import check_published as check
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scale", type=float, default=1.0)

@@ -79,7 +79,8 @@ def measure(storage: Storage, handles: dict[str, Any], repeats: int) -> dict[str
     now = _check(storage, handles, repeats)
     saved = cls.stamp, cls.stamps, cls.parallel_checks
     try:
-        cls.stamp, cls.stamps, cls.parallel_checks = _etag_stamp, Storage.stamps, 1
+        cls.stamp, cls.stamps, cls.parallel_checks = (
+            _etag_stamp, Storage.stamps, 1)  # type: ignore[assignment]
         before = _check(storage, handles, repeats)
     finally:
         cls.stamp, cls.stamps, cls.parallel_checks = saved
@@ -105,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         results["local"] = measure(local, _state(local, a.files, a.file_kb * 1000, work),
                                    a.repeats)
         if not a.no_s3:
-            from tests.support.s3server import start_s3_server
+            from bench.harness.s3server import start_s3_server
 
             server = start_s3_server("minio")
             try:

@@ -65,7 +65,7 @@ def tail_delta(run: JobRun) -> JobResult:
                            "flight int, tailnum string, origin string, dest string, "
                            "air_time double, distance double, hour int, minute int, "
                            "time_hour string")
-                   .csv([spark_uri(run.data.uri(k)) for k in found.new]))
+                   .csv([spark_uri(run.data_root.uri(k)) for k in found.new]))
         name = F.element_at(F.split(F.input_file_name(), "/"), -1)
         fresh = (flights.where(F.col("tailnum").isNotNull() & F.col("dep_time").isNotNull())
                  .withColumn("source_file", F.concat(F.lit(RAW), name))
@@ -126,7 +126,7 @@ def utilisation(run: JobRun) -> JobResult:
     n = totals.count()
     # Published as a Delta table that any engine reads; each epoch replaces its content.
     run.write_table(totals, "gold_aircraft_utilisation",
-                    TableSpec(run.data.uri("tables/gold_aircraft_utilisation"), "overwrite"),
+                    TableSpec(run.data_root.uri("tables/gold_aircraft_utilisation"), "overwrite"),
                     rows=n)
     return JobResult(row_counts={"aircraft": n, "tails_updated": delta.count()})
 

@@ -38,6 +38,7 @@ import time
 import urllib.request
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -119,7 +120,8 @@ class Ports:
 
     @classmethod
     def allocate(cls, compose: dict, free: bool) -> Ports:
-        ports, taken = {}, set()
+        ports: dict[str, int] = {}
+        taken: set[int] = set()
         for service, roles in CONTAINER_PORTS.items():
             n = replicas(compose, service) if service in compose["services"] else 1
             for i in range(n):
@@ -151,12 +153,12 @@ def rewrite(value: str, ports: Ports) -> str:
                                 f"{ports.by_container(m[2], int(m[3]))}")
         return json.dumps(conn)
 
-    def host(m: re.Match) -> str:
+    def with_port(m: re.Match[str]) -> str:
         service = m[1]
         port = int(m[2]) if m[2] else next(iter(CONTAINER_PORTS[service].values()))
         return f"127.0.0.1:{ports.by_container(service, port)}"
 
-    return HOST_REF.sub(host, value)
+    return HOST_REF.sub(with_port, value)
 
 
 def common_env(compose: dict, ports: Ports, home: Path,
@@ -243,14 +245,14 @@ class Cluster:
     # -- process control -------------------------------------------------------
     def alive(self, name: str) -> bool:
         pid = self.services[name].pid
-        return bool(pid) and _alive(pid)
+        return pid is not None and pid > 0 and _alive(pid)
 
     def start(self, name: str, timeout: float = 300) -> None:
         svc = self.services[name]
         if self.alive(name):
             raise ClusterError(f"{name} is already running (pid {svc.pid})")
         log = open(svc.log, "ab")  # noqa: SIM115 - handed to the child
-        kw = {}
+        kw: dict[str, Any] = {}
         if svc.user and os.geteuid() == 0:
             kw = {"user": svc.user, "group": pwd.getpwnam(svc.user).pw_gid}
         proc = subprocess.Popen(svc.cmd, env=svc.env, cwd=ROOT, stdout=log,  # noqa: S603
@@ -311,6 +313,7 @@ class Cluster:
         svc = self.services[name]
         if not self.alive(name):
             raise ClusterError(f"{name} is not running")
+        assert svc.pid is not None  # alive
         tree = descendants(svc.pid)  # before the signal: orphans lose their parent link
         os.killpg(svc.pid, sig)
         for pid in tree:
@@ -482,7 +485,7 @@ def init_postgres(c: Cluster, compose: dict) -> None:
     pg_dir = _pg_dir(c.home)
     data = pg_dir / "data"
     user = _pg_user()
-    kw = {"user": user, "group": pwd.getpwnam(user).pw_gid} if user else {}
+    kw: dict[str, Any] = {"user": user, "group": pwd.getpwnam(user).pw_gid} if user else {}
     if not (data / "PG_VERSION").exists():
         data.mkdir(parents=True, exist_ok=True)
         if user:

@@ -169,7 +169,8 @@ class Compose:
         while True:
             cs = {n: c for n, c in self.containers().items()
                   if services is None or c["service"] in services}
-            done, failed = [], []
+            done: list[str] = []
+            failed: list[str] = []
             for n, c in cs.items():
                 if self.one_off(c["service"]):
                     if c["state"] == "exited":

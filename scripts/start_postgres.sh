@@ -35,7 +35,7 @@ psql_as_postgres() {
 if [ "$(psql_as_postgres -c "select 1 from pg_roles where rolname='ckpt'")" != 1 ]; then
   psql_as_postgres -c "create role ckpt login password 'ckpt'"
 fi
-# Test modules that run at the same time each get a database of their own (tests/support/pg.py).
+# Test modules that run at the same time each get a database of their own (bench/harness/pg.py).
 if [ "$(psql_as_postgres -c "select rolcreatedb from pg_roles where rolname='ckpt'")" != t ]; then
   psql_as_postgres -c "alter role ckpt createdb"
 fi

@@ -6,9 +6,9 @@ import uuid
 
 import pytest
 
+from bench.harness.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server
 from checkpointing.storage import LocalStorage
 from checkpointing.storage.s3 import S3Storage
-from tests.support.s3server import ACCESS_KEY, SECRET_KEY, start_s3_server
 from tests.support.spark_cds import spark_env
 
 # Every Spark JVM the tests start (local sessions, Connect servers, spark-submit drivers and

@@ -3,6 +3,7 @@ CheckpointPlan + CheckpointBarrier)."""
 
 from __future__ import annotations
 
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,10 +64,10 @@ def plan_table_inputs(plan: dict[str, TaskPlan]) -> dict[str, TableInput]:
     return found
 
 
-def plan_from_edges(tasks: dict[str, list[str] | tuple[str, ...]],
-                    publishes: set[str] | frozenset[str] = frozenset(),
-                    table_inputs: dict[str, dict[str, TableInput]] | None = None,
-                    views: dict[str, ViewTask] | None = None,
+def plan_from_edges(tasks: Mapping[str, Sequence[str]],
+                    publishes: Collection[str] = frozenset(),
+                    table_inputs: Mapping[str, Mapping[str, TableInput]] | None = None,
+                    views: Mapping[str, ViewTask] | None = None,
                     ) -> dict[str, TaskPlan]:
     """Build a plan from ``{task: [upstream tasks]}``, checking ids and edges;
     ``table_inputs``: ``{task: {input name: TableInput}}``; ``views``: ``{task: ViewTask}``

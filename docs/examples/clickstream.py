@@ -13,10 +13,10 @@ from spark_jobs.runtime import JobResult, TableSpec, spark_uri
 @task.checkpointed_spark(outputs=["daily_clicks"])
 def clicks(run):
     found = run.new_input("raw/clicks/", suffix=".json")   # files no epoch consumed yet
-    table = TableSpec(run.data.uri("tables/daily_clicks"), "append")
+    table = TableSpec(run.data_root.uri("tables/daily_clicks"), "append")
     rows = 0
     if found.new:
-        df = run.spark.read.json([spark_uri(run.data.uri(k)) for k in found.new])
+        df = run.spark.read.json([spark_uri(run.data_root.uri(k)) for k in found.new])
         rows = run.write_table(df.groupBy("day", "page").count(), "daily_clicks", table)
     return JobResult(offsets=found.offsets, row_counts={"rows": rows})
 

@@ -34,7 +34,7 @@ settings = CheckpointSettings(pipeline_id="energy_daily",
 
 
 def daily_table(run: JobRun) -> TableSpec:
-    return TableSpec(run.data.uri("tables/energy_daily_usage"), "replace_partitions", ("day",))
+    return TableSpec(run.data_root.uri("tables/energy_daily_usage"), "replace_partitions", ("day",))
 
 
 @task.checkpointed_spark(outputs=["quarantine"])
@@ -50,7 +50,7 @@ def readings(run: JobRun) -> JobResult:
     if days:
         raw = (run.spark.read.option("header", True)
                .schema("meter_id string, site string, ts string, kwh string")
-               .csv([spark_uri(run.data.uri(k)) for k in found.new])
+               .csv([spark_uri(run.data_root.uri(k)) for k in found.new])
                .withColumn("file_day", F.regexp_extract(F.input_file_name(),
                                                         r"(\d{4}-\d{2}-\d{2})\.csv$", 1)))
         # try_*: a value that does not parse is null (Spark's ANSI mode would fail the
@@ -115,7 +115,7 @@ def site_records(run: JobRun) -> JobResult:
                                     .alias("best_day"),
                                     F.max("kwh").alias("best_day_kwh")))
     run.write_table(records.coalesce(1), "energy_site_records",
-                    TableSpec(run.data.uri("tables/energy_site_records"), "overwrite"))
+                    TableSpec(run.data_root.uri("tables/energy_site_records"), "overwrite"))
     return JobResult(row_counts={"sites": records.count()})
 
 

@@ -71,6 +71,6 @@ def ontime(run: JobRun) -> JobResult:
         state = run.read_parquet(run.writer.files("days/"), STATE_SCHEMA)
     newest = state.agg(F.max("row_date")).first()[0]
     rows = run.write_table(window_rates(state, newest), OUTPUT,
-                           TableSpec(run.data.uri(f"tables/{OUTPUT}"), "overwrite"))
+                           TableSpec(run.data_root.uri(f"tables/{OUTPUT}"), "overwrite"))
     return JobResult(row_counts={OUTPUT: rows},
                      metrics={"window_end": newest, "read": changes.metrics()})

@@ -35,6 +35,6 @@ def carrier_delays(run: JobRun) -> JobResult:
     run.write_state(state, "carriers")
     state = run.read_parquet(run.writer.files("carriers/"), STATE_SCHEMA)
     table = state.withColumn("mean_delay", F.col("delay_minutes") / F.col("flights"))
-    rows = run.write_table(table, OUTPUT, TableSpec(run.data.uri(f"tables/{OUTPUT}"),
+    rows = run.write_table(table, OUTPUT, TableSpec(run.data_root.uri(f"tables/{OUTPUT}"),
                                                     "overwrite"))
     return JobResult(row_counts={OUTPUT: rows}, metrics={"read": changes.metrics()})

@@ -17,6 +17,7 @@ import io
 import json
 import random
 import sys
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 
@@ -111,7 +112,7 @@ def _csv(df: pd.DataFrame) -> bytes:
 
 
 def land(storage: Storage, days: list[date], *, malformed_rate: float = 0.0, seed: int = 0,
-         unreadable: set[date] = frozenset(), replace: set[date] = frozenset(),
+         unreadable: Collection[date] = frozenset(), replace: Collection[date] = frozenset(),
          scale: int = 1, weather: bool = True, dims: bool = True) -> LandingReport:
     """Land the given days (and the dimension tables); see the module docstring."""
     rep = LandingReport()

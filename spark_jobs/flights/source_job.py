@@ -92,7 +92,7 @@ def read_raw(run: JobRun, keys: list[str], spec: SourceSpec) -> DataFrame:
     df = (run.spark.read.schema(schema)
           .option("header", True).option("mode", "PERMISSIVE")
           .option("columnNameOfCorruptRecord", "_corrupt").option("enforceSchema", False)
-          .csv([spark_uri(run.data.uri(k)) for k in keys]))
+          .csv([spark_uri(run.data_root.uri(k)) for k in keys]))
     # The raw key from the file's name: the same on file://, s3a:// and any cluster.
     name = F.element_at(F.split(F.input_file_name(), "/"), -1)
     return df.withColumn("source_file", F.concat(F.lit(spec.prefix), name))
@@ -108,7 +108,7 @@ def make_source_job(spec: SourceSpec, name: str, module: str):
         # knows it) has its old rows retracted. A late file's rows are retracted too: none
         # are in the state unless it was consumed before this task kept an index.
         superseded = replaced + found.late
-        readable, unreadable = split_unreadable(run.data, new_keys, spec.columns)
+        readable, unreadable = split_unreadable(run.data_root, new_keys, spec.columns)
 
         good, quarantine = parse(read_raw(run, readable, spec), spec)
         good = good.dropDuplicates(spec.natural_key).cache()  # a file repeating a row

@@ -34,7 +34,7 @@ DERIVED = ["avg_dep_delay", "avg_arr_delay", "avg_distance"]
 def gold_table(run: JobRun, output: str, partition_by: str) -> TableSpec:
     """Where a flights gold output is published: a Delta table under the data root's
     ``tables/``, whose epochs replace the partitions they recomputed."""
-    return TableSpec(run.data.uri(f"tables/{output}"), "replace_partitions", (partition_by,))
+    return TableSpec(run.data_root.uri(f"tables/{output}"), "replace_partitions", (partition_by,))
 
 
 def state_schema(keys: list[str]) -> T.StructType:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import warnings
+from typing import Any
 
 import pandas as pd
 
@@ -25,7 +26,7 @@ log = logging.getLogger("spark_jobs.flights.validate")
 def _suite(name: str, keys: list[str]):
     import great_expectations as gx
 
-    ex = gx.expectations
+    ex: Any = gx.expectations  # its classes are exported lazily, unseen by mypy
     suite = gx.ExpectationSuite(name=name)
     for k in keys:
         suite.add_expectation(ex.ExpectColumnValuesToNotBeNull(column=k))

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Unpack
 
 from checkpointing import Coordinator, EpochMetadata, TaskPlan
+from checkpointing.coordination.epoch_begin import BeginOptions
 from checkpointing.coordination.lease import RunnerLease
 
 from .job_run import Job, run_task
@@ -30,7 +31,7 @@ def drive_epoch(pipeline: Pipeline, coordinator: Coordinator, spark: Any, data_u
                 run_id: str, *, attempt: int | None = None, stop_after: str | None = None,
                 epoch_id: int | None = None, endpoint_url: str | None = None,
                 wait_for_driver: float = 0.0,
-                **begin: Any) -> tuple[int, EpochMetadata | None]:
+                **begin: Unpack[BeginOptions]) -> tuple[int, EpochMetadata | None]:
     """Run one epoch for ``run_id``, or resume it.
 
     A run that already completed its epoch answers with it and runs nothing; a run whose

@@ -18,9 +18,9 @@ import json
 import logging
 import sys
 from datetime import date, timedelta
-from typing import Any
 
 from checkpointing import Coordinator, open_storage
+from checkpointing.coordination.epoch_begin import BeginOptions
 from checkpointing.errors import CheckpointError
 
 from .connect import SparkConnectError
@@ -54,7 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--remote", help="a Spark Connect server, sc://host:port")
     a = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    begin: dict[str, Any] = {}
+    begin: BeginOptions = {}
     if a.until:
         end = date.fromisoformat(a.until)
         begin["data_interval"] = {"start": (end - timedelta(days=1)).isoformat(),

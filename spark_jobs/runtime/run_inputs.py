@@ -9,6 +9,7 @@ from typing import Any, cast
 
 from checkpointing.protocol.state_handle import FileRef, StateHandle
 from checkpointing.protocol.table_inputs import TableInput, TableInputError, TableVersion
+from checkpointing.storage import Storage
 from checkpointing.tables.spec import TableSpec
 
 from .errors import DeclineEpoch
@@ -33,6 +34,16 @@ class RunInputs(RunContext):
         """The day (ISO date) at which this epoch's input stops, from the barrier's data
         interval end; None when the epoch has no interval (consume everything new)."""
         return self.barrier.input_until
+
+    @property
+    def data_root(self) -> Storage:
+        """The data root the run was given (``--data`` / ``CKPT_DATA``): ``run.data``, for a
+        job that cannot run without one. A run given none fails here, naming the setting,
+        instead of at the first ``None.uri``."""
+        if self.data is None:
+            raise ValueError("this job reads the data root, and the run was given none "
+                             "(set --data or CKPT_DATA)")
+        return self.data
 
     def files(self, handle: StateHandle | None, prefix: str,
               outputs: str | None = None) -> list[FileRef]:
@@ -68,11 +79,10 @@ class RunInputs(RunContext):
                 return None
             return SeenIndex.parse(self.storage.read(ref))
 
-        if self.data is None:
-            raise ValueError("new_input needs the run's data root (--data / CKPT_DATA)")
+        data = self.data_root
         self.input_prefixes.append(prefix)
         index = SeenIndex(load, suffix)
-        found = new_input(self.data, prefix,
+        found = new_input(data, prefix,
                           self.previous.offsets if self.previous else None,
                           until=(self.input_until if until is _RUN_UNTIL
                                  else cast(str | None, until)),
@@ -90,10 +100,9 @@ class RunInputs(RunContext):
         """The URI Spark reads ``key`` of the data root at (a reference file read whole
         every epoch: a dimension CSV), recorded as a file input of the task, so that its
         lineage names the read as it names :meth:`new_input`'s prefixes."""
-        if self.data is None:
-            raise ValueError("data_uri needs the run's data root (--data / CKPT_DATA)")
+        data = self.data_root
         self.input_prefixes.append(key)
-        return spark_uri(self.data.uri(key))
+        return spark_uri(data.uri(key))
 
     def table_changes(self, name: str, *, verify: bool | None = None) -> TableChanges:
         """The rows upstream table input ``name`` (declared on the task: ``table_inputs=``

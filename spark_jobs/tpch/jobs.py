@@ -31,7 +31,7 @@ Downstream, each task merges those signed changes into its own state:
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -130,7 +130,7 @@ def days_of(ranges: list[list[str]]) -> set[str]:
 
 
 def _read(run: JobRun, keys: list[str]) -> Any:
-    return run.spark.read.parquet(*[spark_uri(run.data.uri(k)) for k in keys])
+    return run.spark.read.parquet(*[spark_uri(run.data_root.uri(k)) for k in keys])
 
 
 def _signed(df: Any, sign: int, cols: tuple[str, ...]) -> Any:
@@ -250,7 +250,7 @@ def ingest(run: JobRun) -> JobResult:
             [key for key, day in new_removed if day in removed_days]))
 
     run.carry_partitions("orders", prev_buckets - buckets)
-    writes = []
+    writes: list[Callable[[], object]] = []
     if parts:
         now = parts[0]
         for p in parts[1:]:
@@ -453,7 +453,7 @@ def q1_pricing(run: JobRun) -> JobResult:
         (F.col("sum_base_price") / F.col("count_order")).alias("avg_price"),
         (F.col("sum_disc") / F.col("count_order")).alias("avg_disc"))
     run.write_table(table.coalesce(1), "tpch_q1_pricing",
-                    TableSpec(run.data.uri("tables/tpch_q1_pricing"), "overwrite"))
+                    TableSpec(run.data_root.uri("tables/tpch_q1_pricing"), "overwrite"))
     return JobResult(metrics={"days_changed": len(days)})
 
 
@@ -468,7 +468,7 @@ def q5_revenue(run: JobRun) -> JobResult:
     years = {d[:4] for d in days}
     prev_years = run.partitions(run.previous, "q5")
     run.carry_partitions("q5", prev_years - years)
-    spec = TableSpec(run.data.uri("tables/tpch_q5_revenue"), "replace_partitions", ("year",))
+    spec = TableSpec(run.data_root.uri("tables/tpch_q5_revenue"), "replace_partitions", ("year",))
     if not years:
         run.keep_table("tpch_q5_revenue", spec)
         return JobResult(row_counts={"years_rewritten": 0})
@@ -535,6 +535,6 @@ def top_customers(run: JobRun) -> JobResult:
            .join(customer, F.col("o_custkey") == F.col("c_custkey"))
            .select("c_custkey", "c_name", "c_nationkey", "revenue"))
     run.write_table(top.coalesce(1), "tpch_top_customers",
-                    TableSpec(run.data.uri("tables/tpch_top_customers"), "overwrite"))
+                    TableSpec(run.data_root.uri("tables/tpch_top_customers"), "overwrite"))
     return JobResult(row_counts={"runs": 1 if compact else len(runs) + 1},
                      metrics={"compacted": compact, "compaction_ms": compaction_ms})

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from bench.drills import DRILL_ENV, VICTIM_TASK, Airflow, Containers, Drills
+from bench.harness import tpch_oracle
 from checkpointing import Coordinator
 from checkpointing.storage import open_storage
 from scripts.compose import Compose
-from tests.support import tpch_oracle
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(5400)]

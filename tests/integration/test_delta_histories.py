@@ -1,16 +1,17 @@
 """Table inputs over histories, not change kinds: Hypothesis draws what a real upstream's
-maintenance does between two epochs (INSERT, DELETE, UPDATE and MERGE with deletion
-vectors on or off, OPTIMIZE, REORG PURGE, RESTORE, VACUUM, an added column, a renamed and a
-dropped column the job does not read), zero to four commits an epoch, written by real
-delta-spark. After every epoch the rows kept from the change sets (added minus removed, as
-a job's state keeps them) equal the upstream's content at the pinned version, read
-independently by Spark's Delta reader. A retry reads the pinned range again after the upstream moved
-on (a kill between the pin and the read, the rerun after another commit) and must find
-the same rows. Every refusal is one line without a path; the job then starts afresh from
-the table's content, the refusal's way forward.
+maintenance does between two epochs (INSERT, DELETE, UPDATE and MERGE with deletion vectors
+on or off and the change data feed on or off, OPTIMIZE, REORG PURGE, RESTORE, VACUUM, an
+added column, a renamed and a dropped column the job does not read), zero to four commits an
+epoch, written by real delta-spark. An epoch with no commit, or whose only commits are
+compactions, has no change at all. After every epoch the rows kept from the change sets
+(added minus removed, as a job's state keeps them) equal the upstream's content at the
+pinned version, read independently by Spark's Delta reader. A retry reads the pinned range
+again after the upstream moved on (a kill between the pin and the read, the rerun after
+another commit) and must find the same rows. Every refusal is one line without a path; the
+job then starts afresh from the table's content, the refusal's way forward.
 
-``make test`` runs a small fixed-seed profile; ``make soak`` runs the long one
-(CKPT_HISTORY_EXAMPLES examples, reported at the end)."""
+``make test`` runs the named histories (the explicit examples) and one drawn at a fixed
+seed; ``make soak`` draws many (CKPT_HISTORY_EXAMPLES examples, reported at the end)."""
 
 from __future__ import annotations
 
@@ -20,14 +21,14 @@ from dataclasses import dataclass, field
 
 import pytest
 from deltalake import DeltaTable
-from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import HealthCheck, Phase, example, given, seed, settings
 from hypothesis import strategies as st
 
 from checkpointing.protocol.table_inputs import TableInput, TableInputError, TableVersion
 from checkpointing.tables.changes import pin
 
-#: examples of the fixed-seed profile in `make test`; `make soak` sets more
-EXAMPLES = int(os.environ.get("CKPT_HISTORY_EXAMPLES", "3"))
+#: drawn examples in `make test` (besides the explicit ones); `make soak` sets many
+EXAMPLES = int(os.environ.get("CKPT_HISTORY_EXAMPLES", "1"))
 READ = ("id", "k", "v")  # the columns the job reads; `extra` is added, renamed, dropped
 
 
@@ -129,23 +130,27 @@ def _apply(state: Counter, found) -> Counter:
     return state
 
 
-def _run(spark, root: str, features: tuple[bool, bool],
+def _run(spark, root: str, features: tuple[bool, ...],
          epochs: list[list[tuple[str, int]]], retry_after: list[bool]) -> dict[str, int]:
     from spark_jobs.runtime.table_source import read_changes
 
-    dv, mapped = features
+    dv, mapped, cdf = (*features, False)[:3]
     path = f"{root}/bronze"
     u = Upstream(f"delta.`{path}`", mapped)
     props = [f"'delta.enableDeletionVectors' = '{str(dv).lower()}'"]
     if mapped:
         props.append("'delta.columnMapping.mode' = 'name'")
+    if cdf:
+        props.append("'delta.enableChangeDataFeed' = 'true'")
     spark.sql(f"CREATE TABLE {u.table} (id BIGINT, k BIGINT, v BIGINT) USING delta "
               f"TBLPROPERTIES ({', '.join(props)})")
     spec = TableInput(f"file://{path}")
     state: Counter = Counter()
     start: TableVersion | None = None
     seen = {"commits": 0, "refusals": 0, "epochs": 0}
+    after_pin: list[str] = []  # commits after the last pin: the next epoch reads them
     for i, ops in enumerate(epochs):
+        committed, after_pin = after_pin, []  # the kinds of this epoch's commits
         for op, n in ops:
             u.extra = _unread_column(path)  # a RESTORE brings back the schema it restores
             for sql in _statements(u, op, n):
@@ -159,6 +164,7 @@ def _run(spark, root: str, features: tuple[bool, bool],
                 u.log.append(sql)
                 u.versions = int(DeltaTable(path).version()) + 1
                 seen["commits"] += 1
+                committed.append(op)
         end = pin(spec)
         if retry_after[i % len(retry_after)]:
             # the first try dies after the pin; the upstream commits before the rerun, which
@@ -167,15 +173,21 @@ def _run(spark, root: str, features: tuple[bool, bool],
             for sql in _statements(u, "insert", i):
                 spark.sql(sql)
                 u.log.append(sql)
+                after_pin.append("insert")
+        refused = False
         try:
             found = read_changes(spark, "t", spec, start, end, None)
         except TableInputError as exc:
             text = str(exc)
             assert "\n" not in text and path not in text, text
             seen["refusals"] += 1
+            refused = True
             # the way forward the refusal names: start afresh from the table's content
             found = read_changes(spark, "t", spec, None, end, None)
             state = Counter()
+        if not refused and not set(committed) - {"optimize"}:
+            # no commit, or compactions alone: no row changed, and nothing is read
+            assert found.empty, (f"epoch {i}: {committed} changed rows", u.log)
         state = +_apply(state, found)
         want = _content(spark, path, end.version)
         assert state == want, (f"epoch {i} at version {end.version}: {len(state - want)} "
@@ -197,13 +209,25 @@ def _report():
               f"{_REPORT['commits']} commits, {_REPORT['refusals']} refusals")
 
 
+#: Named histories, run by `make test` besides the drawn one: a table with deletion vectors
+#: and the change data feed (deletes, an epoch with no change, UPDATE and MERGE, OPTIMIZE
+#: alone, a delete with an insert, a RESTORE that brings deleted rows back), and one with
+#: column mapping (a column added, renamed and dropped around deletes and a compaction).
+DV_CDF = [[("insert", 9), ("delete", 3), ("delete", 4)], [], [("update", 0), ("merge", 1)],
+          [("optimize", 0)], [("delete", 2), ("insert", 1)], [("restore", 3)]]
+MAPPED = [[("add_column", 0)], [("delete", 1), ("rename_unread", 0)],
+          [("drop_unread", 0), ("update", 2)], [("optimize", 0), ("delete", 5)]]
+
+
 @seed(20261204)
 # No shrinking: each step is a Spark commit, and a failure prints its whole drawn history.
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=False,
           phases=[Phase.explicit, Phase.reuse, Phase.generate],
           suppress_health_check=[HealthCheck.function_scoped_fixture,
                                  HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(features=st.tuples(st.booleans(), st.booleans()),
+@example(features=(True, False, True), epochs=DV_CDF, retry_after=[False])
+@example(features=(True, True, False), epochs=MAPPED, retry_after=[False, True])
+@given(features=st.tuples(st.booleans(), st.booleans(), st.booleans()),
        epochs=st.lists(st.lists(_ops(True), min_size=0, max_size=4), min_size=2, max_size=4),
        retry_after=st.lists(st.booleans(), min_size=1, max_size=3))
 def test_change_sets_sum_to_the_content_at_every_pinned_version(spark, tmp_path_factory,

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from bench.harness.race import race
 from checkpointing import Coordinator
 from checkpointing.records.two_phase_publish import published_tables, read_manifest
 from checkpointing.tables.commit import commit_tables
 from checkpointing.tables.iceberg import open_table
 from checkpointing.tables.spec import TableSpec, app_id
-from tests.support.helpers import race
 from tests.support.tables_readers import (
     SPARK_EXPECTED,
     _extension,
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.fixture(scope="module")
 def catalog_url():
     """A database of its own on the tests' PostgreSQL for the SQL catalog."""
-    from tests.support.pg import fresh_database
+    from bench.harness.pg import fresh_database
 
     return fresh_database(f"ckpt_iceberg_{os.getpid()}")
 

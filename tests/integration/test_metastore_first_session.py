@@ -29,7 +29,7 @@ spark.stop()
 def test_a_local_session_first_on_a_fresh_postgresql_metastore_creates_a_table(tmp_path):
     from sqlalchemy.engine import make_url
 
-    from tests.support.pg import fresh_database
+    from bench.harness.pg import fresh_database
 
     db = make_url(fresh_database("metastore_first_session"))
     env = {**os.environ, "PYTHONPATH": str(ROOT),

@@ -69,9 +69,9 @@ def test_dag_in_submit_mode_runs_every_job_on_the_cluster(cluster, tmp_path):
     from collections import Counter
     from datetime import date
 
+    from bench.harness import oracle
+    from bench.harness.airflow_env import airflow, airflow_env, migrate
     from checkpointing import read_manifest
-    from tests.support import oracle
-    from tests.support.airflow_env import airflow, airflow_env, migrate
 
     data = LocalStorage(tmp_path / "data")
     land(data, [date(2013, 1, 1)], malformed_rate=0.01, seed=5)

@@ -15,16 +15,16 @@ from pathlib import Path
 
 import pytest
 
+from bench.harness.airflow_standalone import free_port
+from bench.harness.oracle import assert_gold_matches_oracle
+from bench.harness.s3server import ACCESS_KEY, SECRET_KEY
 from checkpointing import Coordinator, LocalStorage, plan_from_edges
 from checkpointing.storage.s3 import S3Storage
 from checkpointing.views.stats import epoch_stats
 from spark_jobs.flights.landing import land
 from spark_jobs.runtime.connect import SparkConnectError, check_versions
 from tests.integration.test_spark_jobs import kill_mid_epoch_then_rerun
-from tests.support.airflow_standalone import free_port
 from tests.support.helpers import FLIGHTS
-from tests.support.oracle import assert_gold_matches_oracle
-from tests.support.s3server import ACCESS_KEY, SECRET_KEY
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -120,7 +120,7 @@ def task_args(storage: str, job: str, task: str, remote: str) -> list[str]:
 def test_what_a_user_gets_wrong_is_one_line_naming_the_endpoint(spark_connect, s3_server,
                                                                  tmp_path):
     storage = one_task_epoch(tmp_path, "t")
-    job = "tests.support.connect_jobs:uses_spark_context"
+    job = "bench.harness.connect_jobs:uses_spark_context"
     down = f"sc://127.0.0.1:{free_port()}"
     not_connect = s3_server.endpoint.replace("http://", "sc://")  # an HTTP server's port
     for remote, words in ((down, "is unreachable"),
@@ -197,7 +197,7 @@ def test_a_port_taken_before_the_server_binds_it_is_not_mistaken_for_the_server(
 
 def _slow_task(tmp_path: Path, remote: str, attempt: int, marks: Path
                ) -> subprocess.Popen:
-    args = task_args(f"file://{tmp_path}/ckpt", "tests.support.connect_jobs:slow_squares",
+    args = task_args(f"file://{tmp_path}/ckpt", "bench.harness.connect_jobs:slow_squares",
                      "squares", remote)
     return subprocess.Popen([sys.executable, "-m", *args, "--attempt", str(attempt)],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -228,8 +228,8 @@ def test_killed_task_resumes_its_running_spark_action_instead_of_running_it_agai
     was computed once (one marker each), the state holds exactly the oracle's rows, the
     counts observed by that one write reach attempt 2's handle, the handle says what it
     resumed, and the epoch its acknowledgement completed publishes the oracle's rows."""
+    from bench.harness.connect_jobs import SLOW_ROWS
     from checkpointing import read_manifest
-    from tests.support.connect_jobs import SLOW_ROWS
 
     c = Coordinator(LocalStorage(tmp_path / "ckpt"), "connect_errors")
     c.begin_epoch(plan_from_edges({"squares": []}, {"squares"}), "run-slow")
@@ -268,8 +268,8 @@ def test_an_operation_the_server_no_longer_holds_runs_again(spark_connect, tmp_p
     """The record of a killed attempt names an operation the server does not hold (its
     session was released): the next attempt runs the action again, and still acknowledges
     the oracle's rows."""
+    from bench.harness.connect_jobs import SLOW_ROWS
     from checkpointing.protocol.operations import EngineOperation
-    from tests.support.connect_jobs import SLOW_ROWS
 
     c = Coordinator(LocalStorage(tmp_path / "ckpt"), "connect_errors")
     c.begin_epoch(plan_from_edges({"squares": []}, set()), "run-gone")
@@ -332,7 +332,7 @@ def test_a_spark_error_fails_the_task_with_a_line_without_where_data_lives(
     storage = one_task_epoch(tmp_path, "t")
     (tmp_path / "data").mkdir()
     op = CheckpointedSparkOperator(
-        task_id="t", job="tests.support.connect_jobs:reads_a_missing_file",
+        task_id="t", job="bench.harness.connect_jobs:reads_a_missing_file",
         settings=CheckpointSettings(pipeline_id="connect_errors", storage=storage,
                                     data=f"file://{tmp_path}/data", spark_mode="connect"))
     capsys.readouterr()
@@ -361,7 +361,7 @@ def test_a_result_a_state_handle_cannot_hold_fails_the_task_in_one_line_at_the_j
 
     storage = one_task_epoch(tmp_path, "t")
     op = CheckpointedSparkOperator(
-        task_id="t", job="tests.support.connect_jobs:returns_a_table_version_metric",
+        task_id="t", job="bench.harness.connect_jobs:returns_a_table_version_metric",
         settings=CheckpointSettings(pipeline_id="connect_errors", storage=storage,
                                     spark_mode="connect"))
     with pytest.raises(AirflowFailException) as failed:
@@ -372,7 +372,7 @@ def test_a_result_a_state_handle_cannot_hold_fails_the_task_in_one_line_at_the_j
                     "keys): convert it, e.g. str(v) or a dict of its fields"), line
     c = Coordinator(LocalStorage(tmp_path / "ckpt"), "connect_errors")
     assert c.status(1) == "pending" and c.acknowledged_handle(1, "t") is None
-    r = run(task_args(storage, "tests.support.connect_jobs:returns_a_table_version_metric", "t",
+    r = run(task_args(storage, "bench.harness.connect_jobs:returns_a_table_version_metric", "t",
                       spark_connect.url) + ["--attempt", "2"], timeout=300)
     assert r.returncode == 2, r.stderr[-2000:]
     assert r.stderr.strip().splitlines()[-1].endswith(

@@ -8,12 +8,12 @@ from datetime import date
 import pandas as pd
 import pytest
 
+from bench.harness import oracle
+from bench.harness.oracle import assert_gold_matches_oracle, published, raw_files
 from checkpointing import Coordinator, LocalStorage, read_manifest
 from spark_jobs.flights.landing import land
 from spark_jobs.flights.pipeline import run_epoch
-from tests.support import oracle
 from tests.support.helpers import FLIGHTS, sigkill_mid_epoch_then_rerun
-from tests.support.oracle import assert_gold_matches_oracle, published, raw_files
 
 D = [date(2013, 1, d) for d in range(1, 6)]
 ROUTE, CARRIER = ["origin", "dest"], ["carrier"]

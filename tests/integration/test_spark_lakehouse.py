@@ -3,9 +3,10 @@
 tables through Spark; a Delta output registered under a catalog name is found by that name
 from a Spark that never wrote it, every version the project commits, read by Spark's Delta
 reader at that version, equal to delta-rs's read of it, one version per epoch in
-``DESCRIBE HISTORY``; and tables Spark writes with deletion vectors, change data feed,
-column mapping and OPTIMIZE continue exactly once as table inputs; a reader feature they
-do not read is refused in one line, naming it."""
+``DESCRIBE HISTORY``; a checkpointed pipeline over a table Spark writes with deletion
+vectors survives a kill exactly once; a reader feature table inputs do not read is refused
+in one line, naming it. (Histories of Spark-written tables, drawn and named:
+tests/integration/test_delta_histories.py.)"""
 
 from __future__ import annotations
 
@@ -28,71 +29,6 @@ def spark(spark_connect):
     session = spark_session("lakehouse", remote=spark_connect.url)
     yield session
     session.stop()
-
-
-#: Epochs of Spark-written upstream tables: each a list of statements (0, 1 or several
-#: commits) run between two epochs; ``{t}`` is the table.
-DV_CDF = [
-    ["CREATE TABLE {t} (id BIGINT, k BIGINT, s STRING) USING delta TBLPROPERTIES "
-     "('delta.enableDeletionVectors' = 'true', 'delta.enableChangeDataFeed' = 'true')",
-     "INSERT INTO {t} SELECT id, id % 7, CAST(id AS STRING) FROM range(0, 1000, 1, 4)"],
-    ["DELETE FROM {t} WHERE k = 3", "DELETE FROM {t} WHERE k = 4"],  # deletion vectors
-    [],  # no change
-    ["UPDATE {t} SET s = 'u' WHERE k = 5",
-     "MERGE INTO {t} USING (SELECT id, id % 7 AS k, 'm' AS s FROM range(990, 1010)) src "
-     "ON {t}.id = src.id WHEN MATCHED AND src.id % 2 = 0 THEN DELETE "
-     "WHEN MATCHED THEN UPDATE SET s = src.s WHEN NOT MATCHED THEN INSERT *"],
-    ["OPTIMIZE {t}"],  # dataChange false: no change for the job
-    ["DELETE FROM {t} WHERE id < 100", "INSERT INTO {t} VALUES (5000, 1, 'x')"],
-    # back to the first delete: vectors shrink, so rows deleted since come back (added)
-    ["RESTORE TABLE {t} TO VERSION AS OF 2"],
-]
-MAPPED = [
-    ["CREATE TABLE {t} (id BIGINT, k BIGINT, s STRING, junk STRING) USING delta "
-     "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true', "
-     "'delta.columnMapping.mode' = 'name')",
-     "INSERT INTO {t} SELECT id, id % 5, CAST(id AS STRING), 'j' FROM range(0, 600, 1, 3)"],
-    ["DELETE FROM {t} WHERE k = 1", "ALTER TABLE {t} RENAME COLUMN s TO s2"],
-    ["ALTER TABLE {t} DROP COLUMN junk", "UPDATE {t} SET s2 = 'v' WHERE k = 2"],
-    ["OPTIMIZE {t}", "DELETE FROM {t} WHERE id % 10 = 3"],
-]
-
-
-@pytest.mark.parametrize("epochs", [DV_CDF, MAPPED], ids=["dv-cdf", "column-mapping"])
-def test_spark_written_delta_tables_continue_exactly_once(spark, tmp_path, epochs):
-    """A table Spark writes with deletion vectors (DELETE, UPDATE, MERGE), change data
-    feed, column mapping (a rename, a drop of a column the job does not read) and
-    OPTIMIZE, read as a table input epoch after epoch: a downstream multiset kept from
-    ``run.table_changes``'s added and removed rows (the job's three first columns) equals
-    Spark's own read of the upstream at each pinned version, computed independently."""
-    from collections import Counter
-
-    from spark_jobs.runtime.table_source import read_changes
-
-    path = f"{tmp_path}/bronze/t"
-    table = f"delta.`{path}`"
-    spec = TableInput(f"file://{path}")
-    state: Counter = Counter()
-    start = None
-    for statements in epochs:
-        for sql in statements:
-            spark.sql(sql.format(t=table))
-        end = pin(spec)
-        found = read_changes(spark, "t", spec, start, end, None)
-        if not statements:
-            assert found.empty  # no commit: no change, no Spark job
-        for row in found.added.collect():
-            state[tuple(row)[:3]] += 1
-        for row in found.removed.collect():
-            state[tuple(row)[:3]] -= 1
-        state = +state  # drop zero counts; a negative one would show as missing
-        expected = Counter(tuple(r)[:3] for r in spark.read.format("delta")
-                           .option("versionAsOf", end.version).load(path).collect())
-        assert state == expected, (end.version, statements)
-        if statements and statements[0].startswith("OPTIMIZE") and len(statements) == 1:
-            assert found.empty  # compaction alone changes no row
-        start = end
-    assert len(expected) > 100
 
 
 SUMS = "key string, total long, n long"
@@ -351,9 +287,9 @@ def test_table_inputs_named_in_spark_s_catalog_over_a_postgresql_metastore(tmp_p
     from pyspark.sql import functions as F
     from sqlalchemy.engine import make_url
 
+    from bench.harness.pg import fresh_database
     from spark_jobs.runtime import spark_session
     from spark_jobs.runtime.connect_server import ConnectServer
-    from tests.support.pg import fresh_database
 
     db = make_url(fresh_database("metastore_lakehouse"))
     jdbc = f"jdbc:postgresql://{db.host}:{db.port or 5432}/{db.database}"

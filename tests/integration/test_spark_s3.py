@@ -12,13 +12,13 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from bench.harness import oracle
+from bench.harness.s3server import ACCESS_KEY, SECRET_KEY
 from checkpointing import Coordinator, read_manifest
 from checkpointing.state.verify import verify_epoch
 from checkpointing.storage.s3 import S3Storage
 from spark_jobs.flights.landing import land
-from tests.support import oracle
 from tests.support.helpers import FLIGHTS
-from tests.support.s3server import ACCESS_KEY, SECRET_KEY
 from tests.support.tables_readers import rows_deltalake, rows_duckdb
 
 ROOT = Path(__file__).resolve().parents[2]

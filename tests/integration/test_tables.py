@@ -14,12 +14,12 @@ from urllib.parse import unquote
 
 import pytest
 
+from bench.harness.race import race
 from checkpointing import Coordinator
 from checkpointing.records.two_phase_publish import published_tables, read_manifest
 from checkpointing.tables.commit import commit_tables
 from checkpointing.tables.delta import open_table
 from checkpointing.tables.spec import TableSpec, app_id
-from tests.support.helpers import race
 from tests.support.tables_readers import (
     SPARK_EXPECTED,
     die_after_table_commit,

@@ -17,15 +17,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from bench.harness import tpch_oracle as oracle
+from bench.harness.oracle import published
 from checkpointing import Coordinator, LocalStorage
 from spark_jobs.runtime import partition_value
 from spark_jobs.tpch import jobs
 from spark_jobs.tpch.jobs import days_of
 from spark_jobs.tpch.landing import LandingError, generate, land
 from spark_jobs.tpch.pipeline import run_epoch
-from tests.support import tpch_oracle as oracle
 from tests.support.helpers import sigkill_mid_epoch_then_rerun
-from tests.support.oracle import published
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]

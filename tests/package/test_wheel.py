@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
+from bench.harness.airflow_standalone import connect_env
 from checkpointing import Coordinator, LocalStorage
-from tests.support.airflow_standalone import connect_env
 from tests.system.test_user_pipeline import check, readings_file
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -124,3 +124,36 @@ class CpuLog:
                 "cpu": round(self.tree.cpu_seconds() - cpu0, 1)}
         with self.path.open("a") as f:
             f.write(json.dumps(line) + "\n")
+
+
+def by_module(lines: list[str]) -> list[tuple[str, int, float, float]]:
+    """(module path, tests, wall seconds, CPU seconds) per test module of a log, most CPU
+    first."""
+    found: dict[str, list[float]] = {}
+    for line in lines:
+        d = json.loads(line)
+        m = found.setdefault(d["test"].split("::")[0], [0, 0.0, 0.0])
+        m[0] += 1
+        m[1] += d["wall"]
+        m[2] += d["cpu"]
+    return sorted(((k, int(v[0]), v[1], v[2]) for k, v in found.items()),
+                  key=lambda r: (-r[3], r[0]))
+
+
+def markdown(rows: list[tuple[str, int, float, float]], top: int = 25) -> str:
+    """The table docs/testing.md shows: the ``top`` costliest modules, then the rest."""
+    out = ["| module | tests | wall s | CPU s |", "|---|--:|--:|--:|"]
+    out += [f"| `{m}` | {n} | {w:,.0f} | {c:,.0f} |" for m, n, w, c in rows[:top]]
+    rest = rows[top:]
+    if rest:
+        out.append(f"| {len(rest)} other modules | {sum(r[1] for r in rest)} | "
+                   f"{sum(r[2] for r in rest):,.0f} | {sum(r[3] for r in rest):,.0f} |")
+    out.append(f"| all | {sum(r[1] for r in rows)} | {sum(r[2] for r in rows):,.0f} | "
+               f"{sum(r[3] for r in rows):,.0f} |")
+    return "\n".join(out)
+
+
+if __name__ == "__main__":  # python -m tests.support.cpu_log FILE: the per-module table
+    import sys
+
+    print(markdown(by_module(Path(sys.argv[1]).read_text().splitlines())))

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -53,27 +51,6 @@ def run_epoch(c: Coordinator, plan=DIAMOND, tmp: Path | None = None, run_id: str
         ack_task(c, b.epoch_id, task, files={"state": payload + task.encode()},
                  outputs={"gold": payload} if tp.publishes else None, tmp=tmp)
     return c.complete(b.epoch_id)
-
-
-def race(fn: Callable[[int], Any], n: int = 16) -> tuple[list[Any], list[BaseException]]:
-    """Call ``fn(i)`` from ``n`` threads released at once; (results by i, errors raised)."""
-    results: list[Any] = [None] * n
-    errors: list[BaseException] = []
-    gate = threading.Barrier(n)
-
-    def run(i: int) -> None:
-        gate.wait()
-        try:
-            results[i] = fn(i)
-        except Exception as exc:  # noqa: BLE001 - returned to the caller
-            errors.append(exc)
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    return results, errors
 
 
 def sigkill_mid_epoch_then_rerun(args: list[str], env: dict[str, str], c: Coordinator,

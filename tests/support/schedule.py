@@ -16,7 +16,7 @@ from dataclasses import dataclass
 #: CKPT_TEST_CPU_LOG on 2 cores, three workers). Other modules count DEFAULT_SECONDS.
 MODULE_SECONDS = {
     "test_spark_jobs.py": 460, "test_airflow_standalone.py": 425, "test_faults.py": 410,
-    "test_topology.py": 335, "test_spark_lakehouse.py": 600, "test_faults_data.py": 280,
+    "test_topology.py": 335, "test_spark_lakehouse.py": 330, "test_faults_data.py": 280,
     "test_airflow_failure_paths.py": 290, "test_aircraft_dag.py": 200,
     "test_spark_connect.py": 250, "test_spark_cluster.py": 280, "test_airflow_dags.py": 220,
     "test_tpch.py": 320, "test_spark_s3.py": 200, "test_airflow_timeout.py": 190,

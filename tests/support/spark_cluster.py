@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pyspark
 
-from tests.support.s3server import free_port
+from bench.harness.s3server import free_port
 
 SPARK_HOME = Path(pyspark.__file__).parent
 

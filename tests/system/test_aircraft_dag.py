@@ -14,10 +14,10 @@ from datetime import date
 import pandas as pd
 import pytest
 
+from bench.harness.airflow_env import airflow, airflow_env, migrate
+from bench.harness.oracle import published
 from checkpointing import Coordinator, LocalStorage
 from spark_jobs.flights.landing import land
-from tests.support.airflow_env import airflow, airflow_env, migrate
-from tests.support.oracle import published
 
 pytestmark = pytest.mark.slow
 DAG = "aircraft_utilisation"

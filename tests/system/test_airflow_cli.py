@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 import requests
 
+from bench.harness.airflow_env import airflow, migrate
+from bench.harness.airflow_standalone import PASSWORDS, Standalone
 from checkpointing import Coordinator, LocalStorage, plan_from_edges
 from checkpointing.records.backfill_lineages import list_origins, read_origin
 from spark_jobs.flights.pipeline import EDGES, PUBLISHING
-from tests.support.airflow_env import airflow, migrate
-from tests.support.airflow_standalone import PASSWORDS, Standalone
 from tests.support.helpers import ack_task
 
 CKPT_AIRFLOW = str(Path(sys.executable).parent / "ckpt-airflow")

@@ -16,12 +16,12 @@ from datetime import date
 
 import pytest
 
+from bench.harness import oracle
+from bench.harness.airflow_env import AIRFLOW, ROOT, airflow, airflow_env, migrate
+from bench.harness.airflow_standalone import connect_env
 from checkpointing import Coordinator, LocalStorage, read_manifest
 from checkpointing.views.stats import epoch_or_history_stats
 from spark_jobs.flights.landing import land
-from tests.support import oracle
-from tests.support.airflow_env import AIRFLOW, ROOT, airflow, airflow_env, migrate
-from tests.support.airflow_standalone import connect_env
 
 
 @pytest.fixture

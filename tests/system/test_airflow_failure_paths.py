@@ -27,12 +27,12 @@ from pathlib import Path
 
 import pytest
 
+from bench.harness.airflow_env import ROOT
+from bench.harness.airflow_standalone import Standalone, connect_env
+from bench.harness.pg import airflow_database
+from bench.harness.sinks import WebhookSink
 from checkpointing import Coordinator, LocalStorage, run_retention
 from checkpointing.protocol.history import read_failure
-from tests.support.airflow_env import ROOT
-from tests.support.airflow_standalone import Standalone, connect_env
-from tests.support.pg import airflow_database
-from tests.support.sinks import WebhookSink
 
 pytestmark = pytest.mark.slow
 A, B, C = "ckpt_fp_a", "ckpt_fp_b", "ckpt_fp_c"

@@ -11,12 +11,12 @@ import time
 
 import pytest
 
+from bench.harness.airflow_standalone import Standalone
+from bench.harness.sinks import WebhookSink
+from bench.harness.statsd_sink import StatsdSink
 from checkpointing import CheckpointConfig, Coordinator, LocalStorage
 from checkpointing.protocol.documents import parse_iso
-from tests.support.airflow_standalone import Standalone
 from tests.support.helpers import DIAMOND, run_epoch
-from tests.support.sinks import WebhookSink
-from tests.support.statsd_sink import StatsdSink
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 DAG = "flights_daily"

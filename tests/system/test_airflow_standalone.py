@@ -20,17 +20,17 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from bench.harness import oracle
+from bench.harness.airflow_env import ROOT
+from bench.harness.airflow_standalone import Standalone, connect_env
+from bench.harness.pg import airflow_database
+from bench.harness.sinks import WebhookSink
+from bench.harness.statsd_sink import StatsdSink
 from checkpointing import Coordinator, LocalStorage, read_manifest
 from checkpointing.protocol.documents import parse_iso
 from checkpointing.records.backfill_lineages import read_origin, read_promotion
 from plugins.dag_checkpoints.server.backfill import frontier
 from spark_jobs.flights.landing import land
-from tests.support import oracle
-from tests.support.airflow_env import ROOT
-from tests.support.airflow_standalone import Standalone, connect_env
-from tests.support.pg import airflow_database
-from tests.support.sinks import WebhookSink
-from tests.support.statsd_sink import StatsdSink
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]  # shares 2 cores with the fault matrix
 DAG = "flights_daily"

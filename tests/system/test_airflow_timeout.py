@@ -18,14 +18,14 @@ from datetime import date
 
 import pytest
 
+from bench.harness.airflow_standalone import Standalone, connect_env
+from bench.harness.pg import airflow_database
+from bench.harness.sinks import SmtpSink, WebhookSink
 from checkpointing import Coordinator, LocalStorage
 from checkpointing.protocol.documents import parse_iso
 from checkpointing.protocol.history import read_failure
 from checkpointing.records.alerts import read_alert
 from spark_jobs.flights.landing import land
-from tests.support.airflow_standalone import Standalone, connect_env
-from tests.support.pg import airflow_database
-from tests.support.sinks import SmtpSink, WebhookSink
 
 pytestmark = pytest.mark.slow
 #: The hang outlasts the timeout by 15 s: the watchdog and both Deadline Alerts fire while

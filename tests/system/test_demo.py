@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.airflow_standalone import free_port
+from bench.harness.airflow_standalone import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow

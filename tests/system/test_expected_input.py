@@ -13,11 +13,11 @@ import time
 import pandas as pd
 import pytest
 
+from bench.harness.airflow_env import AIRFLOW, ROOT, airflow, airflow_env, migrate
+from bench.harness.airflow_standalone import connect_env
+from bench.harness.sinks import WebhookSink
 from checkpointing import Coordinator, LocalStorage, TableVersion
 from checkpointing.protocol.history import read_failure
-from tests.support.airflow_env import AIRFLOW, ROOT, airflow, airflow_env, migrate
-from tests.support.airflow_standalone import connect_env
-from tests.support.sinks import WebhookSink
 
 pytestmark = pytest.mark.slow
 DAG = "ckpt_expected_input"

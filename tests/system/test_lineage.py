@@ -13,10 +13,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from bench.harness.airflow_env import ROOT, airflow, airflow_env, migrate
+from bench.harness.airflow_standalone import connect_env
+from bench.harness.sinks import WebhookSink
 from checkpointing import Coordinator, LocalStorage
-from tests.support.airflow_env import ROOT, airflow, airflow_env, migrate
-from tests.support.airflow_standalone import connect_env
-from tests.support.sinks import WebhookSink
 
 pytestmark = pytest.mark.slow
 DAG, PIPELINE = "ckpt_lineage", "lineage_test"

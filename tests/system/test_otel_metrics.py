@@ -10,10 +10,10 @@ from datetime import date
 
 import pytest
 
+from bench.harness.airflow_env import ROOT
+from bench.harness.airflow_standalone import Standalone, connect_env
 from checkpointing import Coordinator, LocalStorage
 from spark_jobs.flights.landing import land
-from tests.support.airflow_env import ROOT
-from tests.support.airflow_standalone import Standalone, connect_env
 from tests.support.otlp_sink import OtlpSink
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]

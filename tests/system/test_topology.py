@@ -20,7 +20,7 @@ from scripts.cluster import _pg_dir, down, up
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 #: The drills' settings, with the lost task noticed sooner (30 s without a heartbeat, the
 #: check every 10 s: Airflow's supervisor heartbeats every 5 s) to keep `make test` short,
-#: and unchanged DAG files not parsed again every 30 s (tests/support/airflow_env.py).
+#: and unchanged DAG files not parsed again every 30 s (bench/harness/airflow_env.py).
 TEST_ENV = {**DRILL_ENV, "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": "30",
             "AIRFLOW__SCHEDULER__ORPHANED_TASKS_CHECK_INTERVAL": "10",
             "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600"}

@@ -33,9 +33,9 @@ from pathlib import Path
 import pytest
 import requests
 
+from bench.harness import oracle
+from bench.harness.airflow_standalone import free_port
 from checkpointing import Coordinator, LocalStorage
-from tests.support import oracle
-from tests.support.airflow_standalone import free_port
 from tests.support.tutorial import tutorial_block
 from tests.system.test_readme_commands import _block
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from bench.harness.airflow_standalone import Standalone, connect_env
+from bench.harness.oracle import published
 from checkpointing import Coordinator, LocalStorage
-from tests.support.airflow_standalone import Standalone, connect_env
-from tests.support.oracle import published
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.slow

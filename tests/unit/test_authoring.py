@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from bench.harness.airflow_env import airflow, airflow_env
 from checkpointing import CheckpointConfig, Coordinator, LocalStorage, TaskPlan
 from checkpointing.coordination.coordinator import RestoreMappingError
-from tests.support.airflow_env import airflow, airflow_env
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,6 +35,7 @@ def _imports(path: Path) -> set[str]:
     ("plugins", ("spark_jobs.flights",)),            # the provider knows no pipeline
     ("spark_jobs/runtime", ("spark_jobs.flights", "airflow", "dag_checkpoints")),
     ("checkpointing", ("airflow", "pyspark", "spark_jobs", "dag_checkpoints")),
+    ("bench", ("tests",)),  # the suite imports the benchmarks and their harness, not back
 ])
 def test_import_contract(layer, forbidden):
     bad = {f"{p.relative_to(ROOT)}: {m}" for p in (ROOT / layer).rglob("*.py")

@@ -9,9 +9,9 @@ import sys
 
 import pytest
 
+from bench.harness.s3server import ACCESS_KEY, SECRET_KEY
 from checkpointing import Coordinator
 from tests.support.helpers import run_epoch
-from tests.support.s3server import ACCESS_KEY, SECRET_KEY
 
 CKPT = [sys.executable, "-m", "checkpointing.ckpt"]
 

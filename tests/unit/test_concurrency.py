@@ -6,9 +6,10 @@ from __future__ import annotations
 import multiprocessing as mp
 from collections import Counter
 
+from bench.harness.race import race
 from checkpointing import CheckpointConfig, Coordinator, StateHandle, open_storage
 from checkpointing.protocol.barrier import TaskPlan
-from tests.support.helpers import DIAMOND, race
+from tests.support.helpers import DIAMOND
 
 N = 16
 UNLIMITED = CheckpointConfig(max_concurrent_epochs=1000)
@@ -110,7 +111,7 @@ def test_processes_race_full_cycles(backend, tmp_path, request):
         server = request.getfixturevalue("s3_server")
         bucket = request.getfixturevalue("s3_bucket")
         uri, endpoint = f"s3://{bucket}/root", server.endpoint
-        from tests.support.s3server import ACCESS_KEY, SECRET_KEY
+        from bench.harness.s3server import ACCESS_KEY, SECRET_KEY
         creds = {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}
     ctx = mp.get_context("spawn")
     q = ctx.Queue()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from bench.harness.race import race
 from checkpointing import (
     AlignmentError,
     CheckpointConfig,
@@ -29,7 +30,7 @@ from checkpointing.protocol.acknowledgement import AckStatus
 from checkpointing.protocol.attempts import scan_task
 from checkpointing.protocol.barrier import TaskPlan
 from checkpointing.protocol.operations import EngineOperation
-from tests.support.helpers import DIAMOND, FakeClock, ack_task, race, run_epoch
+from tests.support.helpers import DIAMOND, FakeClock, ack_task, run_epoch
 
 
 def test_full_epoch_completes_and_publishes(storage, tmp_path):

@@ -5,6 +5,7 @@ each once."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -57,3 +58,16 @@ def test_a_child_its_followed_parent_waited_for_is_counted_once():
     # the burner's 1.0 s and two interpreters' starts, not the burner twice (its sampled
     # figure and again in its parent's reaped children)
     assert 1.0 <= used < 1.9, used
+
+
+def test_the_per_module_table_sums_each_module_s_tests():
+    from tests.support.cpu_log import by_module, markdown
+
+    lines = [json.dumps({"test": f"tests/x/test_{m}.py::t{i}", "worker": "gw0",
+                         "wall": w, "cpu": c})
+             for i, (m, w, c) in enumerate([("a", 10.0, 4.0), ("b", 5.0, 9.0), ("a", 1.5, 2.5)])]
+    rows = by_module(lines)
+    assert rows == [("tests/x/test_a.py", 2, 11.5, 6.5), ("tests/x/test_b.py", 1, 5.0, 9.0)][::-1]
+    table = markdown(rows, top=1)
+    assert "| `tests/x/test_b.py` | 1 | 5 | 9 |" in table
+    assert "| 1 other modules | 2 | 12 | 6 |" in table and table.endswith("| all | 3 | 16 | 16 |")

@@ -8,10 +8,11 @@ import logging
 
 import pytest
 
+from bench.harness.race import race
 from checkpointing import Coordinator, LocalStorage, StateHandle
 from checkpointing.errors import EpochAlreadyDecided, StaleAttempt
 from checkpointing.protocol.listener import EpochListener
-from tests.support.helpers import DIAMOND, ack_task, race
+from tests.support.helpers import DIAMOND, ack_task
 
 
 class Recorder(EpochListener):

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from bench.harness.race import race
 from checkpointing import Coordinator, LocalStorage, SnapshotWriter
 from checkpointing.protocol.barrier import TaskPlan
 from checkpointing.protocol.table_inputs import TableInput, TableVersion
@@ -24,7 +25,6 @@ from checkpointing.tables.changes import changes, pin
 from checkpointing.tables.commit import commit_tables
 from checkpointing.tables.delta import open_table
 from checkpointing.tables.spec import DELETE_COLUMN, TableSpec, app_id
-from tests.support.helpers import race
 from tests.support.tables_readers import die_after_table_commit, rows_duckdb
 
 PLAN = {"gold": TaskPlan((), True)}

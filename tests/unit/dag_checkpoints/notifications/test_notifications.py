@@ -10,8 +10,9 @@ def test_racing_announcers_deliver_an_alert_once(tmp_path):
 
     from dag_checkpoints.notifications import AlertSettings, announce
 
+    from bench.harness.race import race
     from checkpointing import CheckpointConfig, Coordinator, LocalStorage
-    from tests.support.helpers import DIAMOND, FakeClock, race
+    from tests.support.helpers import DIAMOND, FakeClock
 
     delivered: list[int] = []
     lock = threading.Lock()
@@ -51,9 +52,10 @@ def test_a_stale_pipeline_is_announced_once_through_the_webhook(tmp_path, monkey
 
     from dag_checkpoints.notifications import AlertSettings, announce, announce_stale
 
+    from bench.harness.race import race
+    from bench.harness.sinks import WebhookSink
     from checkpointing import CheckpointConfig, Coordinator, LocalStorage
-    from tests.support.helpers import DIAMOND, FakeClock, race, run_epoch
-    from tests.support.sinks import WebhookSink
+    from tests.support.helpers import DIAMOND, FakeClock, run_epoch
 
     hook = WebhookSink()
     monkeypatch.setenv("AIRFLOW_CONN_CKPT_WEBHOOK", hook.url)

@@ -11,11 +11,11 @@ import subprocess
 import sys
 import time
 
+from bench.harness.airflow_env import ROOT
+from bench.harness.sinks import WebhookSink
+from bench.harness.statsd_sink import StatsdSink
 from checkpointing import CheckpointConfig, Coordinator, LocalStorage
-from tests.support.airflow_env import ROOT
 from tests.support.helpers import DIAMOND, run_epoch
-from tests.support.sinks import WebhookSink
-from tests.support.statsd_sink import StatsdSink
 
 DAY = 86400.0
 WATCH = """

@@ -19,7 +19,7 @@ def test_forkserver_preload_hands_the_imports_to_forked_processes():
     import subprocess
     import sys
 
-    from tests.support.airflow_env import PRELOAD_ENV, ROOT
+    from bench.harness.airflow_env import PRELOAD_ENV, ROOT
 
     ctx = __import__("multiprocessing").get_context("forkserver")
     modules = PRELOAD_ENV["AIRFLOW__SCHEDULER__MP_FORKSERVER_PRELOAD"].split(",")

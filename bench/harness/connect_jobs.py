@@ -56,7 +56,7 @@ def reads_a_missing_file(run: JobRun) -> JobResult:
     """Reads a file its data root does not have: Spark's error names the file's full path."""
     from spark_jobs.runtime import spark_uri
 
-    rows = run.spark.read.parquet(spark_uri(run.data.uri("raw/missing.parquet"))).count()
+    rows = run.spark.read.parquet(spark_uri(run.data_root.uri("raw/missing.parquet"))).count()
     return JobResult(row_counts={"rows": rows})
 
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from aiosmtpd.controller import Controller
 
-from tests.support.airflow_standalone import free_port
+from bench.harness.airflow_standalone import free_port
 
 
 class WebhookSink:

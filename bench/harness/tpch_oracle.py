@@ -70,8 +70,8 @@ def as_decimal(value: object, places: int) -> Decimal:
 def check_published(c: Any, generated: Path, until: str, deleted: list[int]) -> None:
     """Every output ``c`` (tpch_daily's coordinator) published equals DuckDB's over the
     orders before ``until`` that ``deleted`` does not name."""
+    from bench.harness.oracle import published
     from spark_jobs.tpch import jobs
-    from tests.support.oracle import published
 
     pricing = published(c, "tpch_q1_pricing").sort_values(["l_returnflag", "l_linestatus"])
     got = [(r.l_returnflag, r.l_linestatus, r.sum_qty, r.sum_base_price, r.sum_disc_price,

@@ -14,8 +14,8 @@ from typing import Any
 
 import requests
 
+from bench.harness.airflow_env import AIRFLOW, ROOT, airflow_env
 from spark_jobs.runtime.processes import free_port
-from tests.support.airflow_env import AIRFLOW, ROOT, airflow_env
 
 PASSWORDS = {"admin": "admin-pw", "viewer": "viewer-pw"}
 
@@ -30,7 +30,7 @@ def connect_env(server: Any) -> dict[str, str]:
 
 class Standalone:
     def __init__(self, home: Path, command: tuple[str, ...] = ("standalone",), prefix: str = "",
-                 ready_dag: str = "flights_daily", preload: bool = True, **env: str):
+                 ready_dag: str = "flights_daily", preload: bool = True, **env: Any):
         self.home = home
         self.ready_dag = ready_dag  # start() waits until the api-server knows this DAG
         self.command = command  # ("api-server",): Airflow's REST API alone

@@ -8,7 +8,8 @@ from collections.abc import Callable
 
 import pandas as pd
 
-from checkpointing import Coordinator, LocalStorage, read_manifest
+from checkpointing import Coordinator, read_manifest
+from checkpointing.storage import Storage
 
 KEY = ["year", "month", "day", "carrier", "flight", "origin"]
 REQUIRED = ["year", "month", "day", "carrier", "flight", "origin", "dest", "sched_dep_time",
@@ -95,13 +96,13 @@ def published(c: Coordinator, output: str) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True)
 
 
-def raw_files(data: LocalStorage, until: str | None = None) -> dict[str, bytes]:
+def raw_files(data: Storage, until: str | None = None) -> dict[str, bytes]:
     """The raw flight files, optionally only those of days before ``until``."""
     return {o.key: data.read(o.key)[0] for o in data.list("raw/flights/")
             if until is None or o.key.rsplit("/", 1)[-1][:10] < until}
 
 
-def assert_gold_matches_oracle(c: Coordinator, data: LocalStorage, keys: list[str],
+def assert_gold_matches_oracle(c: Coordinator, data: Storage, keys: list[str],
                                output: str, until: str | None = None,
                                prepare: Callable[[pd.DataFrame], pd.DataFrame] | None = None,
                                ) -> None:
