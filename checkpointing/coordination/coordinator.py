@@ -86,8 +86,6 @@ class Coordinator:
         self.pipeline_id = pipeline_id
         self.config = config or CheckpointConfig()
         self.clock = clock
-        #: called once per aborted epoch, by the process whose write decided the abort
-        self.on_abort = on_abort
         self.store = store or EpochStore(storage, self.layout, lambda: self.clock())
         if self.store.layout != self.layout:
             raise ValueError(f"store of pipeline {self.store.pipeline_id!r} given to the "
@@ -102,7 +100,7 @@ class Coordinator:
                                       self.listener)
         self.table_pins = table_pins or TablePins(storage.endpoint_url)
         self.decisions = EpochDecisions(self.store, self.config, self.finisher, self.listener,
-                                        self.clock, lambda: self.on_abort)
+                                        self.clock, on_abort)
         self.tasks = TaskAcknowledgements(self.store, self.decisions, self.listener,
                                           self.clock)
         #: the epochs each DAG run opened

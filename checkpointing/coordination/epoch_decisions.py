@@ -35,11 +35,11 @@ class EpochDecisions:
 
     def __init__(self, store: EpochStore, config: CheckpointConfig, finisher: EpochFinisher,
                  listener: EpochListener, clock: Callable[[], float],
-                 abort_listener: Callable[[], AbortListener | None]):
-        """``abort_listener`` gives the current abort callback: the coordinator's
-        ``on_abort``, which its owner may set after building it."""
+                 on_abort: AbortListener | None):
+        """``on_abort``: called once per aborted epoch, by the caller whose write decided
+        it; fixed when the coordinator is built."""
         self.store, self.config, self.finisher = store, config, finisher
-        self.listener, self.clock, self.abort_listener = listener, clock, abort_listener
+        self.listener, self.clock, self.on_abort = listener, clock, on_abort
 
     def try_complete(self, epoch_id: int) -> EpochMetadata | None:
         """Complete the epoch if every planned task has acknowledged; else None.
@@ -223,7 +223,7 @@ class EpochDecisions:
                         self.store.pipeline_id, epoch_id, reason, detail, missing or "none")
             self.finisher.finish(meta, barrier)
             self._report_decision(meta, barrier, last)
-            if (on_abort := self.abort_listener()) is not None:
+            if (on_abort := self.on_abort) is not None:
                 try:
                     on_abort(meta, barrier)
                 except Exception:  # an alert channel failing must not undo the abort

@@ -199,7 +199,7 @@ def test_enrich_joins_same_epoch_and_reenriches_late_weather(spark, env):
 def test_failed_expectations_decline_and_publish_nothing(spark, env):
     data, data_uri, c = env
     alerts = []
-    c.on_abort = lambda meta, barrier: alerts.append(meta)
+    c = Coordinator(c.storage, c.pipeline_id, on_abort=lambda meta, barrier: alerts.append(meta))
     land(data, [D[0]], weather=False)
     run_epoch(c, spark, data_uri, "good")
     before = read_manifest(c.storage, c.layout)

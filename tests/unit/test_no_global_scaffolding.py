@@ -47,3 +47,18 @@ def test_no_name_is_served_from_elsewhere(tmp_path):
                    importlib.import_module("checkpointing.tables"), spark):
         assert "__getattr__" not in vars(module), module.__name__
     assert not hasattr(Coordinator, "__getattr__")
+
+
+def test_the_coordinator_s_abort_listener_is_fixed_when_it_is_built(tmp_path):
+    """Announcing an abort is a collaborator passed in, not a hook set on a built
+    coordinator: its decisions call the one given, and there is no attribute to set."""
+    from checkpointing import Coordinator, LocalStorage
+    from tests.support.helpers import DIAMOND
+
+    heard = []
+    c = Coordinator(LocalStorage(tmp_path), "p", on_abort=lambda m, _b: heard.append(m.epoch_id))
+    assert "on_abort" not in vars(c)
+    epoch = c.begin_epoch(DIAMOND, "r").epoch_id
+    c.abort(epoch, "cancelled", "a test")
+    c.abort(epoch, "cancelled", "again")  # decided once: announced once
+    assert heard == [epoch]

@@ -32,10 +32,8 @@ from airflow.sdk.exceptions import (
 )
 
 from checkpointing import TaskPlan
-from checkpointing.coordination.lease import RunnerLease
 from checkpointing.errors import (
     CheckpointError,
-    EpochDrivenElsewhere,
     NotFound,
     PolicyViolation,
     PreconditionFailed,
@@ -51,6 +49,7 @@ from ..hooks.checkpoint import CheckpointHook
 from ..notifications import announce_resolved, announce_stale
 from ..shared.runconf import BEGIN_TASK_ID, checkpoint_conf, data_interval
 from ..shared.settings import CheckpointSettings
+from .in_process_leases import LEASES
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -100,7 +99,7 @@ def open_run_epoch(settings: CheckpointSettings, plan: dict[str, TaskPlan], cont
     announce_stale(coord, settings.alerts, lineage, context)
     announce_resolved(coord, settings.alerts, lineage, context)
     if runs_in_process():
-        hold_lease(coord, settings.storage, barrier.epoch_id)
+        LEASES.hold(coord, settings.storage, barrier.epoch_id)
     log.info("run %s works for epoch %d of %s, lineage %s (parent %s, savepoint %s)%s",
              run_id, barrier.epoch_id, settings.pipeline_id, lineage, barrier.parent_epoch_id,
              barrier.parent_savepoint,
@@ -108,37 +107,19 @@ def open_run_epoch(settings: CheckpointSettings, plan: dict[str, TaskPlan], cont
     return barrier.epoch_id
 
 
-#: the leases this process renews for the epochs it drives alone, by (storage, pipeline, id)
-_HELD: dict[tuple[str, str, int], RunnerLease] = {}
-
-
 def runs_in_process() -> bool:
     """Whether Airflow runs this task inside the process that runs the whole DAG run
     (``airflow dags test``, ``airflow tasks test``): no scheduler watches that process,
-    so if it is killed nothing else would ever end its epoch."""
+    so if it is killed nothing else would ever end its epoch. Airflow says so only through
+    the task runner's supervisor channel (its in-process kind); a killed `dags test` whose
+    next run aborts the epoch as ``runner_lost`` (tests/system/test_airflow_dags.py) fails
+    if that stops telling."""
     try:
         from airflow.sdk.execution_time import task_runner
         from airflow.sdk.execution_time.supervisor import InProcessSupervisorComms
     except ImportError:  # an Airflow without the in-process supervisor
         return False
     return isinstance(getattr(task_runner, "SUPERVISOR_COMMS", None), InProcessSupervisorComms)
-
-
-def hold_lease(coord: Coordinator, storage: str, epoch_id: int) -> None:
-    """Hold the epoch's lease for as long as this process lives, as the embedded runner
-    does (PROTOCOL 6.1): when a killed ``dags test`` leaves the epoch pending, the next
-    begin finds its holder dead and aborts it as ``runner_lost`` instead of refusing every
-    run until the epoch's timeout. The renewal stops by itself once the epoch is decided."""
-    key = (storage, coord.pipeline_id, epoch_id)
-    if key in _HELD:
-        return
-    lease = RunnerLease(coord, epoch_id)
-    try:
-        lease.__enter__()
-    except EpochDrivenElsewhere as exc:  # another live process drives it: its lease counts
-        log.info("epoch %d: not leased by this process: %s", epoch_id, exc)
-        return
-    _HELD[key] = lease
 
 
 def epoch_begun_by_a_job(settings: CheckpointSettings, context: Context) -> int | None:
