@@ -185,31 +185,47 @@ class _Builder:
             q.append("joins", exp.Join(this=source))
         return q
 
-    # IN and EXISTS: a semi-join is an inner join with the distinct keys of the subquery
+    # IN and EXISTS: a semi-join is an inner join with the distinct keys of the subquery;
+    # NOT EXISTS: an anti-join is the LEFT JOIN with them, kept where nothing matched
     def _semi_joins(self, q: exp.Select) -> exp.Select:
         """``x IN (SELECT k ...)`` and ``EXISTS (SELECT ... WHERE inner = outer ...)``
         among WHERE's conjuncts, as a join with ``(SELECT DISTINCT k ...)``: a row of the
         outer query is kept once when at least one row of the subquery matches it, which
         is what the join with the subquery's distinct keys keeps (a NULL key matches
-        nothing, as IN's NULL filters the row). NOT IN and NOT EXISTS stay subqueries."""
+        nothing, as IN's NULL filters the row). ``NOT EXISTS`` the same way, as the LEFT
+        JOIN with those keys and ``__k0 IS NULL``: a matched row's key equals a key of the
+        outer row, so it is not NULL. NOT IN falls back: one NULL among the
+        subquery's values makes it keep no row, which no join expresses."""
         where = q.args.get("where")
         if where is None:
             return q
         kept: list[exp.Expr] = []
-        derived: list[exp.Expr] = []
+        derived: list[exp.Join] = []
+        anti: list[exp.Join] = []
         for c in _conjuncts(where.this):
-            rewritten = self._semi_join(c, len(derived))
+            if isinstance(c, exp.Not) and isinstance(c.this, exp.In) and \
+                    c.this.args.get("query") is not None:
+                raise _Fallback("NOT IN (subquery) is not maintained incrementally: one NULL "
+                                "among the subquery's values keeps no row; NOT EXISTS with "
+                                "an equality is")
+            negated = isinstance(c, exp.Not) and isinstance(c.this, exp.Exists)
+            rewritten = self._semi_join(c.this if negated else c, len(derived) + len(anti))
             if rewritten is None:
                 kept.append(c)
                 continue
             source, condition = rewritten
-            derived.append(source)
-            kept.append(condition)
-        if not derived:
+            if negated:
+                anti.append(exp.Join(this=source, side="LEFT", on=condition))
+                kept.append(exp.Is(this=exp.column("__k0", source.alias_or_name),
+                                   expression=exp.Null()))
+            else:
+                derived.append(exp.Join(this=source))
+                kept.append(condition)
+        if not derived and not anti:
             return q
         q = q.copy()
-        for source in derived:
-            q.append("joins", exp.Join(this=source))
+        for join in derived + anti:  # LEFT JOINs after every inner one (_from)
+            q.append("joins", join)
         q.set("where", exp.Where(this=_and(kept)))
         return q
 

@@ -59,6 +59,13 @@ VIEWS = {
                       "LEFT JOIN customers c2 ON c2.region = c.region WHERE o.amount > 20",
     "left_join_using": "SELECT cust, o.id, c.region FROM orders o "
                        "LEFT JOIN customers c USING (cust)",
+    "not_exists_rows": "SELECT o.id, o.amount FROM orders o WHERE NOT EXISTS "
+                       "(SELECT 1 FROM customers c WHERE c.cust = o.cust "
+                       "AND c.region = 'north') AND o.amount > 5",
+    "not_exists_then_aggregate": "SELECT o.day, COUNT(*) AS n, SUM(o.amount) AS s FROM "
+                                 "orders o WHERE NOT EXISTS (SELECT * FROM customers c "
+                                 "WHERE c.cust = o.cust) AND EXISTS (SELECT * FROM orders p "
+                                 "WHERE p.day = o.day AND p.id <> 0) GROUP BY o.day",
     "self_join": "SELECT a.cust, COUNT(*) AS pairs FROM orders a JOIN orders b "
                  "ON a.cust = b.cust AND a.day = b.day WHERE a.id < b.id GROUP BY a.cust",
 }
