@@ -249,6 +249,14 @@ class _Builder:
     # FROM, JOIN and WHERE: scans, filters pushed to the scan they name, equi-joins
     def _from(self, q: exp.Select) -> Node:
         joins = list(q.args.get("joins") or [])
+        if len(joins) == 1 and _side(joins[0]) == "RIGHT" and joins[0].args.get("on"):
+            # ``a RIGHT JOIN b ON c`` is ``b LEFT JOIN a ON c``: the same rows (the columns
+            # are qualified, so their order does not matter)
+            j, q = joins[0], q.copy()
+            q.set("joins", [exp.Join(this=q.args["from_"].this.copy(), side="LEFT",
+                                     on=j.args["on"].copy())])
+            q.set("from_", exp.From(this=j.this.copy()))
+            joins = list(q.args["joins"])
         outer = [j for j in joins if _side(j)]
         inner = [j for j in joins if not _side(j)]
         if outer and joins.index(outer[0]) < len(inner):

@@ -66,6 +66,10 @@ VIEWS = {
                                  "orders o WHERE NOT EXISTS (SELECT * FROM customers c "
                                  "WHERE c.cust = o.cust) AND EXISTS (SELECT * FROM orders p "
                                  "WHERE p.day = o.day AND p.id <> 0) GROUP BY o.day",
+    "right_join_then_aggregate": "SELECT c.cust, c.region, COUNT(o.id) AS n, "
+                                 "SUM(o.amount) AS s FROM orders o RIGHT JOIN customers c "
+                                 "ON o.cust = c.cust AND o.amount > 10 "
+                                 "WHERE o.day IS NULL OR o.day <> 'd1' GROUP BY c.cust, c.region",
     "self_join": "SELECT a.cust, COUNT(*) AS pairs FROM orders a JOIN orders b "
                  "ON a.cust = b.cust AND a.day = b.day WHERE a.id < b.id GROUP BY a.cust",
 }

@@ -27,8 +27,8 @@ FALLBACKS = {
         "NOT IN (subquery) is not maintained incrementally",
     "SELECT id, (SELECT MAX(amount) FROM orders) AS top FROM orders":
         "subquery in an expression",
-    "SELECT o.id, c.region FROM orders o RIGHT JOIN customers c ON o.cust = c.cust":
-        "RIGHT JOIN",
+    "SELECT o.id, c.region FROM orders o JOIN customers d ON d.cust = o.cust "
+    "RIGHT JOIN customers c ON o.cust = c.cust": "RIGHT JOIN",
     "SELECT o.id, c.region FROM orders o FULL OUTER JOIN customers c ON o.cust = c.cust":
         "FULL JOIN",
     "SELECT o.id, c.region FROM orders o LEFT JOIN customers c ON o.cust = c.cust "
