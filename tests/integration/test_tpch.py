@@ -280,7 +280,7 @@ def _contributions_of(spark, data):
     from types import SimpleNamespace
 
     keys = [o.key for o in data.list("raw/") if o.key.endswith(".parquet")]
-    return jobs._contributions(SimpleNamespace(spark=spark, data=data),
+    return jobs._contributions(SimpleNamespace(spark=spark, data_root=data),
                                [k for k in keys if k.startswith("raw/orders/")],
                                [k for k in keys if k.startswith("raw/lineitem/")])
 
