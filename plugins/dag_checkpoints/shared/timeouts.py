@@ -18,6 +18,7 @@ enforce it, all through :func:`expire_epoch`:
 from __future__ import annotations
 
 import asyncio
+import functools
 import inspect
 import logging
 import sys
@@ -71,6 +72,7 @@ _DEFECT_73428 = ("DeadlineAlertModel.get_by_id(alert_id, session=session) "
                  "for alert_id in dag.deadline")
 
 
+@functools.cache  # Airflow's source does not change within a process
 def dags_test_crashes_on_deadline_alerts() -> bool:
     """Whether the installed Airflow still has apache/airflow#73428 (read on its source, so
     that an Airflow with the fix keeps the alert in `dags test` too). Unreadable source
