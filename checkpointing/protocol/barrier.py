@@ -11,7 +11,12 @@ from checkpointing.config import CheckpointConfig
 from checkpointing.ids import validate_id
 from checkpointing.json_types import JsonObject
 from checkpointing.protocol.codec import Codec
-from checkpointing.protocol.table_inputs import TableInput, TableVersion
+from checkpointing.protocol.table_inputs import (
+    TableInput,
+    TableVersion,
+    versions_from_json,
+    versions_to_json,
+)
 from checkpointing.protocol.view_task import ViewTask
 
 FORMAT = "ckpt.barrier"
@@ -112,13 +117,12 @@ class Barrier:
     #: a backfill's last epoch that continues the main line when it completes (1.4)
     promote: bool = False
     #: (1.11) the version each table input of the plan is read up to, pinned when the epoch
-    #: began (PROTOCOL 6.14): ``{input name: {"version": int, "snapshot_id": int}}``
-    table_versions: dict[str, JsonObject] = field(default_factory=dict)
+    #: began (PROTOCOL 6.14); in JSON ``{input name: {"version": int, "snapshot_id": int}}``
+    table_versions: dict[str, TableVersion] = field(default_factory=dict)
 
     def table_version(self, name: str) -> TableVersion | None:
         """The pinned version of table input ``name`` (None: not an input of the plan)."""
-        v = self.table_versions.get(name)
-        return TableVersion.from_json(v) if v is not None else None
+        return self.table_versions.get(name)
 
     @property
     def input_until(self) -> str | None:
@@ -149,7 +153,7 @@ class Barrier:
             "writer": self.writer,
             "restore_fallback": list(self.restore_fallback),
             "promote": self.promote,
-            "table_versions": self.table_versions,
+            "table_versions": versions_to_json(self.table_versions),
         }
 
     @classmethod
@@ -175,7 +179,7 @@ def _build(doc: JsonObject, key: str) -> Barrier:
         writer=doc.get("writer", {}),
         restore_fallback=tuple(doc.get("restore_fallback") or ()),
         promote=bool(doc.get("promote", False)),
-        table_versions={str(k): dict(v) for k, v in (doc.get("table_versions") or {}).items()},
+        table_versions=versions_from_json(doc.get("table_versions")),
     )
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from checkpointing.errors import MalformedDocument
 from checkpointing.json_types import JsonObject
+from checkpointing.protocol.table_inputs import TableVersion, versions_from_json, versions_to_json
 
 
 @dataclass(frozen=True)
@@ -63,8 +64,8 @@ class StateHandle:
     restored_from: JsonObject = field(default_factory=dict)
     delivery: str = "exactly_once"
     #: (1.11) per table input, the version its state has consumed up to (PROTOCOL 6.14):
-    #: ``{input name: {"version": int, "snapshot_id": int}}``
-    table_offsets: dict[str, JsonObject] = field(default_factory=dict)
+    #: in JSON ``{input name: {"version": int, "snapshot_id": int}}``
+    table_offsets: dict[str, TableVersion] = field(default_factory=dict)
 
     @property
     def outputs_staged_bytes(self) -> int:
@@ -108,7 +109,7 @@ class StateHandle:
             "offsets": self.offsets, "row_counts": self.row_counts, "metrics": self.metrics,
             "timings": self.timings, "bytes_written": self.bytes_written,
             "restored_from": self.restored_from, "delivery": self.delivery,
-            "table_offsets": self.table_offsets,
+            "table_offsets": versions_to_json(self.table_offsets),
         }
 
     @classmethod
@@ -123,8 +124,7 @@ class StateHandle:
                 bytes_written=int(d.get("bytes_written", 0)),
                 restored_from=dict(d.get("restored_from") or {}),
                 delivery=d.get("delivery", "exactly_once"),
-                table_offsets={str(k): dict(v) for k, v in
-                               (d.get("table_offsets") or {}).items()},
+                table_offsets=versions_from_json(d.get("table_offsets")),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise MalformedDocument(f"malformed state handle in {key}: {exc!r}") from None

@@ -17,6 +17,7 @@ reader lives in the format's module (:mod:`.delta`, :mod:`.iceberg`), reached th
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -137,6 +138,21 @@ class TableVersion:
     def from_json(cls, d: JsonObject) -> TableVersion:
         sid = d.get("snapshot_id")
         return cls(int(d["version"]), int(sid) if sid is not None else None)
+
+
+def versions_to_json(versions: Mapping[str, TableVersion]) -> JsonObject:
+    """``{input name: version}`` as a barrier's ``table_versions`` and a state handle's
+    ``table_offsets`` are written (PROTOCOL 6.14)."""
+    return {name: v.to_json() for name, v in versions.items()}
+
+
+def versions_from_json(doc: object) -> dict[str, TableVersion]:
+    """The inverse of :func:`versions_to_json`; a missing map is empty."""
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise TypeError(f"table versions must be an object, not {type(doc).__name__}")
+    return {str(k): TableVersion.from_json(dict(v)) for k, v in doc.items()}
 
 
 #: the version of a table that has no data yet (Delta: before version 0; Iceberg: no

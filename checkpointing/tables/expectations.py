@@ -56,7 +56,7 @@ class AwaitedVersion:
 
 
 def awaited_versions(plan: Mapping[str, TaskPlan],
-                     parent_versions: Mapping[str, JsonObject]) -> list[AwaitedVersion]:
+                     parent_versions: Mapping[str, TableVersion]) -> list[AwaitedVersion]:
     """The inputs of ``plan`` that expect a new version, with the version the parent epoch
     pinned (``parent_versions``, its barrier's ``table_versions``). An input the parent did
     not pin (new in the plan) expects nothing yet: any version is new to it."""
@@ -64,20 +64,19 @@ def awaited_versions(plan: Mapping[str, TaskPlan],
     for name, spec in sorted(plan_table_inputs(dict(plan)).items()):
         last = parent_versions.get(name)
         if spec.expect_new_version and last is not None:
-            found.append(AwaitedVersion(name, spec, TableVersion.from_json(dict(last)).version))
+            found.append(AwaitedVersion(name, spec, last.version))
     return found
 
 
 def unchanged_inputs(plan: Mapping[str, TaskPlan], task_id: str,
-                     pinned: Mapping[str, JsonObject],
-                     parent_versions: Mapping[str, JsonObject]) -> list[str]:
+                     pinned: Mapping[str, TableVersion],
+                     parent_versions: Mapping[str, TableVersion]) -> list[str]:
     """One line per table input of ``task_id`` expecting a new version whose pin
     (``pinned``) is not newer than its parent's; empty when every expectation is met."""
     own = {task_id: plan[task_id]} if task_id in plan else {}
     lines = []
     for awaited in awaited_versions(own, parent_versions):
-        v = pinned.get(awaited.name)
-        version = TableVersion.from_json(dict(v)) if v is not None else None
+        version = pinned.get(awaited.name)
         if not awaited.met_by(version):
             lines.append(awaited.describe(version))
     return lines

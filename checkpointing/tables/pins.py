@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 
-from checkpointing.json_types import JsonObject
 from checkpointing.protocol.barrier import TaskPlan, plan_table_inputs
 from checkpointing.protocol.table_formats import traits
 from checkpointing.protocol.table_inputs import TableInput, TableInputError, TableVersion
@@ -48,10 +47,10 @@ class TablePins:
                 for task, p in plan.items()}
 
     def pin_all(self, plan: Mapping[str, TaskPlan],
-                min_versions: Mapping[str, int] | None = None) -> dict[str, JsonObject]:
+                min_versions: Mapping[str, int] | None = None) -> dict[str, TableVersion]:
         """``{input name: version}`` for the barrier; refuses a table older than the
         version an asset event announced (a stale replica or a recreated table)."""
-        pins: dict[str, JsonObject] = {}
+        pins: dict[str, TableVersion] = {}
         for name, spec in sorted(plan_table_inputs(dict(plan)).items()):
             version = self.read(spec, self.endpoint_url)
             least = (min_versions or {}).get(name)
@@ -60,5 +59,5 @@ class TablePins:
                     f"table input {name!r}: the run was triggered by version {least} of "
                     f"table {spec.label!r}, but the table's newest version is "
                     f"{version.version}")
-            pins[name] = version.to_json()
+            pins[name] = version
         return pins

@@ -13,6 +13,7 @@ from checkpointing.protocol.documents import parse_iso
 from checkpointing.protocol.epoch_reader import EpochReader
 from checkpointing.protocol.history import FailureRecord, read_failure
 from checkpointing.protocol.layout import Layout
+from checkpointing.protocol.table_inputs import versions_to_json
 from checkpointing.storage import Storage
 
 
@@ -137,7 +138,7 @@ def epoch_stats(epochs: EpochReader, epoch_id: int, per_task: bool = True) -> Ep
         missing_tasks=list(meta.missing_tasks) if meta else [],
         declined_by=meta.declined_by if meta else None,
         logical_date=_logical_date(barrier.input_range, barrier.data_interval),
-        table_pins={k: dict(v) for k, v in barrier.table_versions.items()},
+        table_pins=versions_to_json(barrier.table_versions),
     )
     for task in dag_order(barrier.plan):
         ta = tasks.get(task)

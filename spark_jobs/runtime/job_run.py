@@ -32,6 +32,7 @@ from checkpointing import (
 from checkpointing.errors import EpochAlreadyDecided
 from checkpointing.protocol.barrier import Barrier
 from checkpointing.protocol.documents import now_iso
+from checkpointing.protocol.table_inputs import TableVersion
 from checkpointing.state.task_storage import TaskStorage
 from checkpointing.storage import Storage, open_storage
 
@@ -130,7 +131,7 @@ class JobRun(RunOutputs):
     resumed: list[str] = field(default_factory=list)
     #: per table input, the version the state has consumed (carried from the parent's
     #: handle, advanced by :meth:`table_changes`): the handle's ``table_offsets``
-    table_offsets: dict[str, dict[str, Any]] = field(default_factory=dict)
+    table_offsets: dict[str, TableVersion] = field(default_factory=dict)
     #: what each table input read this attempt (the handle's ``metrics.table_inputs``)
     table_reads: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: per table input read this attempt, its columns renamed in the range read (old name

@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from checkpointing import EngineOperation, SnapshotWriter, StateHandle
 from checkpointing.protocol.barrier import Barrier
+from checkpointing.protocol.table_inputs import TableVersion
 from checkpointing.state.task_storage import TaskStorage
 from checkpointing.storage import Storage
 
@@ -53,7 +54,7 @@ class RunContext:
     snapshot_write_ms: float
     resume: EngineOperation | None
     resumed: list[str]
-    table_offsets: dict[str, dict[str, Any]]
+    table_offsets: dict[str, TableVersion]
     table_reads: dict[str, dict[str, Any]]
     table_renames: dict[str, dict[str, tuple[str, int]]]
     input_prefixes: list[str]

@@ -125,8 +125,7 @@ class RunInputs(RunContext):
         from .table_source import read_changes, verify_changes
 
         spec, end = self._pinned_input(name)
-        prev = self.table_offsets.get(name)
-        start = TableVersion.from_json(prev) if prev is not None else None
+        start = self.table_offsets.get(name)
         if verify is None:
             every = self.barrier.config.verify_table_inputs_every
             verify = bool(every) and self.epoch_id % every == 0
@@ -138,7 +137,7 @@ class RunInputs(RunContext):
                 verify_changes(self.spark, name, spec, found, self.storage.endpoint_url)
         except TableInputError as exc:
             raise DeclineEpoch(str(exc)) from None
-        self.table_offsets[name] = end.to_json()
+        self.table_offsets[name] = end
         self.table_reads[name] = found.metrics()
         if found.change_set.renamed:
             self.table_renames[name] = found.change_set.renamed

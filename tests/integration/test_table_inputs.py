@@ -121,7 +121,7 @@ def test_every_kind_of_upstream_change_is_read_once(env):
         return epoch, pinned
 
     e1, v1 = step("r1")
-    assert c.completed_handles(e1)["agg"].table_offsets == {"src": {"version": v1}}
+    assert c.completed_handles(e1)["agg"].table_offsets == {"src": TableVersion(v1)}
     write(up, endpoint, [("c", "d3", 10), ("a", "d3", 5)], mode="append")
     write(up, endpoint, [("b", "d3", 7)], mode="append")
     _, v2 = step("r2")  # two appends in one epoch
@@ -196,7 +196,7 @@ def test_a_run_with_checkpointing_disabled_reads_its_table_inputs(env):
 
     handle = run_unchecked_task(job, c, "manual__off", "agg", spark, "", {}, None,
                                 table_inputs={"src": src}, endpoint_url=endpoint)
-    assert handle.table_offsets == {"src": {"version": newest}}
+    assert handle.table_offsets == {"src": TableVersion(newest)}
     assert handle.metrics["read"]["from_version"] == c.barrier(epoch).table_version("src").version
     assert not handle.metrics["read"]["full"]
     assert published(out.location, endpoint) == expected(up, newest, endpoint)
@@ -258,7 +258,7 @@ def test_the_barrier_pins_every_table_input_and_an_event_version_it_cannot_see_i
     plan = plan_from_edges({"x": [], "y": ["x"]}, table_inputs={
         "x": {"src": TableInput(loc)}, "y": {"src": TableInput(loc)}})
     b = c.begin_epoch(plan, "r1")
-    assert b.table_versions == {"src": {"version": 1}}
+    assert b.table_versions == {"src": TableVersion(1)}
     assert c.barrier(b.epoch_id).plan["y"].table_inputs["src"] == TableInput(loc)
     c.abort(b.epoch_id, "cancelled")
     with pytest.raises(TableInputError, match="triggered by version 5"):

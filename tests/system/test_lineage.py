@@ -125,7 +125,7 @@ def test_lineage_events_carry_epochs_and_table_versions(af):
     # summary: the table input, at the version the barrier pinned and its state recorded
     summary = complete("summary")
     [table_in] = summary["inputs"]
-    read = c.completed_handles(2)["summary"].table_offsets["landed"]["version"]
+    read = c.completed_handles(2)["summary"].table_offsets["landed"].version
     assert table_in["name"] == f"{tmp}/data/tables/landed"
     assert not list(version_schema.iter_errors(table_in["facets"]["version"]))
     assert table_in["facets"]["version"]["datasetVersion"] == str(read) == "1"

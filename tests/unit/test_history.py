@@ -174,7 +174,7 @@ def test_an_old_epoch_shows_its_pins_reads_and_metrics_after_retention(storage, 
     for n in range(1, 5):
         write_deltalake(str(upstream), pa.table({"id": [n]}), mode="append")  # version n-1
         b = c.begin_epoch(plan, f"r{n}")
-        assert b.table_versions["orders"]["version"] == n - 1
+        assert b.table_versions["orders"].version == n - 1
         c.register_attempt(b.epoch_id, "gold", 1)
         w = SnapshotWriter(storage, c.layout, b.epoch_id, "gold", 1)
         reads[n] = {"from_version": None if n == 1 else n - 2, "to_version": n - 1,
