@@ -9,6 +9,7 @@ older epoch after a newer one, leaves the manifest alone.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from checkpointing.json_types import JsonObject
@@ -80,7 +81,7 @@ def read_manifest(storage: Storage, layout: Layout) -> Manifest | None:
     return None if data is None else Manifest.from_bytes(data, storage.uri(layout.manifest))
 
 
-def table_versions(outputs: JsonObject) -> dict[str, int]:
+def table_versions(outputs: Mapping[str, OutputRef | PublishedOutput]) -> dict[str, int]:
     """``{output: table version}`` of the table outputs among ``outputs`` (6.12)."""
     return {name: int(out.meta["table_version"]) for name, out in sorted(outputs.items())
             if "table_version" in (out.meta or {})}

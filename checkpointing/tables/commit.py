@@ -5,11 +5,12 @@ module of its own and is imported only when a table of that format is committed.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
 
 from checkpointing.errors import NotFound
-from checkpointing.json_types import JsonObject
+from checkpointing.protocol.listener import TableCommitted
+from checkpointing.protocol.state_handle import OutputRef
 from checkpointing.tables.format_registry import implementation
 from checkpointing.tables.spec import TableCommitError, TableCommitter, TableSpec, app_id
 from checkpointing.tables.staging import after_commit
@@ -20,14 +21,14 @@ def committer(spec: TableSpec, endpoint_url: str | None = None) -> TableCommitte
     return implementation(spec.format).committer(endpoint_url)
 
 
-def commit_tables(pipeline_id: str, lineage: str, epoch_id: int, outputs: JsonObject,
-                  endpoint_url: str | None = None,
-                  report: list[Any] | None = None) -> JsonObject:
+def commit_tables(pipeline_id: str, lineage: str, epoch_id: int,
+                  outputs: Mapping[str, OutputRef], endpoint_url: str | None = None,
+                  report: list[TableCommitted] | None = None) -> dict[str, OutputRef]:
     """Phase two for the table outputs among ``outputs`` (name -> OutputRef): one commit
     each, idempotent per epoch; returns the outputs with each table output's ``meta``
     holding its ``table_version``, for the manifest. ``report`` receives a
     :class:`~checkpointing.protocol.listener.TableCommitted` per table output."""
-    done = {}
+    done: dict[str, OutputRef] = {}
     for name, out in outputs.items():
         if "table" not in out.meta:
             done[name] = out
@@ -50,8 +51,6 @@ def commit_tables(pipeline_id: str, lineage: str, epoch_id: int, outputs: JsonOb
                                        f"and a file it staged is gone ({exc})") from None
         after_commit(spec, out.files, pipeline_id, epoch_id, endpoint_url)
         if report is not None:
-            from checkpointing.protocol.listener import TableCommitted
-
             report.append(TableCommitted(name, result.version, result.committed,
                                          time.monotonic() - t0))
         meta = {k: v for k, v in out.meta.items() if k not in ("schema", "records")}
