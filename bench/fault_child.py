@@ -114,7 +114,7 @@ def run_epoch_cmd(a: argparse.Namespace) -> int:
             arm_task_fault(task, point, action)
     spark = runtime.spark_session("fault-child", s3=a.storage.startswith("s3"),
                                   endpoint_url=a.endpoint_url, remote=a.remote)
-    open_epoch = coord.runs.open_epoch_for_run(a.run_id)
+    open_epoch = coord.open_epoch_for_run(a.run_id)
     start = (date.fromisoformat(a.until) - timedelta(days=1)).isoformat()
     epoch = open_epoch.epoch_id if open_epoch else coord.begin_epoch(
         PLAN, a.run_id, data_interval={"start": start, "end": a.until}).epoch_id

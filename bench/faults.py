@@ -178,7 +178,7 @@ def resume(ws: Workspace, spark, run_id: str, until: int, attempt: int) -> str:
     """What the DAG run's retry does: continue the run's open epoch with the next attempt
     (or begin it when the crash came before its barrier). Returns the epoch's status."""
     c = ws.coordinator()
-    open_epoch = c.runs.open_epoch_for_run(run_id)
+    open_epoch = c.open_epoch_for_run(run_id)
     if open_epoch is None and c.latest_completed() is not None and \
             c.barrier(c.latest_completed()).run_id == run_id:
         return "completed"
@@ -500,7 +500,7 @@ def fault_runner_lost(ctx: Context, res: FaultResult) -> None:
                                         "after_ack:kill")
         proc.communicate(timeout=600)
         c = ws.coordinator()
-        dead = c.runs.open_epoch_for_run("r2")
+        dead = c.open_epoch_for_run("r2")
         t0 = time.time()
         while True:
             try:

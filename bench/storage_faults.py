@@ -175,7 +175,7 @@ def _run_task(c: Coordinator, epoch: int, task: str, attempt: int, landed: int,
 
 
 def _epoch(c: Coordinator, run_id: str, attempt: int, landed: int, tmp: Path) -> str:
-    b = c.runs.open_epoch_for_run(run_id) or c.begin_epoch(PLAN, run_id)
+    b = c.open_epoch_for_run(run_id) or c.begin_epoch(PLAN, run_id)
     for task in PLAN:
         _run_task(c, b.epoch_id, task, attempt, landed, tmp)
     return c.complete(b.epoch_id).status

@@ -49,6 +49,7 @@ from checkpointing.protocol.listener import EpochListener, NoOpListener, SafeLis
 from checkpointing.protocol.operations import EngineOperation
 from checkpointing.protocol.registry import MAIN, Registry
 from checkpointing.protocol.state_handle import StateHandle
+from checkpointing.protocol.table_inputs import TableVersion
 from checkpointing.state.task_storage import TaskStorage
 from checkpointing.state.unchecked_runs import UncheckedRun
 from checkpointing.storage import Storage
@@ -90,24 +91,26 @@ class Coordinator:
         if self.store.layout != self.layout:
             raise ValueError(f"store of pipeline {self.store.pipeline_id!r} given to the "
                              f"coordinator of {pipeline_id!r}")
-        self.promotion = PromotionRule(self.store, self.config)
-        self.parents = ParentSelector(self.store, self.config, self.promotion)
-        #: the failure budget (``failures.check(lineage)`` raises once it is spent)
-        self.failures = failures or FailureManager(self.store, self.config)
+        self._promotion = PromotionRule(self.store, self.config)
+        self._parents = ParentSelector(self.store, self.config, self._promotion)
+        # The protocol's parts are the coordinator's own: callers ask the coordinator
+        # (check_failures, open_epoch_for_run, ...), never reach through it to a part.
+        #: the failure budget (``check_failures(lineage)`` raises once it is spent)
+        self._failures = failures or FailureManager(self.store, self.config)
         #: what epochs report as they happen (metrics); never fails the protocol
-        self.listener: EpochListener = SafeListener(listener) if listener else NoOpListener()
-        self.finisher = EpochFinisher(self.store, self.promotion, self.parents, self.failures,
-                                      self.listener)
-        self.table_pins = table_pins or TablePins(storage.endpoint_url)
-        self.decisions = EpochDecisions(self.store, self.config, self.finisher, self.listener,
+        self._listener: EpochListener = SafeListener(listener) if listener else NoOpListener()
+        self._finisher = EpochFinisher(self.store, self._promotion, self._parents, self._failures,
+                                      self._listener)
+        self._table_pins = table_pins or TablePins(storage.endpoint_url)
+        self._decisions = EpochDecisions(self.store, self.config, self._finisher, self._listener,
                                         self.clock, on_abort)
-        self.tasks = TaskAcknowledgements(self.store, self.decisions, self.listener,
+        self._tasks = TaskAcknowledgements(self.store, self._decisions, self._listener,
                                           self.clock)
-        #: the epochs each DAG run opened
-        self.runs = RunIndex(self.store, self.finisher)
-        self.beginner = EpochBeginner(self.store, self.config, self.parents, self.promotion,
-                                      self.decisions, self.runs, self.table_pins,
-                                      self.listener, self.clock)
+        # the epochs each DAG run opened
+        self._runs = RunIndex(self.store, self._finisher)
+        self._beginner = EpochBeginner(self.store, self.config, self._parents, self._promotion,
+                                      self._decisions, self._runs, self._table_pins,
+                                      self._listener, self.clock)
         # Callers outside the library reach checkpoint storage only through the coordinator:
         # the storage and key layout above are the library's (PROTOCOL 4 stays in one place).
         #: the read-only catalog: manifest, savepoints, alerts, lineages
@@ -188,11 +191,41 @@ class Coordinator:
             return "unknown"
         return "pending" if decision is None else decision.status
 
+    # ------------------------------------------------------------------ runs
+    def open_epoch_for_run(self, run_id: str, lineage: str = MAIN) -> Barrier | None:
+        """The undecided epoch DAG run ``run_id`` opened in ``lineage``, if any."""
+        return self._runs.open_epoch_for_run(run_id, lineage)
+
+    def epochs_of_run(self, run_id: str, lineage: str = MAIN) -> list[int]:
+        """The epochs DAG run ``run_id`` opened in ``lineage``, oldest first."""
+        return self._runs.epochs_of_run(run_id, lineage)
+
+    def completed_epoch_of_run(self, run_id: str, lineage: str = MAIN) -> int | None:
+        """The epoch of DAG run ``run_id`` that completed in ``lineage``, if one did."""
+        return self._runs.completed_epoch_of_run(run_id, lineage)
+
+    def check_failures(self, lineage: str = MAIN) -> None:
+        """Raise :class:`FailureBudgetExhausted` once more consecutive epochs of ``lineage``
+        failed than ``tolerable_failed_epochs``: what a run asks before it begins one."""
+        self._failures.check(lineage)
+
+    def failures_exhausted(self, lineage: str = MAIN) -> bool:
+        """Whether :meth:`check_failures` would raise."""
+        return self._failures.exhausted(lineage)
+
+    def pin_table_inputs(self, plan: Mapping[str, TaskPlan]
+                         ) -> tuple[dict[str, TaskPlan], dict[str, TableVersion]]:
+        """``plan`` with its catalog-named table inputs resolved to locations, and the
+        newest version of each table input, as an epoch's begin pins them (PROTOCOL 6.14);
+        a table that cannot be pinned raises :class:`TableInputError`."""
+        resolved = self._table_pins.resolve(plan)
+        return resolved, self._table_pins.pin_all(resolved)
+
     # ------------------------------------------------------------------ begin
     def begin(self, request: BeginRequest) -> Barrier:
         """Allocate the next epoch id and write its barrier (PROTOCOL 6.1); the request's
         fields are described on :class:`BeginRequest`."""
-        return self.beginner.begin(request)
+        return self._beginner.begin(request)
 
     def begin_epoch(self, plan: Mapping[str, TaskPlan], run_id: str,
                     **options: Unpack[BeginOptions]) -> Barrier:
@@ -206,7 +239,7 @@ class Coordinator:
         of a DAG run calls, so that the epoch begins with the first task that needs it and
         racing roots share it (PROTOCOL 6.1, 1.10). A run whose epochs are all decided gets
         a new one: the caller decides whether the run may begin again."""
-        existing = self.runs.open_epoch_for_run(run_id, options.get("lineage", MAIN))
+        existing = self._runs.open_epoch_for_run(run_id, options.get("lineage", MAIN))
         if existing is not None:
             return existing
         return self.begin(replace(BeginRequest(plan, str(run_id), **options), join=True))
@@ -215,30 +248,30 @@ class Coordinator:
     def register_attempt(self, epoch_id: int, task_id: str, attempt: int) -> AttemptStart:
         """Fence older attempts before this one runs (PROTOCOL 6.3); see
         :meth:`TaskAcknowledgements.register_attempt`."""
-        return self.tasks.register_attempt(epoch_id, task_id, attempt)
+        return self._tasks.register_attempt(epoch_id, task_id, attempt)
 
     def record_operation(self, epoch_id: int, op: EngineOperation) -> None:
         """Record the long engine action an attempt starts now (PROTOCOL 5.17)."""
-        self.tasks.record_operation(epoch_id, op)
+        self._tasks.record_operation(epoch_id, op)
 
     def acknowledge(self, epoch_id: int, task_id: str, attempt: int, handle: StateHandle,
                     *, complete: bool = False) -> AckResult:
         """Record the task's state handle for the epoch; see
         :meth:`TaskAcknowledgements.acknowledge`."""
-        return self.tasks.acknowledge(epoch_id, task_id, attempt, handle, complete=complete)
+        return self._tasks.acknowledge(epoch_id, task_id, attempt, handle, complete=complete)
 
     def decline(self, epoch_id: int, task_id: str, attempt: int, reason: str) -> EpochMetadata:
         """A task refuses the epoch (bad data, validation): the epoch is aborted."""
-        return self.tasks.decline(epoch_id, task_id, attempt, reason)
+        return self._tasks.decline(epoch_id, task_id, attempt, reason)
 
     def acknowledged_handle(self, epoch_id: int, task_id: str) -> StateHandle | None:
         """The state handle ``task_id`` acknowledged the epoch with, None while it has not."""
-        return self.tasks.acknowledged_handle(epoch_id, task_id)
+        return self._tasks.acknowledged_handle(epoch_id, task_id)
 
     def upstream_handles(self, epoch_id: int, task_id: str) -> dict[str, StateHandle]:
         """The epoch's state handles of the task's upstream tasks; :class:`AlignmentError`
         while one has not acknowledged (barrier alignment)."""
-        return self.tasks.upstream_handles(epoch_id, task_id)
+        return self._tasks.upstream_handles(epoch_id, task_id)
 
     def restore_handle(self, epoch_id: int, task_id: str) -> StateHandle | None:
         """The state handle ``task_id`` must restore from when running ``epoch_id``: the
@@ -272,26 +305,26 @@ class Coordinator:
     def try_complete(self, epoch_id: int) -> EpochMetadata | None:
         """Complete the epoch if every planned task has acknowledged; else None. A decided
         epoch returns its decision."""
-        return self.decisions.try_complete(epoch_id)
+        return self._decisions.try_complete(epoch_id)
 
     def complete(self, epoch_id: int) -> EpochMetadata:
         """Complete the epoch; :class:`EpochIncomplete` names the tasks that have not
         acknowledged."""
-        return self.decisions.complete(epoch_id)
+        return self._decisions.complete(epoch_id)
 
     def missing_tasks(self, epoch_id: int) -> list[str]:
         """Planned tasks without an effective acknowledgement."""
-        return self.decisions.missing_tasks(epoch_id)
+        return self._decisions.missing_tasks(epoch_id)
 
     def abort(self, epoch_id: int, reason: AbortReason | str, detail: str = "", *,
               declined_by: str | None = None) -> EpochMetadata:
         """Abort the epoch unless it is already decided; return the decision. Only the
         caller whose write decides the abort notifies ``on_abort``."""
-        return self.decisions.abort(epoch_id, reason, detail, declined_by=declined_by)
+        return self._decisions.abort(epoch_id, reason, detail, declined_by=declined_by)
 
     def abort_run(self, run_id: str, detail: str) -> list[EpochMetadata]:
         """Abort, as ``cancelled``, every pending epoch the DAG run ``run_id`` opened."""
-        return self.decisions.abort_run(run_id, detail)
+        return self._decisions.abort_run(run_id, detail)
 
     def complete_or_abort(self, epoch_id: int, reason: AbortReason | str,
                           detail: str | Callable[[list[str]], str], *,
@@ -299,17 +332,17 @@ class Coordinator:
                           ) -> EpochMetadata:
         """Complete the epoch if every task acknowledged, else abort it with ``reason``;
         see :meth:`EpochDecisions.complete_or_abort`."""
-        return self.decisions.complete_or_abort(epoch_id, reason, detail,
+        return self._decisions.complete_or_abort(epoch_id, reason, detail,
                                                 declined_by=declined_by)
 
     def expire(self, barrier: Barrier) -> EpochMetadata | None:
         """Decide the epoch of ``barrier`` if its deadline passed; None before it."""
-        return self.decisions.expire(barrier)
+        return self._decisions.expire(barrier)
 
     def expire_overdue(self) -> list[EpochMetadata]:
         """Decide every open epoch past its deadline; the decisions this call wrote."""
-        return self.decisions.expire_overdue()
+        return self._decisions.expire_overdue()
 
     def recover(self) -> Registry:
         """Finish decisions interrupted by a crash (PROTOCOL 6.6); the registry after."""
-        return self.decisions.recover()
+        return self._decisions.recover()

@@ -47,7 +47,7 @@ def drive_epoch(pipeline: Pipeline, coordinator: Coordinator, spark: Any, data_u
     leaves the epoch pending after that task acknowledged, as a crash would."""
     if epoch_id is None:
         lineage = str(begin.get("lineage") or "main")
-        done = coordinator.runs.completed_epoch_of_run(run_id, lineage)
+        done = coordinator.completed_epoch_of_run(run_id, lineage)
         if done is not None:
             log.info("run %s already completed epoch %d: nothing to run", run_id, done)
             return done, coordinator.metadata(done)

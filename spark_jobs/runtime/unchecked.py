@@ -54,10 +54,9 @@ def unchecked_barrier(coordinator: Coordinator, run_id: str, task_id: str, epoch
     pinned now, at their newest versions (the task's own pin: there is no epoch across
     the run's tasks to share one). An input that cannot be pinned fails the task in one
     line, as it refuses a checked epoch's begin."""
-    pins = coordinator.table_pins  # as the coordinator pins a checked epoch's inputs
-    plan = pins.resolve({task_id: TaskPlan(table_inputs=dict(table_inputs), view=view)})
-    try:
-        versions = pins.pin_all(plan)
+    try:  # as the coordinator pins a checked epoch's inputs
+        plan, versions = coordinator.pin_table_inputs(
+            {task_id: TaskPlan(table_inputs=dict(table_inputs), view=view)})
     except TableInputError as exc:
         raise DeclineEpoch(str(exc)) from None
     now = now_iso(time.time())

@@ -107,7 +107,7 @@ def test_a_pipeline_over_a_spark_written_table_survives_a_kill_exactly_once(spar
     fail["once"] = True
     with pytest.raises(RuntimeError, match="killed"):
         drive_epoch(pipe, c, spark, "", "killed")
-    epoch = c.runs.open_epoch_for_run("killed").epoch_id
+    epoch = c.open_epoch_for_run("killed").epoch_id
     spark.sql(f"DELETE FROM {t} WHERE key = '6'")
     again, meta = drive_epoch(pipe, c, spark, "", "killed", attempt=2)
     assert again == epoch and meta is not None and meta.completed

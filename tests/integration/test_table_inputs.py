@@ -153,7 +153,7 @@ def test_retry_reads_the_pinned_change_set_whatever_the_upstream_did_meanwhile(e
     fail["once"] = True
     with pytest.raises(RuntimeError, match="killed"):
         run_epoch(c, pipe, spark, "r2", endpoint)
-    epoch = c.runs.open_epoch_for_run("r2").epoch_id
+    epoch = c.open_epoch_for_run("r2").epoch_id
     pinned = c.barrier(epoch).table_version("src").version
     # the upstream moves between the failed attempt and its retry
     write(up, endpoint, [("c", "d3", 30)], mode="append")

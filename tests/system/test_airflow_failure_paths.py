@@ -95,7 +95,7 @@ def _epoch_of(sa: Standalone, tmp: Path, dag: str, run: str) -> int:
     c = _coord(tmp, dag)
 
     def found() -> int | None:
-        ids = c.runs.epochs_of_run(run)
+        ids = c.epochs_of_run(run)
         if ids:
             return ids[-1]
         r = sa.get(f"/api/v2/dags/{dag}/dagRuns/{run}/taskInstances/checkpoint_begin/"

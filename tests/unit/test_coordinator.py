@@ -247,10 +247,10 @@ def test_decline_aborts_and_counts_failure(storage, tmp_path):
     assert "42% malformed rows" in meta.detail
     assert c.try_complete(b.epoch_id).status == "aborted"  # everyone sees the winner
     assert c.registry().lineage("main").consecutive_failed == 1
-    assert not c.failures.exhausted()
+    assert not c.failures_exhausted()
     b2 = c.begin_epoch(DIAMOND, "r2")
     c.abort(b2.epoch_id, "validation_failed", "delays out of range")
-    assert c.failures.exhausted()
+    assert c.failures_exhausted()
     run_epoch(c, tmp=tmp_path)
     assert c.registry().lineage("main").consecutive_failed == 0
 
@@ -362,7 +362,7 @@ def test_crash_between_completion_and_registry_update_recovers(storage, tmp_path
     b = c.begin_epoch(DIAMOND, "r")
     for t in DIAMOND:
         ack_task(c, b.epoch_id, t, tmp=tmp_path, outputs={"gold": b"1"} if t == "sink" else None)
-    c.finisher.finish = lambda meta, barrier: None  # simulate the crash right after _metadata
+    c._finisher.finish = lambda meta, barrier: None  # simulate the crash right after _metadata
     assert c.complete(b.epoch_id).completed
     assert read_manifest(storage, c.layout) is None
     fresh = Coordinator(storage, "p")
@@ -460,9 +460,9 @@ def test_failure_budget_is_checked_where_an_abort_is_decided(local_storage):
         e = c.begin_epoch(DIAMOND, f"r{i}").epoch_id
         c.abort(e, "declined", "bad data", declined_by="src_a")
         if i == 0:
-            c.failures.check()  # one failure is tolerated
+            c.check_failures()  # one failure is tolerated
     with pytest.raises(FailureBudgetExhausted, match="3 consecutive failed epoch"):
-        c.failures.check()
+        c.check_failures()
     e = c.begin_epoch(DIAMOND, "r-next").epoch_id  # the next run still begins
     assert c.status(e) == "pending"
 

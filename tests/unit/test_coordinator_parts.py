@@ -82,7 +82,7 @@ def test_parent_selector_falls_back_past_an_epoch_that_does_not_verify(storage, 
     c = Coordinator(storage, "p", clock=FakeClock(T0))
     first = run_epoch(c, tmp=tmp_path, run_id="r1").epoch_id
     second = run_epoch(c, tmp=tmp_path, run_id="r2", payload=b"y").epoch_id
-    sel = ParentSelector(c.store, c.config, c.promotion)
+    sel = ParentSelector(c.store, c.config, PromotionRule(c.store, c.config))
     assert sel.latest("main") == second
     assert sel.choose_latest(c.registry(), "main", DIAMOND, False) == (second, [])
     # A state file of the newest epoch is damaged: the selector says so and goes back.
@@ -116,14 +116,14 @@ def test_collaborators_are_passed_in(storage, tmp_path):
     strict = FailureManager(store, CheckpointConfig(tolerable_failed_epochs=0))
     c = Coordinator(storage, "p", CheckpointConfig(tolerable_failed_epochs=5), store=store,
                     failures=strict)
-    assert c.store is store and c.failures is strict
+    assert c.store is store and c._failures is strict
     b = c.begin_epoch(DIAMOND, "r1")
     c.abort(b.epoch_id, "declined", "bad data")
-    assert c.failures.exhausted()
+    assert c.failures_exhausted()
     with pytest.raises(FailureBudgetExhausted, match="1 consecutive failed epoch"):
-        c.failures.check()  # what a run asks before it begins an epoch
+        c.check_failures()  # what a run asks before it begins an epoch
     assert not Coordinator(storage, "p", CheckpointConfig(tolerable_failed_epochs=5)) \
-        .failures.exhausted()
+        .failures_exhausted()
     with pytest.raises(ValueError, match="store of pipeline 'p' given to the coordinator"):
         Coordinator(storage, "q", store=store)
 

@@ -99,12 +99,12 @@ def test_cancellations_do_not_spend_the_failure_budget(local_storage, tmp_path):
     for i, reason in enumerate(("cancelled", "superseded", "runner_lost")):
         b = c.begin_epoch(DIAMOND, f"c{i}")
         c.abort(b.epoch_id, reason, "not a failure")
-        c.failures.check()  # does not raise
+        c.check_failures()  # does not raise
         assert c.registry().lineage("main").consecutive_failed == 0
     b = c.begin_epoch(DIAMOND, "t1")
     c.abort(b.epoch_id, "timeout")
     with pytest.raises(FailureBudgetExhausted, match="1 consecutive failed"):
-        c.failures.check()
+        c.check_failures()
     b = c.begin_epoch(DIAMOND, "c9")
     c.abort(b.epoch_id, "cancelled")  # neither counts nor resets the count
     assert c.registry().lineage("main").consecutive_failed == 1

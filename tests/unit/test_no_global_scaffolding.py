@@ -38,7 +38,7 @@ def test_no_name_is_served_from_elsewhere(tmp_path):
 
     c = Coordinator(LocalStorage(tmp_path), "p")
     with pytest.raises(AttributeError):
-        c.failure_budget_exhausted  # noqa: B018 - now c.failures.exhausted()
+        c.failure_budget_exhausted  # noqa: B018 - now c.failures_exhausted()
     with pytest.raises(ImportError):
         from checkpointing.tables import TableSpec  # noqa: F401 - now tables.spec
     with pytest.raises(AttributeError):
@@ -62,3 +62,18 @@ def test_the_coordinator_s_abort_listener_is_fixed_when_it_is_built(tmp_path):
     c.abort(epoch, "cancelled", "a test")
     c.abort(epoch, "cancelled", "again")  # decided once: announced once
     assert heard == [epoch]
+
+
+def test_the_coordinator_s_parts_are_its_own(tmp_path):
+    """Callers ask the coordinator; they do not reach through it to the parts of the
+    protocol (its run index, failure budget, table pins, finisher, ...). What it does
+    expose: where it keeps documents, and its two record facets (the read-only catalog,
+    the write-once records)."""
+    from checkpointing import Coordinator, LocalStorage
+
+    c = Coordinator(LocalStorage(tmp_path), "p")
+    public = {k for k in vars(c) if not k.startswith("_")}
+    assert public == {"storage", "layout", "pipeline_id", "config", "clock", "store",
+                      "catalog", "records", "endpoint_url"}
+    assert c.open_epoch_for_run("r") is None and c.epochs_of_run("r") == []
+    assert c.completed_epoch_of_run("r") is None and not c.failures_exhausted()

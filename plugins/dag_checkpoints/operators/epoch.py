@@ -280,7 +280,7 @@ class CommitEpochOperator(BaseOperator):
         announce(coord, meta, barrier, self.settings.alerts, context)
         self._retain(coord)
         try:
-            coord.failures.check(meta.lineage)
+            coord.check_failures(meta.lineage)
         except FailureBudgetExhausted as exc:
             raise AirflowFailException(f"epoch {meta.epoch_id} aborted ({meta.reason}: "
                                        f"{meta.detail}); checkpoint failure budget "

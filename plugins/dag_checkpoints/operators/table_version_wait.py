@@ -43,11 +43,11 @@ class AwaitsTableVersions(_Operator):
         coord = CheckpointHook(settings).get_coordinator()
         try:
             lineage = run_lineage(coord, context)[0]
-            if coord.runs.open_epoch_for_run(context["dag_run"].run_id, lineage) is not None:
+            if coord.open_epoch_for_run(context["dag_run"].run_id, lineage) is not None:
                 return  # joining the run's epoch: its versions are pinned already
             awaited = awaited_table_versions(coord, plan, lineage)
             unmet = [a for a in awaited
-                     if not a.met_by(pin(a.spec, coord.table_pins.endpoint_url))]
+                     if not a.met_by(pin(a.spec, coord.endpoint_url))]
         except CheckpointError:
             return  # the begin itself says what cannot be read, in one line
         if not unmet:

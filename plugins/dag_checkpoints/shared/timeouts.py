@@ -58,7 +58,7 @@ def watchdog_outcome(coord: Coordinator, decision: Decision) -> tuple[str, str]:
     if decision.completed:
         return "success", decision.describe()
     try:
-        coord.failures.check(decision.lineage or "main")
+        coord.check_failures(decision.lineage or "main")
     except FailureBudgetExhausted as exc:
         return "failed", f"{decision.describe()}; checkpoint failure budget exhausted: {exc}"
     return "skipped", f"{decision.describe()}: within the failure budget"
@@ -161,7 +161,7 @@ def _open_epoch(context: Mapping[str, Any], checkpoint: dict[str, Any] | None
         return None
     settings = found
     coord = CheckpointHook(settings).get_coordinator()
-    barrier = (coord.runs.open_epoch_for_run(run_id, lineage=_lineage_of(context))
+    barrier = (coord.open_epoch_for_run(run_id, lineage=_lineage_of(context))
                if run_id else None)
     if barrier is None:
         log.info("deadline missed for run %s, which has no open epoch of %s (queued, or "

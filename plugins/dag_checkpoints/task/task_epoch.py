@@ -131,7 +131,7 @@ def epoch_begun_by_a_job(settings: CheckpointSettings, context: Context) -> int 
         return None
     coord = CheckpointHook(settings).get_coordinator()
     lineage = run_lineage(coord, context)[0]
-    ids = coord.runs.epochs_of_run(context["dag_run"].run_id, lineage)
+    ids = coord.epochs_of_run(context["dag_run"].run_id, lineage)
     return ids[-1] if ids else None
 
 

@@ -15,8 +15,8 @@ def test_metrics_carry_the_dag_id_of_the_dag_the_settings_checkpoint(tmp_path, m
     monkeypatch.setenv("AIRFLOW__METRICS__STATSD_ON", "True")
     settings = replace(CheckpointSettings("dag_tag", storage=f"file://{tmp_path}/ckpt"),
                        dag_id="dag_tag_dag")
-    assert CheckpointHook(settings).get_coordinator().listener.inner.tags == {"pipeline": "dag_tag",
-                                                          "dag_id": "dag_tag_dag"}
+    listener = CheckpointHook(settings).get_coordinator()._listener
+    assert listener.inner.tags == {"pipeline": "dag_tag", "dag_id": "dag_tag_dag"}
     assert CheckpointSettings.from_kwargs(settings.to_kwargs()).dag_id == "dag_tag_dag"
 
 
