@@ -99,18 +99,18 @@ class Coordinator:
         self._failures = failures or FailureManager(self.store, self.config)
         #: what epochs report as they happen (metrics); never fails the protocol
         self._listener: EpochListener = SafeListener(listener) if listener else NoOpListener()
-        self._finisher = EpochFinisher(self.store, self._promotion, self._parents, self._failures,
-                                      self._listener)
+        self._finisher = EpochFinisher(self.store, self._promotion, self._parents,
+                                       self._failures, self._listener)
         self._table_pins = table_pins or TablePins(storage.endpoint_url)
-        self._decisions = EpochDecisions(self.store, self.config, self._finisher, self._listener,
-                                        self.clock, on_abort)
+        self._decisions = EpochDecisions(self.store, self.config, self._finisher,
+                                         self._listener, self.clock, on_abort)
         self._tasks = TaskAcknowledgements(self.store, self._decisions, self._listener,
-                                          self.clock)
+                                           self.clock)
         # the epochs each DAG run opened
         self._runs = RunIndex(self.store, self._finisher)
-        self._beginner = EpochBeginner(self.store, self.config, self._parents, self._promotion,
-                                      self._decisions, self._runs, self._table_pins,
-                                      self._listener, self.clock)
+        self._beginner = EpochBeginner(self.store, self.config, self._parents,
+                                       self._promotion, self._decisions, self._runs,
+                                       self._table_pins, self._listener, self.clock)
         # Callers outside the library reach checkpoint storage only through the coordinator:
         # the storage and key layout above are the library's (PROTOCOL 4 stays in one place).
         #: the read-only catalog: manifest, savepoints, alerts, lineages
@@ -333,7 +333,7 @@ class Coordinator:
         """Complete the epoch if every task acknowledged, else abort it with ``reason``;
         see :meth:`EpochDecisions.complete_or_abort`."""
         return self._decisions.complete_or_abort(epoch_id, reason, detail,
-                                                declined_by=declined_by)
+                                                 declined_by=declined_by)
 
     def expire(self, barrier: Barrier) -> EpochMetadata | None:
         """Decide the epoch of ``barrier`` if its deadline passed; None before it."""
