@@ -49,7 +49,7 @@ from checkpointing.protocol.listener import EpochListener, NoOpListener, SafeLis
 from checkpointing.protocol.operations import EngineOperation
 from checkpointing.protocol.registry import MAIN, Registry
 from checkpointing.protocol.state_handle import StateHandle
-from checkpointing.protocol.table_inputs import TableVersion
+from checkpointing.protocol.table_inputs import TableInput, TableVersion
 from checkpointing.state.task_storage import TaskStorage
 from checkpointing.state.unchecked_runs import UncheckedRun
 from checkpointing.storage import Storage
@@ -220,6 +220,10 @@ class Coordinator:
         a table that cannot be pinned raises :class:`TableInputError`."""
         resolved = self._table_pins.resolve(plan)
         return resolved, self._table_pins.pin_all(resolved)
+
+    def newest_table_version(self, spec: TableInput) -> TableVersion:
+        """Table ``spec``'s newest version, read as an epoch's begin would pin it."""
+        return self._table_pins.newest(spec)
 
     # ------------------------------------------------------------------ begin
     def begin(self, request: BeginRequest) -> Barrier:

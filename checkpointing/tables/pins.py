@@ -46,13 +46,17 @@ class TablePins:
                     for n, s in p.table_inputs.items()})
                 for task, p in plan.items()}
 
+    def newest(self, spec: TableInput) -> TableVersion:
+        """Table ``spec``'s newest version, read as :meth:`pin_all` reads it."""
+        return self.read(spec, self.endpoint_url)
+
     def pin_all(self, plan: Mapping[str, TaskPlan],
                 min_versions: Mapping[str, int] | None = None) -> dict[str, TableVersion]:
         """``{input name: version}`` for the barrier; refuses a table older than the
         version an asset event announced (a stale replica or a recreated table)."""
         pins: dict[str, TableVersion] = {}
         for name, spec in sorted(plan_table_inputs(dict(plan)).items()):
-            version = self.read(spec, self.endpoint_url)
+            version = self.newest(spec)
             least = (min_versions or {}).get(name)
             if least is not None and version.version < least:
                 raise TableInputError(

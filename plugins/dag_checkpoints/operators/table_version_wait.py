@@ -8,7 +8,6 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from checkpointing.errors import CheckpointError
-from checkpointing.tables.changes import pin
 from checkpointing.tables.expectations import awaited_table_versions
 
 from ..hooks.checkpoint import CheckpointHook
@@ -47,7 +46,7 @@ class AwaitsTableVersions(_Operator):
                 return  # joining the run's epoch: its versions are pinned already
             awaited = awaited_table_versions(coord, plan, lineage)
             unmet = [a for a in awaited
-                     if not a.met_by(pin(a.spec, coord.endpoint_url))]
+                     if not a.met_by(coord.newest_table_version(a.spec))]
         except CheckpointError:
             return  # the begin itself says what cannot be read, in one line
         if not unmet:
