@@ -46,9 +46,12 @@ def _what(node: Node) -> str:
     if isinstance(node, Join):
         on = " AND ".join(f"{a.sql('spark')} = {b.sql('spark')}"
                           for a, b in zip(node.left_keys, node.right_keys, strict=True))
-        if node.outer:
+        if node.kind == "left":
             return (f"left join ON {on}; keeps both sides' rows (a left row without a "
                     "match once, with NULLs)")
+        if node.kind == "full":
+            return (f"full join ON {on}; keeps both sides' rows (a row of either side "
+                    "without a match once, with NULLs)")
         return f"inner join ON {on}; keeps both sides' rows"
     if isinstance(node, Aggregate):
         calls = ", ".join(f"{a.function}" for a in node.aggregates)

@@ -8,11 +8,14 @@ inputs of a join share one (``<alias>__<column>`` for a table's columns)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Literal
 
 from sqlglot import exp
 
 #: the weight column of every change relation
 WEIGHT = "_w"
+#: a join's kind: inner, left outer, full outer
+JoinKind = Literal["inner", "left", "full"]
 
 
 @dataclass(frozen=True)
@@ -69,19 +72,20 @@ class Join:
     """An equi-join. Its state is each side's rows (consolidated weights), so that
     Δ(L ⋈ R) = ΔL ⋈ R + (L + ΔL) ⋈ ΔR.
 
-    ``outer``: a left outer join, which also has each left row whose key no right row
-    has, once, with NULL for every right column. Those are the left rows minus their
+    ``kind`` "left": a left outer join, which also has each left row whose key no right
+    row has, once, with NULL for every right column. Those are the left rows minus their
     semi-join with the right side's keys; the semi-join changes with the left rows'
     changes and with the keys that appear or vanish on the right (a key's count going
     from zero to positive or back), so only the changed keys' counts are compared, never
-    the whole right side's. Its state is the inner join's."""
+    the whole right side's. "full": the same for the right side's rows too. Its state is
+    the inner join's."""
 
     id: int
     left: Node
     right: Node
     left_keys: tuple[exp.Expr, ...]
     right_keys: tuple[exp.Expr, ...]
-    outer: bool = False
+    kind: JoinKind = "inner"
 
     def names(self) -> tuple[str, ...]:
         return self.left.names() + self.right.names()

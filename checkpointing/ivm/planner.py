@@ -257,11 +257,21 @@ class _Builder:
                                      on=j.args["on"].copy())])
             q.set("from_", exp.From(this=j.this.copy()))
             joins = list(q.args["joins"])
+        if len(joins) == 1 and _side(joins[0]) == "FULL":
+            return self._full_join(q, joins[0])
         outer = [j for j in joins if _side(j)]
         inner = [j for j in joins if not _side(j)]
-        if outer and joins.index(outer[0]) < len(inner):
-            raise _Fallback("an inner join after a LEFT JOIN is not maintained "
-                            "incrementally yet")
+        # ``(a LEFT JOIN b ON p(a, b)) JOIN c ON q(a, c)`` is ``(a JOIN c ON q) LEFT JOIN b
+        # ON p``: each row of ``a`` meets ``c`` the same way whatever ``b`` gave it, so the
+        # inner joins run first. Not when ``q`` names ``b`` (it would drop the rows that
+        # found no ``b``: a different join, not a reordering).
+        nullable_before: set[str] = set()
+        for j in joins:
+            if _side(j):
+                nullable_before.add(j.this.alias_or_name)
+            elif j.args.get("on") is not None and _aliases(j.args["on"]) & nullable_before:
+                raise _Fallback("an inner join whose ON names a LEFT JOIN's right side is "
+                                "not maintained incrementally yet")
         sources = [q.args["from_"].this] + [j.this for j in inner]
         where = q.args.get("where")
         conjuncts = list(_conjuncts(where.this if where else None))
@@ -321,12 +331,35 @@ class _Builder:
             acc = Filter(self._id(), acc, _renamed(_and(rest)))
         return acc
 
+    def _full_join(self, q: exp.Select, j: exp.Join) -> Node:
+        """``a FULL JOIN b ON <equalities of a and b>``, the query's only join. Both sides
+        are nullable, so every WHERE condition filters after the join, and ON can hold
+        nothing else: a condition on one side alone in ON would not drop that side's rows,
+        only unmatch them."""
+        if j.args.get("using"):
+            raise _Fallback("JOIN ... USING is not maintained incrementally yet")
+        left, right = q.args["from_"].this, j.this
+        la, ra = left.alias_or_name, right.alias_or_name
+        on = list(_conjuncts(j.args.get("on")))
+        keys = [c for c in on if _equi(c, {la}, ra)]
+        if not keys or len(keys) != len(on):
+            raise _Fallback("a FULL JOIN's ON is maintained when it is equalities of its "
+                            "two sides alone")
+        lk, rk = zip(*(_sides(k, {la}) for k in keys), strict=True)
+        acc: Node = Join(self._id(), self._source(left, q), self._source(right, q),
+                         tuple(map(_renamed, lk)), tuple(map(_renamed, rk)), kind="full")
+        where = q.args.get("where")
+        if where is not None:
+            acc = Filter(self._id(), acc, _renamed(where.this))
+        return acc
+
     def _left_join(self, acc: Node, j: exp.Join, q: exp.Select, joined: set[str]) -> Node:
         """``acc LEFT JOIN r ON <equalities of r and acc's inputs> [AND <conditions on r
         alone>]``: the conditions on ``r`` filter it before the join (a left row then
         matches only the rows they keep); anything else in ON has no rule yet."""
         if _side(j) != "LEFT":
-            raise _Fallback(f"a {_side(j)} JOIN is not maintained incrementally yet")
+            raise _Fallback(f"a {_side(j)} JOIN beside other joins is not maintained "
+                            "incrementally yet")
         if j.args.get("using"):
             raise _Fallback("JOIN ... USING is not maintained incrementally yet")
         alias = j.this.alias_or_name
@@ -342,7 +375,7 @@ class _Builder:
             right = Filter(self._id(), right, _renamed(_and(alone)))
         lk, rk = zip(*(_sides(k, joined) for k in keys), strict=True)
         return Join(self._id(), acc, right, tuple(map(_renamed, lk)),
-                    tuple(map(_renamed, rk)), outer=True)
+                    tuple(map(_renamed, rk)), kind="left")
 
     def _source(self, s: exp.Expr, q: exp.Select) -> Node:
         alias = s.alias_or_name

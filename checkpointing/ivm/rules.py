@@ -142,7 +142,7 @@ def _union(n: UnionAll, ns: str) -> list[Step | State]:
 # ---------------------------------------------------------------- join
 def _join(n: Join, ns: str) -> list[Step | State]:
     """Δ(L ⋈ R) = ΔL ⋈ R + (L + ΔL) ⋈ ΔR, both sides kept consolidated."""
-    if n.outer:
+    if n.kind != "inner":
         return _left_join(n, ns)
     sl = State(f"{ns}s{n.id}_l", f"SELECT * FROM {d(n.left, ns)} WHERE 1 = 0")
     sr = State(f"{ns}s{n.id}_r", f"SELECT * FROM {d(n.right, ns)} WHERE 1 = 0")
@@ -167,44 +167,64 @@ def _join(n: Join, ns: str) -> list[Step | State]:
 
 
 def _left_join(n: Join, ns: str) -> list[Step | State]:
-    """Δ(L ⟕ R) = Δ(L ⋈ R) + pad(ΔL − Δ(L ⋉ R)), where the semi-join's change is
-    ΔL ⋉ (R + ΔR) + L ⋉ (keys that appeared on the right) − L ⋉ (keys that vanished):
-    only the keys ΔR touches are counted before and after. A NULL key matches nothing
-    (``=``), so its left rows stay unmatched."""
-    sl, sr, delta, *next_states = _join(replace(n, outer=False), ns)
+    """Δ(L ⟕ R) = Δ(L ⋈ R) + pad(ΔL − Δ(L ⋉ R)) (:func:`_unmatched`); a FULL join adds
+    the mirror image, pad(ΔR − Δ(R ⋉ L)), the right rows that lost or found their last
+    match on the left."""
+    sl, sr, delta, *next_states = _join(replace(n, kind="inner"), ns)
     assert isinstance(sl, State) and isinstance(sr, State) and isinstance(delta, Step)
-    ln, rn = n.left.names(), n.right.names()
-    ks = tuple(f"__k{i}" for i in range(len(n.right_keys)))
-    right_keys = [_at(k, "r") for k in n.right_keys]
+    steps, unmatched = _unmatched(n, ns, "", (n.left, sl.name, n.left_keys),
+                                  (n.right, sr.name, n.right_keys), pad_right=True)
+    if n.kind == "full":
+        more, mirrored = _unmatched(n, ns, "_r", (n.right, sr.name, n.right_keys),
+                                    (n.left, sl.name, n.left_keys), pad_right=False)
+        steps, unmatched = [*steps, *more], f"{unmatched} UNION ALL {mirrored}"
+    return [sl, sr, *steps, Step(d(n, ns), f"{delta.sql} UNION ALL {unmatched}"),
+            *next_states]
+
+
+def _unmatched(n: Join, ns: str, tag: str, kept: tuple[Node, str, tuple[exp.Expr, ...]],
+               other: tuple[Node, str, tuple[exp.Expr, ...]], pad_right: bool
+               ) -> tuple[list[Step | State], str]:
+    """The change of the ``kept`` side's rows that no row of the ``other`` side matches,
+    padded with NULLs for the other side's columns: ΔK − Δ(K ⋉ O), where the semi-join's
+    change is ΔK ⋉ (O + ΔO) + K ⋉ (keys that appeared in O) − K ⋉ (keys that vanished):
+    only the keys ΔO touches are counted before and after. A NULL key matches nothing
+    (``=``), so its rows stay unmatched. Each side is (node, its kept state, its keys)."""
+    k_node, k_state, k_keys = kept
+    o_node, o_state, o_keys = other
+    kn, on_ = k_node.names(), o_node.names()
+    ks = tuple(f"__k{i}" for i in range(len(o_keys)))
+    other_keys = [_at(k, "r") for k in o_keys]
 
     def counts(rel: str) -> str:
-        """Each non-NULL right key of ``rel`` and its count."""
-        keyed = ", ".join(f"{k} AS {q(name)}" for k, name in zip(right_keys, ks, strict=True))
+        """Each non-NULL key of the other side in ``rel`` and its count."""
+        keyed = ", ".join(f"{k} AS {q(name)}" for k, name in zip(other_keys, ks, strict=True))
         return (f"SELECT {keyed}, SUM(r.{W}) AS `_c` FROM {rel} r WHERE "
-                f"{' AND '.join(f'{k} IS NOT NULL' for k in right_keys)} "
-                f"GROUP BY {', '.join(right_keys)}")
+                f"{' AND '.join(f'{k} IS NOT NULL' for k in other_keys)} "
+                f"GROUP BY {', '.join(other_keys)}")
 
     def matches(alias: str) -> str:
         return " AND ".join(f"{_at(lk, alias)} = k.{q(name)}"
-                            for lk, name in zip(n.left_keys, ks, strict=True))
+                            for lk, name in zip(k_keys, ks, strict=True))
 
-    right_now = f"(SELECT * FROM {sr.name} UNION ALL SELECT * FROM {d(n.right, ns)})"
-    # the right keys ΔR touched whose presence changed: +1 appeared, -1 vanished
-    flips = Step(f"{d(n, ns)}_flip", (
+    other_now = f"(SELECT * FROM {o_state} UNION ALL SELECT * FROM {d(o_node, ns)})"
+    # the other side's keys its change touched whose presence changed: +1 appeared,
+    # -1 vanished
+    flips = Step(f"{d(n, ns)}{tag}_flip", (
         f"SELECT {cols(ks, 'c')}, CASE WHEN COALESCE(b.`_c`, 0) > 0 THEN -1 ELSE 1 END "
-        f"AS `_f` FROM ({counts(d(n.right, ns))}) c LEFT JOIN ({counts(sr.name)}) b ON "
+        f"AS `_f` FROM ({counts(d(o_node, ns))}) c LEFT JOIN ({counts(o_state)}) b ON "
         + " AND ".join(f"c.{q(k)} = b.{q(k)}" for k in ks)
         + " WHERE (COALESCE(b.`_c`, 0) > 0) <> (COALESCE(b.`_c`, 0) + c.`_c` > 0)"))
-    keys_now = Step(f"{d(n, ns)}_keys",
-                    f"SELECT {cols(ks)} FROM ({counts(right_now)}) WHERE `_c` > 0")
-    semi = (f"SELECT {cols(ln, 'a')}, a.{W} FROM {d(n.left, ns)} a JOIN {keys_now.name} k "
-            f"ON {matches('a')} UNION ALL SELECT {cols(ln, 'a')}, a.{W} * k.`_f` AS {W} "
-            f"FROM {sl.name} a JOIN {flips.name} k ON {matches('a')}")
-    nulls = ", ".join(f"NULL AS {q(c)}" for c in rn)
-    unmatched = (f"SELECT {cols(ln)}, {nulls}, {W} FROM {d(n.left, ns)} UNION ALL "
-                 f"SELECT {cols(ln)}, {nulls}, -{W} AS {W} FROM ({semi})")
-    return [sl, sr, flips, keys_now, Step(d(n, ns), f"{delta.sql} UNION ALL {unmatched}"),
-            *next_states]
+    keys_now = Step(f"{d(n, ns)}{tag}_keys",
+                    f"SELECT {cols(ks)} FROM ({counts(other_now)}) WHERE `_c` > 0")
+    semi = (f"SELECT {cols(kn, 'a')}, a.{W} FROM {d(k_node, ns)} a JOIN {keys_now.name} k "
+            f"ON {matches('a')} UNION ALL SELECT {cols(kn, 'a')}, a.{W} * k.`_f` AS {W} "
+            f"FROM {k_state} a JOIN {flips.name} k ON {matches('a')}")
+    nulls = ", ".join(f"NULL AS {q(c)}" for c in on_)
+    picked = f"{cols(kn)}, {nulls}" if pad_right else f"{nulls}, {cols(kn)}"
+    unmatched = (f"SELECT {picked}, {W} FROM {d(k_node, ns)} UNION ALL "
+                 f"SELECT {picked}, -{W} AS {W} FROM ({semi})")
+    return [flips, keys_now], unmatched
 
 
 def _at(e: exp.Expr, alias: str) -> str:

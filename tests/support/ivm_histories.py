@@ -57,6 +57,15 @@ VIEWS = {
     "two_left_joins": "SELECT o.id, c.region, c2.cust AS neighbour FROM orders o "
                       "LEFT OUTER JOIN customers c ON o.cust = c.cust "
                       "LEFT JOIN customers c2 ON c2.region = c.region WHERE o.amount > 20",
+    "inner_join_after_a_left_join": "SELECT o.id, c.region, d.region AS home FROM orders o "
+                                    "LEFT JOIN customers c ON o.cust = c.cust AND "
+                                    "c.region = 'north' JOIN customers d ON d.cust = o.cust",
+    "full_join_rows": "SELECT o.id, o.cust, c.cust AS known, c.region FROM orders o "
+                      "FULL JOIN customers c ON o.cust = c.cust",
+    "full_join_then_aggregate": "SELECT c.region, o.day, COUNT(*) AS n, COUNT(o.id) AS ids, "
+                                "SUM(o.amount) AS s FROM orders o FULL OUTER JOIN customers c "
+                                "ON c.cust = o.cust WHERE o.amount IS NULL OR o.amount > 10 "
+                                "GROUP BY c.region, o.day",
     "left_join_using": "SELECT cust, o.id, c.region FROM orders o "
                        "LEFT JOIN customers c USING (cust)",
     "not_exists_rows": "SELECT o.id, o.amount FROM orders o WHERE NOT EXISTS "

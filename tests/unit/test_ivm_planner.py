@@ -29,10 +29,12 @@ FALLBACKS = {
         "subquery in an expression",
     "SELECT o.id, c.region FROM orders o JOIN customers d ON d.cust = o.cust "
     "RIGHT JOIN customers c ON o.cust = c.cust": "RIGHT JOIN",
-    "SELECT o.id, c.region FROM orders o FULL OUTER JOIN customers c ON o.cust = c.cust":
-        "FULL JOIN",
+    "SELECT o.id, c.region FROM orders o FULL OUTER JOIN customers c ON o.cust = c.cust "
+    "AND c.region = 'north'": "a FULL JOIN's ON",
+    "SELECT o.id, c.region FROM orders o FULL JOIN customers c ON o.cust = c.cust "
+    "JOIN customers d ON d.cust = o.cust": "a FULL JOIN beside other joins",
     "SELECT o.id, c.region FROM orders o LEFT JOIN customers c ON o.cust = c.cust "
-    "JOIN customers d ON d.cust = o.cust": "an inner join after a LEFT JOIN",
+    "JOIN customers d ON d.region = c.region": "an inner join whose ON names a LEFT JOIN's",
     "SELECT o.id, c.region FROM orders o LEFT JOIN customers c ON o.cust = c.cust "
     "AND o.amount > 5": "a LEFT JOIN's ON",
     "SELECT o.id, c.region FROM orders o LEFT JOIN customers c ON o.cust < c.cust":
@@ -143,7 +145,7 @@ def test_a_left_join_keeps_its_right_side_s_conditions_apart_from_where():
                      SCHEMAS)
     assert plan.incremental, plan.fallback
     nodes = walk(plan.root)
-    (lj,) = [n for n in nodes if isinstance(n, Join) and n.outer]
+    (lj,) = [n for n in nodes if isinstance(n, Join) and n.kind == "left"]
     assert isinstance(lj.right, Filter) and "north" in lj.right.predicate.sql()
     above = [n for n in nodes if isinstance(n, Filter) and n.id > lj.id]
     assert len(above) == 1 and "IS NULL" in above[0].predicate.sql().upper()
