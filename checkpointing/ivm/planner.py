@@ -128,7 +128,7 @@ class _Builder:
         return UnionAll(self._id(), tuple(sides))
 
     def _select(self, q: exp.Select) -> tuple[Node, tuple[str, ...]]:
-        q = self._semi_joins(self._scalars(q))
+        q = self._semi_joins(self._scalars(self._not_ins(q)))
         _refuse_unmaintainable(q)
         node = self._from(q)
         aggregated = bool(q.args.get("group")) or any(
@@ -185,6 +185,69 @@ class _Builder:
             q.append("joins", exp.Join(this=source))
         return q
 
+    # NOT IN: what it keeps, as three anti-joins, which the rules below maintain
+    def _not_ins(self, q: exp.Select) -> exp.Select:
+        """``x NOT IN (SELECT k FROM s WHERE p)`` among WHERE's conjuncts, uncorrelated, as
+        the three conditions that keep exactly its rows under SQL's NULLs, each a NOT
+        EXISTS correlated by an equality (an anti-join, maintained from the keys whose
+        presence changed):
+
+        - no ``k`` equals ``x``;
+        - no ``k`` is NULL (one NULL makes NOT IN keep no row): the subquery's rows with a
+          NULL ``k``, keyed TRUE, against every outer row, keyed TRUE;
+        - ``x`` is not NULL unless the subquery has no row (``NULL NOT IN (<empty>)`` is
+          true): its rows keyed TRUE against the outer rows keyed ``x IS NULL``.
+
+        Each changes only when its keys appear or vanish, so a change of the subquery's
+        rows does not re-read the outer rows. The subquery's relation gets a name of its
+        own, so that a NOT IN over the outer query's own table is not correlated by
+        accident."""
+        where = q.args.get("where")
+        if where is None:
+            return q
+        out: list[exp.Expr] = []
+        changed = False
+        for c in _conjuncts(where.this):
+            inner = c.this.args.get("query") if isinstance(c, exp.Not) and \
+                isinstance(c.this, exp.In) else None
+            inner = inner.this if isinstance(inner, exp.Subquery) else inner
+            x = c.this.this if inner is not None else None
+            if not isinstance(inner, exp.Select) or len(inner.selects) != 1 or \
+                    _outer_columns(inner) or inner.args.get("from_") is None or \
+                    not isinstance(inner.args["from_"].this, exp.Table) or \
+                    any(inner.args.get(k) for k in ("joins", "group", "having", "limit")) or \
+                    _aggregate_calls(inner.selects[0]) or x is None or not _aliases(x):
+                out.append(c)
+                continue
+            inner = _realiased(inner, f"__notin{self.next_id}_{len(out)}")
+            k = _unaliased(inner.selects[0])
+            local = list(_conjuncts(inner.args["where"].this)) if inner.args.get("where") \
+                else []
+
+            def absent(*conds: exp.Expr, inner: exp.Select = inner,
+                       local: list[exp.Expr] = local) -> exp.Expr:
+                rows = exp.select(exp.Literal.number(1))
+                rows.set("from_", inner.args["from_"].copy())
+                rows.set("where", exp.Where(this=_and([*(e.copy() for e in local), *conds])))
+                return exp.Not(this=exp.Exists(this=rows))
+
+            def is_null(e: exp.Expr) -> exp.Expr:  # in parentheses: an operand of ``=``
+                return exp.Paren(this=exp.Is(this=e.copy(), expression=exp.Null()))
+
+            def always(e: exp.Expr) -> exp.Expr:  # TRUE on every row, over e's relation
+                return exp.Paren(this=exp.Or(this=is_null(e), expression=exp.Not(
+                    this=is_null(e))))
+
+            out += [absent(exp.EQ(this=k.copy(), expression=x.copy())),
+                    absent(is_null(k), exp.EQ(this=is_null(k), expression=always(x))),
+                    absent(exp.EQ(this=always(k), expression=is_null(x)))]
+            changed = True
+        if not changed:
+            return q
+        q = q.copy()
+        q.set("where", exp.Where(this=_and(out)))
+        return q
+
     # IN and EXISTS: a semi-join is an inner join with the distinct keys of the subquery;
     # NOT EXISTS: an anti-join is the LEFT JOIN with them, kept where nothing matched
     def _semi_joins(self, q: exp.Select) -> exp.Select:
@@ -205,9 +268,8 @@ class _Builder:
         for c in _conjuncts(where.this):
             if isinstance(c, exp.Not) and isinstance(c.this, exp.In) and \
                     c.this.args.get("query") is not None:
-                raise _Fallback("NOT IN (subquery) is not maintained incrementally: one NULL "
-                                "among the subquery's values keeps no row; NOT EXISTS with "
-                                "an equality is")
+                raise _Fallback("NOT IN over a correlated, joined, grouped or limited "
+                                "subquery is not maintained incrementally yet")
             negated = isinstance(c, exp.Not) and isinstance(c.this, exp.Exists)
             rewritten = self._semi_join(c.this if negated else c, len(derived) + len(anti))
             if rewritten is None:
@@ -458,6 +520,18 @@ def _scalar(inner: exp.Select, alias: str, correlated_ok: bool
     if pairs:
         body.set("group", exp.Group(expressions=[i.copy() for i, _ in pairs]))
     return _derived(body, alias), _key_condition(pairs, alias) if pairs else None
+
+
+def _realiased(q: exp.Select, alias: str) -> exp.Select:
+    """``q`` (over one table) with that table named ``alias``, and its columns too."""
+    q = q.copy()
+    table = q.args["from_"].this
+    old = table.alias_or_name
+    table.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
+    for c in _block_columns(q):
+        if c.table == old:
+            c.set("table", exp.to_identifier(alias))
+    return q
 
 
 def _derived(select: exp.Select, alias: str) -> exp.Expr:

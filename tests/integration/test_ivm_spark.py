@@ -25,7 +25,7 @@ EXAMPLES = int(os.environ.get("CKPT_HISTORY_EXAMPLES", "1"))
 #: DISTINCT, top-N, a semi-join, a view over a view, the outer joins
 ON_SPARK = ["per_customer", "join_then_aggregate", "distinct", "top_groups", "in_subquery",
             "view_over_a_view", "global", "left_join_then_aggregate", "two_left_joins",
-            "not_exists_then_aggregate", "full_join_then_aggregate"]
+            "not_exists_then_aggregate", "full_join_then_aggregate", "not_in_rows"]
 TYPES = {"bigint": "bigint", "string": "string"}
 
 

@@ -68,6 +68,10 @@ VIEWS = {
                                 "GROUP BY c.region, o.day",
     "left_join_using": "SELECT cust, o.id, c.region FROM orders o "
                        "LEFT JOIN customers c USING (cust)",
+    "not_in_rows": "SELECT id, amount FROM orders WHERE cust NOT IN "
+                   "(SELECT cust FROM customers WHERE region = 'north')",
+    "not_in_its_own_table": "SELECT day, COUNT(*) AS n FROM orders WHERE cust NOT IN "
+                            "(SELECT cust FROM orders WHERE amount > 90) GROUP BY day",
     "not_exists_rows": "SELECT o.id, o.amount FROM orders o WHERE NOT EXISTS "
                        "(SELECT 1 FROM customers c WHERE c.cust = o.cust "
                        "AND c.region = 'north') AND o.amount > 5",

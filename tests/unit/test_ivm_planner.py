@@ -23,8 +23,8 @@ FALLBACKS = {
     "WHERE c.cust < o.cust)": "subquery in an expression",
     "SELECT id FROM orders o WHERE EXISTS (SELECT 1 FROM customers c WHERE c.cust <> o.cust)":
         "subquery in an expression",
-    "SELECT id FROM orders WHERE cust NOT IN (SELECT cust FROM customers)":
-        "NOT IN (subquery) is not maintained incrementally",
+    "SELECT id FROM orders o WHERE cust NOT IN (SELECT c.cust FROM customers c "
+    "WHERE c.region = o.day)": "NOT IN over a correlated",
     "SELECT id, (SELECT MAX(amount) FROM orders) AS top FROM orders":
         "subquery in an expression",
     "SELECT o.id, c.region FROM orders o JOIN customers d ON d.cust = o.cust "

@@ -21,7 +21,7 @@ from tests.support.ivm_duckdb import DuckDBEngine, _norm
 duckdb = pytest.importorskip("duckdb")
 
 #: the queries planned incrementally today; a query that leaves this set fails the test
-INCREMENTAL = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 17, 18, 19, 22}
+INCREMENTAL = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 22}
 
 
 @pytest.fixture(scope="module")
@@ -80,16 +80,16 @@ def test_incremental_queries_equal_the_batch_query_through_refresh_sets(tpch):
                             for row in con.execute(queries[n]).fetchall())
             assert maintained[n] == batch, (n, epoch)
     print("views a refresh changed:", sorted(moved))
-    # at this scale a refresh moves no row of Q2's and Q3's top-N, nor of Q18's and Q19's
-    # few qualifying orders: those four are compared with a result the refresh left as it was
-    assert len(moved) >= len(views) - 4, sorted(set(views) - moved)
+    # at this scale a refresh moves no row of Q3's top-N, nor of Q18's and Q19's few
+    # qualifying orders: those three are compared with a result the refresh left as it was
+    assert len(moved) >= len(views) - 3, sorted(set(views) - moved)
 
 
 def _refresh(con, rng: random.Random, next_key: int) -> int:
     """RF1 and RF2 of about 2 % of orders: new orders (copies of existing ones under new
     keys, for any customer, with their lineitems) and deleted orders (with their
-    lineitems), and new supply costs for about 2 % of partsupp; the other tables' change
-    relations are empty."""
+    lineitems), new supply costs for about 2 % of partsupp, and complaints recorded or
+    cleared for 2 % of suppliers; the other tables' change relations are empty."""
     n = max(1, con.execute("SELECT count(*) FROM orders").fetchone()[0] // 50)
     keys = [k for (k,) in con.execute("SELECT o_orderkey FROM orders").fetchall()]
     gone = rng.sample(keys, n)
@@ -127,7 +127,20 @@ def _refresh(con, rng: random.Random, next_key: int) -> int:
         ON ps_partkey = pk AND ps_suppkey = sk""")
     con.execute("""UPDATE partsupp SET ps_supplycost = CAST(ps_supplycost / 2 AS
         DECIMAL(15, 2)) FROM repriced WHERE ps_partkey = pk AND ps_suppkey = sk""")
-    for t in ("customer", "nation", "region", "part", "supplier"):
+    # and complaints recorded against 2 % of suppliers, or cleared where they had some
+    # (Q16 leaves out the suppliers with complaints: NOT IN)
+    con.execute(f"""CREATE OR REPLACE TEMP TABLE complained AS SELECT s_suppkey AS sk,
+        CASE WHEN s_comment LIKE '%Customer%Complaints%' THEN 'complaints cleared'
+        ELSE s_comment || ' Customer Complaints' END AS comment FROM supplier
+        ORDER BY hash(s_suppkey + {rng.randrange(1 << 30)}) LIMIT 10""")
+    con.execute(f"""CREATE OR REPLACE TABLE "{input_relation('supplier')}" AS
+        SELECT supplier.* REPLACE (comment AS s_comment), 1::BIGINT AS _w FROM supplier
+        JOIN complained ON s_suppkey = sk
+        UNION ALL SELECT supplier.*, -1::BIGINT AS _w FROM supplier JOIN complained
+        ON s_suppkey = sk""")
+    con.execute("UPDATE supplier SET s_comment = comment FROM complained "
+                "WHERE s_suppkey = sk")
+    for t in ("customer", "nation", "region", "part"):
         con.execute(f'CREATE OR REPLACE TABLE "{input_relation(t)}" AS '
                     f"SELECT *, 1::BIGINT AS _w FROM {t} WHERE false")
     return next_key + n
