@@ -221,7 +221,8 @@ def maintain_view(run: JobRun) -> JobResult:
             rows = _write_unchanged(run, view, spec, key, schema, ns)
         else:
             carried = 0
-            change, result = _refresh(run, view, plan, found, refresh, ns, columns)
+            types = _batch_types(spark, view, found, columns)
+            change, result = _refresh(run, view, plan, found, refresh, ns, columns, types)
             schema = result.drop(WEIGHT).schema.json()
             rows = _write_output(run, view, spec, key, columns, change, result, ns)
         verified = None
@@ -277,10 +278,34 @@ def _carry(run: JobRun) -> int:
     return carried
 
 
+def _batch_types(spark: Any, view: ViewTask, found: dict[str, ViewInput],
+                 columns: tuple[str, ...]) -> dict[str, str]:
+    """Each output column's SQL type as the view's query run as a batch gives it: the
+    rules compute an AVG of decimals as a sum over a count, whose decimal scale is not
+    AVG's, so the maintained rows are cast to these. Spark analyses the query over empty
+    inputs of the same schemas; nothing is read."""
+    for n, i in found.items():
+        spark.createDataFrame([], i.schema).createOrReplaceTempView(n)
+    try:
+        fields = spark.sql(view.sql).schema.fields
+    finally:
+        for n in found:
+            spark.catalog.dropTempView(n)
+    return {c: f.dataType.simpleString() for c, f in zip(columns, fields, strict=True)}
+
+
+def _typed(columns: tuple[str, ...], types: dict[str, str], rel: str) -> str:
+    """The Z-set ``rel`` with each column cast to its type in ``types``."""
+    picked = ", ".join(f"CAST({q(c)} AS {types[c]}) AS {q(c)}" for c in columns)
+    return f"SELECT {picked}, {WEIGHT} FROM {rel}"
+
+
 def _refresh(run: JobRun, view: ViewTask, plan: Any, found: dict[str, ViewInput],
-             refresh: Refresh, ns: str, columns: tuple[str, ...]) -> tuple[Any, Any]:
+             refresh: Refresh, ns: str, columns: tuple[str, ...], types: dict[str, str]
+             ) -> tuple[Any, Any]:
     """Run the refresh; returns (the view's change, its whole result), both kept as this
-    epoch's states and read back, Z-sets over ``columns`` and the weight."""
+    epoch's states and read back, Z-sets over ``columns`` (of the batch query's
+    ``types``) and the weight."""
     from pyspark.sql import functions as F
 
     spark = run.spark
@@ -311,11 +336,12 @@ def _refresh(run: JobRun, view: ViewTask, plan: Any, found: dict[str, ViewInput]
             change = spark.sql(f"SELECT * FROM {ns}now UNION ALL "
                                f"SELECT {cols}, -{WEIGHT} AS {WEIGHT} FROM {ns}before")
     change.createOrReplaceTempView(f"{ns}raw")
-    change = kept.save(CHANGE, spark.sql(consolidated(columns, f"SELECT * FROM {ns}raw")))
+    change = kept.save(CHANGE, spark.sql(consolidated(
+        columns, _typed(columns, types, f"{ns}raw"))))
     change.createOrReplaceTempView(f"{ns}change")
     union = f"SELECT * FROM {ns}change"
-    if before is not None:
-        union = f"SELECT * FROM {ns}before UNION ALL {union}"
+    if before is not None:  # a result kept before its types were the batch's: cast too
+        union = f"{_typed(columns, types, f'{ns}before')} UNION ALL {union}"
     return change, kept.save(RESULT, spark.sql(consolidated(columns, union)))
 
 

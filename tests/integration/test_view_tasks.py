@@ -33,7 +33,7 @@ EXAMPLES = int(os.environ.get("CKPT_HISTORY_EXAMPLES", "1"))
 #: overwrite), a window function (no incremental rule: recomputed, overwrite)
 VIEWS = {
     "per_customer": "SELECT customer, COUNT(*) AS n, SUM(amount) AS total, "
-                    "MAX(amount) AS top FROM orders GROUP BY customer",
+                    "MAX(amount) AS top, AVG(amount) AS mean FROM orders GROUP BY customer",
     "per_region": "SELECT c.region, SUM(o.amount) AS total, COUNT(DISTINCT o.customer) "
                   "AS buyers FROM orders o JOIN customers c ON o.customer = c.customer "
                   "GROUP BY c.region",
@@ -106,7 +106,8 @@ def _pipeline(tmp, fail: dict, views: dict[str, str] = VIEWS, verify_every: int 
 
 def _create(spark, tmp) -> tuple[str, str]:
     o, c = f"delta.`{tmp}/bronze/orders`", f"delta.`{tmp}/bronze/customers`"
-    spark.sql(f"CREATE TABLE {o} (id BIGINT, customer STRING, amount BIGINT) USING delta "
+    spark.sql(f"CREATE TABLE {o} (id BIGINT, customer STRING, amount DECIMAL(12, 2)) "
+              "USING delta "
               "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')")
     spark.sql(f"INSERT INTO {o} SELECT id, concat('c', CAST(id % 4 AS STRING)), "
               "id * 13 % 100 FROM range(0, 200, 1, 2)")
@@ -127,9 +128,15 @@ def _check(spark, coord, tmp, epoch: int, views: dict[str, str] = VIEWS) -> None
                 .load(f"{tmp}/bronze/{name}").createOrReplaceTempView(name)
     spark.sql(VIEWS["per_customer"]).createOrReplaceTempView("per_customer")
     for n, sql in views.items():
-        want = _rows(spark.sql(sql).collect())
+        batch = spark.sql(sql)
+        want = _rows(batch.collect())
         got = DeltaTable(f"{tmp}/gold/{n}").to_pandas()
         assert _rows(got.itertuples(index=False)) == want, (n, epoch)
+        # the batch query's types (an AVG of decimals is decimal(16,6), not the rules'
+        # sum over a count)
+        table = spark.read.format("delta").load(f"{tmp}/gold/{n}").schema
+        assert [(f.name, f.dataType.simpleString()) for f in table.fields] == \
+            [(f.name, f.dataType.simpleString()) for f in batch.schema.fields], (n, epoch)
 
 
 @settings(max_examples=EXAMPLES, deadline=None,
