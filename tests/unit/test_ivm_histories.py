@@ -22,7 +22,7 @@ from tests.support.ivm_histories import ORDER_OPS, SCHEMAS, VIEWS, _apply
 
 duckdb = pytest.importorskip("duckdb")
 
-EXAMPLES = int(os.environ.get("CKPT_HISTORY_EXAMPLES", "20"))
+EXAMPLES = int(os.environ.get("CKPT_HISTORY_EXAMPLES", "16"))
 
 
 def _batch(con, sql: str) -> Counter:
