@@ -166,8 +166,8 @@ class _Builder:
                 continue
             for sub in list(node.find_all(exp.Subquery)):
                 if isinstance(sub.parent, exp.In | exp.Exists) or not isinstance(
-                        sub.this, exp.Select):
-                    continue
+                        sub.this, exp.Select) or sub.parent_select is not q:
+                    continue  # not a scalar, or one of a nested subquery's own
                 alias = f"__scalar{self.next_id}_{len(derived)}"
                 found = _scalar(sub.this, alias, correlated_ok=clause == "where")
                 if found is None:
@@ -544,9 +544,23 @@ def _inner_aliases(q: exp.Select) -> set[str]:
 
 
 def _outer_columns(q: exp.Select) -> list[exp.Column]:
-    """The columns of ``q``'s own clauses that name a relation outside it (correlation)."""
-    inner = _inner_aliases(q)
-    return [c for c in _block_columns(q) if c.table and c.table not in inner]
+    """The columns of ``q``'s clauses that name a relation outside it (correlation), by
+    SQL's scopes: a subquery in ``q``'s clauses sees ``q``'s relations and its own, so a
+    column of a nested subquery that names one of ``q``'s relations is ``q``'s, not
+    outside it (TPC-H Q20's IN holds a scalar subquery correlated with the IN's table)."""
+    own = _inner_aliases(q)
+    out: list[exp.Column] = []
+    for e in _block_expressions(q):
+        stack = [e]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, exp.Select) and node is not e:
+                out += [c for c in _outer_columns(node) if c.table not in own]
+                continue
+            if isinstance(node, exp.Column) and node.table and node.table not in own:
+                out.append(node)
+            stack.extend(node.iter_expressions())
+    return out
 
 
 def _exists(inner: exp.Select, alias: str) -> tuple[exp.Expr, exp.Expr] | None:
