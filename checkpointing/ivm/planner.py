@@ -528,7 +528,7 @@ def _realiased(q: exp.Select, alias: str) -> exp.Select:
     table = q.args["from_"].this
     old = table.alias_or_name
     table.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
-    for c in _block_columns(q):
+    for c in _scope_columns(q):  # not a nested subquery's own table of the same name
         if c.table == old:
             c.set("table", exp.to_identifier(alias))
     return q
@@ -544,22 +544,31 @@ def _inner_aliases(q: exp.Select) -> set[str]:
 
 
 def _outer_columns(q: exp.Select) -> list[exp.Column]:
-    """The columns of ``q``'s clauses that name a relation outside it (correlation), by
-    SQL's scopes: a subquery in ``q``'s clauses sees ``q``'s relations and its own, so a
-    column of a nested subquery that names one of ``q``'s relations is ``q``'s, not
-    outside it (TPC-H Q20's IN holds a scalar subquery correlated with the IN's table)."""
+    """The columns of ``q``'s clauses that name a relation outside it (correlation)."""
     own = _inner_aliases(q)
+    return [c for c in _scope_columns(q) if c.table and c.table not in own]
+
+
+def _scope_columns(q: exp.Select) -> list[exp.Column]:
+    """The columns of ``q``'s clauses that name ``q``'s relations or one outside it."""
+    return [c for e in _block_expressions(q) for c in _columns(e)]
+
+
+def _columns(e: exp.Expr) -> list[exp.Column]:
+    """The columns of ``e`` by SQL's scopes: a subquery in ``e`` sees the relations around
+    it and its own, so of its columns only those its own FROM does not name are ``e``'s
+    (TPC-H Q20's IN holds a scalar subquery correlated with the IN's table)."""
     out: list[exp.Column] = []
-    for e in _block_expressions(q):
-        stack = [e]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, exp.Select) and node is not e:
-                out += [c for c in _outer_columns(node) if c.table not in own]
-                continue
-            if isinstance(node, exp.Column) and node.table and node.table not in own:
-                out.append(node)
-            stack.extend(node.iter_expressions())
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, exp.Select) and node is not e:
+            nested = _inner_aliases(node)
+            out += [c for c in _scope_columns(node) if c.table not in nested]
+            continue
+        if isinstance(node, exp.Column):
+            out.append(node)
+        stack.extend(node.iter_expressions())
     return out
 
 
@@ -793,7 +802,8 @@ def _side(j: exp.Join) -> str:
 
 
 def _aliases(e: exp.Expr) -> set[str]:
-    return {c.table for c in e.find_all(exp.Column)}
+    """The relations ``e`` names (not those a subquery in it names of its own)."""
+    return {c.table for c in _columns(e)}
 
 
 def _equi(c: exp.Expr, joined: set[str], alias: str) -> bool:

@@ -143,7 +143,7 @@ def _union(n: UnionAll, ns: str) -> list[Step | State]:
 def _join(n: Join, ns: str) -> list[Step | State]:
     """Δ(L ⋈ R) = ΔL ⋈ R + (L + ΔL) ⋈ ΔR, both sides kept consolidated."""
     if n.kind != "inner":
-        return _left_join(n, ns)
+        return _outer_join(n, ns)
     sl = State(f"{ns}s{n.id}_l", f"SELECT * FROM {d(n.left, ns)} WHERE 1 = 0")
     sr = State(f"{ns}s{n.id}_r", f"SELECT * FROM {d(n.right, ns)} WHERE 1 = 0")
     ln, rn = n.left.names(), n.right.names()
@@ -166,7 +166,7 @@ def _join(n: Join, ns: str) -> list[Step | State]:
                                             f"SELECT * FROM {d(n.right, ns)}"))]
 
 
-def _left_join(n: Join, ns: str) -> list[Step | State]:
+def _outer_join(n: Join, ns: str) -> list[Step | State]:
     """Δ(L ⟕ R) = Δ(L ⋈ R) + pad(ΔL − Δ(L ⋉ R)) (:func:`_unmatched`); a FULL join adds
     the mirror image, pad(ΔR − Δ(R ⋉ L)), the right rows that lost or found their last
     match on the left."""

@@ -72,6 +72,9 @@ VIEWS = {
                    "(SELECT cust FROM customers WHERE region = 'north')",
     "not_in_its_own_table": "SELECT day, COUNT(*) AS n FROM orders WHERE cust NOT IN "
                             "(SELECT cust FROM orders WHERE amount > 90) GROUP BY day",
+    "not_in_over_a_nested_in": "SELECT id, amount FROM orders WHERE cust NOT IN (SELECT cust "
+                               "FROM customers WHERE region IN (SELECT region FROM customers "
+                               "WHERE cust = 'c1'))",
     "not_exists_rows": "SELECT o.id, o.amount FROM orders o WHERE NOT EXISTS "
                        "(SELECT 1 FROM customers c WHERE c.cust = o.cust "
                        "AND c.region = 'north') AND o.amount > 5",
