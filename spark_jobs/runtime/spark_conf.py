@@ -16,7 +16,13 @@ SESSION_CONF = {"spark.sql.session.timeZone": "UTC",
 #: Files per staged output, set only on the laptop-sized local sessions the runtime makes
 #: (tiny outputs in one file); on a cluster Spark writes a file per partition, in parallel.
 OUTPUT_FILES_CONF = "spark.ckpt.outputFiles"
-LOCAL_CONF = {"spark.sql.shuffle.partitions": "4", OUTPUT_FILES_CONF: "1"}
+#: Delta's reader rebuilds a table version's state (its log replayed into the live files)
+#: in 50 partitions by default, a cluster's number: on a laptop's two cores that is 50
+#: tasks for a log of a few kilobytes, every time a version is read. With 2, the Delta
+#: histories property spent 61 machine CPU-s against 160 (docs/testing.md).
+DELTA_SNAPSHOT_PARTITIONS = "spark.databricks.delta.snapshotPartitions"
+LOCAL_CONF = {"spark.sql.shuffle.partitions": "4", OUTPUT_FILES_CONF: "1",
+              DELTA_SNAPSHOT_PARTITIONS: "2"}
 
 #: A Connect server's own settings (static: set when it starts). It runs the same
 #: pipelines' queries epoch after epoch, and Spark keeps the classes it generates for a

@@ -49,6 +49,11 @@ CODEGEN_CACHE = "spark.sql.codegen.cache.maxEntries=5000"
 #: benchmarks, `make bench-check` among them, and production keep Spark's default.
 INTERPRETED = ("-Dspark.sql.codegen.wholeStage=false "
                "-Dspark.sql.codegen.factoryMode=NO_CODEGEN")
+#: Delta's snapshot state in two partitions on every JVM of the suite, the standalone
+#: cluster's and spark-submit's too (a local session and a local Connect server get it from
+#: the runtime's laptop settings, ``LOCAL_CONF``): the suite's tables are a few kilobytes,
+#: and Delta's default of 50 partitions made every version read 50 tasks.
+SMALL_TABLES = "-Dspark.databricks.delta.snapshotPartitions=2"
 #: A mismatched archive is not an error: the JVM then loads its classes as usual, and with
 #: these log tags off no test sees a warning on stderr.
 QUIET = "-Xlog:cds=off,cds+dynamic=off"
@@ -87,7 +92,7 @@ def spark_env() -> dict[str, str]:
             # spark-submit's JVMs (the launcher adds SPARK_SUBMIT_OPTS to the driver's
             # options); their executors get the same through SparkConf's system properties
             "SPARK_SUBMIT_OPTS": f"{opts} -Dspark.executor.defaultJavaOptions='{opts}' "
-                                 f"-D{CODEGEN_CACHE} {INTERPRETED}",
+                                 f"-D{CODEGEN_CACHE} {INTERPRETED} {SMALL_TABLES}",
             # the standalone master and worker
             "SPARK_DAEMON_JAVA_OPTS": opts}
 
