@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: install demo docs docs-serve bench-check test test-fast test-integration test-system test-package test-containers lint bench bench-coordinator bench-verify bench-airflow bench-tables bench-sources bench-table-inputs bench-table-inputs-dv bench-table-inputs-iceberg bench-catalog bench-scale bench-scale-topology faults soak drills drills-containers
+.PHONY: install demo docs docs-serve bench-check test test-fast test-integration test-system test-package test-containers lint bench bench-coordinator bench-verify bench-airflow bench-tables bench-sources bench-table-inputs bench-table-inputs-dv bench-table-inputs-iceberg bench-catalog bench-scale bench-scale-topology bench-views faults soak drills drills-containers
 
 install:
 	scripts/bootstrap.sh
@@ -159,6 +159,12 @@ bench-catalog: install
 # keys; about an hour on 2 cores). ARGS="--scale 1" for a quicker run.
 bench-scale: install
 	$(PY) bench/tpch_bench.py --scale 10 $(ARGS)
+
+# TPC-H's 22 queries as incremental views: a refresh of 0.1 % of the orders maintained, each
+# against the query recomputed, and against a Declarative Pipeline's materialized views
+# (bench/views_bench.py; ARGS=--scale 0.1 for a shorter run).
+bench-views: install
+	$(PY) bench/views_bench.py --sdp $(ARGS)
 
 # tpch_daily at scale factor 1 through the deployment topology (scripts/cluster.sh's
 # processes, CeleryExecutor), a Celery worker killed mid-task (bench/tpch_topology.py).

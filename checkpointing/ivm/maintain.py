@@ -18,8 +18,9 @@ class Engine(Protocol):
     def exists(self, name: str) -> bool:
         """Whether relation ``name`` is defined (a state kept by an earlier epoch)."""
 
-    def define(self, name: str, sql: str) -> None:
-        """Define relation ``name`` as the result of ``sql``."""
+    def define(self, name: str, sql: str, once: bool = False) -> None:
+        """Define relation ``name`` as the result of ``sql``; ``once``: later statements
+        read it several times, so an engine whose relations are views computes it now."""
 
     def keep(self, renames: dict[str, str]) -> None:
         """Make each relation ``new`` the state ``old`` for the next epoch
@@ -35,6 +36,6 @@ def run_epoch(prog: Program, engine: Engine) -> str:
             if not engine.exists(step.name):
                 engine.define(step.name, step.empty)
         elif isinstance(step, Step):
-            engine.define(step.name, step.sql)
+            engine.define(step.name, step.sql, once=step.shared)
     engine.keep({s.next: s.name for s in prog.states})
     return prog.out

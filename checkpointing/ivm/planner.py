@@ -257,8 +257,11 @@ class _Builder:
         is what the join with the subquery's distinct keys keeps (a NULL key matches
         nothing, as IN's NULL filters the row). ``NOT EXISTS`` the same way, as the LEFT
         JOIN with those keys and ``__k0 IS NULL``: a matched row's key equals a key of the
-        outer row, so it is not NULL. NOT IN falls back: one NULL among the
-        subquery's values makes it keep no row, which no join expresses."""
+        outer row, so it is not NULL. An EXISTS whose correlation also holds one
+        ``inner <> outer`` counts instead (:func:`_exists_unequal`). NOT IN over a
+        correlated subquery falls back: one NULL among the subquery's values makes it keep
+        no row, which no join expresses (:meth:`_not_ins` rewrites the uncorrelated
+        ones)."""
         where = q.args.get("where")
         if where is None:
             return q
@@ -271,18 +274,14 @@ class _Builder:
                 raise _Fallback("NOT IN over a correlated, joined, grouped or limited "
                                 "subquery is not maintained incrementally yet")
             negated = isinstance(c, exp.Not) and isinstance(c.this, exp.Exists)
-            rewritten = self._semi_join(c.this if negated else c, len(derived) + len(anti))
+            rewritten = self._semi_join(c.this if negated else c, negated,
+                                        len(derived) + len(anti))
             if rewritten is None:
                 kept.append(c)
                 continue
-            source, condition = rewritten
-            if negated:
-                anti.append(exp.Join(this=source, side="LEFT", on=condition))
-                kept.append(exp.Is(this=exp.column("__k0", source.alias_or_name),
-                                   expression=exp.Null()))
-            else:
-                derived.append(exp.Join(this=source))
-                kept.append(condition)
+            derived += rewritten.inner
+            anti += rewritten.left
+            kept += rewritten.keep
         if not derived and not anti:
             return q
         q = q.copy()
@@ -291,7 +290,7 @@ class _Builder:
         q.set("where", exp.Where(this=_and(kept)))
         return q
 
-    def _semi_join(self, c: exp.Expr, n: int) -> tuple[exp.Expr, exp.Expr] | None:
+    def _semi_join(self, c: exp.Expr, negated: bool, n: int) -> _SemiJoin | None:
         alias = f"__semi{self.next_id}_{n}"  # unique: no two blocks plan at one id
         if isinstance(c, exp.In) and c.args.get("query") is not None:
             inner = c.args["query"]
@@ -302,11 +301,25 @@ class _Builder:
             keys = inner.copy()
             keys.set("distinct", exp.Distinct())
             keys.set("expressions", [exp.alias_(_unaliased(keys.selects[0]), "__k0")])
-            return _derived(keys, alias), exp.EQ(this=c.this.copy(),
-                                                 expression=exp.column("__k0", alias))
-        if isinstance(c, exp.Exists) and isinstance(c.this, exp.Select):
-            return _exists(c.this, alias)
-        return None
+            return _SemiJoin([exp.Join(this=_derived(keys, alias))], [], [exp.EQ(
+                this=c.this.copy(), expression=exp.column("__k0", alias))])
+        if not (isinstance(c, exp.Exists) and isinstance(c.this, exp.Select)) or \
+                _grouped(c.this):
+            return None
+        split = _correlation(c.this)
+        if split is None:
+            return None
+        local, pairs, unequal = split
+        if unequal is not None:
+            return _exists_unequal(c.this, local, pairs, unequal, alias, negated)
+        if not pairs:
+            return None
+        source = _distinct_keys(c.this, local, pairs, alias)
+        condition = _key_condition(pairs, alias)
+        if negated:
+            return _SemiJoin([], [exp.Join(this=source, side="LEFT", on=condition)],
+                             [exp.Is(this=exp.column("__k0", alias), expression=exp.Null())])
+        return _SemiJoin([exp.Join(this=source)], [], [condition])
 
     # FROM, JOIN and WHERE: scans, filters pushed to the scan they name, equi-joins
     def _from(self, q: exp.Select) -> Node:
@@ -503,9 +516,9 @@ def _scalar(inner: exp.Select, alias: str, correlated_ok: bool
             not _aggregate_calls(inner.selects[0]) or inner.args.get("from_") is None:
         return None
     split = _correlation(inner)
-    if split is None:
+    if split is None or split[2] is not None:
         return None
-    local, pairs = split
+    local, pairs, _ = split
     value = _unaliased(inner.selects[0])
     if pairs and (not correlated_ok or any(isinstance(x, exp.Count)
                                            for x in value.find_all(exp.Count))):
@@ -572,50 +585,114 @@ def _columns(e: exp.Expr) -> list[exp.Column]:
     return out
 
 
-def _exists(inner: exp.Select, alias: str) -> tuple[exp.Expr, exp.Expr] | None:
-    """``EXISTS (SELECT ... FROM b WHERE b.k = a.k AND <b only>)`` as the join of the
-    outer query with ``(SELECT DISTINCT b.k ... WHERE <b only>)`` on ``a.k``; None when
-    a correlation is not an equality, or the subquery groups or limits."""
-    if any(inner.args.get(k) for k in ("group", "having", "limit", "joins")) or \
-            inner.args.get("from_") is None:
-        return None
-    split = _correlation(inner)
-    if split is None or not split[1]:
-        return None
-    local, pairs = split
+@dataclass(frozen=True)
+class _SemiJoin:
+    """A subquery condition of WHERE as joins: inner joins, LEFT JOINs (after every inner
+    one) and the conditions that replace it."""
+
+    inner: list[exp.Join]
+    left: list[exp.Join]
+    keep: list[exp.Expr]
+
+
+def _grouped(inner: exp.Select) -> bool:
+    """Whether subquery ``inner`` groups, limits or joins (no rewrite here), or has no
+    FROM."""
+    return any(inner.args.get(k) for k in ("group", "having", "limit", "joins")) or \
+        inner.args.get("from_") is None
+
+
+def _distinct_keys(inner: exp.Select, local: list[exp.Expr], pairs: _Pairs,
+                   alias: str) -> exp.Expr:
+    """``(SELECT DISTINCT <inner sides of pairs> FROM b WHERE <local>) alias``."""
     keys = exp.select(*(exp.alias_(i.copy(), f"__k{n}") for n, (i, _) in enumerate(pairs)))
     keys.set("from_", inner.args["from_"].copy())
     keys.set("distinct", exp.Distinct())
     if local:
         keys.set("where", exp.Where(this=_and([x.copy() for x in local])))
-    return _derived(keys, alias), _key_condition(pairs, alias)
+    return _derived(keys, alias)
+
+
+def _counts(inner: exp.Select, local: list[exp.Expr], pairs: _Pairs,
+            extra: exp.Expr | None, alias: str) -> exp.Expr:
+    """``(SELECT <inner sides of pairs>[, extra], COUNT(*) AS __n FROM b WHERE <local>
+    GROUP BY them) alias``: the subquery's rows per key."""
+    sides = [i for i, _ in pairs] + ([extra] if extra is not None else [])
+    counted = exp.select(*(exp.alias_(i.copy(), f"__k{n}") for n, i in enumerate(sides)),
+                         exp.alias_(exp.Count(this=exp.Star()), "__n"))
+    counted.set("from_", inner.args["from_"].copy())
+    if local:
+        counted.set("where", exp.Where(this=_and([x.copy() for x in local])))
+    counted.set("group", exp.Group(expressions=[i.copy() for i in sides]))
+    return _derived(counted, alias)
+
+
+def _exists_unequal(inner: exp.Select, local: list[exp.Expr], pairs: _Pairs,
+                    unequal: tuple[exp.Expr, exp.Expr], alias: str, negated: bool
+                    ) -> _SemiJoin | None:
+    """``[NOT] EXISTS (SELECT ... FROM b WHERE b.k = a.k AND b.c <> a.c AND <b only>)``
+    (TPC-H Q21) by counting: the rows of ``b`` whose ``c`` differs from ``a.c`` are those
+    of its key whose ``c`` is not NULL, minus those whose ``c`` equals ``a.c``; and when
+    ``a.c`` is NULL, no row's ``c <> a.c`` holds. Both counts are grouped aggregates over
+    ``b``, so a change of ``b`` moves only the counts of the keys it touches, and each is
+    joined to the outer rows through those keys. EXISTS joins the first count and LEFT
+    JOINs the second; NOT EXISTS LEFT JOINs both."""
+    if not pairs:
+        return None
+    c, outer = unequal
+    known = [*local, exp.Not(this=exp.Is(this=c.copy(), expression=exp.Null()))]
+    every, same = f"{alias}_all", f"{alias}_same"
+    on_every = _key_condition(pairs, every)
+    on_same = _and([_key_condition(pairs, same), exp.EQ(
+        this=outer.copy(), expression=exp.column(f"__k{len(pairs)}", same))])
+    n_every = exp.column("__n", every)
+    n_same = exp.func("COALESCE", exp.column("__n", same), exp.Literal.number(0))
+    same_join = exp.Join(this=_counts(inner, local, pairs, c, same), side="LEFT", on=on_same)
+    if negated:
+        differ = exp.Sub(this=exp.func("COALESCE", n_every, exp.Literal.number(0)),
+                         expression=n_same)
+        return _SemiJoin([], [exp.Join(this=_counts(inner, known, pairs, None, every),
+                                       side="LEFT", on=on_every), same_join],
+                         [exp.Paren(this=exp.Or(
+                             this=exp.Is(this=outer.copy(), expression=exp.Null()),
+                             expression=exp.EQ(this=differ,
+                                               expression=exp.Literal.number(0))))])
+    return _SemiJoin([exp.Join(this=_counts(inner, known, pairs, None, every))], [same_join],
+                     [on_every, exp.Not(this=exp.Is(this=outer.copy(), expression=exp.Null())),
+                      exp.GT(this=exp.Sub(this=n_every, expression=n_same),
+                             expression=exp.Literal.number(0))])
 
 
 _Pairs = list[tuple[exp.Expr, exp.Expr]]
 
 
-def _correlation(inner: exp.Select) -> tuple[list[exp.Expr], _Pairs] | None:
-    """The WHERE conjuncts of subquery ``inner`` split into those on its own relations and
-    its correlations, each an equality (inner side, outer side); None when a correlation
-    is anything else."""
+def _correlation(inner: exp.Select
+                 ) -> tuple[list[exp.Expr], _Pairs, tuple[exp.Expr, exp.Expr] | None] | None:
+    """The WHERE conjuncts of subquery ``inner`` split into those on its own relations, its
+    equality correlations (inner side, outer side), and at most one ``<>`` correlation (the
+    same); None when a correlation is anything else."""
     own = _inner_aliases(inner)
     where = inner.args.get("where")
     local: list[exp.Expr] = []
     pairs: _Pairs = []
+    unequal: list[tuple[exp.Expr, exp.Expr]] = []
     for c in _conjuncts(where.this if where else None):
         if _aliases(c) <= own:
             local.append(c)
             continue
-        if not isinstance(c, exp.EQ):
+        if not isinstance(c, exp.EQ | exp.NEQ):
             return None
         a, b = _aliases(c.this), _aliases(c.expression)
         if a and a <= own and b and not b & own:
-            pairs.append((c.this, c.expression))
+            pair = (c.this, c.expression)
         elif b and b <= own and a and not a & own:
-            pairs.append((c.expression, c.this))
+            pair = (c.expression, c.this)
         else:
             return None
-    return local, pairs
+        (pairs if isinstance(c, exp.EQ) else unequal).append(pair)
+    if len(unequal) > 1:
+        return None
+    return local, pairs, unequal[0] if unequal else None
 
 
 def _key_condition(pairs: _Pairs, alias: str) -> exp.Expr:

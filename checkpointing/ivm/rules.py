@@ -12,6 +12,7 @@ renders them for another engine): the plan runs wherever SQL runs, Spark in prod
 # through sqlglot's renderer; no value from outside the query is pasted in.
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from sqlglot import exp
@@ -36,10 +37,14 @@ W = f"`{WEIGHT}`"
 
 @dataclass(frozen=True)
 class Step:
-    """Define relation ``name`` as ``sql`` (this epoch's)."""
+    """Define relation ``name`` as ``sql`` (this epoch's). ``shared``: later statements read
+    it more than once and its query folds in others (:func:`program`), so an engine that
+    defines relations as views (Spark's temporary views inline their queries) computes it
+    once instead."""
 
     name: str
     sql: str
+    shared: bool = False
 
 
 @dataclass(frozen=True)
@@ -80,7 +85,40 @@ def program(root: Node, namespace: str = "") -> Program:
     steps: list[Step | State] = []
     for node in walk(root):
         steps.extend(_RULES[type(node)](node, namespace))  # type: ignore[operator]
-    return Program(tuple(steps), d(root, namespace))
+    return Program(_shared(steps), d(root, namespace))
+
+
+#: A relation read more than once whose query, its unshared relations inlined, holds at
+#: least this many statements is computed once (:attr:`Step.shared`).
+SHARED_SIZE = 2
+
+
+def _shared(steps: list[Step | State]) -> tuple[Step | State, ...]:
+    """``steps`` with :attr:`Step.shared` set. A rule reads a child's change more than once
+    (a join's ``ΔL ⋈ R + (L + ΔL) ⋈ ΔR``, and again for its next state): inlined, each level
+    of a plan doubles the statements below it, and TPC-H Q21's eight joins made a query
+    Spark could not even analyse in 2 GB. Computing a relation once where it is read
+    twice keeps every query linear in the plan's size."""
+    names = [s.name for s in steps if isinstance(s, Step)]
+    pattern = re.compile(r"(?<![\w`])`?(" + "|".join(map(re.escape, names)) + r")`?(?![\w`])") \
+        if names else None
+    reads: dict[str, int] = dict.fromkeys(names, 0)
+    size: dict[str, int] = {}
+    out: list[Step | State] = []
+    refs: dict[str, list[str]] = {}
+    for s in steps:
+        if isinstance(s, Step):
+            refs[s.name] = pattern.findall(s.sql) if pattern else []
+            for r in refs[s.name]:
+                reads[r] += 1
+    for n in names:  # in order: a statement reads only earlier ones
+        size[n] = 1 + sum(size[r] for r in refs[n]
+                          if not (reads[r] > 1 and size[r] >= SHARED_SIZE))
+    for s in steps:
+        if isinstance(s, Step) and reads[s.name] > 1 and size[s.name] >= SHARED_SIZE:
+            s = replace(s, shared=True)
+        out.append(s)
+    return tuple(out)
 
 
 def d(node: Node, ns: str = "") -> str:

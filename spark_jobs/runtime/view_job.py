@@ -306,10 +306,18 @@ def _refresh(run: JobRun, view: ViewTask, plan: Any, found: dict[str, ViewInput]
     """Run the refresh; returns (the view's change, its whole result), both kept as this
     epoch's states and read back, Z-sets over ``columns`` (of the batch query's
     ``types``) and the weight."""
+    # the engine's relations stay defined (and its session settings set) until the change
+    # and the result are kept
+    with SparkEngine(run.spark, TaskStates(run, ns, fresh=refresh.mode == "full")) as engine:
+        return _refreshed(run, view, plan, found, refresh, ns, columns, types, engine)
+
+
+def _refreshed(run: JobRun, view: ViewTask, plan: Any, found: dict[str, ViewInput],
+               refresh: Refresh, ns: str, columns: tuple[str, ...], types: dict[str, str],
+               engine: SparkEngine) -> tuple[Any, Any]:
     from pyspark.sql import functions as F
 
     spark = run.spark
-    states = TaskStates(run, ns, fresh=refresh.mode == "full")
     kept = TaskStates(run, ns)
     before = kept.load(RESULT)
     if before is not None:
@@ -318,7 +326,7 @@ def _refresh(run: JobRun, view: ViewTask, plan: Any, found: dict[str, ViewInput]
     if refresh.mode == "incremental":
         for n, i in found.items():
             i.changes().createOrReplaceTempView(input_relation(n))
-        change = spark.table(run_epoch(program(plan.root, ns), SparkEngine(spark, states)))
+        change = spark.table(run_epoch(program(plan.root, ns), engine))
     else:
         for n, i in found.items():
             whole = i.content()
@@ -326,7 +334,7 @@ def _refresh(run: JobRun, view: ViewTask, plan: Any, found: dict[str, ViewInput]
                 .createOrReplaceTempView(input_relation(n))
             whole.createOrReplaceTempView(n)
         if plan.incremental:
-            now = spark.table(run_epoch(program(plan.root, ns), SparkEngine(spark, states)))
+            now = spark.table(run_epoch(program(plan.root, ns), engine))
         else:
             now = spark.sql(view.sql).toDF(*columns).withColumn(WEIGHT,
                                                                 F.lit(1).cast("bigint"))

@@ -25,10 +25,37 @@ class StateStore(Protocol):
 
 class SparkEngine:
     """:class:`checkpointing.ivm.maintain.Engine` on a SparkSession (local, submit or
-    Connect)."""
+    Connect). Used as a context manager for one epoch: it sets :data:`SESSION_CONF` on the
+    session meanwhile (restored on exit) and holds the relations it computed once until
+    then."""
+
+    #: Spark infers filters from the constraints of a plan's operators: on the rules' unions
+    #: over relations computed once, that inference failed inside Spark (``key not found``
+    #: in ``Union.rewriteConstraints``, TPC-H Q21), and the rules' filters are already
+    #: where they belong.
+    SESSION_CONF = {"spark.sql.constraintPropagation.enabled": "false"}
 
     def __init__(self, spark: Any, states: StateStore):
         self.spark, self.states = spark, states
+        #: the relations computed once (local checkpoints): held for as long as the engine,
+        #: since a Spark Connect server releases one when its client object is collected,
+        #: and the temporary views over it would then fail
+        self.computed: list[Any] = []
+        self._before: dict[str, str | None] = {}
+
+    def __enter__(self) -> SparkEngine:
+        for k, v in self.SESSION_CONF.items():
+            self._before[k] = self.spark.conf.get(k, None)
+            self.spark.conf.set(k, v)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for k, v in self._before.items():
+            if v is None:
+                self.spark.conf.unset(k)
+            else:
+                self.spark.conf.set(k, v)
+        self.computed.clear()
 
     def exists(self, name: str) -> bool:
         if self.spark.catalog.tableExists(name):
@@ -39,8 +66,14 @@ class SparkEngine:
         kept.createOrReplaceTempView(name)
         return True
 
-    def define(self, name: str, sql: str) -> None:
-        self.spark.sql(sql).createOrReplaceTempView(name)
+    def define(self, name: str, sql: str, once: bool = False) -> None:
+        df = self.spark.sql(sql)
+        if once:
+            # computed now, its lineage cut: the statements that read it do not inline
+            # (and run again) its query
+            df = df.localCheckpoint(eager=True)
+            self.computed.append(df)
+        df.createOrReplaceTempView(name)
 
     def keep(self, renames: dict[str, str]) -> None:
         for new, old in renames.items():

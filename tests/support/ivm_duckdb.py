@@ -18,7 +18,8 @@ class DuckDBEngine:
         return bool(self.con.execute("SELECT count(*) FROM information_schema.tables "
                                      "WHERE table_name = ?", [name]).fetchone()[0])
 
-    def define(self, name: str, sql: str) -> None:
+    def define(self, name: str, sql: str, once: bool = False) -> None:
+        # every relation is a table here: computed once whether shared or not
         text = sqlglot.transpile(sql, read="spark", write="duckdb")[0]
         self.con.execute(f'CREATE OR REPLACE TABLE "{name}" AS {text}')
 

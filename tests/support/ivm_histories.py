@@ -82,6 +82,12 @@ VIEWS = {
                                  "orders o WHERE NOT EXISTS (SELECT * FROM customers c "
                                  "WHERE c.cust = o.cust) AND EXISTS (SELECT * FROM orders p "
                                  "WHERE p.day = o.day AND p.id <> 0) GROUP BY o.day",
+    "exists_another_customer": "SELECT o.id, o.cust FROM orders o WHERE EXISTS (SELECT * "
+                               "FROM orders p WHERE p.day = o.day AND p.cust <> o.cust)",
+    "q21_shape": "SELECT c.region, COUNT(*) AS n FROM orders o JOIN customers c "
+                 "ON o.cust = c.cust WHERE EXISTS (SELECT * FROM orders p WHERE p.day = o.day "
+                 "AND p.cust <> o.cust) AND NOT EXISTS (SELECT * FROM orders q WHERE "
+                 "q.day = o.day AND o.cust <> q.cust AND q.amount > 80) GROUP BY c.region",
     "right_join_then_aggregate": "SELECT c.cust, c.region, COUNT(o.id) AS n, "
                                  "SUM(o.amount) AS s FROM orders o RIGHT JOIN customers c "
                                  "ON o.cust = c.cust AND o.amount > 10 "
