@@ -232,6 +232,7 @@ def main(argv: list[str] | None = None) -> int:
     lake, gold = work / "lake", work / "gold"
     server = ConnectServer(port=free_port(), driver_memory=a.driver_memory or
                            server_heap(a.scale), log_path=work / "connect.log").start()
+    spark = None
     try:
         spark = spark_session("views-bench", remote=server.url)
         land(con, spark, lake, work / "parquet")
@@ -274,6 +275,10 @@ def main(argv: list[str] | None = None) -> int:
             }
         progress("recomputed and compared")
     finally:
+        if spark is not None:
+            # before the server goes: a client left open retries its release for minutes
+            # at exit
+            spark.stop()
         server.stop()
         if a.work is None:
             shutil.rmtree(work, ignore_errors=True)

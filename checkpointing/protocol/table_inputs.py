@@ -183,6 +183,15 @@ class DataFile:
         """Whether some of its rows do not count (a reader must select by row index)."""
         return bool(self.skip_rows) or self.only_rows is not None
 
+    @property
+    def changed_bytes(self) -> int:
+        """The bytes of the rows this file changes: all of it, or, when ``only_rows`` names
+        a few of its ``records``, their share of its size. A DELETE of a few rows gives a
+        large file a deletion vector; the change is those rows, not the file."""
+        if self.only_rows is None or not self.records:
+            return self.size
+        return self.size * min(len(self.only_rows), self.records) // self.records
+
 
 @dataclass(frozen=True)
 class ChangeSet:

@@ -672,9 +672,10 @@ def _net_of_vectors(spec: TableInput, live: dict[tuple[str, str], _Term], versio
             before, after = rows_of(*minus[0]), rows_of(*plus[0])
             gone = np.setdiff1d(after, before)  # deleted in between: retract
             back = np.setdiff1d(before, after)  # deleted no more: add
-            if len(gone):
+            if len(gone):  # (the remove action has no statistics: the add's row count)
                 removed.append((path, dataclasses.replace(
-                    minus[0][1].file, only_rows=tuple(int(i) for i in gone))))
+                    minus[0][1].file, only_rows=tuple(int(i) for i in gone),
+                    records=minus[0][1].file.records or plus[0][1].file.records)))
             if len(back):
                 added.append(dataclasses.replace(plus[0][1].file,
                                                  only_rows=tuple(int(i) for i in back)))

@@ -139,8 +139,9 @@ def _table_input(run: JobRun, name: str) -> ViewInput:
     # and stays live: it moves no bytes in or out of the input.
     moved = sum(f.size for f in cs.added if f.only_rows is None) - \
         sum(f.size for f in cs.removed if f.only_rows is None)
+    changed = sum(f.changed_bytes for f in (*cs.added, *cs.removed))
     return ViewInput(
-        name, ch.full, not ch.empty, cs.bytes_added + cs.bytes_removed, moved,
+        name, ch.full, not ch.empty, changed, moved,
         ch.added.schema,
         lambda: ch.added.withColumn(WEIGHT, F.lit(1).cast("bigint")) if ch.full
         else ch.signed(WEIGHT),

@@ -183,7 +183,8 @@ def test_views_equal_their_batch_query_after_every_epoch(spark, tmp_path_factory
 def test_refresh_choices_are_recorded_and_an_unchanged_epoch_carries_its_states(
         spark, tmp_path):
     """The first epoch builds the states (full); a small change is maintained (incremental,
-    below the threshold); an epoch with no change carries every state file by reference;
+    below the threshold), a DELETE of a few rows measures as their share of the files it
+    touched; an epoch with no change carries every state file by reference;
     a change larger than the threshold is recomputed (full); once both refreshes' costs
     are measured, they decide the next one; the output is exact throughout."""
     o, _ = _create(spark, tmp_path)
@@ -210,6 +211,11 @@ def test_refresh_choices_are_recorded_and_an_unchanged_epoch_carries_its_states(
     # every state file carried as it was, but the change of the epoch before (none now)
     assert {f.name: f.sha256 for f in same.files} == {
         f.name: f.sha256 for f in small.files if not f.name.startswith("view/change/")}
+    # a DELETE of two rows gives both of the table's first files a deletion vector: the
+    # change is those rows' share of the files (1 %), not the files (97 % of the bytes)
+    spark.sql(f"DELETE FROM {o} WHERE id IN (7, 150)")
+    few = epoch("r2b").metrics["view"]
+    assert 0 < few["changed_bytes"] * 20 < few["input_bytes"], few
     spark.sql(f"INSERT INTO {o} SELECT id + 10000, 'c9', 1 FROM range(0, 5000, 1, 4)")
     big = epoch("r3")
     assert big.metrics["view"]["refresh"] == "full", big.metrics
