@@ -43,7 +43,6 @@ import argparse
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from datetime import date, timedelta
 from pathlib import Path
@@ -327,6 +326,7 @@ def check_oracle(c: Coordinator, generated: Path, landed: Any, until: date) -> b
 
 
 def main(argv: list[str] | None = None) -> int:
+    from bench.harness.steps import Progress, work_dir
     from bench.pipeline_bench import record
     from spark_jobs.runtime import spark_session
     from spark_jobs.runtime.connect_server import ConnectServer
@@ -369,14 +369,9 @@ def main(argv: list[str] | None = None) -> int:
     full_until = date.fromisoformat(a.history_until) if a.history_until else \
         LAST_ORDER_DAY - timedelta(days=a.days + 3)
     small_until = FIRST_DAY + (full_until - FIRST_DAY) / 10
-    work = a.work or Path(tempfile.mkdtemp(prefix="tpch-bench-"))
-    work.mkdir(parents=True, exist_ok=True)
+    work = work_dir(a.work, "tpch-bench-")
+    progress = Progress("tpch bench")
     t0 = time.perf_counter()
-
-    def progress(step: str) -> None:
-        # On stderr as each step ends: a run stopped by a timeout shows how far it got.
-        print(f"tpch bench: {step} at {time.perf_counter() - t0:.0f} s", file=sys.stderr,
-              flush=True)
 
     generated = generate(a.scale, a.cache)
     generate_s = time.perf_counter() - t0

@@ -34,7 +34,6 @@ import os
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -193,6 +192,7 @@ def sdp_pipeline(pdir: Path, storage: Path, database: str, lake: Path,
 
 def main(argv: list[str] | None = None) -> int:
     from bench.declarative_pipelines import sdp_run
+    from bench.harness.steps import Progress, work_dir
     from bench.pipeline_bench import record
     from bench.tpch_bench import server_heap
     from spark_jobs.runtime import drive_epoch, spark_session
@@ -217,13 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.work is not None and a.work.is_dir() and any(a.work.iterdir()):
         ap.error(f"--work {a.work} is not empty: name an empty or new directory")
-    work = a.work or Path(tempfile.mkdtemp(prefix="views-bench-"))
-    work.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-
-    def progress(step: str) -> None:
-        print(f"views bench: {step} at {time.perf_counter() - t0:.0f} s", file=sys.stderr,
-              flush=True)
+    work = work_dir(a.work, "views-bench-")
+    progress = Progress("views bench")
 
     con, all_queries = tpch(a.scale)
     wanted = [int(x) for x in a.queries.split(",") if x.strip()] or sorted(all_queries)
@@ -302,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     details = {"queries": per, "changed": changed, "first_epoch": first,
                "sdp_first_seconds": sdp_first if a.sdp else None,
-               "sdp_refresh_seconds": sdp_refresh, "seconds": round(time.perf_counter() - t0)}
+               "sdp_refresh_seconds": sdp_refresh, "seconds": round(progress.seconds)}
     record(a.out, a.history, "views", summary, details)
     return 0 if summary["views_results_equal_duckdb"] else 1
 
