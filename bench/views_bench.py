@@ -99,14 +99,14 @@ def refresh(con: Any, spark: Any, lake: Path, fraction: float, seed: int) -> dic
     shift = con.execute("SELECT max(o_orderkey) FROM orders").fetchone()[0] + 1
     gone_list, copied_list = ",".join(map(str, gone)), ",".join(map(str, copied))
     orders, items = f"delta.`{lake / 'orders'}`", f"delta.`{lake / 'lineitem'}`"
-    o_cols = [c for (c,) in con.execute(
-        "SELECT column_name FROM information_schema.columns WHERE table_name = 'orders' "
-        "ORDER BY ordinal_position").fetchall()]
-    l_cols = [c for (c,) in con.execute(
-        "SELECT column_name FROM information_schema.columns WHERE table_name = 'lineitem' "
-        "ORDER BY ordinal_position").fetchall()]
-    new_o = ", ".join(f"{c} + {shift}" if c == "o_orderkey" else c for c in o_cols)
-    new_l = ", ".join(f"{c} + {shift}" if c == "l_orderkey" else c for c in l_cols)
+
+    def shifted(table: str, key: str) -> str:
+        """``table``'s columns, ``key`` under a new value."""
+        return ", ".join(f"{c} + {shift}" if c == key else c for (c,) in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ? "
+            "ORDER BY ordinal_position", [table]).fetchall())
+
+    new_o, new_l = shifted("orders", "o_orderkey"), shifted("lineitem", "l_orderkey")
     for engine, o, li in (("spark", orders, items), ("duckdb", "orders", "lineitem")):
         run = spark.sql if engine == "spark" else con.execute
         run(f"INSERT INTO {li} SELECT {new_l} FROM {li} WHERE l_orderkey IN ({copied_list})")
@@ -116,19 +116,19 @@ def refresh(con: Any, spark: Any, lake: Path, fraction: float, seed: int) -> dic
     return {"orders_deleted": len(gone), "orders_added": len(copied)}
 
 
-def pipeline(queries: dict[int, str], lake: Path, gold: Path
+def pipeline(on_spark: dict[int, str], lake: Path, gold: Path
              ) -> tuple[Any, dict[str, dict[str, TableInput]]]:
     from checkpointing.ivm.planner import query_tables
     from spark_jobs.runtime import Pipeline
     from spark_jobs.runtime.view_job import maintain_view
 
     inputs = {t: TableInput(f"file://{lake / t}") for t in TABLES}
-    tasks: dict[str, list[str]] = {f"q{n}": [] for n in queries}
-    specs = {f"q{n}": ViewTask(spark_sql(sql), f"q{n}",
+    tasks: dict[str, list[str]] = {f"q{n}": [] for n in on_spark}
+    specs = {f"q{n}": ViewTask(sql, f"q{n}",
                                {"location": f"file://{gold / f'q{n}'}", "format": "delta"})
-             for n, sql in queries.items()}
-    reads = {f"q{n}": {t: inputs[t] for t in sorted(query_tables(specs[f"q{n}"].sql))}
-             for n in queries}
+             for n, sql in on_spark.items()}
+    reads = {f"q{n}": {t: inputs[t] for t in sorted(query_tables(sql))}
+             for n, sql in on_spark.items()}
     plan = plan_from_edges(tasks, set(tasks), reads, specs)
     return Pipeline(tasks, {t: maintain_view for t in tasks}, plan), reads
 
@@ -175,13 +175,12 @@ def _du(path: Path) -> int:
 
 
 def sdp_pipeline(pdir: Path, storage: Path, database: str, lake: Path,
-                 queries: dict[int, str]) -> Path:
+                 on_spark: dict[int, str]) -> Path:
     """The queries as materialized views of one Declarative Pipeline, over temporary views
     of the same Delta tables."""
     (pdir / "transformations").mkdir(parents=True)
     sql = [f"CREATE TEMPORARY VIEW {t} AS SELECT * FROM delta.`{lake / t}`;" for t in TABLES]
-    sql += [f"CREATE MATERIALIZED VIEW sdp_q{n} AS {spark_sql(q)};" for n, q in
-            queries.items()]
+    sql += [f"CREATE MATERIALIZED VIEW sdp_q{n} AS {q};" for n, q in on_spark.items()]
     (pdir / "transformations" / "tpch.sql").write_text("\n\n".join(sql) + "\n")
     spec = pdir / "spark-pipeline.yaml"
     spec.write_text(f"name: tpch_views_sdp\nstorage: file://{storage}\ndatabase: {database}\n"
@@ -222,7 +221,8 @@ def main(argv: list[str] | None = None) -> int:
 
     con, all_queries = tpch(a.scale)
     wanted = [int(x) for x in a.queries.split(",") if x.strip()] or sorted(all_queries)
-    queries = {n: all_queries[n] for n in wanted}
+    queries = {n: all_queries[n] for n in wanted}  # DuckDB's text, for its own run
+    on_spark = {n: spark_sql(q) for n, q in queries.items()}
     progress("data generated")
     lake, gold = work / "lake", work / "gold"
     server = ConnectServer(port=free_port(), driver_memory=a.driver_memory or
@@ -232,7 +232,7 @@ def main(argv: list[str] | None = None) -> int:
         spark = spark_session("views-bench", remote=server.url)
         land(con, spark, lake, work / "parquet")
         progress("tables landed")
-        pipe, reads = pipeline(queries, lake, gold)
+        pipe, reads = pipeline(on_spark, lake, gold)
         coord = Coordinator(LocalStorage(work / "ckpt"), "tpch_views")
         first, meta = drive_epoch(pipe, coord, spark, "", "build")
         if meta is None or not meta.completed:
@@ -241,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.sdp:
             database = f"sdp_views_{os.getpid()}"
             spark.sql(f"CREATE DATABASE IF NOT EXISTS {database}")
-            spec = sdp_pipeline(work / "sdp", work / "sdp-storage", database, lake, queries)
+            spec = sdp_pipeline(work / "sdp", work / "sdp-storage", database, lake, on_spark)
             sdp_first = sdp_run(spec, server.url)
             progress("declarative pipeline built")
         changed = refresh(con, spark, lake, a.refresh, seed=20261206)
@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
             task = f"q{n}"
             view = handles[task].metrics["view"]
             versions = {t: barrier.table_version(t).version for t in reads[task]}
-            full = full_recompute(spark, spark_sql(sql), lake, versions,
+            full = full_recompute(spark, on_spark[n], lake, versions,
                                   work / "recomputed" / task, a.repeats)
             inputs = sum(_du(lake / t) for t in reads[task])
             per[task] = {

@@ -13,6 +13,7 @@ renders them for another engine): the plan runs wherever SQL runs, Spark in prod
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, replace
 
 from sqlglot import exp
@@ -102,23 +103,17 @@ def _shared(steps: list[Step | State]) -> tuple[Step | State, ...]:
     names = [s.name for s in steps if isinstance(s, Step)]
     pattern = re.compile(r"(?<![\w`])`?(" + "|".join(map(re.escape, names)) + r")`?(?![\w`])") \
         if names else None
-    reads: dict[str, int] = dict.fromkeys(names, 0)
+    refs = {s.name: pattern.findall(s.sql) if pattern else []
+            for s in steps if isinstance(s, Step)}
+    reads = Counter(r for read in refs.values() for r in read)
     size: dict[str, int] = {}
-    out: list[Step | State] = []
-    refs: dict[str, list[str]] = {}
-    for s in steps:
-        if isinstance(s, Step):
-            refs[s.name] = pattern.findall(s.sql) if pattern else []
-            for r in refs[s.name]:
-                reads[r] += 1
+    shared: set[str] = set()
     for n in names:  # in order: a statement reads only earlier ones
-        size[n] = 1 + sum(size[r] for r in refs[n]
-                          if not (reads[r] > 1 and size[r] >= SHARED_SIZE))
-    for s in steps:
-        if isinstance(s, Step) and reads[s.name] > 1 and size[s.name] >= SHARED_SIZE:
-            s = replace(s, shared=True)
-        out.append(s)
-    return tuple(out)
+        size[n] = 1 + sum(size[r] for r in refs[n] if r not in shared)
+        if reads[n] > 1 and size[n] >= SHARED_SIZE:
+            shared.add(n)
+    return tuple(replace(s, shared=True) if isinstance(s, Step) and s.name in shared else s
+                 for s in steps)
 
 
 def d(node: Node, ns: str = "") -> str:
