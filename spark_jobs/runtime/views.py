@@ -8,6 +8,7 @@ it reads (a state replaced at the end of the epoch) does not change it."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -42,11 +43,13 @@ class SparkEngine:
         #: and the temporary views over it would then fail
         self.computed: list[Any] = []
         self._before: dict[str, str | None] = {}
+        self._active: _Active | None = None
 
     def __enter__(self) -> SparkEngine:
         for k, v in self.SESSION_CONF.items():
             self._before[k] = self.spark.conf.get(k, None)
             self.spark.conf.set(k, v)
+        self._active = _Active.of(self.spark)
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -56,6 +59,9 @@ class SparkEngine:
             else:
                 self.spark.conf.set(k, v)
         self.computed.clear()
+        if self._active is not None:
+            self._active.restore()
+            self._active = None
 
     def exists(self, name: str) -> bool:
         if self.spark.catalog.tableExists(name):
@@ -78,6 +84,33 @@ class SparkEngine:
     def keep(self, renames: dict[str, str]) -> None:
         for new, old in renames.items():
             self.states.save(old, self.spark.table(new)).createOrReplaceTempView(old)
+
+
+class _Active:
+    """The engine's session made the thread's active one while the engine is in use, the
+    previous one restored after.
+
+    Spark Connect's Python client (4.1) hands back a local checkpoint bound to the
+    thread's *active* session, not to the session that ran it. With two sessions open in
+    one process (an earlier one still open, as in a notebook or a test process), a view
+    over the checkpoint is then sent to the other session and fails (``No DataFrame with
+    id ... is found in the session``). A classic session binds it to its own session, so
+    there is nothing to do there."""
+
+    def __init__(self, holder: Any, before: Any):
+        self.holder, self.before = holder, before
+
+    @classmethod
+    def of(cls, spark: Any) -> _Active | None:
+        holder = getattr(type(spark), "_active_session", None)
+        if not isinstance(holder, threading.local):
+            return None  # a classic session
+        active = cls(holder, getattr(holder, "session", None))
+        holder.session = spark
+        return active
+
+    def restore(self) -> None:
+        self.holder.session = self.before
 
 
 class ParquetStates:

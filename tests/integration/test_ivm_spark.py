@@ -35,9 +35,13 @@ TYPES = {"bigint": "bigint", "string": "string"}
 def spark(spark_connect):
     from spark_jobs.runtime import spark_session
 
+    # an earlier session of the process still open (a notebook's, another job's): the
+    # engine's local checkpoints must stay with the session that made them
+    earlier = spark_session("earlier", remote=spark_connect.url)
     session = spark_session("ivm", remote=spark_connect.url)
     yield session
     session.stop()
+    earlier.stop()
 
 
 def _frame(spark, table: str, rows: list[tuple], weights: list[int] | None):
