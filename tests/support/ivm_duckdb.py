@@ -5,6 +5,7 @@ planner's tests run its rules here, without a JVM; jobs run them on Spark."""
 from __future__ import annotations
 
 from collections import Counter
+from functools import lru_cache
 from typing import Any
 
 import sqlglot
@@ -15,13 +16,12 @@ class DuckDBEngine:
         self.con = con
 
     def exists(self, name: str) -> bool:
-        return bool(self.con.execute("SELECT count(*) FROM information_schema.tables "
+        return bool(self.con.execute("SELECT count(*) FROM duckdb_tables() "
                                      "WHERE table_name = ?", [name]).fetchone()[0])
 
     def define(self, name: str, sql: str, once: bool = False) -> None:
         # every relation is a table here: computed once whether shared or not
-        text = sqlglot.transpile(sql, read="spark", write="duckdb")[0]
-        self.con.execute(f'CREATE OR REPLACE TABLE "{name}" AS {text}')
+        self.con.execute(f'CREATE OR REPLACE TABLE "{name}" AS {in_duckdb(sql)}')
 
     def keep(self, renames: dict[str, str]) -> None:
         self.con.execute("BEGIN")
@@ -39,6 +39,13 @@ class DuckDBEngine:
         for row in cur.fetchall():
             out[tuple(_norm(v) for i, v in enumerate(row) if i != w)] += row[w]
         return out
+
+
+@lru_cache(maxsize=4096)
+def in_duckdb(sql: str) -> str:
+    """``sql`` (Spark's dialect) in DuckDB's: a plan's statements are the same every epoch
+    and every drawn history, and writing them is most of a property's time otherwise."""
+    return sqlglot.transpile(sql, read="spark", write="duckdb")[0]
 
 
 def _norm(v: Any) -> Any:

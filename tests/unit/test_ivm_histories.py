@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from checkpointing.ivm.maintain import run_epoch
 from checkpointing.ivm.planner import plan_view
 from checkpointing.ivm.rules import input_relation, program
-from tests.support.ivm_duckdb import DuckDBEngine, _norm
+from tests.support.ivm_duckdb import DuckDBEngine, _norm, in_duckdb
 from tests.support.ivm_histories import ORDER_OPS, SCHEMAS, VIEWS, _apply
 
 duckdb = pytest.importorskip("duckdb")
@@ -26,9 +26,7 @@ EXAMPLES = int(os.environ.get("CKPT_HISTORY_EXAMPLES", "16"))
 
 
 def _batch(con, sql: str) -> Counter:
-    import sqlglot
-
-    cur = con.execute(sqlglot.transpile(sql, read="spark", write="duckdb")[0])
+    cur = con.execute(in_duckdb(sql))
     return Counter(tuple(_norm(v) for v in row) for row in cur.fetchall())
 
 
