@@ -202,19 +202,20 @@ def test_tpch_deletion_day_harness_times_both_kinds_both_ways_from_one_parent(tm
 
 
 def test_views_bench_maintains_tpch_views_equal_to_duckdb(tmp_path):
-    """`make bench-views`'s script at scale factor 0.01 on the queries of each kind: one
-    table (Q1), joins (Q3), and EXISTS with NOT EXISTS correlated by an inequality (Q21,
-    the deepest plan); a refresh of 1 % of the orders; the Declarative Pipeline beside
+    """`make bench-views`'s script at scale factor 0.01 on a query of each kind: one table
+    (Q1), and joins with EXISTS and NOT EXISTS correlated by an inequality (Q21, the
+    deepest plan; the plain joins of Q3 and the others are proven on Spark by
+    test_ivm_spark.py); a refresh of 1 % of the orders; the Declarative Pipeline beside
     them. Every view's table equals DuckDB's, every key is documented."""
     out = tmp_path / "views.json"
     r = run_script([str(ROOT / "bench/views_bench.py"), "--scale", "0.01", "--refresh",
-                    "0.01", "--queries", "1,3,21", "--repeats", "1", "--sdp",
+                    "0.01", "--queries", "1,21", "--repeats", "1", "--sdp",
                     "--driver-memory", "1500m", "--out", str(out),
                     "--history", str(tmp_path / "history.jsonl")])
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     res = json.loads(out.read_text())
     assert res["views_results_equal_duckdb"] is True
-    assert res["views_incremental_queries"] == [1, 3, 21], res
+    assert res["views_incremental_queries"] == [1, 21], res
     assert res["views_single_table_ratio_max"] > 0 and res["views_join_ratio_median"] > 0
     assert res["views_vs_sdp_refresh_ratio"] > 0
     per = res["details"]["views"]["queries"]
