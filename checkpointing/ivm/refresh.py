@@ -3,10 +3,11 @@
 
 A full refresh is forced when the query has no incremental plan, when there is no kept
 state to maintain (the first epoch, a changed query) and when an input is read whole. Else
-the choice is by cost, as Enzyme's planner does: each epoch records what its refresh cost
-per byte (of the changes for an incremental refresh, of the inputs for a full one); with
-both rates known, the cheaper estimate wins; before that, a change above a fraction of the
-inputs' bytes is recomputed."""
+the choice is by cost, as Enzyme's planner does: each epoch records how long its refresh
+took and over how many bytes (of the changes for an incremental refresh, of the inputs for
+a full one); once both modes were measured, each is estimated as a fixed part plus a part
+per byte (:meth:`RefreshCosts.models`) and the cheaper estimate wins; before that, a change
+above a fraction of the inputs' bytes is recomputed."""
 
 from __future__ import annotations
 
@@ -32,33 +33,103 @@ class InputChange:
     input_bytes: int
 
 
+#: the measurements of each mode a record keeps: enough to fit a line, recent enough to
+#: follow a table that grows
+OBSERVATIONS = 8
+#: a mode's sizes must span this factor before a line is fitted through them: measurements
+#: at one size cannot tell a refresh's fixed cost from its cost per byte
+SPREAD = 2.0
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """One mode's estimated milliseconds: a fixed part (a Spark job per statement, state
+    and output, whatever the size) plus a part per byte."""
+
+    fixed_ms: float
+    ms_per_byte: float
+
+    def at(self, size: int) -> float:
+        return self.fixed_ms + self.ms_per_byte * size
+
+
+def _fit(points: tuple[tuple[int, float], ...]) -> CostModel | None:
+    """A line through ``points`` (bytes, ms) by least squares, its fixed part and slope not
+    negative; None when their sizes do not span :data:`SPREAD`."""
+    if len(points) < 2:
+        return None
+    xs, ys = [float(x) for x, _ in points], [y for _, y in points]
+    if max(xs) < SPREAD * min(xs):
+        return None
+    mx, my = sum(xs) / len(xs), sum(ys) / len(ys)
+    sxx = sum((x - mx) ** 2 for x in xs)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sxx
+    if slope <= 0:  # bigger changes were not dearer: the cost is its fixed part
+        return CostModel(my, 0.0)
+    fixed = my - slope * mx
+    if fixed < 0:  # through the origin instead
+        return CostModel(0.0, sum(x * y for x, y in zip(xs, ys, strict=True))
+                         / sum(x * x for x in xs))
+    return CostModel(fixed, slope)
+
+
+def _mean(points: tuple[tuple[int, float], ...]) -> tuple[float, float]:
+    return (sum(x for x, _ in points) / len(points), sum(y for _, y in points) / len(points))
+
+
 @dataclass(frozen=True)
 class RefreshCosts:
-    """Milliseconds per byte an earlier epoch measured: an incremental refresh per byte of
-    its changes, a full one per byte of its inputs (None: not measured yet)."""
+    """What earlier epochs' refreshes cost: per mode, up to :data:`OBSERVATIONS` pairs of
+    (bytes, milliseconds), the bytes being an incremental refresh's changes or a full
+    one's inputs."""
 
-    incremental_ms_per_byte: float | None = None
-    full_ms_per_byte: float | None = None
+    incremental: tuple[tuple[int, float], ...] = ()
+    full: tuple[tuple[int, float], ...] = ()
 
     def observed(self, mode: Mode, ms: float, size: int) -> RefreshCosts:
-        """These costs with this epoch's measurement of ``mode`` (``size``: the bytes it
-        was per) replacing the earlier one."""
+        """These costs with this epoch's measurement of ``mode`` added (the oldest dropped
+        beyond :data:`OBSERVATIONS`); nothing is learnt from no byte."""
         if size <= 0:
             return self
-        rate = ms / size
         if mode == "incremental":
-            return RefreshCosts(rate, self.full_ms_per_byte)
-        return RefreshCosts(self.incremental_ms_per_byte, rate)
+            return RefreshCosts((*self.incremental, (size, ms))[-OBSERVATIONS:], self.full)
+        return RefreshCosts(self.incremental, (*self.full, (size, ms))[-OBSERVATIONS:])
+
+    def models(self) -> tuple[CostModel, CostModel] | None:
+        """(incremental, full) once both modes were measured, else None.
+
+        A mode whose sizes span :data:`SPREAD` gets the line through them. A full refresh
+        measured at about one size is taken as all cost per byte (an upper bound as its
+        inputs grow). An incremental one measured at about one size is taken to grow with
+        its changes' bytes as a full refresh grows with its inputs', the rest of what it
+        took being its fixed part: a small change is not extrapolated from a smaller one
+        as if a refresh had no fixed cost."""
+        if not self.incremental or not self.full:
+            return None
+        full = _fit(self.full)
+        if full is None:
+            size, ms = _mean(self.full)
+            full = CostModel(0.0, ms / size)
+        inc = _fit(self.incremental)
+        if inc is None:
+            size, ms = _mean(self.incremental)
+            inc = CostModel(max(0.0, ms - full.ms_per_byte * size), full.ms_per_byte)
+        return inc, full
 
     def to_json(self) -> JsonObject:
-        return {"incremental_ms_per_byte": self.incremental_ms_per_byte,
-                "full_ms_per_byte": self.full_ms_per_byte}
+        return {"incremental": [[b, ms] for b, ms in self.incremental],
+                "full": [[b, ms] for b, ms in self.full]}
 
     @classmethod
     def from_json(cls, d: JsonObject | None) -> RefreshCosts:
+        """The costs of a record; one written before 1.23 (rates per byte, no sizes) gives
+        none: they are measured again."""
         d = d or {}
-        inc, full = d.get("incremental_ms_per_byte"), d.get("full_ms_per_byte")
-        return cls(None if inc is None else float(inc), None if full is None else float(full))
+
+        def points(key: str) -> tuple[tuple[int, float], ...]:
+            return tuple((int(b), float(ms)) for b, ms in (d.get(key) or []))[-OBSERVATIONS:]
+
+        return cls(points("incremental"), points("full"))
 
 
 @dataclass(frozen=True)
@@ -141,9 +212,9 @@ def choose(*, fallback: str | None, kept: ViewRecord | None, query: str,
         return full(f"input(s) {', '.join(whole)} read whole (no version consumed before)")
     if not any(i.changed for i in inputs):
         return Refresh("incremental", "no input changed: the states are carried", 0, total)
-    if costs.incremental_ms_per_byte is not None and costs.full_ms_per_byte is not None:
-        inc = changed * costs.incremental_ms_per_byte
-        rec = total * costs.full_ms_per_byte
+    models = costs.models()
+    if models is not None:
+        inc, rec = models[0].at(changed), models[1].at(total)
         if rec < inc:
             return full(f"a recompute is estimated cheaper ({rec:.0f} ms over "
                         f"{total:,} bytes) than maintaining {changed:,} bytes of changes "
