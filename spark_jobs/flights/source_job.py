@@ -22,7 +22,7 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..runtime import JobResult, JobRun, named_job, partition_value, spark_uri
+from ..runtime import JobResult, JobRun, named_job, observed, partition_value, spark_uri
 from .sources import quarantine_schema, split_unreadable
 
 
@@ -130,7 +130,8 @@ def make_source_job(spec: SourceSpec, name: str, module: str):
         added_days = Observation()
         n_added = run.write_output(
             added.observe(added_days, F.collect_set("row_date").alias("days")), "delta_added")
-        touched = set(added_days.get["days"] or ())
+        touched = set(observed(added_days, lambda: {"days": added.select(
+            F.collect_set("row_date")).first()[0]})["days"] or ())
         n_retracted = 0
         if superseded:
             retracted = bronze_prev.where(in_replaced).cache()

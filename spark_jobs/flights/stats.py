@@ -18,7 +18,7 @@ from pyspark.sql import DataFrame, Observation
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from ..runtime import JobResult, JobRun, TableSpec, named_job, partition_value
+from ..runtime import JobResult, JobRun, TableSpec, named_job, observed, partition_value
 from .ingest_flights import BRONZE_SCHEMA
 
 BUCKETS = 8
@@ -134,7 +134,8 @@ def make_stats_job(keys: list[str], output: str, name: str,
             fresh = merge(prev_touched.select(*keys, *[n for n, _ in METRICS]),
                           aggregate(added, keys), keys)
         fresh_rows = Observation()
-        fresh = finish(fresh, keys).observe(fresh_rows, F.count(F.lit(1)).alias("n"))
+        finished = finish(fresh, keys)
+        fresh = finished.observe(fresh_rows, F.count(F.lit(1)).alias("n"))
         # The buckets of every touched key, also of a key whose rows were all retracted.
         buckets = set()
         if n_added or n_retracted:
@@ -152,13 +153,16 @@ def make_stats_job(keys: list[str], output: str, name: str,
             run.write_state(changed.observe(  # computes and caches it, counting as it goes
                 per_bucket, *[F.count_if(F.col("bucket") == int(b)).alias(b)
                               for b in sorted(buckets)]), "stats", "bucket")
-            rows.update({b: int(n) for b, n in per_bucket.get.items()})
+            tally = observed(per_bucket, lambda: {b: 0 for b in buckets} | {
+                str(r.bucket): r["count"] for r in changed.groupBy("bucket").count().collect()})
+            rows.update({b: int(n) for b, n in tally.items()})
             run.write_table(changed, output, table, rows=sum(rows.values()),
                             replaced=buckets)
         else:
             run.keep_table(output, table, rows=sum(rows.values()))
         return JobResult(row_counts={"keys": sum(rows.values()),
-                                     "keys_touched": int(fresh_rows.get["n"]) if buckets else 0,
+                                     "keys_touched": int(observed(fresh_rows, lambda: {
+                                             "n": finished.count()})["n"]) if buckets else 0,
                                      "rows_added": n_added, "rows_retracted": n_retracted},
                          metrics={"buckets_rewritten": sorted(buckets),
                                   "bucket_rows": dict(sorted(rows.items()))})

@@ -16,6 +16,7 @@ from .entry import EXIT_DECLINED, main
 from .errors import ConnectUnsupported, DeclineEpoch, JobResultError
 from .file_source import NewInput, new_input
 from .job_run import Job, JobResult, JobRun, interrupt_attempt, job_tag, run_task
+from .observed import observed
 from .package import build_jobs_zip
 from .published import read_published
 from .reference import JobReferenceError, job_reference, named_job, resolve_job
@@ -34,5 +35,5 @@ __all__ = ["EXIT_DECLINED", "ConnectUnsupported", "DeclineEpoch", "SparkConnectE
            "drive_epoch", "interrupt_attempt",
            "job_reference", "job_tag",
            "main", "named_job",
-           "new_input", "partition_value", "read_published", "resolve_job", "run_task",
+           "new_input", "observed", "partition_value", "read_published", "resolve_job", "run_task",
            "s3a_conf", "spark_session", "spark_uri", "TableSpec"]

@@ -11,6 +11,7 @@ from typing import Any
 from checkpointing.storage import LocalStorage, open_storage
 from checkpointing.tables.spec import TableSpec
 
+from .observed import observed
 from .run_state import RunState
 from .session import spark_uri
 from .spark_conf import OUTPUT_FILES_CONF
@@ -29,7 +30,7 @@ class RunOutputs(RunState):
         path, prefix = self._spark_write(
             f"output:{output}", df, lambda a: self._target(f"out-{output}", "staging", a),
             lambda d, t: d.write.mode("overwrite").parquet(t[0]))
-        rows = counted()
+        rows = counted(lambda: _written_rows(self.spark, path))
         if prefix is None:
             parts = sorted(p for p in Path(path).iterdir() if p.suffix == ".parquet")
             self.writer.stage_output(output, parts, rows=rows)
@@ -106,7 +107,8 @@ class RunOutputs(RunState):
                 self.storage.table_staging_dir,
                 lambda d, p: d.write.mode("overwrite").partitionBy(*dirs).parquet(
                     spark_uri(store.uri(p))))
-        rows = counted()
+        rows = counted(lambda: _written_rows(
+            self.spark, target if local else spark_uri(store.uri(prefix))))
         if local:
             parts = sorted(p for p in Path(target).rglob("*.parquet"))
             ref = self.writer.stage_table_output(output, spec, parts, rows=rows,
@@ -157,17 +159,36 @@ class RunOutputs(RunState):
         self.writer.stage_stored_output(output, [], rows=0)
 
 
-def _counting(df: Any, rows: int | None) -> tuple[Any, Callable[[], int]]:
+def _counting(df: Any, rows: int | None
+              ) -> tuple[Any, Callable[[Callable[[], int]], int]]:
     """``df`` observed so that the action writing it also counts its rows (Spark's
     ``Observation``: one pass, no count job), and a function giving the count after that
-    action; with ``rows`` known, ``df`` unchanged and ``rows``."""
+    action (given how to count the rows written, should the observation come back
+    empty: :mod:`.observed`); with ``rows`` known, ``df`` unchanged and ``rows``."""
     if rows is not None:
-        return df, lambda: rows
+        return df, lambda written: rows
     from pyspark.sql import Observation
     from pyspark.sql import functions as F
 
     obs = Observation()
-    return df.observe(obs, F.count(F.lit(1)).alias("rows")), lambda: int(obs.get["rows"])
+
+    def counted(written: Callable[[], int]) -> int:
+        return int(observed(obs, lambda: {"rows": written()})["rows"])
+
+    return df.observe(obs, F.count(F.lit(1)).alias("rows")), counted
+
+
+def _written_rows(spark: Any, path: str) -> int:
+    """Rows of the Parquet files a write left under ``path`` (partition directories
+    included); a write of no row may leave no file."""
+    from pyspark.errors import AnalysisException
+
+    try:
+        return int(spark.read.parquet(path).count())
+    except AnalysisException as exc:
+        if "UNABLE_TO_INFER_SCHEMA" in str(exc) or "PATH_NOT_FOUND" in str(exc):
+            return 0
+        raise
 
 
 #: column types whose partition directories Spark writes as Delta serialises the values

@@ -496,3 +496,57 @@ def test_an_interrupt_of_the_attempt_stops_every_write_it_runs_at_once(spark_con
     assert sorted(interrupted) == sorted(op.operation_id for op in recorded)
     assert len(interrupted) == 2
     assert len(os.listdir(marks)) < 30
+
+
+def test_rows_are_counted_from_the_files_when_a_write_s_observation_comes_back_empty(
+        spark_connect, tmp_path, monkeypatch):
+    """A Spark Connect 4.1 server sends an observation not ready within 100 ms as an empty
+    one (SPARK-54279; a loaded machine's retry failed on it). Every write's observation
+    made empty here: each write still returns the rows it wrote, counted from its files (a
+    partitioned table, a merge's change rows with its deleted keys, no row at all), and the
+    flights pipeline, whose jobs observe their new days and per-bucket counts, publishes
+    figures equal to the oracle's over two epochs."""
+    from pyspark.sql.connect.observation import Observation
+
+    from checkpointing.tables.spec import TableSpec
+    from spark_jobs.runtime import JobResult, run_task, spark_session
+
+    monkeypatch.setattr(Observation, "get", property(lambda self: {}))
+    spark = spark_session("empty-observation", remote=spark_connect.url)
+    c = Coordinator(LocalStorage(tmp_path / "ckpt"), "counted")
+    c.begin_epoch(plan_from_edges({"t": []}, set()), "run-1")
+    counted: dict[str, int] = {}
+
+    def table(name: str, **spec) -> TableSpec:
+        return TableSpec.from_json({"location": f"file://{tmp_path}/{name}", "format": "delta",
+                                    **spec})
+
+    def job(run):
+        counted["plain"] = run.write_output(spark.range(0, 7), "plain")
+        counted["parts"] = run.write_table(spark.range(0, 5).selectExpr("id", "id % 2 AS p"),
+                                           "parts", table("parts", mode="overwrite",
+                                                          partition_by=["p"]))
+        counted["merged"] = run.write_table(
+            spark.range(0, 3), "merged", table("merged", mode="merge", keys=["id"]),
+            deleted=spark.range(10, 12))
+        counted["none"] = run.write_table(spark.range(0, 0), "none",
+                                          table("none", mode="overwrite"))
+        return JobResult()
+
+    from spark_jobs.flights.pipeline import PIPELINE
+    from spark_jobs.runtime import drive_epoch
+
+    data = LocalStorage(tmp_path / "data")
+    flights = Coordinator(LocalStorage(tmp_path / "flights"), "flights_daily")
+    try:
+        run_task(job, c, 1, "t", 1, spark, "")
+        land(data, [date(2013, 1, 1), date(2013, 1, 2)], malformed_rate=0.01, seed=5)
+        drive_epoch(PIPELINE, flights, spark, f"file://{tmp_path}/data", "day-2")
+        land(data, [date(2013, 1, 3)], dims=False, seed=5)
+        drive_epoch(PIPELINE, flights, spark, f"file://{tmp_path}/data", "day-3")
+    finally:
+        spark.stop()
+    assert counted == {"plain": 7, "parts": 5, "merged": 5, "none": 0}
+    assert flights.latest_completed() == 2
+    assert_gold_matches_oracle(flights, data, ROUTE, "gold_route_stats")
+    assert_gold_matches_oracle(flights, data, CARRIER, "gold_carrier_stats")
