@@ -226,6 +226,29 @@ def test_refresh_choices_are_recorded_and_an_unchanged_epoch_carries_its_states(
     assert few["estimated_full_ms"] > 0 and few["estimated_incremental_ms"] > 0
 
 
+def test_a_declared_key_with_two_rows_fails_the_task_naming_it(spark, tmp_path):
+    """``keys=`` is the user's word that the columns identify a row: a view whose declared
+    key has two rows fails its task in one line naming the key and a value of it, before
+    anything is staged for the epoch."""
+    from spark_jobs.runtime.view_job import ViewJobError
+
+    _create(spark, tmp_path)
+    view = ViewTask("SELECT customer, amount FROM orders", "amounts",
+                    {"location": f"file://{tmp_path}/gold/amounts", "format": "delta"},
+                    keys=("customer",))
+    plan = plan_from_edges({"amounts": []}, {"amounts"},
+                           {"amounts": {"orders": TableInput(f"file://{tmp_path}/bronze/orders")}},
+                           {"amounts": view})
+    coord = Coordinator(LocalStorage(tmp_path / "ckpt"), "keys")
+    with pytest.raises(ViewJobError) as err:
+        drive_epoch(Pipeline({"amounts": []}, {"amounts": maintain_view}, plan), coord, spark,
+                    "", "r0")
+    line = str(err.value)
+    assert "\n" not in line and line.startswith(
+        "view amounts: the key (customer) is not unique: (customer='c"), line
+    assert line.endswith("has several rows; declare keys= that identify a row of the view")
+
+
 def test_verification_declines_an_epoch_whose_maintained_result_drifted(spark, tmp_path,
                                                                         monkeypatch):
     """With ``verify_every=1`` each epoch recomputes the view at the pinned versions and
