@@ -22,9 +22,9 @@ class Engine(Protocol):
         """Define relation ``name`` as the result of ``sql``; ``once``: later statements
         read it several times, so an engine whose relations are views computes it now."""
 
-    def keep(self, renames: dict[str, str]) -> None:
-        """Make each relation ``new`` the state ``old`` for the next epoch
-        (``renames``: new -> old), all or none."""
+    def keep(self, states: tuple[State, ...]) -> None:
+        """Make each state's ``next`` relation the state ``name`` for the next epoch, all
+        or none (a state that ``grows`` may be kept as its batches, :class:`State`)."""
 
 
 def run_epoch(prog: Program, engine: Engine) -> str:
@@ -37,5 +37,5 @@ def run_epoch(prog: Program, engine: Engine) -> str:
                 engine.define(step.name, step.empty)
         elif isinstance(step, Step):
             engine.define(step.name, step.sql, once=step.shared)
-    engine.keep({s.next: s.name for s in prog.states})
+    engine.keep(prog.states)
     return prog.out

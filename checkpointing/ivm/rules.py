@@ -51,10 +51,17 @@ class Step:
 @dataclass(frozen=True)
 class State:
     """A kept relation: read as ``name`` (the previous epoch's; ``empty`` on the first),
-    replaced by ``name + "__next"`` once the epoch's steps ran."""
+    replaced by ``name + "__next"`` once the epoch's steps ran.
+
+    ``grows``: the relation whose rows the next state adds to this one (a join side grows
+    by its input's change): its rules read it as a Z-set (weights multiplied or summed,
+    never one row per value), so an engine may keep it as the earlier epochs' batches plus
+    this epoch's ``grows``, a row's weight being its weights' sum, instead of rewriting it
+    whole (``__next`` is that rewrite)."""
 
     name: str
     empty: str
+    grows: str | None = None
 
     @property
     def next(self) -> str:
@@ -177,8 +184,10 @@ def _join(n: Join, ns: str) -> list[Step | State]:
     """Δ(L ⋈ R) = ΔL ⋈ R + (L + ΔL) ⋈ ΔR, both sides kept consolidated."""
     if n.kind != "inner":
         return _outer_join(n, ns)
-    sl = State(f"{ns}s{n.id}_l", f"SELECT * FROM {d(n.left, ns)} WHERE 1 = 0")
-    sr = State(f"{ns}s{n.id}_r", f"SELECT * FROM {d(n.right, ns)} WHERE 1 = 0")
+    sl = State(f"{ns}s{n.id}_l", f"SELECT * FROM {d(n.left, ns)} WHERE 1 = 0",
+               grows=d(n.left, ns))
+    sr = State(f"{ns}s{n.id}_r", f"SELECT * FROM {d(n.right, ns)} WHERE 1 = 0",
+               grows=d(n.right, ns))
     ln, rn = n.left.names(), n.right.names()
 
     def on(a: str, b: str) -> str:

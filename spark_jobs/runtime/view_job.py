@@ -46,7 +46,7 @@ from checkpointing.tables.spec import TableSpec
 
 from .errors import DeclineEpoch, JobResultError
 from .session import spark_uri
-from .views import SparkEngine
+from .views import SparkEngine, due
 
 if TYPE_CHECKING:
     from .job_run import JobResult, JobRun
@@ -88,6 +88,24 @@ class TaskStates:
         # nothing written for no rows: the state is its empty shape
         return _read(self.run, refs) if refs else df.limit(0)
 
+    def append(self, name: str, adds: Any, whole: Any) -> Any:
+        """A growing state's batches (:mod:`.views`): ``view/<name>/b<epoch>/`` each, the
+        previous epoch's referenced, this epoch's written."""
+        prefix = f"{STATE_DIR}/{self._name(name)}/"
+        before = [] if self.fresh else self.run.files(self.run.previous, prefix)
+        batches: dict[str, int] = {}
+        for ref in before:
+            parts = ref.name[len(prefix):].split("/", 1)
+            key = parts[0] if len(parts) > 1 and parts[0].startswith("b") else ""
+            batches[key] = batches.get(key, 0) + ref.size
+        batch = f"{prefix}b{self.run.epoch_id}"
+        if not batches or due(list(batches.values())):
+            refs = self.run.write_state(whole, batch)
+            return _read(self.run, refs) if refs else whole.limit(0)
+        refs = [self.run.writer.reference(ref) for ref in before]
+        refs += self.run.write_state(adds, batch)
+        return _read(self.run, refs)
+
 
 def _read(run: JobRun, refs: list[Any]) -> Any | None:
     """The Parquet state files ``refs`` as one DataFrame (their own schema); None for none."""
@@ -98,10 +116,12 @@ def _read(run: JobRun, refs: list[Any]) -> Any | None:
 
 def _expanded(spark: Any, relation: str, columns: Sequence[str]) -> Any:
     """The rows of Z-set ``relation``, each repeated as its weight says (a batch query's,
-    or an overwritten table's, rows)."""
+    or an overwritten table's, rows); a row in several batches once, its weights summed."""
     cols = ", ".join(q(c) for c in columns)
-    return spark.sql(f"SELECT {cols} FROM {relation} LATERAL VIEW explode(sequence(1, "
-                     f"CAST({WEIGHT} AS INT))) `_copies` AS `_copy`")
+    summed = consolidated(tuple(columns), f"SELECT * FROM {relation}")
+    return spark.sql(f"SELECT {cols} FROM ({summed}) "
+                     f"LATERAL VIEW explode(sequence(1, CAST({WEIGHT} AS INT))) `_copies` "
+                     "AS `_copy`")
 
 
 def view_task(run: JobRun) -> ViewTask:
@@ -351,7 +371,16 @@ def _refreshed(run: JobRun, view: ViewTask, plan: Any, found: dict[str, ViewInpu
     union = f"SELECT * FROM {ns}change"
     if before is not None:  # a result kept before its types were the batch's: cast too
         union = f"{_typed(columns, types, f'{ns}before')} UNION ALL {union}"
-    return change, kept.save(RESULT, spark.sql(consolidated(columns, union)))
+    whole = spark.sql(consolidated(columns, union))
+    if refresh.mode == "incremental" and before is not None and \
+            _types(before) == _types(change):
+        # the result grows by the change: a batch of it, the earlier batches referenced
+        return change, kept.append(RESULT, change, whole)
+    return change, kept.save(RESULT, whole)
+
+
+def _types(df: Any) -> list[tuple[str, str]]:
+    return [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
 
 
 def _write_output(run: JobRun, view: ViewTask, spec: TableSpec, key: tuple[str, ...],

@@ -4,13 +4,36 @@ session, each operator's state materialized once per epoch by a :class:`StateSto
 (the task's checkpointed state in a job; a directory of Parquet files here).
 
 A defined relation is a temporary view of its query's analyzed plan: redefining a relation
-it reads (a state replaced at the end of the epoch) does not change it."""
+it reads (a state replaced at the end of the epoch) does not change it.
+
+A state that grows by a relation (a join side, :class:`~checkpointing.ivm.rules.State`) is
+kept as batches: the earlier epochs' files by reference and this epoch's added rows as one
+new batch, so that an epoch writes what changed, not the whole state. The batches are
+merged into one (:func:`due`) when they are :data:`MAX_BATCHES`, or when the batches
+beside the largest outweigh it: before a batch is added, a state's batches hold at most
+twice the largest one's bytes."""
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
+
+from checkpointing.ivm.operators import WEIGHT
+from checkpointing.ivm.rules import State, consolidated
+
+#: batches of a growing state before they are merged into one
+MAX_BATCHES = 8
+
+
+def due(batches: Sequence[int], max_batches: int | None = None) -> bool:
+    """Whether a state kept as batches of these sizes (bytes) is merged into one before
+    the next batch is added: there are ``max_batches`` (:data:`MAX_BATCHES`) already, or
+    the batches beside the largest hold more bytes than it."""
+    if len(batches) >= (MAX_BATCHES if max_batches is None else max_batches):
+        return True
+    return len(batches) > 1 and sum(batches) - max(batches) > max(batches)
 
 
 class StateStore(Protocol):
@@ -22,6 +45,11 @@ class StateStore(Protocol):
     def save(self, name: str, df: Any) -> Any:
         """Keep ``df`` as state ``name`` for the next epoch; returns it as kept (read
         back, so that later statements read the kept files, not the query again)."""
+
+    def append(self, name: str, adds: Any, whole: Any) -> Any:
+        """Keep state ``name`` for the next epoch as its previous batches plus ``adds`` (a
+        new batch), or as ``whole`` alone when the batches are :func:`due` to be merged
+        (or there are none); returns it as kept, read back."""
 
 
 class SparkEngine:
@@ -81,9 +109,16 @@ class SparkEngine:
             self.computed.append(df)
         df.createOrReplaceTempView(name)
 
-    def keep(self, renames: dict[str, str]) -> None:
-        for new, old in renames.items():
-            self.states.save(old, self.spark.table(new)).createOrReplaceTempView(old)
+    def keep(self, states: tuple[State, ...]) -> None:
+        for s in states:
+            if s.grows is None:
+                kept = self.states.save(s.name, self.spark.table(s.next))
+            else:
+                names = self.spark.table(s.grows).columns
+                adds = self.spark.sql(consolidated(tuple(n for n in names if n != WEIGHT),
+                                                   f"SELECT * FROM {s.grows}"))  # noqa: S608
+                kept = self.states.append(s.name, adds, self.spark.table(s.next))
+            kept.createOrReplaceTempView(s.name)
 
 
 class _Active:
@@ -115,19 +150,49 @@ class _Active:
 
 class ParquetStates:
     """States as Parquet directories ``<root>/<epoch>/<name>``: epoch ``n`` reads what the
-    newest earlier epoch kept."""
+    newest earlier epoch kept. A growing state's batches are subdirectories ``b<epoch>``,
+    the earlier ones hard links to the files an earlier epoch wrote."""
 
-    def __init__(self, spark: Any, root: str | Path, epoch: int):
+    def __init__(self, spark: Any, root: str | Path, epoch: int,
+                 max_batches: int | None = None):
         self.spark, self.root, self.epoch = spark, Path(root), epoch
+        self.max_batches = max_batches
 
-    def load(self, name: str) -> Any | None:
+    def _previous(self, name: str) -> Path | None:
         earlier = sorted((int(p.name) for p in self.root.glob("*") if p.name.isdigit()
                           and int(p.name) < self.epoch and (p / name).exists()), reverse=True)
-        if not earlier:
+        return self.root / str(earlier[0]) / name if earlier else None
+
+    def load(self, name: str) -> Any | None:
+        found = self._previous(name)
+        if found is None:
             return None
-        return self.spark.read.parquet(str(self.root / str(earlier[0]) / name))
+        return self.spark.read.parquet(*map(str, _parquet_dirs(found)))
 
     def save(self, name: str, df: Any) -> Any:
         path = self.root / str(self.epoch) / name
         df.write.mode("overwrite").parquet(str(path))
         return self.spark.read.parquet(str(path))
+
+    def append(self, name: str, adds: Any, whole: Any) -> Any:
+        import os
+        import shutil
+
+        found = self._previous(name)
+        path = self.root / str(self.epoch) / name
+        batches = [] if found is None else [
+            sum(f.stat().st_size for f in d.rglob("*.parquet")) for d in _parquet_dirs(found)]
+        if not batches or due(batches, self.max_batches):
+            whole.write.mode("overwrite").parquet(str(path / f"b{self.epoch}"))
+        else:
+            assert found is not None
+            for d in _parquet_dirs(found):
+                shutil.copytree(d, path / d.name, copy_function=os.link)
+            adds.write.mode("overwrite").parquet(str(path / f"b{self.epoch}"))
+        return self.spark.read.parquet(*map(str, _parquet_dirs(path)))
+
+
+def _parquet_dirs(path: Path) -> list[Path]:
+    """A state's directory, or its batches' (``b<epoch>`` subdirectories)."""
+    subs = sorted(p for p in path.iterdir() if p.is_dir() and p.name.startswith("b"))
+    return subs or [path]

@@ -78,7 +78,7 @@ def test_views_maintained_on_spark_equal_spark_s_batch_query(spark, tmp_path_fac
                                  *epochs], start=1):
         for name in [t.name for t in spark.catalog.listTables() if t.isTemporary]:
             spark.catalog.dropTempView(name)  # a new session's view of the states
-        with SparkEngine(spark, ParquetStates(spark, root, epoch)) as engine:
+        with SparkEngine(spark, ParquetStates(spark, root, epoch, max_batches=2)) as engine:
             changes: dict[str, list] = {"orders": [], "customers": []}
             for op in ops:
                 _apply(op, tables, changes, state)

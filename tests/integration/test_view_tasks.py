@@ -11,6 +11,7 @@ reason are in the state handle; verification catches a maintained result that dr
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from decimal import Decimal
 
@@ -61,6 +62,15 @@ OPS = st.sampled_from([
     "INSERT INTO {c} VALUES ('c5', 'west')",
     "DELETE FROM {c} WHERE customer = 'c0'",
 ])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _few_batches():
+    """A join's states merged into one every second epoch: both ways of keeping them
+    (a batch added, the batches merged) run within a drawn history."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("spark_jobs.runtime.views.MAX_BATCHES", 2)
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -154,6 +164,7 @@ def test_views_equal_their_batch_query_after_every_epoch(spark, tmp_path_factory
     epoch, meta = drive_epoch(pipe, coord, spark, "", "r0")
     assert meta is not None and meta.completed
     _check(spark, coord, tmp, epoch)
+    batches: set[str] = set()
     for i, statements in enumerate(epochs, start=1):
         for s in statements:
             spark.sql(s.format(o=o, c=c))
@@ -178,6 +189,11 @@ def test_views_equal_their_batch_query_after_every_epoch(spark, tmp_path_factory
             elif not statements and kill not in (i, i - 1):  # (the kill's delete lands next)
                 assert view["refresh"] == "incremental", view
                 assert "no input changed" in view["reason"] or n == "per_region", view
+        files = [f.name for f in coord.acknowledged_handle(epoch, "per_region").files]
+        batches.update(f.split("/")[2] for f in files
+                       if re.match(r"view/s\d+_[lr]/b\d+/", f))
+    # the join's states were kept as batches: more than one epoch wrote one
+    assert len(batches) > 1, batches
 
 
 def test_refresh_choices_are_recorded_and_an_unchanged_epoch_carries_its_states(
@@ -264,14 +280,20 @@ def test_verification_declines_an_epoch_whose_maintained_result_drifted(spark, t
     e, meta = drive_epoch(pipe, coord, spark, "", "r0")
     assert meta is not None and meta.completed
     assert coord.acknowledged_handle(e, "per_customer").metrics["view"]["verified_ms"] > 0
-    save = view_job.TaskStates.save
+    save, append = view_job.TaskStates.save, view_job.TaskStates.append
 
     def lossy(self, name, df):
         if name.endswith(view_job.RESULT):
             df = df.where("customer <> 'c1'")
         return save(self, name, df)
 
+    def lossy_batch(self, name, adds, whole):
+        if name.endswith(view_job.RESULT):
+            adds, whole = adds.where("customer <> 'c1'"), whole.where("customer <> 'c1'")
+        return append(self, name, adds, whole)
+
     monkeypatch.setattr(view_job.TaskStates, "save", lossy)
+    monkeypatch.setattr(view_job.TaskStates, "append", lossy_batch)
     spark.sql(f"INSERT INTO {o} VALUES (7000, 'c1', 3)")
     with pytest.raises(DeclineEpoch, match="verification failed") as declined:
         drive_epoch(pipe, coord, spark, "", "r1")

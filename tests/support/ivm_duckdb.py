@@ -10,6 +10,8 @@ from typing import Any
 
 import sqlglot
 
+from checkpointing.ivm.rules import State
+
 
 class DuckDBEngine:
     def __init__(self, con: Any):
@@ -23,11 +25,13 @@ class DuckDBEngine:
         # every relation is a table here: computed once whether shared or not
         self.con.execute(f'CREATE OR REPLACE TABLE "{name}" AS {in_duckdb(sql)}')
 
-    def keep(self, renames: dict[str, str]) -> None:
+    def keep(self, states: tuple[State, ...]) -> None:
+        # every state rewritten whole (its rows consolidated): the rules must give the
+        # same result whether an engine keeps batches or not
         self.con.execute("BEGIN")
-        for new, old in renames.items():
-            self.con.execute(f'DROP TABLE IF EXISTS "{old}"')
-            self.con.execute(f'ALTER TABLE "{new}" RENAME TO "{old}"')
+        for s in states:
+            self.con.execute(f'DROP TABLE IF EXISTS "{s.name}"')
+            self.con.execute(f'ALTER TABLE "{s.next}" RENAME TO "{s.name}"')
         self.con.execute("COMMIT")
 
     def weighted(self, name: str) -> Counter:
