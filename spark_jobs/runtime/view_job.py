@@ -73,6 +73,8 @@ class TaskStates:
 
     def __init__(self, run: JobRun, namespace: str, fresh: bool = False):
         self.run, self.ns, self.fresh = run, namespace, fresh
+        #: the files :meth:`save` wrote this epoch, by state
+        self.saved: dict[str, list[Any]] = {}
 
     def _name(self, relation: str) -> str:
         return relation[len(self.ns):] if relation.startswith(self.ns) else relation
@@ -85,12 +87,31 @@ class TaskStates:
 
     def save(self, name: str, df: Any) -> Any:
         refs = self.run.write_state(df, f"{STATE_DIR}/{self._name(name)}")
+        self.saved[self._name(name)] = refs
         # nothing written for no rows: the state is its empty shape
         return _read(self.run, refs) if refs else df.limit(0)
 
     def append(self, name: str, adds: Any, whole: Any) -> Any:
         """A growing state's batches (:mod:`.views`): ``view/<name>/b<epoch>/`` each, the
         previous epoch's referenced, this epoch's written."""
+        return self._append(name, whole, lambda batch: self.run.write_state(adds, batch))
+
+    def append_saved(self, name: str, saved: str, whole: Any) -> Any:
+        """As :meth:`append`, the new batch being the files state ``saved`` was written
+        as this epoch (:meth:`save`), referenced under this state's name: the view's result
+        grows by its change, which is not written twice."""
+        from dataclasses import replace
+
+        written = f"{STATE_DIR}/{saved}/"
+
+        def same(batch: str) -> list[Any]:
+            return [self.run.writer.reference(
+                replace(r, name=f"{batch}/{r.name[len(written):]}"))
+                for r in self.saved[saved]]
+
+        return self._append(name, whole, same)
+
+    def _append(self, name: str, whole: Any, batch_of: Callable[[str], list[Any]]) -> Any:
         prefix = f"{STATE_DIR}/{self._name(name)}/"
         before = [] if self.fresh else self.run.files(self.run.previous, prefix)
         batches: dict[str, int] = {}
@@ -103,7 +124,7 @@ class TaskStates:
             refs = self.run.write_state(whole, batch)
             return _read(self.run, refs) if refs else whole.limit(0)
         refs = [self.run.writer.reference(ref) for ref in before]
-        refs += self.run.write_state(adds, batch)
+        refs += batch_of(batch)
         return _read(self.run, refs)
 
 
@@ -374,8 +395,9 @@ def _refreshed(run: JobRun, view: ViewTask, plan: Any, found: dict[str, ViewInpu
     whole = spark.sql(consolidated(columns, union))
     if refresh.mode == "incremental" and before is not None and \
             _types(before) == _types(change):
-        # the result grows by the change: a batch of it, the earlier batches referenced
-        return change, kept.append(RESULT, change, whole)
+        # the result grows by the change: its files are the new batch, the earlier
+        # batches referenced
+        return change, kept.append_saved(RESULT, CHANGE, whole)
     return change, kept.save(RESULT, whole)
 
 

@@ -280,20 +280,18 @@ def test_verification_declines_an_epoch_whose_maintained_result_drifted(spark, t
     e, meta = drive_epoch(pipe, coord, spark, "", "r0")
     assert meta is not None and meta.completed
     assert coord.acknowledged_handle(e, "per_customer").metrics["view"]["verified_ms"] > 0
-    save, append = view_job.TaskStates.save, view_job.TaskStates.append
+    save = view_job.TaskStates.save
 
     def lossy(self, name, df):
         if name.endswith(view_job.RESULT):
             df = df.where("customer <> 'c1'")
         return save(self, name, df)
 
-    def lossy_batch(self, name, adds, whole):
-        if name.endswith(view_job.RESULT):
-            adds, whole = adds.where("customer <> 'c1'"), whole.where("customer <> 'c1'")
-        return append(self, name, adds, whole)
+    def lossy_batch(self, name, saved, whole):  # the result kept whole, c1 lost
+        return lossy(self, name, whole)
 
     monkeypatch.setattr(view_job.TaskStates, "save", lossy)
-    monkeypatch.setattr(view_job.TaskStates, "append", lossy_batch)
+    monkeypatch.setattr(view_job.TaskStates, "append_saved", lossy_batch)
     spark.sql(f"INSERT INTO {o} VALUES (7000, 'c1', 3)")
     with pytest.raises(DeclineEpoch, match="verification failed") as declined:
         drive_epoch(pipe, coord, spark, "", "r1")
