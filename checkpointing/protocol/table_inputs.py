@@ -217,6 +217,18 @@ class ChangeSet:
     #: version of the first schema change), so that a job still reading an old name is
     #: told which rename it missed
     renamed: dict[str, tuple[str, int]] = field(default_factory=dict)
+    #: Iceberg: each column's field id at ``end``. A data file names a column as the schema
+    #: of its write did; the id is what stays: a renamed column keeps it, and a column
+    #: dropped and added again under the same name gets a new one (older files hold none of
+    #: it). Readers match the files' columns by these ids, not by name.
+    field_ids: dict[str, int] = field(default_factory=dict)
+
+    def identity(self, column: str) -> str:
+        """What names ``column`` across schema changes: its field id (Iceberg), the name
+        its files give it (Delta's column mapping), else its name."""
+        if column in self.field_ids:
+            return f"id:{self.field_ids[column]}"
+        return self.physical_names.get(column, column)
 
     @property
     def full(self) -> bool:

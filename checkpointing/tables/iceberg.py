@@ -51,6 +51,7 @@ if TYPE_CHECKING:  # the format's libraries are an extra: imported where they ar
     import pyarrow as pa
     from pyiceberg.catalog import Catalog
     from pyiceberg.manifest import DataFile as IcebergFile
+    from pyiceberg.schema import Schema
     from pyiceberg.table import Table
     from pyiceberg.table.snapshots import Snapshot
 
@@ -352,12 +353,49 @@ def _snapshot(spec: TableInput, table: Table, version: TableVersion) -> Snapshot
     return snap
 
 
+def _iceberg_schema(table: Table, snap: Snapshot) -> Schema:
+    if snap.schema_id is None:
+        return table.schema()
+    return next(s for s in table.schemas().values() if s.schema_id == snap.schema_id)
+
+
 def _snapshot_schema(table: Table, snap: Snapshot) -> pa.Schema:
     from pyiceberg.io.pyarrow import schema_to_pyarrow
 
-    schema = next(s for s in table.schemas().values() if s.schema_id == snap.schema_id) \
-        if snap.schema_id is not None else table.schema()
-    return schema_to_pyarrow(schema, include_field_ids=False)
+    return schema_to_pyarrow(_iceberg_schema(table, snap), include_field_ids=False)
+
+
+def _by_field_id(schema: Schema) -> pa.Schema:
+    """``schema``'s columns named by their field ids: what a schema change is compared by
+    (a rename keeps the id, a column dropped and added again has a new one)."""
+    import pyarrow as pa
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
+
+    arrow = schema_to_pyarrow(schema, include_field_ids=False)
+    return pa.schema([f.with_name(str(field.field_id))
+                      for f, field in zip(arrow, schema.fields, strict=True)])
+
+
+def _schema_change(spec: TableInput, table: Table, start: Snapshot, end: Snapshot,
+                   end_version: int) -> dict[str, tuple[str, int]]:
+    """Refuse a retyped column between ``start`` and ``end``; an added, renamed or dropped
+    one is read (files are matched by field id). Returns the renames: old name -> (new
+    name, the sequence number of the first snapshot with a schema other than ``start``'s)."""
+    old, new = _iceberg_schema(table, start), _iceberg_schema(table, end)
+    if old.schema_id == new.schema_id:
+        return {}
+    changed_at = end_version
+    snap: Snapshot | None = end
+    while snap is not None and snap.snapshot_id != start.snapshot_id:
+        if snap.schema_id != old.schema_id and snap.sequence_number is not None:
+            changed_at = int(snap.sequence_number)
+        snap = (table.snapshot_by_id(snap.parent_snapshot_id)
+                if snap.parent_snapshot_id is not None else None)
+    check_schema(spec.label, _by_field_id(old), _by_field_id(new), changed_at,
+                 drops_allowed=True)
+    names = {f.field_id: f.name for f in old.fields}
+    return {names[f.field_id]: (f.name, changed_at) for f in new.fields
+            if f.field_id in names and names[f.field_id] != f.name}
 
 
 def schema_at(spec: TableInput, version: TableVersion, endpoint_url: str | None) -> pa.Schema:
@@ -442,12 +480,14 @@ def read_changes(spec: TableInput, start: TableVersion | None, end: TableVersion
         return ChangeSet(start, end, (), (), pa.schema([]), (), 0)
     end_snap = _snapshot(spec, table, end)
     schema = _snapshot_schema(table, end_snap)
+    field_ids = {f.name: f.field_id for f in _iceberg_schema(table, end_snap).fields}
     now = _files(spec, table, end_snap)
     before: dict[str, _Live] = {}
+    renamed: dict[str, tuple[str, int]] = {}
     reads = 1
     if start is not None and start.snapshot_id is not None:
         start_snap = _snapshot(spec, table, start)
-        check_schema(spec.label, _snapshot_schema(table, start_snap), schema, end.version)
+        renamed = _schema_change(spec, table, start_snap, end_snap, end.version)
         before, reads = _files(spec, table, start_snap), 2
     cache: dict[str, dict[str, Any]] = {}
 
@@ -483,7 +523,8 @@ def read_changes(spec: TableInput, start: TableVersion | None, end: TableVersion
                 f"table input {spec.label!r}: {len(gone_files)} file(s) removed after snapshot "
                 f"{start.snapshot_id} were already deleted (orphan-file cleanup), so their "
                 f"rows cannot be retracted; {WAY_FORWARD}")
-    return ChangeSet(start, end, tuple(added), tuple(removed), schema, (), reads)
+    return ChangeSet(start, end, tuple(added), tuple(removed), schema, (), reads,
+                     renamed=renamed, field_ids=field_ids)
 
 
 # ---------------------------------------------------------------------- VACUUM (6.13)

@@ -100,12 +100,12 @@ def verify_changes(spark: Any, name: str, spec: TableInput, found: TableChanges,
         return  # a first read is the snapshot itself
     before = changes(spec, None, found.start, endpoint_url)
     after = found.change_set
-    old_physical = {before.physical_names.get(c, c): c for c in before.schema.names}
+    old_physical = {before.identity(c): c for c in before.schema.names}
     columns = list(after.schema.names)
     prior = _frame(spark, before, before.added)
     renamed = []
     for c in columns:
-        source = old_physical.get(after.physical_names.get(c, c))
+        source = old_physical.get(after.identity(c))
         renamed.append(F.col(_quoted(source)).alias(c) if source is not None
                        else F.lit(None).cast(found.added.schema[c].dataType).alias(c))
     prior = prior.select(*renamed)
@@ -138,11 +138,11 @@ _ROW = "__ckpt_row_index"
 
 def _frame(spark: Any, cs: ChangeSet, files: tuple[DataFile, ...]) -> Any:
     """The rows of ``files``, in the table's schema at the change's end: Spark reads the
-    files (a column added since a file was written reads as null; under column mapping, by
-    the name the files give it); Delta's partition columns, which its files leave out, come
-    from the log, one literal per partition. A file with rows that do not count (deletion
-    vectors) is read alone and its rows selected by Parquet's row index (Spark's
-    ``_metadata.row_index``)."""
+    files (a column added since a file was written reads as null; under Delta's column
+    mapping, by the name the files give it; Iceberg's, by field id); Delta's partition
+    columns, which its files leave out, come from the log, one literal per partition. A
+    file with rows that do not count (deletion vectors) is read alone and its rows selected
+    by Parquet's row index (Spark's ``_metadata.row_index``)."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_schema
 
@@ -153,6 +153,17 @@ def _frame(spark: Any, cs: ChangeSet, files: tuple[DataFile, ...]) -> Any:
     data = _without(cs.schema, parts)
     physical = cs.physical_names
     read_schema = from_arrow_schema(_renamed(data, physical))
+    ids = cs.field_ids
+    if ids:
+        # Iceberg: each column is the file's column of its field id, whatever the file
+        # names it (a rename keeps the id; a column dropped and added again has a new one,
+        # which older files do not hold: null). A file without field ids fails the read.
+        from pyspark.sql.types import StructField, StructType
+
+        spark.conf.set("spark.sql.parquet.fieldId.read.enabled", "true")
+        read_schema = StructType([
+            StructField(f.name, f.dataType, f.nullable, {"parquet.field.id": ids[f.name]})
+            if f.name in ids else f for f in read_schema.fields])
     groups: dict[tuple[Any, ...], list[str]] = {}
     alone: list[tuple[tuple[Any, ...], DataFile]] = []
     for f in files:
@@ -169,6 +180,10 @@ def _frame(spark: Any, cs: ChangeSet, files: tuple[DataFile, ...]) -> Any:
     frame = None
     for key, df in reads:
         df = df.select(*[F.col(_quoted(physical.get(n, n))).alias(n) for n in data.names])
+        for n in data.names if ids else ():
+            # the ids name columns of the upstream table only: a frame written on (a
+            # state, an output) must not carry them into its own files
+            df = df.withMetadata(n, {})
         for col, value in zip(parts, key, strict=True):
             df = df.withColumn(col, F.lit(value).cast(schema[col].dataType))
         df = df.select(*schema.fieldNames())

@@ -1,12 +1,16 @@
 """Table inputs over histories of an Iceberg table that Spark writes: Hypothesis draws
 INSERTs, DELETEs, UPDATEs and MERGEs (merge-on-read: position delete files in format 2, a
 deletion vector per data file in format 3; or copy-on-write), data-file and delete-file
-compactions (``rewrite_data_files``, ``rewrite_position_delete_files``), zero to three
+compactions (``rewrite_data_files``, ``rewrite_position_delete_files``), schema changes (a
+column added, renamed, dropped, or dropped and added again under its name), zero to three
 commits an epoch. After every epoch, the rows summed from the change sets of the pinned
 range equal Spark's own read of the table ``VERSION AS OF`` the pinned snapshot, computed
 independently (Iceberg's Spark runtime applies the deletes; the change sets are read by
-pyarrow by position). The table is shared through one catalog: Iceberg's JDBC catalog in
-Spark and pyiceberg's SQL catalog over the same SQLite file."""
+pyarrow by position); and each change set, over every column of the pinned schema, read
+by pyarrow and by the job runtime's Spark reader, equals Spark's read at its end less its
+read at its start, whose columns are matched to the end's by field id. The table is
+shared through one catalog: Iceberg's JDBC catalog in Spark and pyiceberg's SQL catalog
+over the same SQLite file."""
 
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ from tests.support.change_rows import histories, history_settings, signed_rows
 EXAMPLES = int(os.environ.get("CKPT_HISTORY_EXAMPLES", "6"))
 READ = ["id", "key", "value"]
 OPS = ["insert", "insert", "delete", "update", "merge", "rewrite_data",
-       "rewrite_deletes"]
+       "rewrite_deletes", "add_column", "readd_column", "rename_column", "drop_column"]
 #: How the table is written: (format version, write mode of DELETE/UPDATE/MERGE)
 LAYOUTS = [(2, "merge-on-read"), (3, "merge-on-read"), (2, "copy-on-write")]
 
@@ -55,11 +59,28 @@ def lake(spark_connect, tmp_path_factory):
 
 
 def _apply(spark, table: str, op: str, n: int, state: dict) -> None:
+    extras = state.setdefault("extras", ["extra"])
     if op == "insert":
         lo = state["next"]
         state["next"] += 8 + n
-        values = ", ".join(f"({i}, 'k{i % 5}', {i})" for i in range(lo, state["next"]))
-        spark.sql(f"INSERT INTO {table} VALUES {values}")
+        # each write's own values in the extra columns: a stale column read by name shows
+        values = ", ".join("(" + ", ".join([str(i), f"'k{i % 5}'", str(i)] +
+                                           [f"'{e}{i}'" for e in extras]) + ")"
+                           for i in range(lo, state["next"]))
+        spark.sql(f"INSERT INTO {table} ({', '.join(READ + extras)}) VALUES {values}")
+    elif op == "add_column" and "extra" not in extras:
+        spark.sql(f"ALTER TABLE {table} ADD COLUMN extra STRING")
+        extras.append("extra")
+    elif op == "readd_column" and "extra" in extras:
+        # dropped and added again under its name: a new column (a new field id)
+        spark.sql(f"ALTER TABLE {table} DROP COLUMN extra")
+        spark.sql(f"ALTER TABLE {table} ADD COLUMN extra STRING")
+    elif op == "rename_column" and len(extras) == 1:
+        new = "note" if extras[0] == "extra" else "extra"
+        spark.sql(f"ALTER TABLE {table} RENAME COLUMN {extras[0]} TO {new}")
+        extras[0] = new
+    elif op == "drop_column" and extras:
+        spark.sql(f"ALTER TABLE {table} DROP COLUMN {extras.pop(n % len(extras))}")
     elif op == "delete":
         spark.sql(f"DELETE FROM {table} WHERE key = 'k{n % 5}'")
     elif op == "update":
@@ -75,7 +96,8 @@ def _apply(spark, table: str, op: str, n: int, state: dict) -> None:
                       ON t.id = s.id
                       WHEN MATCHED AND s.value = -2 THEN DELETE
                       WHEN MATCHED THEN UPDATE SET t.value = t.value + 1000
-                      WHEN NOT MATCHED THEN INSERT *""")
+                      WHEN NOT MATCHED THEN INSERT (id, key, value)
+                        VALUES (s.id, s.key, s.value)""")
     elif op == "rewrite_data":
         spark.sql(f"CALL up.system.rewrite_data_files(table => '{table.split('.', 1)[1]}', "
                   "options => map('min-input-files', '2'))")
@@ -91,6 +113,39 @@ def _spark_rows(spark, table: str, snapshot_id: int | None) -> Counter:
     return Counter(tuple(r) for r in rows.collect())
 
 
+def _ids(spec: TableInput, snapshot_id: int) -> dict[int, str]:
+    """Field id -> column name in the schema of snapshot ``snapshot_id`` (the catalog's
+    metadata, read by pyiceberg: which column of one schema is which of another)."""
+    from pyiceberg.catalog import load_catalog
+
+    table = load_catalog(spec.catalog).load_table(spec.name)
+    snap = table.snapshot_by_id(snapshot_id)
+    schema = next(s for s in table.schemas().values() if s.schema_id == snap.schema_id)
+    return {f.field_id: f.name for f in schema.fields}
+
+
+def _spark_in(spark, spec: TableInput, snapshot_id: int | None, end: int) -> Counter:
+    """Spark's read ``VERSION AS OF snapshot_id`` (in that snapshot's schema), its columns
+    matched to those of snapshot ``end`` by field id (a column it has not: null)."""
+    if snapshot_id is None:
+        return Counter()
+    source, target = _ids(spec, snapshot_id), _ids(spec, end)
+    picked = ", ".join(f"`{source[i]}`" if i in source else "NULL" for i in target)
+    return Counter(tuple(r) for r in spark.sql(
+        f"SELECT {picked} FROM up.{spec.name} VERSION AS OF {snapshot_id}").collect())
+
+
+def _runtime_rows(spark, spec: TableInput, start, end, columns: list[str]) -> Counter:
+    """The change set as the job runtime reads it (Spark, by field id), as signed counts."""
+    from spark_jobs.runtime.table_source import SIGN, read_changes
+
+    found = read_changes(spark, "up", spec, start, end, None)
+    counts: Counter = Counter()
+    for r in found.signed().select(*columns, SIGN).collect():
+        counts[tuple(r[:-1])] += r[-1]
+    return counts
+
+
 @history_settings(EXAMPLES)
 @given(epochs=histories(OPS, 4), layout=st.sampled_from(LAYOUTS))
 def test_change_sets_of_spark_written_histories_sum_to_spark_s_read(lake, epochs, layout):
@@ -98,8 +153,8 @@ def test_change_sets_of_spark_written_histories_sum_to_spark_s_read(lake, epochs
     version, mode = layout
     name = f"bronze.t_{uuid.uuid4().hex[:8]}"
     table = f"up.{name}"
-    spark.sql(f"""CREATE TABLE {table} (id BIGINT, key STRING, value BIGINT) USING iceberg
-                  TBLPROPERTIES ('format-version' = '{version}',
+    spark.sql(f"""CREATE TABLE {table} (id BIGINT, key STRING, value BIGINT, extra STRING)
+                  USING iceberg TBLPROPERTIES ('format-version' = '{version}',
                                  'write.delete.mode' = '{mode}',
                                  'write.update.mode' = '{mode}',
                                  'write.merge.mode' = '{mode}')""")
@@ -113,6 +168,15 @@ def test_change_sets_of_spark_written_histories_sum_to_spark_s_read(lake, epochs
             _apply(spark, table, op, n, state)
         pinned = pin(spec)
         cs = changes(spec, consumed, pinned)
+        columns = list(_ids(spec, pinned.snapshot_id).values())
+        want = _spark_in(spark, spec, pinned.snapshot_id, pinned.snapshot_id)
+        want.subtract(_spark_in(spark, spec, consumed and consumed.snapshot_id,
+                                pinned.snapshot_id))
+        want = Counter({k: v for k, v in want.items() if v})
+        found = Counter({k: v for k, v in signed_rows(cs, columns).items() if v})
+        assert found == want, (version, mode, epochs, columns)
+        assert _runtime_rows(spark, spec, consumed, pinned, columns) == want, \
+            (version, mode, epochs, columns)
         total.update(signed_rows(cs, READ))
         total = +total
         expected = _spark_rows(spark, table, pinned.snapshot_id)
@@ -134,7 +198,7 @@ def test_a_needed_snapshot_expired_is_declined_in_one_line(lake):
     spark.sql(f"CREATE TABLE {table} (id BIGINT, key STRING, value BIGINT) USING iceberg "
               "TBLPROPERTIES ('format-version' = '2', 'write.delete.mode' = 'merge-on-read')")
     spec = TableInput(None, "iceberg", name=name, catalog="up")
-    state = {"next": 0}
+    state = {"next": 0, "extras": []}
     _apply(spark, table, "insert", 1, state)
     consumed = pin(spec)
     _apply(spark, table, "delete", 1, state)

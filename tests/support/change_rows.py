@@ -1,7 +1,8 @@
 """A change set's rows without Spark: each data file read by pyarrow, its rows selected by
 position (a deletion vector's ``skip_rows`` or ``only_rows``), Delta's partition values
-from the log, columns by the name the files give them. What a test compares with a table
-reader's own read of a version; independent of the job runtime's Spark reading."""
+from the log, columns by the name the files give them (Iceberg: by field id). What a test
+compares with a table reader's own read of a version; independent of the job runtime's
+Spark reading."""
 
 from __future__ import annotations
 
@@ -31,7 +32,11 @@ def file_rows(cs: ChangeSet, f: DataFile, columns: list[str]) -> list[tuple]:
         if c in cs.log_partition_columns:
             data[c] = [f.partition_values.get(c)] * n
             continue
-        name = cs.physical_names.get(c, c)
+        if c in cs.field_ids:  # Iceberg: the file's column of that field id, whatever its name
+            ids = {(f.metadata or {}).get(b"PARQUET:field_id"): f.name for f in table.schema}
+            name = ids.get(str(cs.field_ids[c]).encode(), "")
+        else:
+            name = cs.physical_names.get(c, c)
         data[c] = table.column(name).to_pylist() if name in table.column_names else [None] * n
     for i in keep:
         out.append(tuple(data[c][i] for c in columns))

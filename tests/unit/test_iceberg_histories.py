@@ -1,7 +1,10 @@
 """Table inputs over histories of an Iceberg table pyiceberg writes (copy-on-write):
-Hypothesis draws appends, partition overwrites, deletes, an added column and snapshot
+Hypothesis draws appends, partition overwrites, deletes, schema changes (a column added,
+renamed, dropped, and added again under a name it had: a new field id) and snapshot
 expiry, zero to four commits an epoch, and after every epoch the rows kept from the change
-sets equal pyiceberg's own scan of the pinned snapshot. A retry reads the pinned range
+sets equal pyiceberg's own scan of the pinned snapshot; each change set, over every column
+of the pinned schema, equals the scan at its end less the scan at its start, whose columns
+are matched to the end's by field id. A retry reads the pinned range
 again after the upstream moved on. A refusal is one line without a path; the task then
 starts afresh from the table's content."""
 
@@ -20,16 +23,17 @@ from tests.support.change_rows import arrow_counts, histories, history_settings,
 
 EXAMPLES = int(os.environ.get("CKPT_HISTORY_EXAMPLES", "15"))
 READ = ["key", "day", "value"]
-OPS = ["append", "append", "overwrite_day", "delete", "add_column", "expire"]
+OPS = ["append", "append", "overwrite_day", "delete", "add_column", "readd_column",
+       "rename_column", "drop_column", "expire"]
 
 
-def _rows(lo: int, hi: int, extra: bool) -> pa.Table:
+def _rows(lo: int, hi: int, extras: list[str]) -> pa.Table:
     ids = list(range(lo, hi))
     cols = {"key": pa.array([f"k{i % 5}" for i in ids]),
             "day": pa.array([f"d{i % 3}" for i in ids]),
             "value": pa.array(ids, pa.int64())}
-    if extra:
-        cols["extra"] = pa.array(["x"] * len(ids))
+    for name in extras:  # each write's own values: a stale column read by name shows
+        cols[name] = pa.array([f"{name}{i}" for i in ids])
     return pa.table(cols)
 
 
@@ -38,7 +42,7 @@ def _apply(catalog, op: str, n: int, state: dict) -> None:
     from pyiceberg.types import StringType
 
     table = catalog.load_table("bronze.events")
-    extra = "extra" in [f.name for f in table.schema().fields]
+    extra = [f.name for f in table.schema().fields if f.name not in READ]
     if op == "append":
         lo = state["next"]
         state["next"] += 15 + 5 * n
@@ -51,9 +55,23 @@ def _apply(catalog, op: str, n: int, state: dict) -> None:
         table.overwrite(rows, overwrite_filter=EqualTo("day", f"d{n % 3}"))
     elif op == "delete":
         table.delete(EqualTo("key", f"k{n % 5}"))
-    elif op == "add_column" and not extra:
+    elif op == "add_column" and "extra" not in extra:
+        # added again after a drop, it is a new column (a new field id): older files' values
+        # of the dropped one are not its values
         with table.update_schema() as update:
             update.add_column("extra", StringType())
+    elif op == "readd_column" and "extra" in extra:
+        # dropped and added again under its name: a new column (a new field id)
+        with table.update_schema() as update:
+            update.delete_column("extra")
+        with catalog.load_table("bronze.events").update_schema() as update:
+            update.add_column("extra", StringType())
+    elif op == "rename_column" and len(extra) == 1:
+        with table.update_schema() as update:
+            update.rename_column(extra[0], "note" if extra[0] == "extra" else "extra")
+    elif op == "drop_column" and extra:
+        with table.update_schema() as update:
+            update.delete_column(extra[n % len(extra)])
     elif op == "expire" and table.current_snapshot() is not None:
         # expire every snapshot but the current one: a later read of an expired start is
         # refused in one line
@@ -67,6 +85,27 @@ def _content(catalog, version: TableVersion) -> Counter:
     t = catalog.load_table("bronze.events").scan(snapshot_id=version.snapshot_id,
                                                  selected_fields=tuple(READ)).to_arrow()
     return arrow_counts(t, READ)
+
+
+def _ids(table, snapshot_id: int) -> dict[int, str]:
+    """Field id -> column name in the schema of snapshot ``snapshot_id``."""
+    snap = table.snapshot_by_id(snapshot_id)
+    schema = next(s for s in table.schemas().values() if s.schema_id == snap.schema_id)
+    return {f.field_id: f.name for f in schema.fields}
+
+
+def _content_in(catalog, version: TableVersion | None, end: TableVersion) -> Counter:
+    """pyiceberg's scan of ``version`` (in that snapshot's schema), its columns matched to
+    those of ``end``'s schema by field id (a column ``version`` has not: null)."""
+    table = catalog.load_table("bronze.events")
+    target = _ids(table, end.snapshot_id)
+    if version is None or version.snapshot_id is None:
+        return Counter()
+    source = _ids(table, version.snapshot_id)
+    t = table.scan(snapshot_id=version.snapshot_id).to_arrow()
+    cols = [t.column(source[i]).to_pylist() if i in source else [None] * t.num_rows
+            for i in target]
+    return Counter(zip(*cols, strict=True))
 
 
 @history_settings(EXAMPLES)
@@ -86,7 +125,7 @@ def test_change_sets_of_pyiceberg_histories_sum_to_the_content(tmp_path_factory,
     catalog = load_catalog("up", type="sql", uri=f"sqlite:///{root}/catalog.db")
     catalog.create_namespace_if_not_exists("bronze")
     schema = Schema(NestedField(1, "key", StringType()), NestedField(2, "day", StringType()),
-                    NestedField(3, "value", LongType()))
+                    NestedField(3, "value", LongType()), NestedField(4, "extra", StringType()))
     catalog.create_table("bronze.events", schema, location=f"file://{root}/events",
                          partition_spec=PartitionSpec(
                              PartitionField(2, 1000, IdentityTransform(), "day")))
@@ -108,6 +147,11 @@ def test_change_sets_of_pyiceberg_histories_sum_to_the_content(tmp_path_factory,
             except TableInputError as exc:
                 assert "\n" not in str(exc) and str(root) not in str(exc), exc
                 found, kept = changes(spec, None, end), Counter()
+            columns = list(_ids(catalog.load_table("bronze.events"), end.snapshot_id).values())
+            change = signed_rows(found, columns)
+            want_change = _content_in(catalog, end, end)
+            want_change.subtract(_content_in(catalog, found.start, end))
+            assert +change == +want_change and -change == -want_change, (i, ops, columns)
             kept.update(signed_rows(found, READ))
             kept = +kept
             want = _content(catalog, end)
