@@ -30,6 +30,7 @@ from checkpointing.protocol.table_inputs import (
     WAY_FORWARD,
     ChangeSet,
     DataFile,
+    IncompatibleSchema,
     TableInput,
     TableInputError,
     TableVersion,
@@ -376,13 +377,47 @@ def _by_field_id(schema: Schema) -> pa.Schema:
                       for f, field in zip(arrow, schema.fields, strict=True)])
 
 
+#: A table's name mapping: files written without field ids (Spark's files this project's
+#: committer adds, ``add_files``) get their ids from it, by the name they give a column
+_NAME_MAPPING = "schema.name-mapping.default"
+
+
+def _by_id(table: Table) -> bool:
+    """Whether the table's data files carry field ids (a table without a name mapping:
+    Iceberg's spec requires them), so that a reader matches columns by id, not by name."""
+    return _NAME_MAPPING not in table.properties
+
+
+def _refuse_reused_names(spec: TableInput, table: Table, schema: Schema) -> None:
+    """Files read by name (:func:`_by_id`) cannot tell a column dropped and added again
+    under its name from the dropped one: refuse a table whose schemas ever gave a column
+    of ``schema`` another field id."""
+    ids: dict[str, set[int]] = {}
+    for s in table.schemas().values():
+        for f in s.fields:
+            ids.setdefault(f.name, set()).add(f.field_id)
+    for f in schema.fields:
+        if len(ids.get(f.name, ())) > 1:
+            raise IncompatibleSchema(
+                f"table input {spec.label!r}: column {f.name!r} was dropped and added again "
+                "under its name, and the table's files are read by name (it has a name "
+                "mapping); its older files would give the dropped column's values")
+
+
 def _schema_change(spec: TableInput, table: Table, start: Snapshot, end: Snapshot,
                    end_version: int) -> dict[str, tuple[str, int]]:
     """Refuse a retyped column between ``start`` and ``end``; an added, renamed or dropped
     one is read (files are matched by field id). Returns the renames: old name -> (new
-    name, the sequence number of the first snapshot with a schema other than ``start``'s)."""
+    name, the sequence number of the first snapshot with a schema other than ``start``'s).
+    A table whose files are read by name (:func:`_by_id`) refuses a rename, a drop and a
+    column dropped and added again under its name (its older files would give the dropped
+    column's values)."""
     old, new = _iceberg_schema(table, start), _iceberg_schema(table, end)
     if old.schema_id == new.schema_id:
+        return {}
+    if not _by_id(table):
+        check_schema(spec.label, _snapshot_schema(table, start), _snapshot_schema(table, end),
+                     end_version)
         return {}
     changed_at = end_version
     snap: Snapshot | None = end
@@ -480,7 +515,10 @@ def read_changes(spec: TableInput, start: TableVersion | None, end: TableVersion
         return ChangeSet(start, end, (), (), pa.schema([]), (), 0)
     end_snap = _snapshot(spec, table, end)
     schema = _snapshot_schema(table, end_snap)
-    field_ids = {f.name: f.field_id for f in _iceberg_schema(table, end_snap).fields}
+    end_schema = _iceberg_schema(table, end_snap)
+    field_ids = {f.name: f.field_id for f in end_schema.fields} if _by_id(table) else {}
+    if not field_ids:
+        _refuse_reused_names(spec, table, end_schema)
     now = _files(spec, table, end_snap)
     before: dict[str, _Live] = {}
     renamed: dict[str, tuple[str, int]] = {}

@@ -160,3 +160,54 @@ def test_change_sets_of_pyiceberg_histories_sum_to_the_content(tmp_path_factory,
     finally:
         for k in ("PYICEBERG_CATALOG__UP__TYPE", "PYICEBERG_CATALOG__UP__URI"):
             os.environ.pop(k, None)
+
+
+def test_a_table_read_by_name_refuses_a_column_added_again_and_reads_an_added_one(
+        tmp_path):
+    """A table with a name mapping (files written without field ids, as this project's
+    committer adds Spark's files) is read by name: an added column is read, a column
+    dropped and added again under its name is refused in one line, on a first read too."""
+    import json
+
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import NestedField, StringType
+
+    catalog = load_catalog("mapped", type="sql", uri=f"sqlite:///{tmp_path}/c.db")
+    catalog.create_namespace_if_not_exists("b")
+    table = catalog.create_table("b.t", Schema(NestedField(1, "key", StringType())),
+                                 location=f"file://{tmp_path}/t")
+    with table.transaction() as tx:
+        tx.set_properties(**{"schema.name-mapping.default": json.dumps(
+            [{"field-id": 1, "names": ["key"]}])})
+    table = catalog.load_table("b.t")
+    table.append(pa.table({"key": ["a"]}))
+    os.environ["PYICEBERG_CATALOG__MAPPED__TYPE"] = "sql"
+    os.environ["PYICEBERG_CATALOG__MAPPED__URI"] = f"sqlite:///{tmp_path}/c.db"
+    try:
+        spec = TableInput(f"file://{tmp_path}/t", format="iceberg", name="b.t",
+                          catalog="mapped")
+        start = pin(spec)
+        with table.update_schema() as update:
+            update.add_column("extra", StringType())
+        table = catalog.load_table("b.t")
+        table.append(pa.table({"key": ["b"], "extra": ["x"]}))
+        found = changes(spec, start, pin(spec))
+        assert not found.field_ids  # read by name
+        assert +signed_rows(found, ["key", "extra"]) == Counter({("b", "x"): 1})
+        with table.update_schema() as update:
+            update.delete_column("extra")
+        with catalog.load_table("b.t").update_schema() as update:
+            update.add_column("extra", StringType())
+        for since in (start, None):
+            try:
+                changes(spec, since, pin(spec))
+            except TableInputError as exc:
+                message = str(exc)
+                assert "\n" not in message and "'extra'" in message, message
+                assert str(tmp_path) not in message, message
+            else:
+                raise AssertionError(f"a re-added column read by name ({since})")
+    finally:
+        for k in ("PYICEBERG_CATALOG__MAPPED__TYPE", "PYICEBERG_CATALOG__MAPPED__URI"):
+            os.environ.pop(k, None)
