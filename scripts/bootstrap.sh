@@ -24,8 +24,8 @@ if [ -f "$stamp" ] && [ -z "$(find $inputs -newer "$stamp" 2>/dev/null)" ]; then
   exit 0
 fi
 [ -x .venv/bin/python ] || "$PY" -m venv .venv
-# uv installs the same pinned set as pip (checked: identical `pip freeze`), in a third of the
-# time: a fresh clone's install took 117 s with pip's cache warm and 51 s with uv's cache cold.
+# uv installs the same pinned set as pip (checked: identical `pip freeze`), in about half the
+# time: a fresh clone's install took 117 s with pip's cache warm and 51-55 s with uv's.
 .venv/bin/python -m pip install -q --disable-pip-version-check uv==0.13.9
 uv() { UV_LINK_MODE=copy .venv/bin/uv pip "$@" --quiet --python .venv/bin/python; }
 # pyspark and pyspark-client install the same files: moving both to another version in place

@@ -505,6 +505,7 @@ def read_changes(spec: TableInput, start: TableVersion | None, end: TableVersion
     import dataclasses
 
     import numpy as np
+    from pyiceberg.io.pyarrow import schema_to_pyarrow
 
     from checkpointing.storage import open_storage
 
@@ -514,8 +515,8 @@ def read_changes(spec: TableInput, start: TableVersion | None, end: TableVersion
 
         return ChangeSet(start, end, (), (), pa.schema([]), (), 0)
     end_snap = _snapshot(spec, table, end)
-    schema = _snapshot_schema(table, end_snap)
     end_schema = _iceberg_schema(table, end_snap)
+    schema = schema_to_pyarrow(end_schema, include_field_ids=False)
     field_ids = {f.name: f.field_id for f in end_schema.fields} if _by_id(table) else {}
     if not field_ids:
         _refuse_reused_names(spec, table, end_schema)

@@ -28,13 +28,14 @@ def file_rows(cs: ChangeSet, f: DataFile, columns: list[str]) -> list[tuple]:
         keep = [i for i in range(n) if i not in skip]
     out = []
     data = {}
+    # Iceberg: a column is the file's column of its field id, whatever the file names it
+    by_id = {(fl.metadata or {}).get(b"PARQUET:field_id"): fl.name for fl in table.schema}
     for c in columns:
         if c in cs.log_partition_columns:
             data[c] = [f.partition_values.get(c)] * n
             continue
-        if c in cs.field_ids:  # Iceberg: the file's column of that field id, whatever its name
-            ids = {(f.metadata or {}).get(b"PARQUET:field_id"): f.name for f in table.schema}
-            name = ids.get(str(cs.field_ids[c]).encode(), "")
+        if c in cs.field_ids:
+            name = by_id.get(str(cs.field_ids[c]).encode(), "")
         else:
             name = cs.physical_names.get(c, c)
         data[c] = table.column(name).to_pylist() if name in table.column_names else [None] * n
