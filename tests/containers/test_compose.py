@@ -125,6 +125,70 @@ def test_spark_s_catalog_lives_on_the_deployment_s_postgresql(deployment):
     assert "LOCATION s3://flights/probe/t" in out and "ROWS 2" in out, out[-2000:]
 
 
+_ICEBERG_PROBE = """
+import json, os
+from checkpointing import Coordinator, TableSpec
+from checkpointing.protocol.barrier import TaskPlan
+from checkpointing.storage import open_storage
+from checkpointing.tables.iceberg import open_table
+from spark_jobs.runtime import JobResult, run_task, spark_session
+endpoint = os.environ["AWS_ENDPOINT_URL"]
+c = Coordinator(open_storage("s3://checkpoints/iceberg-probe"), "iceberg_probe")
+spec = TableSpec("s3://flights/iceberg/probe/t", "append", format="iceberg", name="probe.t",
+                 catalog="lake")
+spark = spark_session("iceberg-probe", remote="sc://spark-connect:15002")
+for n, rows in ((1, [("a", 1), ("b", 2)]), (2, [("c", 3)])):
+    b = c.begin_epoch({"gold": TaskPlan((), True)}, f"r{n}")
+
+    def job(run, rows=rows):
+        run.write_table(run.spark.createDataFrame(rows, "key string, value long"), "t", spec,
+                        rows=len(rows))
+        return JobResult(row_counts={"t": len(rows)})
+
+    run_task(job, c, b.epoch_id, "gold", 1, spark, "", endpoint_url=endpoint)
+    c.complete(b.epoch_id)
+table = open_table(spec, endpoint)
+out = {"pyiceberg": {}, "spark": {}}
+for s in table.snapshots():
+    rows = table.scan(snapshot_id=s.snapshot_id).to_arrow().select(["key", "value"])
+    out["pyiceberg"][str(s.snapshot_id)] = sorted([d["key"], d["value"]]
+                                                  for d in rows.to_pylist())
+snaps = spark.sql("SELECT snapshot_id, summary['ckpt.epoch_id'] AS epoch "
+                  "FROM lake.probe.t.snapshots ORDER BY committed_at").collect()
+out["epochs"] = [r.epoch for r in snaps]
+for r in snaps:
+    out["spark"][str(r.snapshot_id)] = sorted(
+        [list(x) for x in spark.sql(f"SELECT key, value FROM lake.probe.t "
+                                    f"VERSION AS OF {r.snapshot_id}").collect()])
+spark.stop()
+print("RESULT " + json.dumps(out))
+"""
+
+
+def test_one_iceberg_catalog_on_the_deployment_s_postgresql(deployment):
+    """The Iceberg catalog ``lake`` of the compose file, shared: from a worker container, two
+    epochs of a job writing an Iceberg output through the Connect server, committed by the
+    worker's committer (pyiceberg) to the catalog's database, which metastore-init made on
+    the deployment's PostgreSQL; then the Connect server's Spark, which never committed to
+    that table, names it ``lake.probe.t``: its ``snapshots`` table shows one snapshot per
+    epoch, and ``VERSION AS OF`` each reads what pyiceberg reads there."""
+    import json
+
+    worker = sorted(n for n, c in deployment.containers().items()
+                    if c["service"] == "airflow-worker")[0]
+    out = _sh(deployment.engine, "exec", worker, "python", "-c", _ICEBERG_PROBE, timeout=900)
+    result = json.loads([x for x in out.splitlines() if x.startswith("RESULT ")][-1][7:])
+    assert result["epochs"] == ["1", "2"], result
+    assert result["spark"] == result["pyiceberg"], result
+    assert sorted(result["spark"].values(), key=len)[-1] == [["a", 1], ["b", 2], ["c", 3]]
+    pg = sorted(n for n, c in deployment.containers().items() if c["service"] == "postgres")[0]
+    tables = _sh(deployment.engine, "exec", pg, "psql", "-U", "airflow", "-d",
+                 "iceberg_catalog", "-qtAc",
+                 "SELECT table_namespace || '.' || table_name FROM iceberg_tables "
+                 "WHERE catalog_name = 'lake'")
+    assert tables.split() == ["probe.t"], tables
+
+
 def test_every_service_runs_in_its_container_healthy(deployment):
     """(The module's teardown asserts that `down -v` leaves nothing.)"""
     cs = deployment.containers()
