@@ -227,7 +227,7 @@ class SnapshotWriter:
                            rows: int | None = None, names: list[str] | None = None,
                            table_storage: Storage | None = None,
                            schema: pa.Schema | None = None,
-                           replaced: Iterable[object] = ()) -> OutputRef:
+                           replaced: Iterable[object] = (), grows: bool = False) -> OutputRef:
         """Stage local Parquet files of a table output (PROTOCOL 6.12) into the table's own
         location, under :func:`checkpointing.tables.spec.staged_dir` (the table's log does not
         reference it; readers ignore it), to be committed when the epoch completes.
@@ -235,7 +235,9 @@ class SnapshotWriter:
         partitioned table); ``spec`` is a :class:`checkpointing.tables.spec.TableSpec`;
         ``schema`` (Arrow) defaults to the first file's, plus partition columns as
         strings. ``replaced`` names partitions (value tuples, or values for one partition
-        column) the epoch replaces besides those it writes (recomputed and now empty)."""
+        column) the epoch replaces besides those it writes (recomputed and now empty).
+        ``grows`` (``overwrite`` only): the files hold rows the epoch adds to the table's
+        content after the previous epoch, whose files all stay (by reference)."""
         import pyarrow.parquet as pq
 
         from checkpointing.tables.spec import staged_dir
@@ -255,16 +257,18 @@ class SnapshotWriter:
             self.outputs_bytes_written += size
             refs.append(FileRef(name, store.uri(key), size, digest, False))
             records[refs[-1].uri] = meta.num_rows  # by URI: names repeat across epochs
-        return self._table_output(output, spec, refs, rows, schema, records, replaced)
+        return self._table_output(output, spec, refs, rows, schema, records, replaced, grows)
 
     @_persisting
     def stage_stored_table_output(self, output: str, spec: TableSpec, keys: list[str],
                                   schema: pa.Schema | None, rows: int | None = None,
                                   table_storage: Storage | None = None,
-                                  replaced: Iterable[object] = ()) -> OutputRef:
+                                  replaced: Iterable[object] = (),
+                                  grows: bool = False) -> OutputRef:
         """Declare Parquet files a distributed writer (Spark) already wrote into the table's
         staged directory as a table output; ``schema`` is the data's Arrow schema (None:
-        the previous epoch's, for an epoch that writes nothing)."""
+        the previous epoch's, for an epoch that writes nothing). ``replaced`` and ``grows``
+        as for :meth:`stage_table_output`."""
         from checkpointing.tables.spec import staged_dir
 
         store = table_storage or self._table_storage(spec)
@@ -277,7 +281,7 @@ class SnapshotWriter:
             self.outputs_bytes_written += size
             refs.append(FileRef(key[len(prefix):] if key.startswith(prefix) else key,
                                 store.uri(key), size, digest, False))
-        return self._table_output(output, spec, refs, rows, schema, {}, replaced)
+        return self._table_output(output, spec, refs, rows, schema, {}, replaced, grows)
 
     def _table_storage(self, spec: TableSpec) -> Storage:
         from checkpointing.storage import open_storage
@@ -287,7 +291,7 @@ class SnapshotWriter:
 
     def _table_output(self, output: str, spec: TableSpec, refs: list[FileRef], rows: int | None,
                       schema: pa.Schema | None, records: dict[str, int],
-                      replaced: Iterable[object] = ()) -> OutputRef:
+                      replaced: Iterable[object] = (), grows: bool = False) -> OutputRef:
         from checkpointing.tables.spec import table_schema_json
 
         prev = self.previous.outputs.get(output) if self.previous else None
@@ -303,20 +307,52 @@ class SnapshotWriter:
             # (1.8) The output lists the table's whole content after this epoch: what it
             # staged plus what it keeps of the previous epoch's, so that committing it
             # anywhere (a backfill's promotion onto a table main moved on) is a diff.
-            refs = refs + self._kept_table_files(output, prev, spec, refs, replaced)
+            refs = refs + self._kept_table_files(output, prev, spec, refs, replaced, grows)
             meta["table_files"] = "all"
+        elif grows:
+            raise ValueError(f"table output {output!r}: grows= needs mode overwrite")
         out = OutputRef(tuple(refs), rows, meta)
         self._outputs[output] = out
         return out
 
+    def previous_table_files(self, output: str, spec: TableSpec) -> list[FileRef] | None:
+        """The files of table output ``output`` after the restored epoch, when its output
+        listed the table's whole content (1.8) at ``spec``'s location: what an epoch can
+        keep by reference. None otherwise (no previous epoch, an ``append`` or ``merge``
+        output, another location)."""
+        from checkpointing.tables.spec import TableSpec
+
+        prev = self.previous.outputs.get(output) if self.previous else None
+        if prev is None or prev.meta.get("table_files") != "all" or "table" not in prev.meta:
+            return None
+        if TableSpec.from_json(prev.meta["table"]).location != spec.location:
+            return None
+        return list(prev.files)
+
     def _kept_table_files(self, output: str, prev: OutputRef | None, spec: TableSpec,
-                          staged: list[FileRef], replaced: Iterable[object]) -> list[FileRef]:
+                          staged: list[FileRef], replaced: Iterable[object],
+                          grows: bool = False) -> list[FileRef]:
         """The previous epoch's files of a table output that stay in the table: none for
-        ``overwrite``; for ``replace_partitions``, those of the partitions this epoch
-        neither wrote nor names in ``replaced``. Kept by reference; refused when the
-        previous epoch partitioned the table otherwise (its files have no such partition)."""
+        ``overwrite``, all of them for an ``overwrite`` that ``grows`` (1.26: the epoch
+        staged only the rows it adds); for ``replace_partitions``, those of the partitions
+        this epoch neither wrote nor names in ``replaced``. Kept by reference; refused when
+        the previous epoch partitioned the table otherwise (its files have no such
+        partition), and a growth without such a previous output is refused (its files alone
+        are not the table's content)."""
         from checkpointing.tables.spec import TableSpec, partition_key, require_same_partitioning
 
+        if grows:
+            if spec.mode != "overwrite":
+                raise ValueError(f"table output {output!r}: grows= needs mode overwrite, "
+                                 f"not {spec.mode!r}")
+            kept = self.previous_table_files(output, spec)
+            if kept is None or prev is None:
+                raise ValueError(f"table output {output!r}: grows= needs the restored "
+                                 "epoch's output of the same table listing its whole content")
+            require_same_partitioning(
+                list(TableSpec.from_json(prev.meta["table"]).partition_by), spec, output)
+            self.bytes_referenced += sum(f.size for f in kept)
+            return kept
         if (spec.mode != "replace_partitions" or prev is None
                 or prev.meta.get("table_files") != "all"):
             return []

@@ -39,7 +39,7 @@ class RunOutputs(RunState):
         return rows
 
     def write_table(self, df: Any, output: str, spec: TableSpec, rows: int | None = None,
-                    replaced: Any = (), deleted: Any = None) -> int:
+                    replaced: Any = (), deleted: Any = None, grows: bool = False) -> int:
         """Stage ``df`` as table output ``output`` (PROTOCOL 6.12): Spark writes Parquet
         straight into the table's location, in a directory of this attempt that the table's
         log does not reference; the epoch's completion commits it as one table version
@@ -47,7 +47,10 @@ class RunOutputs(RunState):
         ``partition_by``) are written as directories; string, integer, boolean and date
         columns keep their type, others become strings.
 
-        ``overwrite``: ``df`` is the table's whole content after the epoch.
+        ``overwrite``: ``df`` is the table's whole content after the epoch; with
+        ``grows=True``, the rows the epoch adds to the content after the previous epoch,
+        whose files stay (by reference, not rewritten; :meth:`can_grow` says whether
+        there is such a previous epoch).
         ``replace_partitions``: ``df`` holds the partitions the epoch changed, in full; the
         previous epoch's files of the other partitions stay (by reference, not rewritten).
         ``replaced`` names partitions the epoch recomputed and found empty (values, or
@@ -115,12 +118,13 @@ class RunOutputs(RunState):
                                                  names=[p.relative_to(target).as_posix()
                                                         for p in parts],
                                                  table_storage=store, schema=schema,
-                                                 replaced=replaced)
+                                                 replaced=replaced, grows=grows)
         else:
             keys = [o.key for o in store.list(prefix + "/") if o.key.endswith(".parquet")
                     and not o.key.rsplit("/", 1)[-1].startswith((".", "_"))]
             ref = self.writer.stage_stored_table_output(output, spec, keys, schema, rows=rows,
-                                                        table_storage=store, replaced=replaced)
+                                                        table_storage=store, replaced=replaced,
+                                                        grows=grows)
         self._register(output, spec, ref)
         return rows
 
@@ -146,12 +150,22 @@ class RunOutputs(RunState):
                    replaced: Any = ()) -> None:
         """Declare table output ``output`` unchanged by this epoch, without a Spark job: a
         ``replace_partitions`` table keeps the previous epoch's files (but those of the
-        ``replaced`` partitions); its commit records the epoch with no data change."""
-        if spec.mode != "replace_partitions":
-            raise ValueError(f"keep_table needs mode replace_partitions, not {spec.mode!r}")
+        ``replaced`` partitions), an ``overwrite`` table all of them (:meth:`can_grow`);
+        its commit records the epoch with no data change."""
+        if spec.mode not in ("replace_partitions", "overwrite"):
+            raise ValueError("keep_table needs mode replace_partitions or overwrite, not "
+                             f"{spec.mode!r}")
         ref = self.writer.stage_stored_table_output(output, spec, [], None, rows=rows,
-                                                    table_storage=None, replaced=replaced)
+                                                    table_storage=None, replaced=replaced,
+                                                    grows=spec.mode == "overwrite")
         self._register(output, spec, ref)
+
+    def can_grow(self, output: str, spec: TableSpec) -> list[Any] | None:
+        """The files of ``overwrite`` table output ``output`` after the restored epoch,
+        which an epoch that only adds rows keeps by reference (``write_table(...,
+        grows=True)``, :meth:`keep_table`); None when there is no such output to grow."""
+        return self.writer.previous_table_files(output, spec) if spec.mode == "overwrite" \
+            else None
 
     def stage_empty(self, output: str) -> None:
         """Stage ``output`` with no rows and no files, without a Spark job (downstream

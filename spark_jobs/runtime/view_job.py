@@ -17,13 +17,15 @@ The view's whole result is kept too (a Z-set, its rows with their counts): a ful
 subtracts it to find what changed, verification compares with it. So is the epoch's change
 of the view (``view/change/``): the output is staged from it, and a view over this one, in
 the same DAG, reads it as its input's change instead of this view's table. The output is a keyed
-merge of the changed rows when rows have a key (the GROUP BY columns, or declared ones),
-else the whole result, overwritten."""
+merge of the changed rows when rows have a key (the GROUP BY columns, or declared ones);
+without a key, the rows the epoch added when it removed none, the table's files kept by
+reference, else the whole result, overwritten."""
 
 # ruff: noqa: S608 - SQL over the task's own relations: identifiers quoted by q(), no value
 # from outside the query is pasted in.
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -59,6 +61,9 @@ RESULT = "result"
 CHANGE = "change"
 #: how many differing rows a failed verification names
 SHOWN = 3
+#: an unkeyed view's output ``output_mode`` when its table grew by the epoch's added rows,
+#: the files it had kept (an ``overwrite`` output listing them, PROTOCOL 1.26)
+GROWN = "overwrite (grown)"
 
 
 class ViewJobError(JobResultError):
@@ -260,13 +265,16 @@ def maintain_view(run: JobRun) -> JobResult:
         if refresh.mode == "incremental" and not any(c.changed for c in changes):
             assert kept is not None  # choose() said incremental: there is a kept record
             schema, carried = kept.schema, _carry(run)
-            rows = _write_unchanged(run, view, spec, key, schema, ns)
+            rows, mode = _write_unchanged(run, view, spec, key, schema, ns)
         else:
             carried = 0
             types = _batch_types(spark, view, found, columns)
             change, result = _refresh(run, view, plan, found, refresh, ns, columns, types)
             schema = result.drop(WEIGHT).schema.json()
-            rows = _write_output(run, view, spec, key, columns, change, result, ns)
+            # the table holds the kept result: the previous completed epoch committed it
+            holds_kept = kept is not None and kept.schema == schema
+            rows, mode = _write_output(run, view, spec, key, columns, change, result, ns,
+                                       holds_kept)
         verified = None
         if view.verify_every and run.epoch_id % view.verify_every == 0:
             verified = _verify(run, view, found, columns, ns)
@@ -277,7 +285,7 @@ def maintain_view(run: JobRun) -> JobResult:
             costs = costs.observed(refresh.mode, ms, size)
         record = ViewRecord(qid, sizes, costs, schema)
         metrics: dict[str, Any] = {**refresh.to_json(), "output": view.output,
-                                   "output_mode": spec.mode, "keys": list(key),
+                                   "output_mode": mode, "keys": list(key),
                                    "incremental_plan": plan.incremental,
                                    "refresh_ms": round(ms, 1)}
         if carried:
@@ -405,9 +413,40 @@ def _types(df: Any) -> list[tuple[str, str]]:
     return [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
 
 
+#: separate writes an unkeyed view's table may grow by before the view is written whole
+#: again (:func:`~spark_jobs.runtime.views.due`): a bound on its small files, which a
+#: table's readers pay for, while the rewrites stay a small share of the epochs
+OUTPUT_BATCHES = 32
+#: a staged directory in a file's URI (checkpointing.tables.spec.staged_dir)
+_STAGED = re.compile(r"/(ckpt-[^/]*-e\d{10}-[^/]*)/")
+
+
+def _growable(run: JobRun, output: str, spec: TableSpec) -> bool:
+    """Whether the unkeyed view's table can grow by the epoch's added rows, its files
+    kept by reference: the restored epoch staged its whole content (PROTOCOL 1.8), in
+    writes (batches) not yet :func:`due` to be merged into one."""
+    files = run.can_grow(output, spec)
+    if files is None:
+        return False
+    batches: dict[str, int] = {}
+    for f in files:
+        # the staged directory each write made (PROTOCOL 6.12): one batch per write
+        staged = _STAGED.search(f.uri)
+        d = staged.group(1) if staged else f.uri
+        batches[d] = batches.get(d, 0) + f.size
+    return not due(list(batches.values()), OUTPUT_BATCHES)
+
+
 def _write_output(run: JobRun, view: ViewTask, spec: TableSpec, key: tuple[str, ...],
-                  columns: tuple[str, ...], change: Any, result: Any, ns: str) -> int:
-    """Stage the output: a keyed merge of the changed rows, or the whole result."""
+                  columns: tuple[str, ...], change: Any, result: Any, ns: str,
+                  holds_kept: bool) -> tuple[int, str]:
+    """Stage the output; returns (rows staged, how: the mode, ``grown`` for an unkeyed
+    table that grew). Rows with a key: a keyed merge of the changed rows. Without one:
+    when the table holds the kept result (``holds_kept``) and the change only adds rows
+    (a filter, a projection, a join over inputs that only grew), the rows added, the
+    table's files kept (the epoch writes what changed, not the view); else the whole
+    result, overwritten (a row without a key cannot be deleted alone: two equal rows are
+    one to a table's delete)."""
     spark = run.spark
     cols = ", ".join(q(c) for c in columns)
     if spec.mode == "merge":
@@ -425,15 +464,24 @@ def _write_output(run: JobRun, view: ViewTask, spec: TableSpec, key: tuple[str, 
         upserts = spark.sql(f"SELECT {cols} FROM {ns}out WHERE {WEIGHT} > 0")
         deleted = spark.sql(f"SELECT DISTINCT {keys} FROM {ns}out WHERE {WEIGHT} < 0 "
                             f"EXCEPT SELECT {keys} FROM {ns}out WHERE {WEIGHT} > 0")
-        return run.write_table(upserts, view.output, spec, deleted=deleted)
+        return run.write_table(upserts, view.output, spec, deleted=deleted), spec.mode
+    if holds_kept and _growable(run, view.output, spec):
+        change.createOrReplaceTempView(f"{ns}grown")
+        # the change is consolidated (a row per value, its weights summed) and kept as
+        # state files: this reads those, not the inputs
+        if not spark.sql(f"SELECT 1 FROM {ns}grown WHERE {WEIGHT} < 0 LIMIT 1").collect():
+            return run.write_table(_expanded(spark, f"{ns}grown", columns), view.output,
+                                   spec, grows=True), GROWN
     result.createOrReplaceTempView(f"{ns}all")
-    return run.write_table(_expanded(spark, f"{ns}all", columns), view.output, spec)
+    return run.write_table(_expanded(spark, f"{ns}all", columns), view.output,
+                           spec), spec.mode
 
 
 def _write_unchanged(run: JobRun, view: ViewTask, spec: TableSpec, key: tuple[str, ...],
-                     schema: str, ns: str) -> int:
-    """Stage the output of an epoch with no change: a merge of no row, or the kept result
-    written again (an overwrite's table is its whole content)."""
+                     schema: str, ns: str) -> tuple[int, str]:
+    """Stage the output of an epoch with no change: a merge of no row; an unkeyed table's
+    files kept as they are, without a Spark job; or, when the restored epoch staged no
+    such table, the kept result written again."""
     import json
 
     from pyspark.sql.types import StructType
@@ -443,11 +491,15 @@ def _write_unchanged(run: JobRun, view: ViewTask, spec: TableSpec, key: tuple[st
     if spec.mode == "merge":
         empty = spark.createDataFrame([], struct)
         run.write_table(empty, view.output, spec, rows=0, deleted=empty.select(*key))
-        return 0
+        return 0, spec.mode
+    if run.can_grow(view.output, spec) is not None:
+        run.keep_table(view.output, spec, rows=0)
+        return 0, GROWN
     result = TaskStates(run, ns).load(RESULT)
     if result is None:
-        return run.write_table(spark.createDataFrame([], struct), view.output, spec, rows=0)
-    return _write_output(run, view, spec, key, tuple(struct.names), None, result, ns)
+        return run.write_table(spark.createDataFrame([], struct), view.output, spec,
+                               rows=0), spec.mode
+    return _write_output(run, view, spec, key, tuple(struct.names), None, result, ns, False)
 
 
 def _row(row: Any, names: Sequence[str]) -> str:

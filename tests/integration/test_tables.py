@@ -98,6 +98,40 @@ def test_overwrite_table_and_time_travel_by_epoch(env, tmp_path):
         assert rows_deltalake(spec.location, endpoint, version=version) == expected, n
 
 
+def test_an_overwrite_that_grows_keeps_the_table_s_files_and_commits_only_its_own(
+        env, tmp_path):
+    """PROTOCOL 1.26: an overwrite epoch that only adds rows stages them and lists the
+    previous epoch's files by reference; its commit adds its file and removes none, the
+    table holds both epochs' rows, and a backfill promoting a grown epoch replaces what
+    the backfill recomputed. A growth with nothing to grow from, or of another mode, is
+    refused before anything is staged."""
+    from checkpointing.records.backfill_lineages import new_origin, record_origin
+
+    c, wh, endpoint = env
+    spec = TableSpec(f"{wh}/rows", "overwrite")
+    _epoch(c, tmp_path, spec, [("a", 1, "d1"), ("b", 2, "d1")], "r1")
+    first = set(open_table(spec.location, endpoint).file_uris())
+    _epoch(c, tmp_path, spec, [("c", 3, "d2")], "r2", grows=True)
+    second = set(open_table(spec.location, endpoint).file_uris())
+    assert first < second and len(second - first) == 1
+    expected = [("d1", "a", 1), ("d1", "b", 2), ("d2", "c", 3)]
+    assert rows_deltalake(spec.location, endpoint) == expected
+    assert rows_duckdb(spec.location, endpoint) == expected
+    # a backfill from epoch 1 whose grown epoch adds another row: promoted, the table is
+    # epoch 1's rows and the backfill's, epoch 2's row gone, in one commit
+    record_origin(c.storage, c.layout, new_origin(
+        "bf", "d2", "d2", c.clock(), from_epoch=1, publish_at="d2", promote=True))
+    _epoch(c, tmp_path, spec, [("z", 9, "d2")], "bf-d2", grows=True, lineage="bf",
+           data_interval={"start": "d2", "end": "d2"}, promote=True)
+    assert rows_deltalake(spec.location, endpoint) == [("d1", "a", 1), ("d1", "b", 2),
+                                                       ("d2", "z", 9)]
+    for bad, why in ((TableSpec(f"{wh}/fresh", "overwrite"), "restored epoch's output"),
+                     (TableSpec(f"{wh}/facts", "append"), "needs mode overwrite")):
+        with pytest.raises(ValueError, match=why):  # a pipeline of its own: none before
+            _epoch(Coordinator(c.storage, f"p-{bad.mode}"), tmp_path, bad, [("q", 1, "d9")],
+                   "r1", grows=True)
+
+
 def test_replace_partitions_keeps_the_other_partitions(env, tmp_path):
     c, wh, endpoint = env
     spec = TableSpec(f"{wh}/by_day", "replace_partitions", ("day",))

@@ -128,8 +128,10 @@ def _create(spark, tmp) -> tuple[str, str]:
     return o, c
 
 
-def _check(spark, coord, tmp, epoch: int, views: dict[str, str] = VIEWS) -> None:
-    """Every view's committed table equals Spark's batch query at the pinned versions."""
+def _check(spark, coord, tmp, epoch: int, views: dict[str, str] = VIEWS
+           ) -> dict[str, Counter]:
+    """Every view's committed table equals Spark's batch query at the pinned versions;
+    returns the batch queries' rows."""
     barrier = coord.barrier(epoch)
     for name in ("orders", "customers"):
         v = barrier.table_version(name)
@@ -137,9 +139,10 @@ def _check(spark, coord, tmp, epoch: int, views: dict[str, str] = VIEWS) -> None
             spark.read.format("delta").option("versionAsOf", v.version) \
                 .load(f"{tmp}/bronze/{name}").createOrReplaceTempView(name)
     spark.sql(VIEWS["per_customer"]).createOrReplaceTempView("per_customer")
+    wanted = {}
     for n, sql in views.items():
         batch = spark.sql(sql)
-        want = _rows(batch.collect())
+        want = wanted[n] = _rows(batch.collect())
         got = DeltaTable(f"{tmp}/gold/{n}").to_pandas()
         assert _rows(got.itertuples(index=False)) == want, (n, epoch)
         # the batch query's types (an AVG of decimals is decimal(16,6), not the rules'
@@ -147,6 +150,7 @@ def _check(spark, coord, tmp, epoch: int, views: dict[str, str] = VIEWS) -> None
         table = spark.read.format("delta").load(f"{tmp}/gold/{n}").schema
         assert [(f.name, f.dataType.simpleString()) for f in table.fields] == \
             [(f.name, f.dataType.simpleString()) for f in batch.schema.fields], (n, epoch)
+    return wanted
 
 
 @settings(max_examples=EXAMPLES, deadline=None,
@@ -163,7 +167,7 @@ def test_views_equal_their_batch_query_after_every_epoch(spark, tmp_path_factory
     coord = Coordinator(LocalStorage(tmp / "ckpt"), "views")
     epoch, meta = drive_epoch(pipe, coord, spark, "", "r0")
     assert meta is not None and meta.completed
-    _check(spark, coord, tmp, epoch)
+    wanted = _check(spark, coord, tmp, epoch)
     batches: set[str] = set()
     for i, statements in enumerate(epochs, start=1):
         for s in statements:
@@ -179,9 +183,12 @@ def test_views_equal_their_batch_query_after_every_epoch(spark, tmp_path_factory
         else:
             epoch, meta = drive_epoch(pipe, coord, spark, "", f"r{i}")
         assert meta is not None and meta.completed, meta
-        _check(spark, coord, tmp, epoch)
+        now = _check(spark, coord, tmp, epoch)
         for n in VIEWS:
             view = coord.acknowledged_handle(epoch, n).metrics["view"]
+            if not view["keys"] and wanted[n] - now[n]:
+                # rows left the unkeyed view: its table is written whole again
+                assert view["output_mode"] == "overwrite", (n, view)
             if n == "ranked":
                 assert view["refresh"] == "full" and "window" in view["reason"].lower(), view
             elif n in OVER:
@@ -189,6 +196,7 @@ def test_views_equal_their_batch_query_after_every_epoch(spark, tmp_path_factory
             elif not statements and kill not in (i, i - 1):  # (the kill's delete lands next)
                 assert view["refresh"] == "incremental", view
                 assert "no input changed" in view["reason"] or n == "per_region", view
+        wanted = now
         files = [f.name for f in coord.acknowledged_handle(epoch, "per_region").files]
         batches.update(f.split("/")[2] for f in files
                        if re.match(r"view/s\d+_[lr]/b\d+/", f))
@@ -240,6 +248,45 @@ def test_refresh_choices_are_recorded_and_an_unchanged_epoch_carries_its_states(
     assert 0 < few["changed_bytes"] * 20 < few["input_bytes"], few
     assert "from earlier epochs' costs" in few["reason"], few
     assert few["estimated_full_ms"] > 0 and few["estimated_incremental_ms"] > 0
+
+
+def test_an_unkeyed_view_s_table_grows_by_the_rows_an_epoch_adds(spark, tmp_path):
+    """A view without a key (a filter) over an input that only grew: its table keeps its
+    files and the epoch commits only the rows added (no file removed); an epoch with no
+    change commits no file; a DELETE upstream writes the whole result again; the table
+    equals the batch query throughout."""
+    from spark_jobs.runtime.view_job import GROWN
+
+    o, _ = _create(spark, tmp_path)
+    spark.sql(f"INSERT INTO {o} SELECT id + 1000, concat('c', CAST(id % 4 AS STRING)), "
+              "id * 13 % 100 FROM range(0, 3000, 1, 2)")
+    views = {"large": VIEWS["large"]}
+    pipe = _pipeline(tmp_path, {}, views)
+    coord = Coordinator(LocalStorage(tmp_path / "ckpt"), "views")
+    table = f"{tmp_path}/gold/large"
+
+    def epoch(run: str) -> tuple[str, set[str], set[str]]:
+        before = set(DeltaTable(table).file_uris()) if run != "r0" else set()
+        e, meta = drive_epoch(pipe, coord, spark, "", run)
+        assert meta is not None and meta.completed
+        _check(spark, coord, tmp_path, e, views)
+        after = set(DeltaTable(table).file_uris())
+        return coord.acknowledged_handle(e, "large").metrics["view"]["output_mode"], \
+            before, after
+
+    assert epoch("r0")[0] == "overwrite"
+    spark.sql(f"INSERT INTO {o} SELECT 9000 + id, 'c1', 50 + id FROM range(0, 5)")
+    mode, before, after = epoch("r1")
+    assert mode == GROWN and before < after, (mode, before, after)
+    grown = after - before
+    mode, before, after = epoch("r2")  # no change
+    assert mode == GROWN and before == after
+    spark.sql(f"INSERT INTO {o} SELECT 9100 + id, 'c2', id FROM range(0, 40)")
+    mode, before, after = epoch("r3")
+    assert mode == GROWN and before < after and not grown & (after - before)
+    spark.sql(f"DELETE FROM {o} WHERE id = 9000")
+    mode, before, after = epoch("r4")
+    assert mode == "overwrite" and not before & after
 
 
 def test_a_declared_key_with_two_rows_fails_the_task_naming_it(spark, tmp_path):

@@ -119,12 +119,13 @@ def _parquet(tmp: Path, name: str, rows: list[tuple[str, int, str]]) -> Path:
 
 
 def table_epoch(c, tmp: Path, spec, rows: list[tuple[str, int, str]], run: str, *,
-                complete: bool = True, **begin):
+                complete: bool = True, grows: bool = False, **begin):
     """One epoch whose ``gold`` task stages ``rows`` (key, value, day) as table output
     ``t``, a file per day for a table partitioned by day (in the directories its format
     names them: ``day=`` for Delta, ``p_day=`` for Iceberg); ``begin``: the epoch's
     lineage, data interval, publication and promotion. Returns the decision, or the
-    barrier when not ``complete``."""
+    barrier when not ``complete``. ``grows``: ``rows`` are added to the table's content
+    after the restored epoch, whose files are kept."""
     from checkpointing import SnapshotWriter
 
     plan = _plan()
@@ -142,6 +143,6 @@ def table_epoch(c, tmp: Path, spec, rows: list[tuple[str, int, str]], run: str, 
                  for n, d in zip(names, days, strict=True)]
     else:
         paths, names = [_parquet(tmp, f"{run}/part-0.parquet", rows)], None
-    w.stage_table_output("t", spec, paths, rows=len(rows), names=names)
+    w.stage_table_output("t", spec, paths, rows=len(rows), names=names, grows=grows)
     c.acknowledge(b.epoch_id, "gold", 1, w.handle())
     return c.complete(b.epoch_id) if complete else b
