@@ -17,6 +17,7 @@ from checkpointing.protocol.acknowledgement import Acknowledgement
 from checkpointing.protocol.barrier import Barrier, TaskPlan, plan_from_edges
 from checkpointing.protocol.documents import PROTOCOL_VERSION
 from checkpointing.protocol.epoch_metadata import EpochMetadata
+from checkpointing.protocol.file_inputs import FileInput
 from checkpointing.protocol.operations import EngineOperation
 from checkpointing.protocol.state_handle import FileRef, OutputRef, StateHandle
 from checkpointing.protocol.table_inputs import TableInput, TableVersion
@@ -35,7 +36,8 @@ from checkpointing.views.stats import epoch_stats
 
 __all__ = [
     "Acknowledgement", "AlignmentError", "AttemptStart", "Barrier", "CheckpointConfig",
-    "Coordinator", "EngineOperation", "EpochMetadata", "FileRef", "LocalStorage", "Manifest",
+    "Coordinator", "EngineOperation", "EpochMetadata", "FileInput", "FileRef", "LocalStorage",
+    "Manifest",
     "OutputRef",
     "PROTOCOL_VERSION", "RestoreMappingError", "SnapshotWriter", "StateHandle", "Storage",
     "TableInput", "TableSpec", "TableVersion", "TaskPlan", "create_savepoint",

@@ -193,8 +193,11 @@ class Compose:
         return int(r.stdout.strip() or -1)
 
     def logs(self, container: str, lines: int = 50) -> str:
-        return subprocess.run([self.engine, "logs", "--tail", str(lines), container],
-                              capture_output=True, text=True).stdout[-3000:]
+        # the container's stderr too (where a failing init step says why): the engine
+        # writes it to its own stderr
+        r = subprocess.run([self.engine, "logs", "--tail", str(lines), container],
+                           capture_output=True, text=True)
+        return (r.stdout + r.stderr)[-3000:]
 
     # -- what bench/drills.py reads of a cluster ------------------------------------------
     def kill(self, container: str, sig: int = 9) -> None:

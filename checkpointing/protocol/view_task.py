@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from checkpointing.ids import validate_id
 from checkpointing.json_types import JsonObject
+from checkpointing.protocol.file_inputs import FileInput
 
 #: the fraction of an input's bytes above which a change is refreshed by a full recompute
 #: when no earlier epoch recorded what each refresh costs (PROTOCOL 6.15)
@@ -34,6 +35,8 @@ class ViewTask:
     :param views: inputs that are the views of upstream tasks of the plan (input name ->
         task id): read from that task's handle of the same epoch (its change, or its whole
         result on a first read), not from its table.
+    :param files: inputs that are files landed under a prefix of the data root (input
+        name -> :class:`~checkpointing.protocol.file_inputs.FileInput`, 1.27).
     """
 
     sql: str
@@ -43,12 +46,17 @@ class ViewTask:
     verify_every: int = 0
     full_refresh_above: float = DEFAULT_FULL_REFRESH_ABOVE
     views: dict[str, str] = field(default_factory=dict, hash=False)
+    files: dict[str, FileInput] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         validate_id(self.output, "view output name")
         for name, task in self.views.items():
             validate_id(name, "view input name")
             validate_id(task, "task id")
+        for name in self.files:
+            validate_id(name, "view input name")
+            if name in self.views:
+                raise ValueError(f"view input {name!r} is named both as a view and as files")
         if not self.sql.strip():
             raise ValueError("a view needs its query (sql=...)")
         if "location" not in self.table:
@@ -68,6 +76,8 @@ class ViewTask:
             d["full_refresh_above"] = self.full_refresh_above
         if self.views:
             d["views"] = dict(self.views)
+        if self.files:
+            d["files"] = {n: f.to_json() for n, f in self.files.items()}
         return d
 
     @classmethod
@@ -75,4 +85,5 @@ class ViewTask:
         return cls(str(d["sql"]), str(d["output"]), dict(d["table"]),
                    tuple(d.get("keys") or ()), int(d.get("verify_every") or 0),
                    float(d.get("full_refresh_above", DEFAULT_FULL_REFRESH_ABOVE)),
-                   {str(k): str(v) for k, v in (d.get("views") or {}).items()})
+                   {str(k): str(v) for k, v in (d.get("views") or {}).items()},
+                   {str(k): FileInput.from_json(v) for k, v in (d.get("files") or {}).items()})

@@ -19,6 +19,7 @@ from .session import spark_uri
 from .table_source import TableChanges
 
 _RUN_UNTIL = object()  # new_input's default: the epoch's data interval end
+_PREVIOUS = object()  # new_input's default offsets: the previous handle's
 #: where a task's index of consumed files is kept in its state
 SEEN_FILES = "seen_files/"
 
@@ -59,7 +60,9 @@ class RunInputs(RunContext):
 
     def new_input(self, prefix: str, *, until: str | None | object = _RUN_UNTIL,
                   suffix: str = ".csv",
-                  max_age_seconds: float = MAX_FILE_AGE_SECONDS) -> NewInput:
+                  max_age_seconds: float = MAX_FILE_AGE_SECONDS,
+                  offsets: dict[str, Any] | None | object = _PREVIOUS,
+                  seen: str = "") -> NewInput:
         """The files landed under ``prefix`` of the data root that no earlier epoch of
         this task consumed, up to the epoch's input end (``until``: default the data
         interval's end; None: everything landed). ``.new`` are the keys to read;
@@ -69,10 +72,16 @@ class RunInputs(RunContext):
 
         The task keeps a :class:`~spark_jobs.runtime.file_source.SeenIndex` of every file
         it consumed in its state (``seen_files/<month>.json``): only the months of the
-        files it consumes are read and rewritten, the others carried by reference."""
-        stored = {f.name.removeprefix(SEEN_FILES).removesuffix(".json"): f
+        files it consumes are read and rewritten, the others carried by reference.
+
+        A task reading several prefixes (a view's file inputs) keeps each one's offsets
+        where it likes and passes them (``offsets``: default the previous handle's), and
+        names where each one's index lives in its state (``seen``: default
+        ``seen_files/``)."""
+        seen = seen or SEEN_FILES
+        stored = {f.name.removeprefix(seen).removesuffix(".json"): f
                   for f in (self.previous.files if self.previous else ())
-                  if f.name.startswith(SEEN_FILES)}
+                  if f.name.startswith(seen)}
         def load(bucket: str) -> dict[str, str] | None:
             ref = stored.get(bucket)
             if ref is None:
@@ -82,8 +91,9 @@ class RunInputs(RunContext):
         data = self.data_root
         self.input_prefixes.append(prefix)
         index = SeenIndex(load, suffix)
-        found = new_input(data, prefix,
-                          self.previous.offsets if self.previous else None,
+        previous = (self.previous.offsets if self.previous else None) \
+            if offsets is _PREVIOUS else cast(dict[str, Any] | None, offsets)
+        found = new_input(data, prefix, previous,
                           until=(self.input_until if until is _RUN_UNTIL
                                  else cast(str | None, until)),
                           max_age_seconds=max_age_seconds, suffix=suffix, index=index)
@@ -91,9 +101,9 @@ class RunInputs(RunContext):
             if bucket not in index.changed:
                 self.writer.reference(ref)
         for bucket, body in index.documents().items():
-            path = self.scratch / f"seen-{bucket}.json"
+            path = self.scratch / f"seen-{seen.replace('/', '_')}{bucket}.json"
             path.write_bytes(body)
-            self.writer.add_file(f"{SEEN_FILES}{bucket}.json", path)
+            self.writer.add_file(f"{seen}{bucket}.json", path)
         return found
 
     def data_uri(self, key: str) -> str:

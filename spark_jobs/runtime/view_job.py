@@ -43,6 +43,7 @@ from checkpointing.ivm.refresh import (
     query_id,
 )
 from checkpointing.ivm.rules import consolidated, input_relation, program, q
+from checkpointing.protocol.file_inputs import FileInput
 from checkpointing.protocol.view_task import ViewTask
 from checkpointing.tables.spec import TableSpec
 
@@ -61,6 +62,12 @@ RESULT = "result"
 CHANGE = "change"
 #: how many differing rows a failed verification names
 SHOWN = 3
+#: a file input's rows are the state ``view/in_<input>/``, each with this column naming the
+#: file it came from (its key under the data root)
+FILE_ROWS = "in_"
+FILE_COLUMN = "_ckpt_file"
+#: where a file input's index of the files it consumed lives in the task's state
+FILE_SEEN = "view_files/"
 #: an unkeyed view's output ``output_mode`` when its table grew by the epoch's added rows,
 #: the files it had kept (an ``overwrite`` output listing them, PROTOCOL 1.26)
 GROWN = "overwrite (grown)"
@@ -227,6 +234,114 @@ def _view_input(run: JobRun, name: str, task: str, kept: ViewRecord | None) -> V
                      lambda: read(result if whole else change), content)
 
 
+def _file_input(run: JobRun, name: str, src: FileInput, kept: ViewRecord | None, ns: str,
+                offsets: dict[str, Any]) -> ViewInput:
+    """File input ``name`` this epoch (PROTOCOL 6.15, 1.27): the files landed under its
+    prefix since the offsets the restored epoch recorded (``offsets[name]`` gets this
+    epoch's). Its rows are kept as the task's state (``view/in_<name>/``), each with the
+    file it came from: a new file adds its rows, a file rewritten since it was read
+    retracts the rows its earlier content added and adds its new ones. The epoch's change
+    is kept as a new batch of that state before anything reads it, so that the refresh
+    and every later epoch see the same rows whatever lands meanwhile."""
+    from pyspark.sql import functions as F
+
+    spark = run.spark
+    previous = run.previous.offsets if run.previous is not None else None
+    was = (previous.get("files") or {}).get(name) if isinstance(previous, dict) else None
+    found = run.new_input(src.prefix, suffix=src.suffix, offsets=was,
+                          seen=f"{FILE_SEEN}{name}/")
+    offsets[name] = found.offsets
+    schema = spark.createDataFrame([], src.schema).schema
+    states = TaskStates(run, ns)
+    state = f"{FILE_ROWS}{name}"
+    before = states.load(state)
+    whole = kept is None or name not in kept.input_bytes
+    rows = before
+    changed_bytes = moved = 0
+    if found.new:
+        sizes = {i.key: i.size for i in run.data_root.list(src.prefix) if i.key in found.new}
+        replaced = set(found.replaced)
+        changed_bytes = sum(sizes.get(k, 0) * (2 if k in replaced else 1) for k in found.new)
+        moved = sum(sizes.get(k, 0) for k in found.new if k not in replaced)
+        change = _read_files(run, src, schema, found.new)
+        if before is not None and replaced:
+            change = change.unionByName(before.where(F.col(FILE_COLUMN).isin(sorted(replaced)))
+                                        .withColumn(WEIGHT, -F.col(WEIGHT)))
+        change.createOrReplaceTempView(f"{ns}files_{name}")
+        columns = (*schema.names, FILE_COLUMN)
+        # the change kept first and read back: the refresh and the kept rows read the
+        # same rows, whatever lands under the prefix meanwhile
+        change = states.save(f"{CHANGE}_{state}", spark.sql(consolidated(
+            columns, f"SELECT * FROM {ns}files_{name}")))
+        change.createOrReplaceTempView(f"{ns}files_change_{name}")
+        union = f"SELECT * FROM {ns}files_change_{name}"
+        if before is not None:
+            before.createOrReplaceTempView(f"{ns}files_before_{name}")
+            union = f"SELECT * FROM {ns}files_before_{name} UNION ALL {union}"
+        # the change is the rows' new batch (its files referenced, not written again)
+        rows = states.append_saved(state, f"{CHANGE}_{state}",
+                                   spark.sql(consolidated(columns, union)))
+    size = (kept.input_bytes.get(name, 0) if kept and not whole else 0) + moved
+
+    def content() -> Any:
+        if rows is None:
+            return spark.createDataFrame([], schema)
+        rows.createOrReplaceTempView(f"{ns}files_all_{name}")
+        return _expanded(spark, f"{ns}files_all_{name}", schema.names)
+
+    def changes() -> Any:
+        if whole:
+            return content().withColumn(WEIGHT, F.lit(1).cast("bigint"))
+        if not found.new:
+            return spark.createDataFrame([], schema).withColumn(WEIGHT,
+                                                                F.lit(1).cast("bigint"))
+        return change.drop(FILE_COLUMN)
+
+    return ViewInput(name, whole, whole or bool(found.new), changed_bytes if not whole
+                     else size, moved if not whole else size, schema, changes, content)
+
+
+#: a file path Spark's ``_metadata.file_path`` spells as it is (it percent-encodes others)
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9._\-=/:]+")
+
+
+def _read_files(run: JobRun, src: FileInput, schema: Any, keys: Sequence[str]) -> Any:
+    """The rows of files ``keys`` (of the data root), each with the key it came from
+    (:data:`FILE_COLUMN`: what a rewrite of that file retracts) and weight 1. Files whose
+    path Spark spells as it is are read at once, the key taken from each row's file path;
+    any other (a space, a ``%`` in its path: Spark percent-encodes those) on its own."""
+    from functools import reduce
+
+    from pyspark.sql import functions as F
+
+    spark = run.spark
+    cols = [F.col(q(c)) for c in schema.names]
+    one = F.lit(1).cast("bigint").alias(WEIGHT)
+
+    def reader() -> Any:
+        return spark.read.format(src.format).schema(schema).options(**src.reader_options)
+
+    uri = {k: spark_uri(run.data_root.uri(k)) for k in keys}
+    # the data root as a file's path starts with it (a key "x"'s path less the "x")
+    root = _path_of(spark_uri(run.data_root.uri("x")))[:-1]
+    plain = [k for k in keys if _PLAIN_PATH.fullmatch(_path_of(uri[k]))
+             and _path_of(uri[k]) == root + k]
+    frames = []
+    if plain:
+        frames.append(reader().load([uri[k] for k in plain]).select(
+            *cols, F.expr(f"substr(_metadata.file_path, {len(root) + 1})").alias(FILE_COLUMN),
+            one))
+    frames += [reader().load(uri[k]).select(*cols, F.lit(k).alias(FILE_COLUMN), one)
+               for k in keys if k not in set(plain)]
+    return reduce(lambda a, b: a.unionByName(b), frames)
+
+
+def _path_of(uri: str) -> str:
+    """The path of a URI as Spark's ``_metadata.file_path`` spells it (``file:/x/y`` for
+    ``file:///x/y``: Hadoop's Path drops an empty authority)."""
+    return uri.replace("file:///", "file:/", 1) if uri.startswith("file:///") else uri
+
+
 def maintain_view(run: JobRun) -> JobResult:
     """The job of every view task (module docstring)."""
     from .job_run import JobResult
@@ -243,6 +358,9 @@ def maintain_view(run: JobRun) -> JobResult:
         found = {n: _table_input(run, n)
                  for n in sorted(run.barrier.plan[run.task_id].table_inputs)}
         found.update({n: _view_input(run, n, t, kept) for n, t in sorted(view.views.items())})
+        files_offsets: dict[str, Any] = {}
+        found.update({n: _file_input(run, n, f, kept, ns, files_offsets)
+                      for n, f in sorted(view.files.items())})
         schemas = {n: {f.name: f.dataType.simpleString() for f in i.schema.fields}
                    for n, i in found.items()}
         try:
@@ -271,6 +389,10 @@ def maintain_view(run: JobRun) -> JobResult:
             types = _batch_types(spark, view, found, columns)
             change, result = _refresh(run, view, plan, found, refresh, ns, columns, types)
             schema = result.drop(WEIGHT).schema.json()
+            for n in view.files:
+                if not found[n].changed:  # its rows' state as the restored epoch kept it
+                    for ref in run.files(run.previous, f"{STATE_DIR}/{FILE_ROWS}{n}/"):
+                        run.writer.reference(ref)
             # the table holds the kept result: the previous completed epoch committed it
             holds_kept = kept is not None and kept.schema == schema
             rows, mode = _write_output(run, view, spec, key, columns, change, result, ns,
@@ -292,7 +414,10 @@ def maintain_view(run: JobRun) -> JobResult:
             metrics["state_bytes_carried"] = carried
         if verified is not None:
             metrics["verified_ms"] = round(verified, 1)
-        return JobResult(offsets={"view": record.to_json()},
+        offsets_out: dict[str, Any] = {"view": record.to_json()}
+        if files_offsets:
+            offsets_out["files"] = files_offsets
+        return JobResult(offsets=offsets_out,
                          row_counts={view.output: rows}, metrics={"view": metrics})
     finally:
         _drop(spark, ns)
@@ -321,7 +446,7 @@ def _carry(run: JobRun) -> int:
     its change (this epoch's is none)."""
     carried = 0
     for ref in run.files(run.previous, f"{STATE_DIR}/"):
-        if ref.name.startswith(f"{STATE_DIR}/{CHANGE}/"):
+        if ref.name.startswith(f"{STATE_DIR}/{CHANGE}"):  # the view's, a file input's
             continue
         run.writer.reference(ref)
         carried += ref.size

@@ -17,7 +17,7 @@ from decimal import Decimal
 
 import pytest
 from deltalake import DeltaTable
-from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import HealthCheck, Phase, example, given, seed, settings
 from hypothesis import strategies as st
 
 from checkpointing import Coordinator, LocalStorage
@@ -28,6 +28,9 @@ from spark_jobs.runtime import DeclineEpoch, Pipeline, drive_epoch
 from spark_jobs.runtime.view_job import maintain_view
 
 EXAMPLES = int(os.environ.get("CKPT_HISTORY_EXAMPLES", "1"))
+#: `make test` runs the rich history below; `make soak` (CKPT_HISTORY_EXAMPLES) draws too
+PHASES = [Phase.explicit, *([Phase.generate] if "CKPT_HISTORY_EXAMPLES" in os.environ
+                            else [])]
 
 #: one view per kind of output: a keyed aggregate (merge), a join then an aggregate with a
 #: distinct count (merge), a filter with no key (overwrite), a global aggregate (one row,
@@ -50,7 +53,7 @@ VIEWS = {
 OVER = {"regular": {"per_customer": "per_customer"}, "summary": {"per_customer": "per_customer"}}
 
 #: Spark statements on the upstream tables; ``{o}`` orders, ``{c}`` customers
-OPS = st.sampled_from([
+STATEMENTS = [
     "INSERT INTO {o} SELECT 1000 + CAST(rand() * 1e6 AS BIGINT), "
     "concat('c', CAST(id % 4 AS STRING)), id * 7 % 100 FROM range(0, 30)",
     "DELETE FROM {o} WHERE amount % 9 = 0",             # deletion vectors
@@ -61,7 +64,13 @@ OPS = st.sampled_from([
     "UPDATE {c} SET region = 'east' WHERE customer = 'c3'",
     "INSERT INTO {c} VALUES ('c5', 'west')",
     "DELETE FROM {c} WHERE customer = 'c0'",
-])
+]
+OPS = st.sampled_from(STATEMENTS)
+#: the history every run draws first (Hypothesis's first drawn example is its simplest:
+#: epochs with no statement): every kind of statement, two and three between epochs, an
+#: epoch with none, the kill in the second epoch
+RICH = [[STATEMENTS[0], STATEMENTS[1]], [STATEMENTS[2], STATEMENTS[3], STATEMENTS[6]],
+        [], [STATEMENTS[5], STATEMENTS[4], STATEMENTS[7], STATEMENTS[0]], [STATEMENTS[8]]]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -153,11 +162,12 @@ def _check(spark, coord, tmp, epoch: int, views: dict[str, str] = VIEWS
     return wanted
 
 
-@settings(max_examples=EXAMPLES, deadline=None,
+@settings(max_examples=EXAMPLES, deadline=None, phases=PHASES,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @seed(20261206)
 @given(epochs=st.lists(st.lists(OPS, min_size=0, max_size=3), min_size=3, max_size=4),
        kill=st.integers(min_value=1, max_value=3))
+@example(epochs=RICH, kill=2)
 def test_views_equal_their_batch_query_after_every_epoch(spark, tmp_path_factory, epochs,
                                                          kill):
     tmp = tmp_path_factory.mktemp("views")

@@ -1,20 +1,24 @@
 """``CheckpointedViewOperator``: a view declared by its SQL, maintained each epoch from its
 inputs' changes (:mod:`spark_jobs.runtime.view_job`), committed as one table version.
 
-The query is Spark SQL over the task's table inputs, named as ``table_inputs`` names them.
+The query is Spark SQL over the task's inputs, named as ``table_inputs``, ``views`` and
+``file_inputs`` name them.
 Each epoch reads what the inputs changed up to the versions the barrier pinned; the
 refresh planner maintains the view from those changes or recomputes it, and records which
 and why in the task's state handle (``ckpt show``, the Epochs page). The output's key is
 the query's GROUP BY columns (or ``keys=``): the table is merged by it; a view without a
-key is overwritten with its whole result. The same query run as a batch over the inputs
+key grows its table by the rows an epoch adds, and is overwritten with its whole result
+when an epoch removes some. The same query run as a batch over the inputs
 at the pinned versions is the right answer; ``verify_every`` checks it."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import combinations
 from typing import Any
 
 from checkpointing.ivm.planner import query_tables
+from checkpointing.protocol.file_inputs import FileInput
 from checkpointing.protocol.view_task import DEFAULT_FULL_REFRESH_ABOVE, ViewTask
 from checkpointing.tables.spec import TableSpec
 
@@ -42,6 +46,9 @@ class CheckpointedViewOperator(CheckpointedSparkOperator):
     :param views: ``{name: view task}``: earlier views of the DAG the query reads by that
         name (their task, or its id): each epoch reads their change from their handles of
         the same epoch, not their tables. A task given here is wired upstream.
+    :param file_inputs: ``{name: FileInput}``: files landed under a prefix of the data
+        root, read as one table of a declared schema: each epoch reads the files landed
+        since, and a file rewritten in place retracts what its earlier content added.
     :param keys: the output's key when the query has no GROUP BY that says it.
     :param verify_every: every this many epochs, recompute the view in full at the pinned
         versions and decline the epoch if the maintained result differs (0: never).
@@ -56,7 +63,8 @@ class CheckpointedViewOperator(CheckpointedSparkOperator):
 
     def __init__(self, *, sql: str, output: str, table: TableSpec | str,
                  table_inputs: Mapping[str, Any] | None = None,
-                 views: Mapping[str, Any] | None = None, keys: Sequence[str] = (),
+                 views: Mapping[str, Any] | None = None,
+                 file_inputs: Mapping[str, FileInput] | None = None, keys: Sequence[str] = (),
                  verify_every: int = 0,
                  full_refresh_above: float = DEFAULT_FULL_REFRESH_ABOVE, **kwargs: Any):
         if "job" in kwargs or "outputs" in kwargs:
@@ -65,18 +73,22 @@ class CheckpointedViewOperator(CheckpointedSparkOperator):
                          table_inputs=dict(table_inputs or {}), **kwargs)
         upstream = {n: v if isinstance(v, str) else v.task_id
                     for n, v in (views or {}).items()}
-        both = sorted(set(upstream) & set(self.table_inputs))
-        if both:
-            raise ValueError(f"{self.task_id}: {', '.join(both)} named both as a table input "
-                             "and as a view")
-        declared = set(self.table_inputs) | set(upstream)
+        files = dict(file_inputs or {})
+        kinds = {"a table input": set(self.table_inputs), "a view": set(upstream),
+                 "a file input": set(files)}
+        for (a, one), (b, other) in combinations(kinds.items(), 2):
+            both = sorted(one & other)
+            if both:
+                raise ValueError(f"{self.task_id}: {', '.join(both)} named both as {a} and "
+                                 f"as {b}")
+        declared = set().union(*kinds.values())
         unknown = sorted(query_tables(sql) - declared)
         if unknown:
             raise ValueError(f"{self.task_id}: the view reads {', '.join(unknown)}, not "
-                             f"declared in table_inputs or views (declared: "
+                             f"declared in table_inputs, views or file_inputs (declared: "
                              f"{', '.join(sorted(declared)) or 'none'})")
         for v in (views or {}).values():
             if not isinstance(v, str):
                 v >> self
         self.view_task = ViewTask(sql, output, view_table(table), tuple(keys), verify_every,
-                                  full_refresh_above, upstream)
+                                  full_refresh_above, upstream, files)

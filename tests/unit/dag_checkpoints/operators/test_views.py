@@ -45,7 +45,7 @@ def test_a_view_s_query_and_table_are_in_its_epoch_plan():
 
 @pytest.mark.parametrize("sql, message", [
     ("SELECT customer FROM orders o JOIN refunds r ON o.id = r.id",
-     "reads refunds, not declared in table_inputs or views"),
+     "reads refunds, not declared in table_inputs, views or file_inputs"),
     ("SELEC customer FROM orders", "does not parse"),
     ("INSERT INTO orders VALUES (1)", "a view is a query"),
 ])
