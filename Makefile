@@ -114,6 +114,9 @@ soak: install
 	CKPT_HISTORY_EXAMPLES=$${HISTORY_EXAMPLES:-60} $(PY) -m pytest -q -s -p no:cacheprovider \
 		tests/integration/test_delta_histories.py tests/unit/test_delta_rs_histories.py \
 		tests/unit/test_iceberg_histories.py -k "sum_to"
+	CKPT_HISTORY_EXAMPLES=$${VIEW_EXAMPLES:-10} $(PY) -m pytest -q -s -p no:cacheprovider \
+		tests/integration/test_ivm_spark.py tests/integration/test_view_tasks.py \
+		tests/integration/test_view_files.py -k "after_every_epoch or batch_query"
 
 bench-coordinator: install
 	$(PY) bench/coordinator_bench.py

@@ -11,7 +11,7 @@ import os
 from collections import Counter
 
 import pytest
-from hypothesis import HealthCheck, given, seed, settings
+from hypothesis import HealthCheck, Phase, example, given, seed, settings
 from hypothesis import strategies as st
 
 from checkpointing.ivm.maintain import run_epoch
@@ -21,6 +21,17 @@ from tests.support.ivm_duckdb import _norm
 from tests.support.ivm_histories import ORDER_OPS, SCHEMAS, VIEWS, _apply
 
 EXAMPLES = int(os.environ.get("CKPT_HISTORY_EXAMPLES", "1"))
+#: `make test` runs RICH; `make soak` (CKPT_HISTORY_EXAMPLES) draws histories too
+PHASES = [Phase.explicit, *([Phase.generate] if "CKPT_HISTORY_EXAMPLES" in os.environ
+                            else [])]
+#: every kind of change, several per epoch (Hypothesis's first drawn history is its
+#: simplest: one insert per epoch, nothing ever removed)
+RICH = [[("insert", "c0", 10, "d0"), ("insert", "c1", None, "d1"), ("insert", None, 55, None),
+         ("insert", "c2", 70, "d0"), ("customer", "c1", "south")],
+        [("delete", 1), ("move", 0, "c2"), ("duplicate", 2), ("insert", "c0", 99, "d1"),
+         ("customer", None, "north")],
+        [("reinsert", 0), ("drop_customer", 1), ("delete", 3), ("insert", "c1", 5, None),
+         ("move", 2, None), ("customer", "c2", None)]]
 #: the operators' kinds, one view each: aggregate (every function), join then aggregate,
 #: DISTINCT, top-N, a semi-join, a view over a view, the outer joins, NOT IN, and EXISTS
 #: with NOT EXISTS correlated by an inequality (four joins on the change relations)
@@ -62,10 +73,11 @@ def _counts(df) -> Counter:
     return out
 
 
-@settings(max_examples=EXAMPLES, deadline=None,
+@settings(max_examples=EXAMPLES, deadline=None, phases=PHASES,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @seed(20261205)
 @given(epochs=st.lists(st.lists(ORDER_OPS, min_size=1, max_size=6), min_size=2, max_size=3))
+@example(epochs=RICH)
 def test_views_maintained_on_spark_equal_spark_s_batch_query(spark, tmp_path_factory, epochs):
     from spark_jobs.runtime.views import ParquetStates, SparkEngine
 
