@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 from deltalake import DeltaTable
-from hypothesis import HealthCheck, example, given, seed, settings
+from hypothesis import HealthCheck, Phase, example, given, seed, settings
 from hypothesis import strategies as st
 
 from checkpointing import Coordinator, FileInput, LocalStorage
@@ -29,6 +29,8 @@ from spark_jobs.runtime import Pipeline, drive_epoch
 from spark_jobs.runtime.view_job import maintain_view
 
 EXAMPLES = int(os.environ.get("CKPT_HISTORY_EXAMPLES", "1"))
+PHASES = [Phase.explicit, *([Phase.generate] if "CKPT_HISTORY_EXAMPLES" in os.environ
+                            else [])]
 SCHEMA = "id BIGINT, customer STRING, amount DECIMAL(12,2)"
 PREFIX = "landing/orders/"
 #: a keyed aggregate (merge), a filter without a key (grown or overwritten), a join of the
@@ -137,13 +139,13 @@ def _check(spark, coord, tmp: Path, epoch: int, earlier: Path | None = None) -> 
         assert _rows(got.itertuples(index=False)) == _rows(spark.sql(sql).collect()), (n, epoch)
 
 
-@settings(max_examples=EXAMPLES, deadline=None,
+@settings(max_examples=EXAMPLES, deadline=None, phases=PHASES,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @seed(20261206)
 @given(epochs=st.lists(st.lists(OPS, min_size=0, max_size=3), min_size=3, max_size=5),
        kill=st.integers(min_value=1, max_value=3))
-# first, a history of every kind (Hypothesis's first drawn example is its simplest, epochs
-# with nothing landed, which `make test` runs too: carried states and the kill)
+# `make test` runs this history of every kind (Hypothesis's first draw is its simplest,
+# epochs with nothing landed); `make soak` draws more
 @example(epochs=[["land", "correct"], ["late", "spaced", "region"], [],
                  ["correct", "land", "spaced"], ["late", "correct"]], kill=2)
 def test_views_over_files_equal_their_batch_query_after_every_epoch(spark, tmp_path_factory,
