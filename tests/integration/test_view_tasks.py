@@ -66,11 +66,11 @@ STATEMENTS = [
     "DELETE FROM {c} WHERE customer = 'c0'",
 ]
 OPS = st.sampled_from(STATEMENTS)
-#: the history every run draws first (Hypothesis's first drawn example is its simplest:
-#: epochs with no statement): every kind of statement, two and three between epochs, an
-#: epoch with none, the kill in the second epoch
+#: the history `make test` runs (Hypothesis's first drawn example is its simplest: epochs
+#: with no statement): every kind of statement, two to four between epochs, an epoch with
+#: none, the kill in the second epoch
 RICH = [[STATEMENTS[0], STATEMENTS[1]], [STATEMENTS[2], STATEMENTS[3], STATEMENTS[6]],
-        [], [STATEMENTS[5], STATEMENTS[4], STATEMENTS[7], STATEMENTS[0]], [STATEMENTS[8]]]
+        [], [STATEMENTS[5], STATEMENTS[4], STATEMENTS[7], STATEMENTS[8]]]
 
 
 @pytest.fixture(scope="module", autouse=True)

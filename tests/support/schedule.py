@@ -29,7 +29,7 @@ MODULE_SECONDS = {
     "test_bench.py": 500, "test_coordinator_on_s3.py": 28, "test_lease.py": 25,
     "test_cli.py": 20, "test_state_on_s3.py": 15, "test_epoch_deadline.py": 12,
     "test_iceberg_spark_histories.py": 250, "test_ivm_spark.py": 250,
-    "test_view_tasks.py": 300, "test_view_files.py": 150,
+    "test_view_tasks.py": 450, "test_view_files.py": 150,
     "test_ivm_histories.py": 100, "test_ivm_tpch.py": 60,
 }
 DEFAULT_SECONDS = 10.0
