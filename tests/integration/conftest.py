@@ -9,3 +9,14 @@ import pytest
 def backend(request):
     """The checkpoint storage backend of the tier: a real S3-compatible server."""
     return request.param
+
+
+@pytest.fixture(scope="module")
+def connect_session(spark_connect, request):
+    """A Spark Connect session of the module (named after it) on the worker's server."""
+    from spark_jobs.runtime import spark_session
+
+    session = spark_session(request.module.__name__.rsplit(".", 1)[-1],
+                            remote=spark_connect.url)
+    yield session
+    session.stop()

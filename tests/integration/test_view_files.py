@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import shutil
 from collections import Counter
-from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -27,6 +26,7 @@ from checkpointing.protocol.table_inputs import TableInput
 from checkpointing.protocol.view_task import ViewTask
 from spark_jobs.runtime import Pipeline, drive_epoch
 from spark_jobs.runtime.view_job import maintain_view
+from tests.support.ivm_duckdb import _norm
 
 EXAMPLES = int(os.environ.get("CKPT_HISTORY_EXAMPLES", "1"))
 PHASES = [Phase.explicit, *([Phase.generate] if "CKPT_HISTORY_EXAMPLES" in os.environ
@@ -50,18 +50,8 @@ OPS = st.sampled_from(["land", "correct", "late", "spaced", "region"])
 
 
 @pytest.fixture(scope="module")
-def spark(spark_connect):
-    from spark_jobs.runtime import spark_session
-
-    session = spark_session("view-files", remote=spark_connect.url)
-    yield session
-    session.stop()
-
-
-def _norm(v):
-    if isinstance(v, Decimal | float):
-        return round(float(v), 6)
-    return v
+def spark(connect_session):
+    return connect_session
 
 
 def _rows(records) -> Counter:

@@ -83,12 +83,8 @@ def _few_batches():
 
 
 @pytest.fixture(scope="module")
-def spark(spark_connect):
-    from spark_jobs.runtime import spark_session
-
-    session = spark_session("views", remote=spark_connect.url)
-    yield session
-    session.stop()
+def spark(connect_session):
+    return connect_session
 
 
 def _norm(v):
