@@ -294,6 +294,9 @@ class SnapshotWriter:
                       replaced: Iterable[object] = (), grows: bool = False) -> OutputRef:
         from checkpointing.tables.spec import table_schema_json
 
+        if grows and spec.mode != "overwrite":
+            raise ValueError(f"table output {output!r}: grows= needs mode overwrite, not "
+                             f"{spec.mode!r}")
         prev = self.previous.outputs.get(output) if self.previous else None
         if schema is not None:
             schema_json = table_schema_json(schema, spec)
@@ -309,8 +312,6 @@ class SnapshotWriter:
             # anywhere (a backfill's promotion onto a table main moved on) is a diff.
             refs = refs + self._kept_table_files(output, prev, spec, refs, replaced, grows)
             meta["table_files"] = "all"
-        elif grows:
-            raise ValueError(f"table output {output!r}: grows= needs mode overwrite")
         out = OutputRef(tuple(refs), rows, meta)
         self._outputs[output] = out
         return out
@@ -342,9 +343,6 @@ class SnapshotWriter:
         from checkpointing.tables.spec import TableSpec, partition_key, require_same_partitioning
 
         if grows:
-            if spec.mode != "overwrite":
-                raise ValueError(f"table output {output!r}: grows= needs mode overwrite, "
-                                 f"not {spec.mode!r}")
             kept = self.previous_table_files(output, spec)
             if kept is None or prev is None:
                 raise ValueError(f"table output {output!r}: grows= needs the restored "

@@ -35,6 +35,8 @@ class NewInput:
     #: new keys named for a day already consumed and not in the previous offsets: a late
     #: file, or a file rewritten after it aged out of them (its rows may be in the state)
     late: list[str]
+    #: each new key's size in bytes, from the same listing
+    sizes: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -116,6 +118,7 @@ def new_input(storage: Storage, prefix: str, previous: dict[str, Any] | None,
     old_stamps: dict[str, str] = dict(previous.get("stamps") or {})
     stamps: dict[str, str] = {}
     listed: dict[str, tuple[str, float]] = {}
+    sizes: dict[str, int] = {}
     for info in storage.list(prefix):
         if not info.key.endswith(suffix):
             continue
@@ -134,6 +137,7 @@ def new_input(storage: Storage, prefix: str, previous: dict[str, Any] | None,
             else:
                 etag = storage.head(info.key).etag
         listed[info.key] = (etag, info.last_modified)
+        sizes[info.key] = info.size
     if index is not None:  # consumed before the window? (a correction of an old file)
         for k in listed:
             if k not in seen and (old := index.get(k)) is not None:
@@ -155,7 +159,7 @@ def new_input(storage: Storage, prefix: str, previous: dict[str, Any] | None,
                                "max_age_seconds": max_age_seconds}
     if stamps:
         offsets["stamps"] = {k: stamps[k] for k in window if k in stamps}
-    return NewInput(offsets, new, replaced, late)
+    return NewInput(offsets, new, replaced, late, {k: sizes[k] for k in new})
 
 
 def _file_day(key: str, suffix: str = ".csv") -> str:

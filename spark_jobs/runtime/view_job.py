@@ -259,7 +259,7 @@ def _file_input(run: JobRun, name: str, src: FileInput, kept: ViewRecord | None,
     rows = before
     changed_bytes = moved = 0
     if found.new:
-        sizes = {i.key: i.size for i in run.data_root.list(src.prefix) if i.key in found.new}
+        sizes = found.sizes
         replaced = set(found.replaced)
         changed_bytes = sum(sizes.get(k, 0) * (2 if k in replaced else 1) for k in found.new)
         moved = sum(sizes.get(k, 0) for k in found.new if k not in replaced)
