@@ -30,6 +30,7 @@ Writes its keys (``views_*``, bench/README.md) into bench/results/latest.json.
 from __future__ import annotations
 
 import argparse
+import cProfile
 import os
 import shutil
 import statistics
@@ -189,6 +190,14 @@ def sdp_pipeline(pdir: Path, storage: Path, database: str, lake: Path,
     return spec
 
 
+def event_log_conf(directory: Path | None) -> dict[str, str]:
+    """The Connect server's conf writing Spark's event log into ``directory``, if given."""
+    if directory is None:
+        return {}
+    directory.mkdir(parents=True, exist_ok=True)
+    return {"spark.eventLog.enabled": "true", "spark.eventLog.dir": directory.resolve().as_uri()}
+
+
 def main(argv: list[str] | None = None) -> int:
     from bench.declarative_pipelines import sdp_run
     from bench.harness.steps import Progress, work_dir
@@ -211,6 +220,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="the Connect server's heap (default: the TPC-H bench's sizing rule)")
     ap.add_argument("--work", type=Path, default=None,
                     help="an empty or new directory, kept (default: a temporary one, removed)")
+    ap.add_argument("--event-log", type=Path, default=None,
+                    help="a directory for the Connect server's Spark event log, then "
+                         "summarised per refresh (python -m bench.harness.event_log)")
+    ap.add_argument("--profile", type=Path, default=None,
+                    help="write a cProfile of the refresh epoch (the driver and the client's "
+                         "side, in this process) to this file (python -m pstats FILE)")
     ap.add_argument("--out", type=Path, default=RESULTS / "latest.json")
     ap.add_argument("--history", type=Path, default=RESULTS / "history.jsonl")
     a = ap.parse_args(argv)
@@ -226,7 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     progress("data generated")
     lake, gold = work / "lake", work / "gold"
     server = ConnectServer(port=free_port(), driver_memory=a.driver_memory or
-                           server_heap(a.scale), log_path=work / "connect.log").start()
+                           server_heap(a.scale), log_path=work / "connect.log",
+                           conf=event_log_conf(a.event_log)).start()
     spark = None
     try:
         spark = spark_session("views-bench", remote=server.url)
@@ -246,7 +262,13 @@ def main(argv: list[str] | None = None) -> int:
             progress("declarative pipeline built")
         changed = refresh(con, spark, lake, a.refresh, seed=20261206)
         progress("refresh applied")
+        profiler = cProfile.Profile() if a.profile else None
+        if profiler is not None:
+            profiler.enable()
         epoch, meta = drive_epoch(pipe, coord, spark, "", "refresh")
+        if profiler is not None:
+            profiler.disable()
+            profiler.dump_stats(a.profile)
         if meta is None or not meta.completed:
             raise SystemExit(f"views bench: the refresh epoch did not complete ({meta})")
         progress("views refreshed")

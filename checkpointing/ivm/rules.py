@@ -81,6 +81,35 @@ class Program:
     def states(self) -> tuple[State, ...]:
         return tuple(s for s in self.steps if isinstance(s, State))
 
+    def reads(self, relation: str) -> int:
+        """How many times one epoch reads ``relation`` (an input's changes) when an engine
+        defines the statements that are not :attr:`Step.shared` as views: each of those
+        is inlined, its reads with it, wherever it is read. What runs is every shared
+        statement (once), every state's next content and addition (kept) and ``out``
+        (read by the caller). A relation read more than once is cheaper computed once
+        when reading it is costly (an upstream table's changed files)."""
+        steps = {st.name: st for st in self.steps if isinstance(st, Step)}
+        pattern = _relations([*steps, relation])
+        memo: dict[str, int] = {}
+
+        def inlined(sql: str) -> int:
+            return sum(expand(r) for r in pattern.findall(sql))
+
+        def expand(name: str) -> int:
+            if name == relation:
+                return 1
+            st = steps.get(name)
+            if st is None or st.shared:  # a state's earlier content, or computed once
+                return 0
+            if name not in memo:
+                memo[name] = inlined(st.sql)
+            return memo[name]
+
+        run = [inlined(st.sql) for st in steps.values() if st.shared]
+        run += [expand(st.next) + (expand(st.grows) if st.grows else 0)
+                for st in self.states]
+        return sum(run) + expand(self.out)
+
 
 def input_relation(table: str) -> str:
     """The relation an executor defines with the changes of input ``table``."""
@@ -108,8 +137,7 @@ def _shared(steps: list[Step | State]) -> tuple[Step | State, ...]:
     Spark could not even analyse in 2 GB. Computing a relation once where it is read
     twice keeps every query linear in the plan's size."""
     names = [s.name for s in steps if isinstance(s, Step)]
-    pattern = re.compile(r"(?<![\w`])`?(" + "|".join(map(re.escape, names)) + r")`?(?![\w`])") \
-        if names else None
+    pattern = _relations(names) if names else None
     refs = {s.name: pattern.findall(s.sql) if pattern else []
             for s in steps if isinstance(s, Step)}
     reads = Counter(r for read in refs.values() for r in read)
@@ -121,6 +149,12 @@ def _shared(steps: list[Step | State]) -> tuple[Step | State, ...]:
             shared.add(n)
     return tuple(replace(s, shared=True) if isinstance(s, Step) and s.name in shared else s
                  for s in steps)
+
+
+def _relations(names: list[str]) -> re.Pattern[str]:
+    """A pattern finding each read of one of ``names`` in a statement (as a whole name,
+    quoted or not)."""
+    return re.compile(r"(?<![\w`])`?(" + "|".join(map(re.escape, names)) + r")`?(?![\w`])")
 
 
 def d(node: Node, ns: str = "") -> str:

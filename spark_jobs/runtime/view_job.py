@@ -499,9 +499,17 @@ def _refreshed(run: JobRun, view: ViewTask, plan: Any, found: dict[str, ViewInpu
         before.createOrReplaceTempView(f"{ns}before")
     cols = ", ".join(q(c) for c in columns)
     if refresh.mode == "incremental":
+        prog = program(plan.root, ns)
         for n, i in found.items():
-            i.changes().createOrReplaceTempView(input_relation(n))
-        change = spark.table(run_epoch(program(plan.root, ns), engine))
+            rel = input_relation(n)
+            if i.changed and prog.reads(rel) > 1:
+                # read from its table's files once (a change set's deletion vectors are
+                # resolved in every file they touch), not once per statement reading it
+                i.changes().createOrReplaceTempView(f"{ns}read_{rel}")
+                engine.define(rel, f"SELECT * FROM {ns}read_{rel}", once=True)  # noqa: S608
+            else:
+                i.changes().createOrReplaceTempView(rel)
+        change = spark.table(run_epoch(prog, engine))
     else:
         for n, i in found.items():
             whole = i.content()

@@ -187,3 +187,33 @@ def _refresh(con, rng: random.Random, next_key: int) -> int:
         con.execute(f'CREATE OR REPLACE TABLE "{input_relation(t)}" AS '
                     f"SELECT *, 1::BIGINT AS _w FROM {t} WHERE false")
     return next_key + n
+
+
+def test_an_input_s_reads_per_epoch_are_counted_as_the_inlined_statements_read_it(tpch):
+    """`Program.reads` (the runtime computes an input read more than once a single time)
+    against the statements inlined as text: every view that is not computed once replaced
+    by its query where it is read, then the input's name counted in what runs."""
+    _, schemas, queries = tpch
+    seen = Counter()
+    for n, sql in queries.items():
+        prog = program(plan_view(sql, schemas, dialect="duckdb").root, f"q{n}__")
+        steps = {s.name: s for s in prog.steps if isinstance(s, Step)}
+        names = sorted(steps, key=len, reverse=True)
+        word = re.compile(r"(?<![\w`])`?(" + "|".join(map(re.escape, names)) + r")`?(?![\w`])")
+
+        def text(name: str, steps=steps, word=word) -> str:
+            s = steps.get(name)
+            if s is None or s.shared:
+                return f" <{name}> "
+            return "(" + word.sub(lambda m: text(m.group(1)), s.sql) + ")"
+
+        run = [word.sub(lambda m: text(m.group(1)), s.sql) for s in steps.values()
+               if s.shared]
+        run += [text(s.next) + (text(s.grows) if s.grows else "") for s in prog.states]
+        run.append(text(prog.out))
+        for t in schemas:
+            rel = input_relation(t)
+            expected = sum(len(re.findall(rf"(?<![\w`]){rel}(?![\w`])", r)) for r in run)
+            assert prog.reads(rel) == expected, (n, t)
+            seen[prog.reads(rel)] += 1
+    assert seen[2] and max(seen) > 2  # Q6 reads lineitem twice; joins read inputs more
