@@ -122,7 +122,7 @@ def program(root: Node, namespace: str = "") -> Program:
     steps: list[Step | State] = []
     for node in walk(root):
         steps.extend(_RULES[type(node)](node, namespace))  # type: ignore[operator]
-    return Program(_shared(steps), d(root, namespace))
+    return Program(_shared(steps, d(root, namespace)), d(root, namespace))
 
 
 #: A relation read more than once whose query, its unshared relations inlined, holds at
@@ -130,25 +130,44 @@ def program(root: Node, namespace: str = "") -> Program:
 SHARED_SIZE = 2
 
 
-def _shared(steps: list[Step | State]) -> tuple[Step | State, ...]:
+def _shared(steps: list[Step | State], out: str) -> tuple[Step | State, ...]:
     """``steps`` with :attr:`Step.shared` set. A rule reads a child's change more than once
     (a join's ``ΔL ⋈ R + (L + ΔL) ⋈ ΔR``, and again for its next state): inlined, each level
     of a plan doubles the statements below it, and TPC-H Q21's eight joins made a query
     Spark could not even analyse in 2 GB. Computing a relation once where it is read
-    twice keeps every query linear in the plan's size."""
+    twice keeps every query linear in the plan's size.
+
+    A relation is read by the statements that name it, and also by what runs it: a
+    state's next content and addition are read when the states are kept, and ``out`` by
+    the caller (an aggregate's next state is read by its output's rule and kept: inlined,
+    its change, and the input's below it, would be computed twice). A statement that
+    reads an input's changes counts as large: reading them again reads the upstream
+    table's changed files again."""
     names = [s.name for s in steps if isinstance(s, Step)]
     pattern = _relations(names) if names else None
     refs = {s.name: pattern.findall(s.sql) if pattern else []
             for s in steps if isinstance(s, Step)}
     reads = Counter(r for read in refs.values() for r in read)
+    reads.update(r for st in steps if isinstance(st, State)
+                 for r in (st.next, st.grows) if r is not None)
+    reads[out] += 1
     size: dict[str, int] = {}
     shared: set[str] = set()
-    for n in names:  # in order: a statement reads only earlier ones
+    for st in steps:  # in order: a statement reads only earlier ones
+        if not isinstance(st, Step):
+            continue
+        n = st.name
         size[n] = 1 + sum(size[r] for r in refs[n] if r not in shared)
+        if _INPUT.search(st.sql):
+            size[n] = max(size[n], SHARED_SIZE)
         if reads[n] > 1 and size[n] >= SHARED_SIZE:
             shared.add(n)
     return tuple(replace(s, shared=True) if isinstance(s, Step) and s.name in shared else s
                  for s in steps)
+
+
+#: a read of an input's relation of changes (:func:`input_relation`)
+_INPUT = re.compile(r"(?<![\w`])`?in_[\w]+`?(?![\w`])")
 
 
 def _relations(names: list[str]) -> re.Pattern[str]:
