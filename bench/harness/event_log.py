@@ -107,7 +107,7 @@ def _lines(f: Path) -> list[str]:
 def summarise(path: Path) -> dict[tuple[str, int], TaskTime]:
     """Per (task, epoch), its Spark jobs' time in the event log(s) at ``path``."""
     kinds: dict[str, str] = {}
-    started: dict[int, tuple[tuple[str, int], int, str]] = {}
+    started: dict[int, tuple[tuple[str, int], int, str, list[Any]]] = {}
     stage_of: dict[int, tuple[str, int]] = {}
     job_of: dict[int, list[Any]] = {}
     out: dict[tuple[str, int], TaskTime] = defaultdict(TaskTime)
@@ -126,21 +126,20 @@ def summarise(path: Path) -> dict[tuple[str, int], TaskTime]:
                     continue
                 key = (m.group(1), int(m.group(2)))
                 kind = kinds.get(str(props.get("spark.sql.execution.id")), "(no SQL)")
-                started[e["Job ID"]] = (key, e["Submission Time"], kind)
                 row = [kind, e["Submission Time"], 0, 0, 0]
                 out[key].each.append(row)
+                started[e["Job ID"]] = (key, e["Submission Time"], kind, row)
                 for s in e.get("Stage IDs", []):
                     stage_of[s] = key
                     job_of[s] = row
             elif ev == "SparkListenerJobEnd" and e["Job ID"] in started:
-                key, t0, kind = started.pop(e["Job ID"])
+                key, t0, kind, row = started.pop(e["Job ID"])
                 t = out[key]
                 t.jobs += 1
                 t.intervals.append((t0, e["Completion Time"]))
                 t.by_kind[kind][0] += 1
                 t.by_kind[kind][1] += e["Completion Time"] - t0
-                next(r for r in t.each if r[1] == t0 and r[0] == kind and not r[2])[2] = \
-                    e["Completion Time"] - t0
+                row[2] = e["Completion Time"] - t0
             elif ev == "SparkListenerTaskEnd" and e.get("Stage ID") in stage_of:
                 metrics = e.get("Task Metrics") or {}
                 ran = int(metrics.get("Executor Run Time", 0))

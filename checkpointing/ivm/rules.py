@@ -86,8 +86,8 @@ class Program:
         defines the statements that are not :attr:`Step.shared` as views: each of those
         is inlined, its reads with it, wherever it is read. What runs is every shared
         statement (once), every state's next content and addition (kept) and ``out``
-        (read by the caller). A relation read more than once is cheaper computed once
-        when reading it is costly (an upstream table's changed files)."""
+        (read by the caller). Each statement that scans an input runs once
+        (:func:`_shared`), so this is the number of statements scanning it."""
         steps = {st.name: st for st in self.steps if isinstance(st, Step)}
         pattern = _relations([*steps, relation])
         memo: dict[str, int] = {}
@@ -111,9 +111,13 @@ class Program:
         return sum(run) + expand(self.out)
 
 
+#: the prefix of an input's relation of changes (:func:`input_relation`)
+INPUT_PREFIX = "in_"
+
+
 def input_relation(table: str) -> str:
     """The relation an executor defines with the changes of input ``table``."""
-    return f"in_{table.replace('.', '__')}"
+    return f"{INPUT_PREFIX}{table.replace('.', '__')}"
 
 
 def program(root: Node, namespace: str = "") -> Program:
@@ -167,7 +171,7 @@ def _shared(steps: list[Step | State], out: str) -> tuple[Step | State, ...]:
 
 
 #: a read of an input's relation of changes (:func:`input_relation`)
-_INPUT = re.compile(r"(?<![\w`])`?in_[\w]+`?(?![\w`])")
+_INPUT = re.compile(r"(?<![\w`])`?" + INPUT_PREFIX + r"\w+`?(?![\w`])")
 
 
 def _relations(names: list[str]) -> re.Pattern[str]:

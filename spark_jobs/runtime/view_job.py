@@ -42,7 +42,7 @@ from checkpointing.ivm.refresh import (
     choose,
     query_id,
 )
-from checkpointing.ivm.rules import consolidated, input_relation, program, q
+from checkpointing.ivm.rules import INPUT_PREFIX, consolidated, input_relation, program, q
 from checkpointing.protocol.file_inputs import FileInput
 from checkpointing.protocol.view_task import ViewTask
 from checkpointing.tables.spec import TableSpec
@@ -437,7 +437,7 @@ def _drop(spark: Any, ns: str) -> None:
     """Drop the task's temporary views: a session an embedded run shares between epochs
     must not show one epoch's relations to the next."""
     for t in spark.catalog.listTables():
-        if t.isTemporary and t.name.startswith((ns, "in_")):
+        if t.isTemporary and t.name.startswith((ns, INPUT_PREFIX)):
             spark.catalog.dropTempView(t.name)
 
 
@@ -499,17 +499,9 @@ def _refreshed(run: JobRun, view: ViewTask, plan: Any, found: dict[str, ViewInpu
         before.createOrReplaceTempView(f"{ns}before")
     cols = ", ".join(q(c) for c in columns)
     if refresh.mode == "incremental":
-        prog = program(plan.root, ns)
         for n, i in found.items():
-            rel = input_relation(n)
-            if i.changed and prog.reads(rel) > 1:
-                # read from its table's files once (a change set's deletion vectors are
-                # resolved in every file they touch), not once per statement reading it
-                i.changes().createOrReplaceTempView(f"{ns}read_{rel}")
-                engine.define(rel, f"SELECT * FROM {ns}read_{rel}", once=True)  # noqa: S608
-            else:
-                i.changes().createOrReplaceTempView(rel)
-        change = spark.table(run_epoch(prog, engine))
+            i.changes().createOrReplaceTempView(input_relation(n))
+        change = spark.table(run_epoch(program(plan.root, ns), engine))
     else:
         for n, i in found.items():
             whole = i.content()

@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import re
 from collections import Counter
-from decimal import Decimal
 
 import pytest
 from deltalake import DeltaTable
@@ -26,6 +25,7 @@ from checkpointing.protocol.table_inputs import TableInput
 from checkpointing.protocol.view_task import ViewTask
 from spark_jobs.runtime import DeclineEpoch, Pipeline, drive_epoch
 from spark_jobs.runtime.view_job import maintain_view
+from tests.support.ivm_duckdb import _norm
 
 EXAMPLES = int(os.environ.get("CKPT_HISTORY_EXAMPLES", "1"))
 #: `make test` runs the rich history below; `make soak` (CKPT_HISTORY_EXAMPLES) draws too
@@ -85,12 +85,6 @@ def _few_batches():
 @pytest.fixture(scope="module")
 def spark(connect_session):
     return connect_session
-
-
-def _norm(v):
-    if isinstance(v, Decimal | float):
-        return round(float(v), 6)
-    return None if v is None else v
 
 
 def _rows(records) -> Counter:

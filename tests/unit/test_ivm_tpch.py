@@ -190,10 +190,9 @@ def _refresh(con, rng: random.Random, next_key: int) -> int:
 
 
 def test_an_input_s_reads_per_epoch_are_counted_as_the_inlined_statements_read_it(tpch):
-    """`Program.reads` (the runtime computes an input read more than once a single time)
-    against the statements inlined as text: every view that is not computed once replaced
-    by its query where it is read, then the input's name counted in what runs; and no
-    statement reading an input runs twice."""
+    """`Program.reads` against the statements inlined as text: every view that is not
+    computed once replaced by its query where it is read, then the input's name counted in
+    what runs; and no statement reading an input runs twice."""
     _, schemas, queries = tpch
     seen = Counter()
     for n, sql in queries.items():
