@@ -6,5 +6,6 @@ when some part of the query has no incremental rule, saying why.
 - :mod:`~checkpointing.ivm.operators`: the operators and the plan;
 - :mod:`~checkpointing.ivm.rules`: one rule per operator, as SQL statements;
 - :mod:`~checkpointing.ivm.maintain`: one epoch of a plan on an engine that runs SQL;
+- :mod:`~checkpointing.ivm.deferred`: statements folded into the query that reads them;
 - :mod:`~checkpointing.ivm.explain`: the plan in words.
 """

@@ -89,7 +89,7 @@ class Program:
         (read by the caller). Each statement that scans an input runs once
         (:func:`_shared`), so this is the number of statements scanning it."""
         steps = {st.name: st for st in self.steps if isinstance(st, Step)}
-        pattern = _relations([*steps, relation])
+        pattern = relation_pattern([*steps, relation])
         memo: dict[str, int] = {}
 
         def inlined(sql: str) -> int:
@@ -148,7 +148,7 @@ def _shared(steps: list[Step | State], out: str) -> tuple[Step | State, ...]:
     reads an input's changes counts as large: reading them again reads the upstream
     table's changed files again."""
     names = [s.name for s in steps if isinstance(s, Step)]
-    pattern = _relations(names) if names else None
+    pattern = relation_pattern(names) if names else None
     refs = {s.name: pattern.findall(s.sql) if pattern else []
             for s in steps if isinstance(s, Step)}
     reads = Counter(r for read in refs.values() for r in read)
@@ -174,9 +174,9 @@ def _shared(steps: list[Step | State], out: str) -> tuple[Step | State, ...]:
 _INPUT = re.compile(r"(?<![\w`])`?" + INPUT_PREFIX + r"\w+`?(?![\w`])")
 
 
-def _relations(names: list[str]) -> re.Pattern[str]:
+def relation_pattern(names: list[str]) -> re.Pattern[str]:
     """A pattern finding each read of one of ``names`` in a statement (as a whole name,
-    quoted or not)."""
+    quoted or not); its one group is the name."""
     return re.compile(r"(?<![\w`])`?(" + "|".join(map(re.escape, names)) + r")`?(?![\w`])")
 
 

@@ -42,7 +42,7 @@ from checkpointing.ivm.refresh import (
     choose,
     query_id,
 )
-from checkpointing.ivm.rules import INPUT_PREFIX, consolidated, input_relation, program, q
+from checkpointing.ivm.rules import consolidated, input_relation, program, q
 from checkpointing.protocol.file_inputs import FileInput
 from checkpointing.protocol.view_task import ViewTask
 from checkpointing.tables.spec import TableSpec
@@ -435,9 +435,10 @@ def _check_columns(view: ViewTask, columns: tuple[str, ...], key: tuple[str, ...
 
 def _drop(spark: Any, ns: str) -> None:
     """Drop the task's temporary views: a session an embedded run shares between epochs
-    must not show one epoch's relations to the next."""
+    must not show one epoch's relations to the next. Only the task's namespace: the
+    inputs' changes are held by the engine, never named in the session."""
     for t in spark.catalog.listTables():
-        if t.isTemporary and t.name.startswith((ns, INPUT_PREFIX)):
+        if t.isTemporary and t.name.startswith(ns):
             spark.catalog.dropTempView(t.name)
 
 
@@ -483,7 +484,8 @@ def _refresh(run: JobRun, view: ViewTask, plan: Any, found: dict[str, ViewInput]
     ``types``) and the weight."""
     # the engine's relations stay defined (and its session settings set) until the change
     # and the result are kept
-    with SparkEngine(run.spark, TaskStates(run, ns, fresh=refresh.mode == "full")) as engine:
+    with SparkEngine(run.spark, TaskStates(run, ns, fresh=refresh.mode == "full"),
+                     run.concurrently) as engine:
         return _refreshed(run, view, plan, found, refresh, ns, columns, types, engine)
 
 
@@ -496,36 +498,34 @@ def _refreshed(run: JobRun, view: ViewTask, plan: Any, found: dict[str, ViewInpu
     kept = TaskStates(run, ns)
     before = kept.load(RESULT)
     if before is not None:
-        before.createOrReplaceTempView(f"{ns}before")
+        engine.hold(f"{ns}before", before)
     cols = ", ".join(q(c) for c in columns)
+    one = F.lit(1).cast("bigint")
     if refresh.mode == "incremental":
         for n, i in found.items():
-            i.changes().createOrReplaceTempView(input_relation(n))
-        change = spark.table(run_epoch(program(plan.root, ns), engine))
+            engine.hold(input_relation(n), i.changes())
+        out = run_epoch(program(plan.root, ns), engine)
     else:
         for n, i in found.items():
             whole = i.content()
-            whole.withColumn(WEIGHT, F.lit(1).cast("bigint")) \
-                .createOrReplaceTempView(input_relation(n))
-            whole.createOrReplaceTempView(n)
+            engine.hold(input_relation(n), whole.withColumn(WEIGHT, one))
+            if not plan.incremental:  # the query itself reads the inputs by name
+                whole.createOrReplaceTempView(n)
         if plan.incremental:
-            now = spark.table(run_epoch(program(plan.root, ns), engine))
+            out = run_epoch(program(plan.root, ns), engine)
         else:
-            now = spark.sql(view.sql).toDF(*columns).withColumn(WEIGHT,
-                                                                F.lit(1).cast("bigint"))
-        now.createOrReplaceTempView(f"{ns}now")
-        change = spark.table(f"{ns}now")
+            out = f"{ns}now"
+            engine.hold(out, spark.sql(view.sql).toDF(*columns).withColumn(WEIGHT, one))
         if before is not None:
-            change = spark.sql(f"SELECT * FROM {ns}now UNION ALL "
-                               f"SELECT {cols}, -{WEIGHT} AS {WEIGHT} FROM {ns}before")
-    change.createOrReplaceTempView(f"{ns}raw")
-    change = kept.save(CHANGE, spark.sql(consolidated(
-        columns, _typed(columns, types, f"{ns}raw"))))
-    change.createOrReplaceTempView(f"{ns}change")
+            engine.define(f"{ns}raw", f"SELECT * FROM {out} UNION ALL "
+                                      f"SELECT {cols}, -{WEIGHT} AS {WEIGHT} FROM {ns}before")
+            out = f"{ns}raw"
+    change = kept.save(CHANGE, engine.sql(consolidated(columns, _typed(columns, types, out))))
+    engine.hold(f"{ns}change", change)
     union = f"SELECT * FROM {ns}change"
     if before is not None:  # a result kept before its types were the batch's: cast too
         union = f"{_typed(columns, types, f'{ns}before')} UNION ALL {union}"
-    whole = spark.sql(consolidated(columns, union))
+    whole = engine.sql(consolidated(columns, union))
     if refresh.mode == "incremental" and before is not None and \
             _types(before) == _types(change):
         # the result grows by the change: its files are the new batch, the earlier

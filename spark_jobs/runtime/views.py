@@ -1,10 +1,16 @@
 """Incremental views on Spark: the statements of a view's plan
-(:mod:`checkpointing.ivm`) run as Spark SQL, each relation a temporary view of the
-session, each operator's state materialized once per epoch by a :class:`StateStore`
-(the task's checkpointed state in a job; a directory of Parquet files here).
+(:mod:`checkpointing.ivm`) run as Spark SQL, each operator's state materialized once per
+epoch by a :class:`StateStore` (the task's checkpointed state in a job; a directory of
+Parquet files here).
 
-A defined relation is a temporary view of its query's analyzed plan: redefining a relation
-it reads (a state replaced at the end of the epoch) does not change it.
+A statement is not sent to Spark when it is defined: it is kept as its SQL, and what runs
+(a relation computed once, a state kept, the view's change read by the caller) is one
+query holding every deferred statement it reads as a common table expression. Through
+Spark Connect each statement sent costs a round trip or two (its analysis, a temporary
+view, the view dropped at the end), about as much as a small Spark job; a CTE costs
+nothing until the query that holds it runs. What Spark names is fixed for the epoch: the
+inputs' changes, the relations computed once, the states as the previous epoch kept them
+(a state kept is read by the next epoch, from its store).
 
 A state that grows by a relation (a join side, :class:`~checkpointing.ivm.rules.State`) is
 kept as batches: the earlier epochs' files by reference and this epoch's added rows as one
@@ -15,11 +21,14 @@ twice the largest one's bytes."""
 
 from __future__ import annotations
 
+import functools
+import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from checkpointing.ivm.deferred import Deferred
 from checkpointing.ivm.operators import WEIGHT
 from checkpointing.ivm.rules import State, consolidated
 
@@ -64,12 +73,20 @@ class SparkEngine:
     #: where they belong.
     SESSION_CONF = {"spark.sql.constraintPropagation.enabled": "false"}
 
-    def __init__(self, spark: Any, states: StateStore):
+    def __init__(self, spark: Any, states: StateStore,
+                 concurrently: Callable[..., list[Any]] | None = None):
         self.spark, self.states = spark, states
-        #: the relations computed once (local checkpoints): held for as long as the engine,
-        #: since a Spark Connect server releases one when its client object is collected,
-        #: and the temporary views over it would then fail
-        self.computed: list[Any] = []
+        #: runs independent actions, at once where it can (a job run's
+        #: :meth:`~spark_jobs.runtime.run_state.RunState.concurrently`); one by one if None
+        self.concurrently = concurrently or (lambda *actions: [a() for a in actions])
+        #: the relations it holds as DataFrames, by name (an input's change, a state as the
+        #: previous epoch kept it, a relation computed once): the statements that read one
+        #: are sent with its plan (:meth:`sql`), not over a temporary view. Held for as
+        #: long as the engine: a Spark Connect server releases a local checkpoint when its
+        #: client object is collected.
+        self.held: dict[str, Any] = {}
+        #: the statements defined and not sent
+        self.deferred = Deferred()
         self._before: dict[str, str | None] = {}
         self._active: _Active | None = None
 
@@ -86,39 +103,96 @@ class SparkEngine:
                 self.spark.conf.unset(k)
             else:
                 self.spark.conf.set(k, v)
-        self.computed.clear()
+        self.held.clear()
+        self.deferred.clear()
         if self._active is not None:
             self._active.restore()
             self._active = None
 
     def exists(self, name: str) -> bool:
-        if self.spark.catalog.tableExists(name):
-            return True
+        # the store, not the session: a session shared between epochs may still name
+        # the state an earlier epoch read
         kept = self.states.load(name)
         if kept is None:
             return False
-        kept.createOrReplaceTempView(name)
+        self.hold(name, kept)
         return True
 
     def define(self, name: str, sql: str, once: bool = False) -> None:
-        df = self.spark.sql(sql)
-        if once:
-            # computed now, its lineage cut: the statements that read it do not inline
-            # (and run again) its query
-            df = df.localCheckpoint(eager=True)
-            self.computed.append(df)
-        df.createOrReplaceTempView(name)
+        if not once:
+            self.deferred.add(name, sql)
+            return
+        # computed now, its lineage cut: the statements that read it do not inline (and
+        # run again) its query
+        self.hold(name, self.sql(sql).localCheckpoint(eager=True))
+
+    def hold(self, name: str, df: Any) -> None:
+        """Make DataFrame ``df`` relation ``name`` of this epoch's statements."""
+        self.held[name] = df
+
+    def sql(self, sql: str) -> Any:
+        """Statement ``sql`` as a DataFrame: the deferred statements it reads folded in,
+        the relations held sent with it (Spark's SQL with DataFrame arguments); any other
+        name it reads is the session's."""
+        fused = self.deferred.fused(sql)
+        frames: dict[str, Any] = {}
+        text = bind(fused, self.held, frames)
+        return self.spark.sql(text, **frames) if frames else self.spark.sql(fused)
+
+    def table(self, name: str) -> Any:
+        """Relation ``name`` as a DataFrame."""
+        if name in self.held:
+            return self.held[name]
+        if name in self.deferred:
+            return self.sql(f"SELECT * FROM {name}")  # noqa: S608
+        return self.spark.table(name)
 
     def keep(self, states: tuple[State, ...]) -> None:
-        for s in states:
+        # The states Spark names stay the previous epoch's: a relation read after this
+        # (the view's change) reads the states it was defined over, and each state's
+        # write reads nothing another writes, so they run at once: on two cores a small
+        # write leaves them mostly idle while Spark plans and commits it.
+        def kept(s: State) -> None:
             if s.grows is None:
-                kept = self.states.save(s.name, self.spark.table(s.next))
-            else:
-                names = self.spark.table(s.grows).columns
-                adds = self.spark.sql(consolidated(tuple(n for n in names if n != WEIGHT),
-                                                   f"SELECT * FROM {s.grows}"))  # noqa: S608
-                kept = self.states.append(s.name, adds, self.spark.table(s.next))
-            kept.createOrReplaceTempView(s.name)
+                self.states.save(s.name, self.table(s.next))
+                return
+            names = tuple(n for n in self.table(s.grows).columns if n != WEIGHT)
+            adds = self.sql(consolidated(names, f"SELECT * FROM {s.grows}"))  # noqa: S608
+            self.states.append(s.name, adds, self.table(s.next))
+
+        self.concurrently(*[functools.partial(kept, s) for s in states])
+
+
+#: the tokens of a Spark SQL statement that may hold a name: string literals, quoted
+#: identifiers and comments (copied as they are), unquoted words, and braces
+_TOKENS = re.compile(r"""'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|`(?:[^`]|``)*`"""
+                     r"|--[^\n]*|/\*.*?\*/|[A-Za-z_][A-Za-z0-9_]*|[{}]", re.S)
+
+
+def bind(sql: str, held: dict[str, Any], frames: dict[str, Any]) -> str:
+    """``sql`` as a template of Spark's SQL with DataFrame arguments: each unquoted name
+    of a relation in ``held`` becomes an argument (added to ``frames``), every other
+    brace doubled. Only unquoted words are names here: the rules write relations
+    unquoted and columns quoted, so a column, a literal or a comment is never taken for a
+    relation."""
+    if not held:
+        return sql
+    keys: dict[str, str] = {}
+
+    def token(m: re.Match[str]) -> str:
+        t = m.group(0)
+        if t in "{}":
+            return t * 2
+        if t[0] in "'\"`-/":
+            return t.replace("{", "{{").replace("}", "}}")
+        if t in held:
+            if t not in keys:
+                keys[t] = f"r{len(keys)}"
+                frames[keys[t]] = held[t]
+            return "{" + keys[t] + "}"
+        return t
+
+    return _TOKENS.sub(token, sql)
 
 
 class _Active:

@@ -100,6 +100,6 @@ def test_views_maintained_on_spark_equal_spark_s_batch_query(spark, tmp_path_fac
                     .createOrReplaceTempView(input_relation(t))
             for n, prog in programs.items():
                 out = run_epoch(prog, engine)
-                maintained[n].update(_counts(spark.table(out)))
+                maintained[n].update(_counts(engine.table(out)))
                 maintained[n] = +maintained[n]
                 assert maintained[n] == _counts(spark.sql(VIEWS[n])), (n, epoch, ops)

@@ -10,24 +10,41 @@ from typing import Any
 
 import sqlglot
 
+from checkpointing.ivm.deferred import Deferred
 from checkpointing.ivm.rules import State
 
 
 class DuckDBEngine:
+    """Every relation a table of the database. As the Spark engine does, a statement that
+    is not shared is deferred (:class:`~checkpointing.ivm.deferred.Deferred`) and runs
+    folded into the first statement that reads it and runs: the rules must give the same
+    result whichever statements an engine defers."""
+
     def __init__(self, con: Any):
         self.con = con
+        self.deferred = Deferred()
 
     def exists(self, name: str) -> bool:
         return bool(self.con.execute("SELECT count(*) FROM duckdb_tables() "
                                      "WHERE table_name = ?", [name]).fetchone()[0])
 
     def define(self, name: str, sql: str, once: bool = False) -> None:
-        # every relation is a table here: computed once whether shared or not
-        self.con.execute(f'CREATE OR REPLACE TABLE "{name}" AS {in_duckdb(sql)}')
+        if not once:
+            self.deferred.add(name, sql)
+            return
+        self._create(name, sql)
+
+    def _create(self, name: str, sql: str) -> None:
+        self.con.execute(f'CREATE OR REPLACE TABLE "{name}" AS '
+                         f"{in_duckdb(self.deferred.fused(sql))}")
 
     def keep(self, states: tuple[State, ...]) -> None:
-        # every state rewritten whole (its rows consolidated): the rules must give the
-        # same result whether an engine keeps batches or not
+        # The states are tables replaced here, and a caller reads the view's change after:
+        # what was deferred runs first, over the states it was defined over. Every state
+        # is rewritten whole (its rows consolidated): the rules must give the same result
+        # whether an engine keeps batches or not.
+        for name in list(self.deferred.statements):  # in order: each reads earlier ones
+            self._create(name, self.deferred.pop(name))
         self.con.execute("BEGIN")
         for s in states:
             self.con.execute(f'DROP TABLE IF EXISTS "{s.name}"')
