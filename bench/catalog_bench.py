@@ -38,7 +38,7 @@ RESULTS = ROOT / "bench" / "results"
 
 
 def run(epochs: int, work: Path) -> dict[str, Any]:
-    from spark_jobs.runtime import JobResult, Pipeline, drive_epoch, spark_session
+    from spark_jobs.runtime import JobResult, Pipeline, drive_epoch
     from spark_jobs.runtime.connect_server import ConnectServer
     from spark_jobs.runtime.run_outputs import RunOutputs
 
@@ -51,7 +51,7 @@ def run(epochs: int, work: Path) -> dict[str, Any]:
                            metastore=f"jdbc:derby:;databaseName={work}/metastore;create=true",
                            extra_env={"AWS_ACCESS_KEY_ID": ACCESS_KEY,
                                       "AWS_SECRET_ACCESS_KEY": SECRET_KEY}).start()
-    spark = spark_session("catalog-bench", remote=server.url, s3=True, endpoint_url=s3.endpoint)
+    spark = server.session("catalog-bench", s3=True, endpoint_url=s3.endpoint)
     timed: list[float] = []
     register = RunOutputs._register
 
@@ -91,8 +91,7 @@ def run(epochs: int, work: Path) -> dict[str, Any]:
                 seconds[kind].append(time.perf_counter() - t)
                 assert meta is not None and meta.completed, meta
             print(f"epoch {e}: registration {timed[-1]:.1f} ms", file=sys.stderr, flush=True)
-        fresh = spark_session("catalog-reader", remote=server.url, s3=True,
-                              endpoint_url=s3.endpoint)
+        fresh = server.session("catalog-reader", s3=True, endpoint_url=s3.endpoint)
         history = fresh.sql("DESCRIBE HISTORY gold.named").collect()
         assert len(history) == epochs + 1, len(history)  # version 0, then one per epoch
         assert fresh.sql("SELECT count(*) FROM gold.named").collect()[0][0] == epochs

@@ -226,7 +226,6 @@ def run(rows: int, versions: int, measure: int, work: Path, dv: bool = False,
         iceberg: bool = False) -> dict[str, Any]:
     import os
 
-    from spark_jobs.runtime import spark_session
     from spark_jobs.runtime.connect_server import ConnectServer
     from spark_jobs.runtime.processes import free_port
 
@@ -237,7 +236,7 @@ def run(rows: int, versions: int, measure: int, work: Path, dv: bool = False,
         os.environ["PYICEBERG_CATALOG__BENCH__WAREHOUSE"] = f"file://{work}/warehouse"
     server = ConnectServer(port=free_port(), driver_memory="4g", log_path=work / "connect.log",
                            conf={"spark.sql.shuffle.partitions": "4"}).start()
-    spark = spark_session("table-input-bench", remote=server.url)
+    spark = server.session("table-input-bench")
     t0 = time.perf_counter()
     snapshots: list[int | None] = []
 

@@ -328,7 +328,6 @@ def check_oracle(c: Coordinator, generated: Path, landed: Any, until: date) -> b
 def main(argv: list[str] | None = None) -> int:
     from bench.harness.steps import Progress, work_dir
     from bench.pipeline_bench import record
-    from spark_jobs.runtime import spark_session
     from spark_jobs.runtime.connect_server import ConnectServer
     from spark_jobs.runtime.processes import free_port, process_groups
 
@@ -383,7 +382,7 @@ def main(argv: list[str] | None = None) -> int:
                            log_path=work / "connect.log").start()
     spark = None
     try:
-        spark = spark_session("tpch-bench", remote=server.url)
+        spark = server.session("tpch-bench")
         # The controls' histories first (the small one warms the server up: the JIT and
         # generated code the full history epoch and plain Spark then both find), then every
         # pipeline's daily epochs in turn: each day's epochs meet the same server.

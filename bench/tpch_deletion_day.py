@@ -75,7 +75,6 @@ def main(argv: list[str] | None = None) -> int:
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    from spark_jobs.runtime import spark_session
     from spark_jobs.runtime.connect_server import ConnectServer
     from spark_jobs.runtime.processes import free_port
 
@@ -100,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     spark = None
     tries: list[dict[str, Any]] = []
     try:
-        spark = spark_session("tpch-deletion-day", remote=server.url)
+        spark = server.session("tpch-deletion-day")
         c = Coordinator(open_storage(ckpt_uri), "tpch_deletion_day")
         if c.latest_completed() is None:
             land(open_storage(data_uri), a.scale, until, 1, cache=a.cache)

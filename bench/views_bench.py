@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     from bench.harness.steps import Progress, work_dir
     from bench.pipeline_bench import record
     from bench.tpch_bench import server_heap
-    from spark_jobs.runtime import drive_epoch, spark_session
+    from spark_jobs.runtime import drive_epoch
     from spark_jobs.runtime.connect_server import ConnectServer
     from spark_jobs.runtime.processes import free_port
 
@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
                            conf=event_log_conf(a.event_log)).start()
     spark = None
     try:
-        spark = spark_session("views-bench", remote=server.url)
+        spark = server.session("views-bench")
         land(con, spark, lake, work / "parquet")
         progress("tables landed")
         pipe, reads = pipeline(on_spark, lake, gold)

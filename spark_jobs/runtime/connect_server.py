@@ -14,6 +14,7 @@ cluster, point the Airflow connection ``spark_connect_default`` at the cluster's
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import subprocess
@@ -21,6 +22,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .metastore_schema import ensure_schema
 from .processes import free_port, listening, stop_group, tail
@@ -43,6 +45,7 @@ RUN_DIR = Path(os.environ.get("CKPT_RUN_DIR") or (
     _CLONE / ".tools" / "run" if (_CLONE / "pyproject.toml").is_file()
     else Path.home() / ".cache" / "dag-checkpoints" / "run"))
 DEFAULT_PORT = 15002
+log = logging.getLogger(__name__)
 
 
 def spark_home() -> Path:
@@ -72,6 +75,7 @@ class ConnectServer:
     #: the session catalog's metastore (JDBC URL); default CKPT_METASTORE_URL
     metastore: str | None = None
     proc: subprocess.Popen[bytes] | None = None
+    stopped: bool = field(default=False, init=False)
 
     @property
     def log_file(self) -> Path:
@@ -160,8 +164,9 @@ class ConnectServer:
         # A PostgreSQL metastore's tables, before the server's catalog first needs them
         # (created lazily, the first CREATE TABLE there deadlocks: metastore_schema).
         ensure_schema(self.metastore)
-        with open(log_path, "w") as log:
-            self.proc = subprocess.Popen(self.command(), env=self.env(), stdout=log,  # noqa: S603
+        self.stopped = False
+        with open(log_path, "w") as out:
+            self.proc = subprocess.Popen(self.command(), env=self.env(), stdout=out,  # noqa: S603
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          start_new_session=True)
         self.log_path = log_path
@@ -181,12 +186,55 @@ class ConnectServer:
         raise RuntimeError(f"Spark Connect server not listening on {self.url} within "
                            f"{timeout:g}s: {tail(log_path)}")
 
+    def exited(self) -> str | None:
+        """None while the server runs; else how it ended, with its log's last lines (a
+        script that owns the server names the cause, not just its client's error)."""
+        if self.proc is None or self.proc.poll() is None:
+            return None
+        return f"Spark Connect server exited ({self.proc.returncode}): {tail(self.log_path)}"
+
+    def session(self, app: str, **kwargs: Any) -> Any:
+        """A Spark Connect session on this server whose client retries only while the
+        server's process runs.
+
+        The client's default retries (about ten minutes per request) ride out a restart of
+        a server someone else runs. This one is the caller's own child: once it has exited
+        nothing will answer, and a request retried for ten minutes (then the next one, and
+        the session's release at the end) would hold a script for most of an hour instead
+        of failing. ``kwargs`` are :func:`spark_session`'s."""
+        from .session import spark_session
+
+        spark = spark_session(app, remote=self.url, **kwargs)
+        proc = self.proc
+        if proc is not None:
+            spark.client.set_retry_policies([_while_running(proc)])
+        return spark
+
     def stop(self, timeout: float = 30.0) -> None:
-        """Stop the server (its whole process group: the JVM and its Python workers)."""
-        if self.proc is None or self.proc.poll() is not None:
+        """Stop the server (its whole process group: the JVM and its Python workers). A
+        server found already exited is named with its log's last lines: whatever failed
+        in its clients meanwhile was this."""
+        if self.proc is None or self.stopped:
+            return
+        self.stopped = True
+        ended = self.exited()
+        if ended is not None:
+            log.warning("%s", ended)
             return
         stop_group(self.proc.pid, timeout, self.proc)
         self.proc.wait(timeout)
+
+
+def _while_running(proc: subprocess.Popen[bytes]) -> Any:
+    """pyspark's default retry policy of a Connect client, which gives up once the server
+    process ``proc`` has exited (pyspark asks ``can_retry`` before each wait)."""
+    from pyspark.sql.connect.client.retries import DefaultPolicy
+
+    class WhileRunning(DefaultPolicy):  # type: ignore[misc]
+        def can_retry(self, exception: BaseException) -> bool:
+            return proc.poll() is None and bool(super().can_retry(exception))
+
+    return WhileRunning()
 
 
 def _owns_port(pid: int, port: int) -> bool:

@@ -6,6 +6,7 @@ naming the endpoint, in seconds."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -193,6 +194,34 @@ def test_a_port_taken_before_the_server_binds_it_is_not_mistaken_for_the_server(
             assert not cs._owns_port(server.proc.pid, taken)
         finally:
             server.stop()
+
+
+def test_a_session_on_a_server_it_owns_fails_in_seconds_when_the_server_dies(caplog):
+    """The client's default retries ride out a restart for about ten minutes a request; on
+    a server the caller started itself (a benchmark's), a crash ends the next request in
+    seconds instead, and stopping the server names how it ended, with its log."""
+    import signal
+
+    import spark_jobs.runtime.connect_server as cs
+
+    server = cs.ConnectServer(port=0, driver_memory="512m").start()
+    spark = server.session("dies")
+    try:
+        assert spark.range(3).count() == 3
+        os.killpg(server.proc.pid, signal.SIGKILL)
+        server.proc.wait(30)
+        t = time.monotonic()
+        with pytest.raises(Exception):  # noqa: B017 grpc's unavailable, as pyspark raises it
+            spark.range(3).count()
+        assert time.monotonic() - t < 60, "the client retried a dead server"
+    finally:
+        # no longer this process's active session: pyspark's Python UDFs read their
+        # settings from the active one
+        with contextlib.suppress(Exception):
+            spark.stop()
+        with caplog.at_level("WARNING", logger=cs.__name__):
+            server.stop()
+    assert any(f"exited ({-signal.SIGKILL})" in r.getMessage() for r in caplog.records)
 
 
 def _slow_task(tmp_path: Path, remote: str, attempt: int, marks: Path
