@@ -16,6 +16,7 @@ demo: install
 # worker made it slower; the order is tests/support/schedule.py's; modules share nothing but
 # PostgreSQL's server, where each has a database of its own). pytest exits 5 when it
 # collects nothing; make treats any non-zero exit as failure, so "no tests" never passes.
+# TEST_SKIP=<dirs>: what ran already (.ci/run runs tests/unit beside the package tier).
 # tests.support.spark_cds first archives Spark's classes once for every JVM of the suite (about a
 # minute; half the CPU each JVM spends starting).
 test: install
@@ -26,7 +27,8 @@ test: install
 	$(PY) -m tests.support.spark_cds
 	CKPT_TEST_PG_URL=$$(scripts/start_postgres.sh) $(PY) -m pytest -q -p no:cacheprovider \
 		-n 3 --dist loadfile --no-loadscope-reorder --durations=25 --ignore=tests/package \
-		--ignore=tests/containers --ignore=tests/system/test_tutorial.py -m "not bench"
+		--ignore=tests/containers --ignore=tests/system/test_tutorial.py -m "not bench" \
+		$(addprefix --ignore=,$(TEST_SKIP))
 
 # The unit tier, tests/unit/: no JVM, no server (the coordinator, the protocol, state, the
 # provider's units): 75-80 s on 2 cores once .venv exists; `make test` runs it with the rest.

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -420,7 +420,10 @@ def maintain_view(run: JobRun) -> JobResult:
         return JobResult(offsets=offsets_out,
                          row_counts={view.output: rows}, metrics={"view": metrics})
     finally:
-        _drop(spark, ns)
+        # and the views named after its inputs (a full recompute's query and the
+        # verification read the inputs by their names)
+        _drop(spark, ns, {*run.barrier.plan[run.task_id].table_inputs, *view.views,
+                          *view.files})
 
 
 def _check_columns(view: ViewTask, columns: tuple[str, ...], key: tuple[str, ...]) -> None:
@@ -433,12 +436,12 @@ def _check_columns(view: ViewTask, columns: tuple[str, ...], key: tuple[str, ...
                            "not columns of the view")
 
 
-def _drop(spark: Any, ns: str) -> None:
-    """Drop the task's temporary views: a session an embedded run shares between epochs
-    must not show one epoch's relations to the next. Only the task's namespace: the
-    inputs' changes are held by the engine, never named in the session."""
+def _drop(spark: Any, ns: str, names: Collection[str] = ()) -> None:
+    """Drop the task's temporary views (its namespace ``ns``, and ``names``): a session an
+    embedded run shares between epochs and tasks must not show one epoch's relations to
+    the next. The inputs' changes are held by the engine, never named in the session."""
     for t in spark.catalog.listTables():
-        if t.isTemporary and t.name.startswith(ns):
+        if t.isTemporary and (t.name.startswith(ns) or t.name in names):
             spark.catalog.dropTempView(t.name)
 
 

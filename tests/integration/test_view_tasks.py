@@ -327,6 +327,9 @@ def test_verification_declines_an_epoch_whose_maintained_result_drifted(spark, t
     e, meta = drive_epoch(pipe, coord, spark, "", "r0")
     assert meta is not None and meta.completed
     assert coord.acknowledged_handle(e, "per_customer").metrics["view"]["verified_ms"] > 0
+    # the verification's query read the inputs by name; the session keeps none of them
+    left = {t.name for t in spark.catalog.listTables() if t.isTemporary}
+    assert not left & {"orders", "customers"}, left
     save = view_job.TaskStates.save
 
     def lossy(self, name, df):
