@@ -15,6 +15,7 @@ commit fail; the table is read again and the summary decides.
 from __future__ import annotations
 
 import logging
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -236,7 +237,12 @@ class IcebergCommitter:
                                for k in spec.keys)) for r in keys]
                 changed = parts[0] if len(parts) == 1 else Or(*parts)
             if table.current_snapshot() is not None:
-                tx.delete(changed, snapshot_properties=props)
+                # A merge whose rows are all new deletes nothing: pyiceberg warns of it, in
+                # every such epoch's task log, for what is the expected case here.
+                with warnings.catch_warnings():
+                    warnings.filterwarnings("ignore", "Delete operation did not match any "
+                                            "records", UserWarning)
+                    tx.delete(changed, snapshot_properties=props)
             upserts = rows.filter(pc.invert(rows[DELETE_COLUMN])).drop_columns([DELETE_COLUMN])
             tx.append(upserts.cast(table.schema().as_arrow()), snapshot_properties=props)
         tx.commit_transaction()
