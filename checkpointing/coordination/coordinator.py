@@ -46,6 +46,7 @@ from checkpointing.protocol.decision import Decision
 from checkpointing.protocol.epoch_metadata import AbortReason, EpochMetadata
 from checkpointing.protocol.layout import Layout
 from checkpointing.protocol.listener import EpochListener, NoOpListener, SafeListener
+from checkpointing.protocol.listings import FileListing
 from checkpointing.protocol.operations import EngineOperation
 from checkpointing.protocol.registry import MAIN, Registry
 from checkpointing.protocol.state_handle import StateHandle
@@ -257,6 +258,11 @@ class Coordinator:
     def record_operation(self, epoch_id: int, op: EngineOperation) -> None:
         """Record the long engine action an attempt starts now (PROTOCOL 5.17)."""
         self._tasks.record_operation(epoch_id, op)
+
+    def pin_listing(self, epoch_id: int, source: str, listed: FileListing) -> FileListing:
+        """The listing of landed files the epoch reads from ``source``: the first one
+        recorded in the epoch, else ``listed``; see :meth:`TaskAcknowledgements.pin_listing`."""
+        return self._tasks.pin_listing(epoch_id, source, listed)
 
     def acknowledge(self, epoch_id: int, task_id: str, attempt: int, handle: StateHandle,
                     *, complete: bool = False) -> AckResult:

@@ -26,6 +26,7 @@ from checkpointing.protocol.attempts import TaskAttempts, scan_task
 from checkpointing.protocol.documents import now_iso, writer_identity
 from checkpointing.protocol.epoch_metadata import AbortReason, EpochMetadata
 from checkpointing.protocol.listener import EpochListener
+from checkpointing.protocol.listings import LISTING, FileListing
 from checkpointing.protocol.markers import ATTEMPT_START, DECLINE
 from checkpointing.protocol.operations import OPERATION, EngineOperation
 from checkpointing.protocol.state_handle import StateHandle
@@ -90,6 +91,24 @@ class TaskAcknowledgements:
         key = self.store.layout.attempt_object(epoch_id, op.task_id, op.attempt, "operation")
         self.store.storage.write(key, OPERATION.encode({**op.to_json(),
                                                   "writer": writer_identity()}))
+
+    def pin_listing(self, epoch_id: int, source: str, listed: FileListing) -> FileListing:
+        """The listing of ``source`` the epoch reads (PROTOCOL 5.21, 6.16): the one the
+        epoch's first attempt to list it recorded, else ``listed``, recorded now
+        (create-once; a writer that lost the race reads the winner's). Refused in a decided
+        epoch (6.11), as every write of a task."""
+        self._check_task(epoch_id, listed.task_id, listed.attempt)
+        self._refuse_if_decided(epoch_id, listed.task_id)
+        key = self.store.layout.listing(epoch_id, source)
+        data = self.store.storage.read_optional(key)
+        if data is None:
+            try:
+                self.store.storage.create(key, LISTING.encode(
+                    {**listed.to_json(), "writer": writer_identity()}))
+                return listed
+            except PreconditionFailed:  # another attempt listed it first: its keys hold
+                data = self.store.storage.read(key)[0]
+        return LISTING.decode(data, key)
 
     def acknowledge(self, epoch_id: int, task_id: str, attempt: int, handle: StateHandle,
                     *, complete: bool = False) -> AckResult:

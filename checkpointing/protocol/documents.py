@@ -12,7 +12,7 @@ from checkpointing.errors import MalformedDocument, UnsupportedVersion
 from checkpointing.json_types import JsonObject
 
 PROTOCOL_MAJOR = 1
-PROTOCOL_MINOR = 27
+PROTOCOL_MINOR = 28
 PROTOCOL_VERSION = f"{PROTOCOL_MAJOR}.{PROTOCOL_MINOR}"
 
 

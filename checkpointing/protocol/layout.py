@@ -99,6 +99,13 @@ class Layout:
         attempt_s = f"attempt-{validate_attempt(attempt):04d}"
         return f"{self.task_prefix(epoch_id, task_id)}{attempt_s}.{kind}"
 
+    def listing(self, epoch_id: int, source: str) -> str:
+        """The listing of landed files the epoch reads from ``source`` (a
+        :func:`~checkpointing.protocol.listings.listing_source` digest; 5.21, 1.28)."""
+        if not re.fullmatch(r"[0-9a-f]{64}", source):
+            raise ValueError(f"not a sha256 hex digest: {source!r}")
+        return f"{self.epoch_prefix(epoch_id)}listings/{source}.json"
+
     def state_prefix(self, epoch_id: int, task_id: str, attempt: int) -> str:
         validate_id(task_id, "task id")
         attempt_s = f"attempt-{validate_attempt(attempt):04d}"

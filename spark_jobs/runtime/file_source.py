@@ -8,11 +8,11 @@ only in the buckets of the files an epoch consumes."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from checkpointing.storage import Storage
+from checkpointing.storage import ObjectInfo, Storage
 
 #: How far behind the newest consumed file a file's last-modified time may be for its key
 #: to stay in the offsets (Spark's file source: ``maxFileAge``, 7 days by default).
@@ -90,7 +90,8 @@ class SeenIndex:
 def new_input(storage: Storage, prefix: str, previous: dict[str, Any] | None,
               until: str | None = None,
               max_age_seconds: float = MAX_FILE_AGE_SECONDS,
-              suffix: str = ".csv", index: SeenIndex | None = None) -> NewInput:
+              suffix: str = ".csv", index: SeenIndex | None = None,
+              listing: Iterable[ObjectInfo] | None = None) -> NewInput:
     """The files under ``prefix`` ending in ``suffix`` not consumed by the offsets
     ``previous`` (a source's last offsets). Offsets of earlier versions are read too:
     ``{"files": {key: etag}}`` of every file consumed, or ``{"files": [key, ...]}`` (keys
@@ -106,6 +107,9 @@ def new_input(storage: Storage, prefix: str, previous: dict[str, Any] | None,
     ``index`` (a :class:`SeenIndex`): a listed file that the window's offsets do not hold
     is looked up there, so that a rewrite of a file consumed before the window is
     ``replaced``, not new; every file consumed and in the window is recorded in it.
+
+    ``listing``: the objects under ``prefix`` to consider (an epoch's pinned listing);
+    default: ``storage``'s listing now.
     """
     previous = previous or {}
     files = previous.get("files") or {}
@@ -119,7 +123,7 @@ def new_input(storage: Storage, prefix: str, previous: dict[str, Any] | None,
     stamps: dict[str, str] = {}
     listed: dict[str, tuple[str, float]] = {}
     sizes: dict[str, int] = {}
-    for info in storage.list(prefix):
+    for info in storage.list(prefix) if listing is None else listing:
         if not info.key.endswith(suffix):
             continue
         if until is not None and _file_day(info.key, suffix) >= until:

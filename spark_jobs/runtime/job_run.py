@@ -40,7 +40,7 @@ from .attempt_cache import attempt_caches
 from .connect import is_connect, unsupported_feature
 from .errors import ConnectUnsupported, DeclineEpoch, JobResultError
 from .reattach import release_session
-from .run_context import OperationLog
+from .run_context import FileListings, NoFileListings, OperationLog
 from .run_outputs import RunOutputs
 
 log = logging.getLogger("spark_jobs.runtime")
@@ -123,6 +123,9 @@ class JobRun(RunOutputs):
     #: milliseconds Spark spent writing the snapshot's state and staged outputs: the
     #: ``sync_ms`` of the handle's timings (the job waits for it, as Flink's synchronous
     #: part); making them durable afterwards is the writer's ``async_ms``
+    #: where the epoch's listings of landed files are recorded (:meth:`new_input` reads
+    #: the files the epoch's first listing found): the coordinator in a checked run
+    listings: FileListings = field(default_factory=NoFileListings)
     snapshot_write_ms: float = 0.0
     #: the operation a killed earlier attempt left running (connect mode), which this
     #: attempt resumes when its job reaches the same action (PROTOCOL 6.3)
@@ -229,6 +232,7 @@ def run_task(job: Job, coordinator: Coordinator, epoch_id: int, task_id: str, at
     run = JobRun(barrier, epoch_id, task_id, attempt, spark,
                  open_storage(data_uri, endpoint_url=endpoint_url) if data_uri else None,
                  previous, upstream, writer, scratch, storage, coordinator,
+                 listings=coordinator,
                  resume=start.resume if is_connect(spark) else None,
                  table_offsets=dict(previous.table_offsets) if previous else {})
     tag = job_tag(coordinator.pipeline_id, epoch_id, task_id, attempt)

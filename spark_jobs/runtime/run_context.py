@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from checkpointing import EngineOperation, SnapshotWriter, StateHandle
 from checkpointing.protocol.barrier import Barrier
+from checkpointing.protocol.listings import FileListing
 from checkpointing.protocol.table_inputs import TableVersion
 from checkpointing.state.task_storage import TaskStorage
 from checkpointing.storage import Storage
@@ -33,6 +34,23 @@ class NoOperationLog:
         """Nothing to record."""
 
 
+class FileListings(Protocol):
+    """Where an epoch records the listing of each prefix of landed files it reads (PROTOCOL
+    5.21, 6.16), so that every task and attempt of the epoch reads the same files: the
+    coordinator, in a checked run."""
+
+    def pin_listing(self, epoch_id: int, source: str, listed: FileListing) -> FileListing: ...
+
+
+class NoFileListings:
+    """A run without an epoch: no other attempt reads with it, so what it lists is what it
+    reads."""
+
+    def pin_listing(self, epoch_id: int, source: str, listed: FileListing) -> FileListing:
+        """``listed`` itself."""
+        return listed
+
+
 class RunContext:
     """The attributes of one attempt (documented on :class:`JobRun`)."""
 
@@ -40,6 +58,7 @@ class RunContext:
     #: interval, parent and configuration; all a job reads of its epoch
     barrier: Barrier
     operations: OperationLog
+    listings: FileListings
     epoch_id: int
     task_id: str
     attempt: int

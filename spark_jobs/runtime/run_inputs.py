@@ -5,11 +5,14 @@ Part of :class:`~spark_jobs.runtime.JobRun`."""
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, cast
 
+from checkpointing.protocol.documents import now_iso
+from checkpointing.protocol.listings import FileListing, listing_source
 from checkpointing.protocol.state_handle import FileRef, StateHandle
 from checkpointing.protocol.table_inputs import TableInput, TableInputError, TableVersion
-from checkpointing.storage import Storage
+from checkpointing.storage import ObjectInfo, Storage
 from checkpointing.tables.spec import TableSpec
 
 from .errors import DeclineEpoch
@@ -77,7 +80,10 @@ class RunInputs(RunContext):
         A task reading several prefixes (a view's file inputs) keeps each one's offsets
         where it likes and passes them (``offsets``: default the previous handle's), and
         names where each one's index lives in its state (``seen``: default
-        ``seen_files/``)."""
+        ``seen_files/``).
+
+        Every task and attempt of the epoch reads from the same files: the epoch's first
+        listing of the prefix (:meth:`listed`)."""
         seen = seen or SEEN_FILES
         stored = {f.name.removeprefix(seen).removesuffix(".json"): f
                   for f in (self.previous.files if self.previous else ())
@@ -96,7 +102,8 @@ class RunInputs(RunContext):
         found = new_input(data, prefix, previous,
                           until=(self.input_until if until is _RUN_UNTIL
                                  else cast(str | None, until)),
-                          max_age_seconds=max_age_seconds, suffix=suffix, index=index)
+                          max_age_seconds=max_age_seconds, suffix=suffix, index=index,
+                          listing=self.listed(data, prefix))
         for bucket, ref in stored.items():
             if bucket not in index.changed:
                 self.writer.reference(ref)
@@ -105,6 +112,27 @@ class RunInputs(RunContext):
             path.write_bytes(body)
             self.writer.add_file(f"{seen}{bucket}.json", path)
         return found
+
+    def listed(self, data: Storage, prefix: str) -> list[ObjectInfo]:
+        """The objects under ``prefix`` of ``data`` this epoch reads (PROTOCOL 6.16): of
+        those listed now, the ones whose keys the epoch's first listing of the prefix
+        holds. The first attempt to list it records its keys, so a file that lands
+        later is left to the next epoch by every task and attempt; a file deleted since
+        that listing is not read (a deleted file retracts nothing)."""
+        now = list(data.list(prefix))
+        mine = FileListing(prefix, tuple(i.key for i in now), self.task_id, self.attempt,
+                           now_iso(time.time()))
+        pinned = self.listings.pin_listing(self.epoch_id, listing_source(data.uri(""), prefix),
+                                           mine)
+        if pinned is mine:
+            return now
+        keys = set(pinned.keys)
+        kept = [i for i in now if i.key in keys]
+        if len(kept) < len(now):
+            log.info("task %s: %d file(s) under %s landed after the epoch's listing "
+                     "(attempt %d of task %s); the next epoch reads them", self.task_id,
+                     len(now) - len(kept), prefix, pinned.attempt, pinned.task_id)
+        return kept
 
     def data_uri(self, key: str) -> str:
         """The URI Spark reads ``key`` of the data root at (a reference file read whole

@@ -54,6 +54,7 @@ def layout_keys() -> dict[str, str]:
         "promotion": lay.lineage_promotion("backfill-1"), "summary": lay.epoch_summary(7),
         "kept_summary": lay.kept_summary(7),
         "verified": lay.verified(7), "stale": lay.stale_alert("main", 7),
+        "listing": lay.listing(7, SHA),
         "run": lay.run_index_entry("main", "scheduled__2013-01-02T00:00:00+00:00", 7),
     }
     return {name: key.removeprefix(lay.base) for name, key in keys.items()}
@@ -127,6 +128,7 @@ def written_documents(tmp_path: Path) -> dict[str, list[dict]]:
         plan_from_edges,
     )
     from checkpointing.coordination.lease import RunnerLease
+    from checkpointing.protocol.listings import FileListing, listing_source
     from checkpointing.protocol.operations import EngineOperation
     from checkpointing.records.alerts import EpochAlert, record_alert
     from checkpointing.records.backfill_lineages import (
@@ -151,6 +153,9 @@ def written_documents(tmp_path: Path) -> dict[str, list[dict]]:
             "stats", 1, "state:stats", "spark-connect", "0b6e4a9c-6f1d-4c55-9a4e-2f1c3d9b8e71",
             "6ba3a0fc-5ecc-49ff-ac81-79827450d110", "2013-01-02T00:05:03.120Z",
             user_id="airflow", observations=("5d1f0c52",)))
+        c.pin_listing(b.epoch_id, listing_source("file:///data/", "raw/flights/"),
+                      FileListing("raw/flights/", ("raw/flights/2013-01-02.csv",), "ingest",
+                                  1, "2013-01-03T00:01:12.403Z"))
         ack_task(c, b.epoch_id, "stats", attempt=2, files={"stats": b"def"},
                  outputs={"gold": b"ghi"}, tmp=tmp_path)
         lease = json.loads(st.read(c.layout.lease(b.epoch_id))[0])
@@ -194,6 +199,7 @@ def decoders(tmp_path: Path) -> dict[str, Callable[[bytes], object]]:
     from checkpointing.protocol.barrier import Barrier
     from checkpointing.protocol.epoch_metadata import EpochMetadata
     from checkpointing.protocol.history import FailureRecord
+    from checkpointing.protocol.listings import LISTING
     from checkpointing.protocol.operations import OPERATION
     from checkpointing.protocol.registry import Registry
     from checkpointing.records.alerts import EpochAlert
@@ -219,6 +225,7 @@ def decoders(tmp_path: Path) -> dict[str, Callable[[bytes], object]]:
     out["ckpt.epoch-summary"] = lambda data: decode_summary(data, "doc")
     out["ckpt.lease"] = lambda data: lease_ttl(data, "doc")
     out["ckpt.operation"] = lambda data: OPERATION.decode(data, "doc")
+    out["ckpt.listing"] = lambda data: LISTING.decode(data, "doc")
     out["ckpt.stale-alert"] = lambda data: STALE.decode(data, "doc")
     out["ckpt.stale-resolved"] = lambda data: RESOLVED_CODEC.decode(data, "doc")
     return out
