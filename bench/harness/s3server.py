@@ -35,6 +35,9 @@ class S3Server:
     endpoint: str
     proc: subprocess.Popen
     datadir: str | None
+    #: the server's output: a file, not a pipe, since nobody reads it while the server
+    #: runs (moto logs a line per request, and a full pipe stalled it mid-request)
+    log: Path | None = None
 
     def client(self):
         return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
@@ -48,6 +51,11 @@ class S3Server:
             self.proc.kill()
         if self.datadir:
             shutil.rmtree(self.datadir, ignore_errors=True)
+        if self.log:
+            self.log.unlink(missing_ok=True)
+
+    def tail(self) -> str:
+        return self.log.read_text(errors="replace")[-2000:] if self.log else ""
 
 
 def start_s3_server(kind: str | None = None) -> S3Server:
@@ -69,8 +77,10 @@ def start_s3_server(kind: str | None = None) -> S3Server:
         cmd = [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)]
     else:
         raise RuntimeError(f"unknown CKPT_TEST_S3={kind!r}: use minio or moto")
-    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    server = S3Server(kind, endpoint, proc, datadir)
+    fd, log = tempfile.mkstemp(prefix=f"ckpt-{kind}-", suffix=".log")
+    with os.fdopen(fd, "wb") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
+    server = S3Server(kind, endpoint, proc, datadir, Path(log))
     deadline = time.time() + 60
     while True:
         try:
@@ -78,7 +88,7 @@ def start_s3_server(kind: str | None = None) -> S3Server:
             return server
         except Exception:
             if proc.poll() is not None or time.time() > deadline:
-                err = proc.stderr.read().decode(errors="replace")[-2000:] if proc.stderr else ""
+                err = server.tail()
                 server.stop()
                 raise RuntimeError(f"{kind} S3 server did not start on {endpoint}: {err}") from None
             time.sleep(0.2)
