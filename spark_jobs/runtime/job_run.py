@@ -120,12 +120,12 @@ class JobRun(RunOutputs):
     #: where the attempt records the engine operations it starts (a later attempt resumes
     #: them): the coordinator in a checked run, :class:`NoOperationLog` without an epoch
     operations: OperationLog
-    #: milliseconds Spark spent writing the snapshot's state and staged outputs: the
-    #: ``sync_ms`` of the handle's timings (the job waits for it, as Flink's synchronous
-    #: part); making them durable afterwards is the writer's ``async_ms``
     #: where the epoch's listings of landed files are recorded (:meth:`new_input` reads
     #: the files the epoch's first listing found): the coordinator in a checked run
     listings: FileListings = field(default_factory=NoFileListings)
+    #: milliseconds Spark spent writing the snapshot's state and staged outputs: the
+    #: ``sync_ms`` of the handle's timings (the job waits for it, as Flink's synchronous
+    #: part); making them durable afterwards is the writer's ``async_ms``
     snapshot_write_ms: float = 0.0
     #: the operation a killed earlier attempt left running (connect mode), which this
     #: attempt resumes when its job reaches the same action (PROTOCOL 6.3)
