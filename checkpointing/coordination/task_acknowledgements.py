@@ -95,13 +95,14 @@ class TaskAcknowledgements:
     def pin_listing(self, epoch_id: int, source: str, listed: FileListing) -> FileListing:
         """The listing of ``source`` the epoch reads (PROTOCOL 5.21, 6.16): the one the
         epoch's first attempt to list it recorded, else ``listed``, recorded now
-        (create-once; a writer that lost the race reads the winner's). Refused in a decided
-        epoch (6.11), as every write of a task."""
-        self._check_task(epoch_id, listed.task_id, listed.attempt)
-        self._refuse_if_decided(epoch_id, listed.task_id)
+        (create-once; a writer that lost the race reads the winner's). The create is
+        refused in a decided epoch (6.11), as every write of a task; reading a recorded
+        listing writes nothing, so a later reader pays that one read."""
         key = self.store.layout.listing(epoch_id, source)
         data = self.store.storage.read_optional(key)
         if data is None:
+            self._check_task(epoch_id, listed.task_id, listed.attempt)
+            self._refuse_if_decided(epoch_id, listed.task_id)
             try:
                 self.store.storage.create(key, LISTING.encode(
                     {**listed.to_json(), "writer": writer_identity()}))

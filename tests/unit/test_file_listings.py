@@ -163,3 +163,19 @@ def test_a_run_without_an_epoch_reads_what_it_lists(storage, tmp_path):
                  t.writer(None), scratch, t, NoOperationLog())
     assert run.new_input(h.prefix).new == sorted(h.versions)
     assert not list(storage.list(f"{h.c.layout.epoch_prefix(h.epoch)}listings/"))
+
+
+def test_no_listing_is_created_in_a_decided_epoch(storage, tmp_path):
+    """An attempt still running after its epoch was decided (aborted by an operator, timed
+    out) must not bring the epoch's directory back once retention deleted it (6.11)."""
+    from checkpointing.errors import EpochAlreadyDecided
+    from checkpointing.protocol.listings import FileListing
+
+    h = History(storage, tmp_path)
+    h.land()
+    h.c.abort(h.epoch, "timeout", "timed out")
+    with pytest.raises(EpochAlreadyDecided):
+        h.c.pin_listing(h.epoch, listing_source(storage.uri(""), h.prefix),
+                        FileListing(h.prefix, tuple(h.versions), "orders", 1,
+                                    "2013-01-03T00:00:00.000Z"))
+    assert not list(storage.list(f"{h.c.layout.epoch_prefix(h.epoch)}listings/"))
