@@ -82,8 +82,8 @@ class RunInputs(RunContext):
         names where each one's index lives in its state (``seen``: default
         ``seen_files/``).
 
-        Every task and attempt of the epoch reads from the same files: the epoch's first
-        listing of the prefix (:meth:`listed`)."""
+        Every task and attempt of the epoch reads from the same files: those of the
+        epoch's first listing of the prefix (PROTOCOL 6.16)."""
         seen = seen or SEEN_FILES
         stored = {f.name.removeprefix(seen).removesuffix(".json"): f
                   for f in (self.previous.files if self.previous else ())
@@ -103,7 +103,7 @@ class RunInputs(RunContext):
                           until=(self.input_until if until is _RUN_UNTIL
                                  else cast(str | None, until)),
                           max_age_seconds=max_age_seconds, suffix=suffix, index=index,
-                          listing=self.listed(data, prefix))
+                          listing=self._listed(data, prefix))
         for bucket, ref in stored.items():
             if bucket not in index.changed:
                 self.writer.reference(ref)
@@ -113,7 +113,7 @@ class RunInputs(RunContext):
             self.writer.add_file(f"{seen}{bucket}.json", path)
         return found
 
-    def listed(self, data: Storage, prefix: str) -> list[ObjectInfo]:
+    def _listed(self, data: Storage, prefix: str) -> list[ObjectInfo]:
         """The objects under ``prefix`` of ``data`` this epoch reads (PROTOCOL 6.16): of
         those listed now, the ones whose keys the epoch's first listing of the prefix
         holds. The first attempt to list it records its keys, so a file that lands
