@@ -17,7 +17,6 @@ from collections.abc import Mapping, Sequence
 from itertools import combinations
 from typing import Any
 
-from checkpointing.ivm.planner import query_tables
 from checkpointing.protocol.file_inputs import FileInput
 from checkpointing.protocol.view_task import DEFAULT_FULL_REFRESH_ABOVE, ViewTask
 from checkpointing.tables.spec import TableSpec
@@ -82,6 +81,10 @@ class CheckpointedViewOperator(CheckpointedSparkOperator):
                 raise ValueError(f"{self.task_id}: {', '.join(both)} named both as {a} and "
                                  f"as {b}")
         declared = set().union(*kinds.values())
+        # Imported here: the planner brings sqlglot (0.3 s), which a DAG of Spark jobs alone,
+        # parsed with this module (the operators package), never uses.
+        from checkpointing.ivm.planner import query_tables
+
         unknown = sorted(query_tables(sql) - declared)
         if unknown:
             raise ValueError(f"{self.task_id}: the view reads {', '.join(unknown)}, not "
