@@ -19,7 +19,7 @@ fi
 # registered"). The installed .dist-info is the one that counts.
 rm -rf dag_checkpoints.egg-info
 stamp=.venv/.installed
-inputs="requirements.txt requirements-dev.txt pyproject.toml"
+inputs="requirements.txt requirements-dev.txt pyproject.toml scripts/bootstrap.sh"
 if [ -f "$stamp" ] && [ -z "$(find $inputs -newer "$stamp" 2>/dev/null)" ]; then
   exit 0
 fi
@@ -37,15 +37,17 @@ have=$(.venv/bin/python -c 'import importlib.metadata as m; print(m.version("pys
 if [ -n "$have" ] && [ "$have" != "$want" ]; then
   uv uninstall pyspark pyspark-client
 fi
-# --compile-bytecode: what pip does by default and uv does not. Without it each process
-# compiles what it imports, every time where writing bytecode is off
-# (PYTHONDONTWRITEBYTECODE, a read-only tree): `import airflow` then took 5.3 CPU-s
-# instead of 2.2, in every Airflow command, component and task process.
-uv install --compile-bytecode -r requirements.txt -r requirements-dev.txt
+uv install -r requirements.txt -r requirements-dev.txt
 uv install --no-deps -e .
-# The project's own modules, for the same reason (Python recompiles a file edited since).
-.venv/bin/python -m compileall -q -j 0 checkpointing plugins spark_jobs dags bench tests \
-  scripts >/dev/null
+# Bytecode, compiled once here (pip does it at install, uv does not): without it every
+# process compiles what it imports, every time where writing bytecode is off
+# (PYTHONDONTWRITEBYTECODE, a read-only tree): `import airflow` then took 5.3 CPU-s
+# instead of 2.2, in every Airflow command, component and task process. A file already
+# compiled is skipped; one that does not compile (a third-party template named .py) is
+# left as pip leaves it.
+site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
+.venv/bin/python -m compileall -q -j 0 "$site" checkpointing plugins spark_jobs dags bench \
+  tests scripts >/dev/null 2>&1 || true
 # The editable build leaves dag_checkpoints.egg-info in the source tree. With the tree on
 # sys.path (cwd, PYTHONPATH) importlib.metadata would then see the distribution twice, and
 # Airflow would load the plugin's and the provider's entry points twice ("already

@@ -51,9 +51,8 @@ def test_the_package_serves_each_public_name_from_its_own_module():
     object, and a name the package does not define fails as any missing attribute does."""
     import importlib
 
-    import pytest
-
     import dag_checkpoints
+    import pytest
 
     for name in dag_checkpoints.__all__:
         value = getattr(dag_checkpoints, name)
