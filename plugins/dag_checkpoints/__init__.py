@@ -12,7 +12,7 @@ The names are imported when first used (PEP 562), not with the package: every Ai
 process imports ``dag_checkpoints.provider`` while it reads its configuration (the
 provider's entry point), and the scheduler, the API server, the triggerer and every
 ``airflow`` command would otherwise import the operators, the view planner and sqlglot
-with it (1.35 s of the 4.3 s ``import airflow`` took)."""
+with it (``import airflow``: 1.7 CPU-s against 1.9)."""
 
 from __future__ import annotations
 

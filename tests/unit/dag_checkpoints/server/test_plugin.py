@@ -12,7 +12,7 @@ import sys
 from bench.harness.airflow_env import airflow_env
 
 #: modules a process that loads the plugin without serving its API must not import: the
-#: REST API (FastAPI and Airflow's API security, 1.7 s), the operators, the view planner's
+#: REST API (FastAPI and Airflow's API security), the operators, the view planner's
 #: SQL parser
 NOT_LOADED = ("dag_checkpoints.server.api", "fastapi", "dag_checkpoints.operators",
               "checkpointing.ivm", "sqlglot")
