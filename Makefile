@@ -2,7 +2,7 @@
 SHELL := /bin/bash
 PY := .venv/bin/python
 
-.PHONY: install demo docs docs-serve bench-check test test-fast test-integration test-system test-package test-containers lint bench bench-coordinator bench-verify bench-airflow bench-tables bench-sources bench-table-inputs bench-table-inputs-dv bench-table-inputs-iceberg bench-catalog bench-scale bench-scale-topology bench-views faults soak drills drills-containers
+.PHONY: install demo docs docs-serve bench-check test test-tools test-fast test-integration test-system test-package test-containers lint bench bench-coordinator bench-verify bench-airflow bench-tables bench-sources bench-table-inputs bench-table-inputs-dv bench-table-inputs-iceberg bench-catalog bench-scale bench-scale-topology bench-views faults soak drills drills-containers
 
 install:
 	scripts/bootstrap.sh
@@ -17,18 +17,22 @@ demo: install
 # PostgreSQL's server, where each has a database of its own). pytest exits 5 when it
 # collects nothing; make treats any non-zero exit as failure, so "no tests" never passes.
 # TEST_SKIP=<dirs>: what ran already (.ci/run runs tests/unit beside the package tier).
-# tests.support.spark_cds first archives Spark's classes once for every JVM of the suite (about a
-# minute; half the CPU each JVM spends starting).
-test: install
+test: test-tools
+	CKPT_TEST_PG_URL=$$(scripts/start_postgres.sh) $(PY) -m pytest -q -p no:cacheprovider \
+		-n 3 --dist loadfile --no-loadscope-reorder --durations=25 --ignore=tests/package \
+		--ignore=tests/containers --ignore=tests/system/test_tutorial.py -m "not bench" \
+		$(addprefix --ignore=,$(TEST_SKIP))
+
+# What the suite's servers and JVMs need, built or fetched once per checkout (MinIO and
+# toxiproxy from the Go proxy, Spark's S3A jars, a headless browser, the class-data
+# sharing archive of Spark's classes: about a minute, half the CPU each JVM spends
+# starting); `make test` runs it first.
+test-tools: install
 	scripts/install_minio.sh
 	scripts/install_spark_s3.sh
 	scripts/install_browser.sh
 	scripts/install_toxiproxy.sh
 	$(PY) -m tests.support.spark_cds
-	CKPT_TEST_PG_URL=$$(scripts/start_postgres.sh) $(PY) -m pytest -q -p no:cacheprovider \
-		-n 3 --dist loadfile --no-loadscope-reorder --durations=25 --ignore=tests/package \
-		--ignore=tests/containers --ignore=tests/system/test_tutorial.py -m "not bench" \
-		$(addprefix --ignore=,$(TEST_SKIP))
 
 # The unit tier, tests/unit/: no JVM, no server (the coordinator, the protocol, state, the
 # provider's units): 75-80 s on 2 cores once .venv exists; `make test` runs it with the rest.
@@ -37,27 +41,20 @@ test-fast: install
 
 # The integration tier, tests/integration/: Spark (local, standalone, Connect), MinIO,
 # PostgreSQL, the table formats' readers; the unit tier's storage tests again on MinIO.
-test-integration: install
-	scripts/install_minio.sh
-	scripts/install_spark_s3.sh
-	$(PY) -m tests.support.spark_cds
+test-integration: test-tools
 	CKPT_TEST_PG_URL=$$(scripts/start_postgres.sh) $(PY) -m pytest -q -p no:cacheprovider \
 		-n 3 --dist loadfile --no-loadscope-reorder -m "not bench" tests/integration
 
 # The system tier, tests/system/: Airflow (dags test, standalone, the Celery topology on
 # PostgreSQL), the fault matrices, the demo and the README's commands.
-test-system: install
-	scripts/install_minio.sh
-	scripts/install_spark_s3.sh
-	scripts/install_browser.sh
-	scripts/install_toxiproxy.sh
-	$(PY) -m tests.support.spark_cds
+test-system: test-tools
 	CKPT_TEST_PG_URL=$$(scripts/start_postgres.sh) $(PY) -m pytest -q -p no:cacheprovider \
 		-n 3 --dist loadfile --no-loadscope-reorder --ignore=tests/system/test_tutorial.py \
 		tests/system
 
 # The benchmark scripts run end to end on little data and write their documented keys
-# (tests/integration/test_bench.py; measurements, so not in `make test`; .ci/run runs it),
+# (tests/integration/test_bench.py; measurements, so not in `make test`; .ci/run runs it
+# beside `make test`, niced),
 # two scripts at a time (one alone leaves a core idle for most of its run).
 bench-check: install
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist load -m bench tests/integration/test_bench.py

@@ -10,7 +10,7 @@ inputs' changes, the relations computed once, the states as the previous epoch k
 
 from __future__ import annotations
 
-from checkpointing.ivm.rules import q, relation_pattern
+from checkpointing.ivm.rules import q, relations_read
 
 
 class Deferred:
@@ -44,9 +44,7 @@ class Deferred:
         self._reads.clear()
 
     def _direct(self, sql: str) -> list[str]:
-        if not self.statements:
-            return []
-        return list(dict.fromkeys(relation_pattern(list(self.statements)).findall(sql)))
+        return list(dict.fromkeys(relations_read(sql, self.statements)))
 
     def reads(self, sql: str) -> list[str]:
         """The deferred statements ``sql`` reads, directly or through each other, in the

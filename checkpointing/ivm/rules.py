@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 
 from sqlglot import exp
@@ -89,11 +90,11 @@ class Program:
         (read by the caller). Each statement that scans an input runs once
         (:func:`_shared`), so this is the number of statements scanning it."""
         steps = {st.name: st for st in self.steps if isinstance(st, Step)}
-        pattern = relation_pattern([*steps, relation])
+        names = {*steps, relation}
         memo: dict[str, int] = {}
 
         def inlined(sql: str) -> int:
-            return sum(expand(r) for r in pattern.findall(sql))
+            return sum(expand(r) for r in relations_read(sql, names))
 
         def expand(name: str) -> int:
             if name == relation:
@@ -147,10 +148,8 @@ def _shared(steps: list[Step | State], out: str) -> tuple[Step | State, ...]:
     its change, and the input's below it, would be computed twice). A statement that
     reads an input's changes counts as large: reading them again reads the upstream
     table's changed files again."""
-    names = [s.name for s in steps if isinstance(s, Step)]
-    pattern = relation_pattern(names) if names else None
-    refs = {s.name: pattern.findall(s.sql) if pattern else []
-            for s in steps if isinstance(s, Step)}
+    names = {s.name for s in steps if isinstance(s, Step)}
+    refs = {s.name: relations_read(s.sql, names) for s in steps if isinstance(s, Step)}
     reads = Counter(r for read in refs.values() for r in read)
     reads.update(r for st in steps if isinstance(st, State)
                  for r in (st.next, st.grows) if r is not None)
@@ -178,6 +177,25 @@ def relation_pattern(names: list[str]) -> re.Pattern[str]:
     """A pattern finding each read of one of ``names`` in a statement (as a whole name,
     quoted or not); its one group is the name."""
     return re.compile(r"(?<![\w`])`?(" + "|".join(map(re.escape, names)) + r")`?(?![\w`])")
+
+
+#: a whole name of word characters, quoted or not, where :func:`relation_pattern` finds one
+_WORD_NAME = re.compile(r"(?<![\w`])`?(\w+)`?(?![\w`])")
+
+
+def relations_read(sql: str, names: Collection[str]) -> list[str]:
+    """The reads of ``names`` in ``sql``, in order: what ``relation_pattern(names)`` finds.
+    Names of word characters alone (every name a plan makes, unless a view's namespace has
+    others) are found by one pattern compiled once, and kept when they are among
+    ``names``: an engine asks this for every statement it is given, with a set of names
+    that grows by one each time, and compiling a pattern of them all each time was most of
+    an epoch's own time (Python's cache of patterns holds 512)."""
+    if not names:
+        return []
+    if all(n.isascii() and n.isidentifier() for n in names):
+        return [n for n in _WORD_NAME.findall(sql) if n in names]
+    # longest first: of two names where one starts the other, the whole one is read
+    return relation_pattern(sorted(names, key=lambda n: (-len(n), n))).findall(sql)
 
 
 def d(node: Node, ns: str = "") -> str:

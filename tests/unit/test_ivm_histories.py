@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from checkpointing.ivm.maintain import run_epoch
 from checkpointing.ivm.planner import plan_view
 from checkpointing.ivm.rules import input_relation, program
-from tests.support.ivm_duckdb import DuckDBEngine, _norm, in_duckdb
+from tests.support.ivm_duckdb import DuckDBEngine, _norm, connect, in_duckdb
 from tests.support.ivm_histories import ORDER_OPS, SCHEMAS, VIEWS, _apply
 
 duckdb = pytest.importorskip("duckdb")
@@ -49,7 +49,7 @@ def _load(con, name: str, rows: list[tuple], columns: list[str], weights: list[i
 @seed(20261205)
 @given(epochs=st.lists(st.lists(ORDER_OPS, max_size=8), min_size=1, max_size=6))
 def test_every_view_equals_its_batch_query_after_every_epoch(epochs):
-    con = duckdb.connect()
+    con = connect()
     engine = DuckDBEngine(con)
     plans = {name: plan_view(sql, SCHEMAS) for name, sql in VIEWS.items()}
     assert all(p.incremental for p in plans.values()), \

@@ -18,7 +18,7 @@ from checkpointing.ivm.explain import explain
 from checkpointing.ivm.maintain import run_epoch
 from checkpointing.ivm.planner import plan_view
 from checkpointing.ivm.rules import Step, input_relation, program
-from tests.support.ivm_duckdb import DuckDBEngine, _norm
+from tests.support.ivm_duckdb import DuckDBEngine, _norm, connect
 
 duckdb = pytest.importorskip("duckdb")
 
@@ -32,7 +32,7 @@ def tpch():
 
     ext = list(Path(duckdb_ext.__path__[0]).glob("extensions/*/*/tpch.duckdb_extension"))
     assert ext, "duckdb-ext-tpch is not installed (requirements-dev.txt)"
-    con = duckdb.connect()
+    con = connect()
     con.execute(f"LOAD '{ext[0]}'")
     con.execute("CALL dbgen(sf = 0.05)")
     schemas: dict[str, dict[str, str]] = {}
