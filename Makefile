@@ -105,7 +105,7 @@ faults: install
 	$(PY) bench/faults.py --remote auto $(ARGS)
 
 # ... and the table-input histories' properties (Spark-, delta-rs- and pyiceberg-written
-# upstreams) with many examples each (HISTORY_EXAMPLES, default 60; `make test` draws 3,
+# upstreams) with many examples each (HISTORY_EXAMPLES, default 60; `make test` draws 1,
 # 25 and 15), the Spark one printing how many it drew.
 soak: install
 	$(MAKE) faults ARGS="--soak --out bench/results/soak.json $(ARGS)"

@@ -1,7 +1,7 @@
 """The suite's CPU log (tests/support/cpu_log.py) counts what a test's processes really used: a
 process re-parented away from the test's tree (as `airflow standalone`'s components are
 when the standalone stops first) and a short-lived child its followed parent waited for,
-each once."""
+each once; in a control group of its own, also a daemon that ended unseen."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ import subprocess
 import sys
 import time
 
-from tests.support.cpu_log import ProcessTree
+import pytest
+
+from tests.support.cpu_log import CgroupCpu, ProcessTree
 
 #: A busy loop of about ``s`` CPU seconds.
 BURN = "import time\nt = time.process_time()\nwhile time.process_time() - t < {s}: pass\n"
@@ -58,6 +60,38 @@ def test_a_child_its_followed_parent_waited_for_is_counted_once():
     # the burner's 1.0 s and two interpreters' starts, not the burner twice (its sampled
     # figure and again in its parent's reaped children)
     assert 1.0 <= used < 1.9, used
+
+
+def test_a_control_group_counts_a_daemon_its_parent_left_unseen():
+    """A process whose parent exits without waiting for it, and which ends before anything
+    looked at it (a daemonized server stopped between two samples): the process tree
+    cannot see its CPU, the control group the worker moves into counts it."""
+    child = subprocess.Popen(
+        [sys.executable, "-c",
+         "import subprocess, sys\nsys.stdin.readline()\n"
+         f"p = subprocess.Popen([sys.executable, '-c', {BURN.format(s=1.0)!r}], "
+         "start_new_session=True)\nprint(p.pid, flush=True)"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    group = CgroupCpu.create(child.pid)
+    if group is None:
+        child.kill()
+        pytest.skip("no control group of its own here (cgroup v2 as root): the log follows "
+                    "the process tree")
+    try:
+        before = group.cpu_seconds()
+        child.stdin.write("go\n")
+        child.stdin.close()
+        burner = int(child.stdout.read())
+        child.wait()
+        deadline = time.monotonic() + 60
+        while os.path.exists(f"/proc/{burner}") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        # the burner's 1.0 s and two interpreters' starts
+        used = group.cpu_seconds() - before
+        assert 1.0 <= used < 2.5, used
+    finally:
+        group.close()
+    assert not group.path.exists()
 
 
 def test_the_per_module_table_sums_each_module_s_tests():
