@@ -265,15 +265,18 @@ def test_declined_epoch_ends_the_run(af):
     assert _ended_at(sa, A, run) - _ts(rec.decided_at) <= END_WITHIN_S
     assert "declined epoch" in _log(sa, A, run, "count")
     # A lineage backend sees the epoch aborted: the declining task's FAIL event names the
-    # epoch, its status and reason in the checkpoint facet.
+    # epoch, its status and reason in the checkpoint facet. Earlier tests' runs failed
+    # `count` too, and events arrive after the run ends: wait for this epoch's.
     def fails() -> list:
-        return [ev["run"]["facets"].get("dagCheckpoints_epoch") for ev in
+        return [ev["run"]["facets"].get("dagCheckpoints_epoch") or {} for ev in
                 (b["json"] for b in list(sa.lineage.received))
                 if ev["eventType"] == "FAIL" and ev["job"]["name"] == f"{A}.count"]
 
-    facets = sa.wait_for(fails, 60, "the declining task's FAIL event")
+    facets = sa.wait_for(lambda: [f for f in fails() if f.get("epoch") == epoch], 60,
+                         f"the declining task's FAIL event naming epoch {epoch}",
+                         fails)
     assert {"epoch": epoch, "status": "aborted", "reason": "declined"}.items() <= \
-        (facets[-1] or {}).items(), facets
+        facets[-1].items(), facets
 
 
 def test_ack_after_abort_and_retention_is_refused_and_writes_nothing(af):
