@@ -54,7 +54,7 @@ test-system: test-tools
 
 # The benchmark scripts run end to end on little data and write their documented keys
 # (tests/integration/test_bench.py; measurements, so not in `make test`; .ci/run runs it
-# beside `make test`, niced),
+# after `make test`),
 # two scripts at a time (one alone leaves a core idle for most of its run).
 bench-check: install
 	$(PY) -m pytest -q -p no:cacheprovider -n 2 --dist load -m bench tests/integration/test_bench.py

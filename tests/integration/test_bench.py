@@ -1,7 +1,7 @@
 """The benchmark script runs end to end and writes the documented JSON shape (timings are
 not asserted: speed targets belong in benchmarks, not tests). Its runs are measurements,
 minutes of Spark work: `make bench-check` runs this module (marker ``bench``; `.ci/run` runs
-it beside the suite, niced), `make test` does not."""
+it after the suite), `make test` does not."""
 
 from __future__ import annotations
 
